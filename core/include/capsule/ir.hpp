@@ -1,0 +1,111 @@
+// The JSON IR (DESIGN.md section 7) and its well-formedness and shape checks.
+//
+// A Graph is a list of nodes in topological order: every parent appears earlier than its child.
+// `input`, `const` and `detach` are structural nodes that need no runtime capsule; every other op
+// is a BackendOp. Attribute conventions and shape rules per op are documented in docs/ops.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "capsule/vocabulary.hpp"
+
+namespace capsule {
+
+/// Element types. Spelled `float32`, `float64`, `int64`, `bool`.
+enum class DType : std::uint8_t { float32, float64, int64, boolean };
+template <> struct Spellings<DType> {
+    static constexpr std::string_view kind = "dtype";
+    static const std::array<std::pair<DType, std::string_view>, 4> values;
+};
+/// Size of one element in bytes.
+std::size_t dtype_size(DType dtype);
+
+/// Row-major tensor shape; each dimension ≥ 0.
+using Shape = std::vector<std::int64_t>;
+/// `[2, 3]`
+std::string to_string(const Shape& shape);
+/// Product of the dimensions (1 for a scalar shape `[]`).
+std::int64_t element_count(const Shape& shape);
+
+/// A node attribute value. JSON integers read as int64, other numbers as double, arrays of
+/// integers as int list, arrays with any non-integer number as float list.
+using AttrValue = std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>,
+                               std::vector<double>>;
+using Attributes = std::map<std::string, AttrValue>;
+
+/// Structural node kinds; `op` nodes carry a BackendOp.
+enum class NodeKind : std::uint8_t { input, constant, detach, op };
+
+struct Node {
+    std::int64_t id = 0;
+    NodeKind kind = NodeKind::op;
+    std::optional<BackendOp> op;  // set iff kind == op
+    std::string name;             // optional; parameters are keyed by name, or by id when empty
+    std::vector<std::int64_t> parents;
+    Attributes attrs;
+    Shape shape;
+    DType dtype = DType::float32;
+
+    /// `input`, `const`, `detach` or the BackendOp spelling.
+    std::string op_spelling() const;
+    /// The key parameters of this node are stored under: name, or the id when name is empty.
+    std::string parameter_prefix() const;
+    /// Nodes that need no runtime work: input, const, detach.
+    bool is_structural() const { return kind != NodeKind::op; }
+};
+
+struct Graph {
+    std::vector<Node> nodes;
+    std::vector<std::int64_t> outputs;
+    std::optional<std::string> parameters;  // parameters file, relative to the graph file
+    std::filesystem::path source;           // file the graph was read from (may be empty)
+
+    /// Index into `nodes` of the node with this id; nullopt when absent.
+    std::optional<std::size_t> index_of(std::int64_t id) const;
+};
+
+/// The inferred type of a node's output.
+struct TensorType {
+    Shape shape;
+    DType dtype = DType::float32;
+    bool operator==(const TensorType&) const = default;
+};
+
+/// Parses a JSON IR document (format "capsule-ir", version 1). `source` names the document in
+/// errors. Raises InputError for bad JSON structure, unknown keys, unknown ops or dtypes, naming
+/// the node (`node <id> (<op>)`) and the problem. Does not check shapes; see check_graph.
+Graph parse_graph(std::string_view json_text, const std::filesystem::path& source = {});
+/// Reads and parses a graph file; raises InputError when the file cannot be read.
+Graph load_graph(const std::filesystem::path& path);
+/// Serialises a graph back to JSON IR text.
+std::string graph_to_json(const Graph& graph);
+
+/// Checks well-formedness: unique non-negative ids, parents that exist and appear earlier (no
+/// cycle, no forward reference), arity per op, attributes per op, outputs that exist, and that the
+/// declared shape and dtype of every node equal shape inference. Raises InputError naming the
+/// graph source, the node and the problem.
+void check_graph(const Graph& graph);
+
+/// Infers the output type of `node` from its parents' types (in parent order) and attributes.
+/// Raises InputError with the reason (without the node prefix) on wrong arity, bad attribute or
+/// incompatible shapes.
+TensorType infer_type(const Node& node, const std::vector<TensorType>& parents);
+
+/// A tensor a node reads from the parameters file: its full key (`<prefix>.weight`, or just
+/// `<prefix>` for a `const` node) and the type the file must hold.
+struct ParameterSpec {
+    std::string key;
+    TensorType type;
+    bool operator==(const ParameterSpec&) const = default;
+};
+/// The parameters `node` takes (docs/ops.md), in a fixed order, given its parents' types. Raises
+/// InputError exactly where infer_type does.
+std::vector<ParameterSpec> parameter_specs(const Node& node, const std::vector<TensorType>& parents);
+
+}  // namespace capsule

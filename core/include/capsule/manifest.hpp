@@ -1,0 +1,63 @@
+// Capsule plugin manifests (`<name>.capsule.json`, DESIGN.md section 4; schema in
+// docs/plugins.md).
+//
+// A manifest can be read, listed and planned with without running any vendor code. Parsing is
+// strict: unknown keys, wrong types, unknown spellings, a capsule whose device or provider the
+// manifest does not declare, and duplicate capsule names are errors that give the file, the JSON
+// path and the reason.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "capsule/capsule.hpp"
+
+namespace capsule {
+
+/// Plugin C ABI version. A different major is refused; a newer minor is accepted.
+struct AbiVersion {
+    std::uint32_t major = 1;
+    std::uint32_t minor = 0;
+    bool operator==(const AbiVersion&) const = default;
+};
+/// The ABI version this host implements.
+inline constexpr AbiVersion kHostAbiVersion{1, 0};
+/// `1.0`
+std::string to_string(const AbiVersion& version);
+
+struct PluginManifest {
+    std::string name;
+    std::string version;
+    AbiVersion abi;
+    std::optional<std::string> library;  // file name relative to the manifest; none for stubs
+    Device device = Device::cpu;
+    std::vector<Provider> providers;
+    std::vector<std::string> registry_modes;
+    std::int64_t priority = 0;  // higher priority plugins come first in a registry
+    std::vector<KernelCapsule> capsules;
+    std::filesystem::path source;  // manifest file (empty when parsed from text)
+
+    /// A stub declares no library: it can be listed and planned with, never executed.
+    bool is_stub() const { return !library.has_value(); }
+};
+
+/// Parses a manifest document. Raises InputError `<source>: <json path>: <reason>`.
+PluginManifest parse_manifest(std::string_view json_text, const std::filesystem::path& source);
+/// Reads and parses a manifest file; raises InputError when unreadable or malformed.
+PluginManifest load_manifest(const std::filesystem::path& path);
+
+/// JSON form of a capsule, as used in manifests and `capsule capsules --json`.
+nlohmann::json capsule_to_json(const KernelCapsule& capsule);
+/// JSON form of a whole manifest (round-trips through parse_manifest).
+nlohmann::json manifest_to_json(const PluginManifest& manifest);
+
+/// Registry modes are open-ended names (`default`, `with-libtorch`, ...): lowercase letters,
+/// digits and '-'. Raises InputError otherwise.
+void validate_registry_mode(std::string_view mode);
+
+}  // namespace capsule

@@ -1,0 +1,153 @@
+// The closed vocabularies of DESIGN.md section 2 with their stable spellings.
+//
+// Every enum here has a spelling table; `to_string` prints the stable spelling used in JSON,
+// reports and the CLI, and `parse<E>` reads it back. An unknown spelling raises VocabularyError
+// whose message lists every valid spelling, so a typo in a manifest or on the command line is
+// never guessed at.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "capsule/error.hpp"
+
+namespace capsule {
+
+/// Where a capsule's kernels run.
+enum class Device : std::uint8_t { cpu, cuda, rocm, metal, wasm, tpu, trainium, custom, external };
+
+/// Who implements a capsule.
+enum class Provider : std::uint8_t {
+    reference, torchlean, native_cuda, libtorch, aten, mps, webgpu, cublas, cudnn, cufft, xla,
+    neuron, custom_chip, external, onednn
+};
+
+/// The closed op vocabulary. A graph node whose op is not here is rejected, never guessed.
+/// Numeric semantics follow the PyTorch op of the same meaning (see docs/ops.md).
+enum class BackendOp : std::uint8_t {
+    rand_uniform, bernoulli_mask, add, sub, mul, scale, abs, sqrt, clamp, max, min, relu, gelu,
+    sigmoid, tanh, softplus, exp, log, sin, cos, inv, safe_log, log_softmax, softmax, sum,
+    reduce_sum, reduce_mean, flatten, reshape, permute, transpose2d, swapAdjacentAtDepth,
+    transpose3d_first_to_last, transpose3d_last_to_first, transpose3d_last_two, broadcastTo,
+    concat_vectors, concat_leading_axis, slice_leading_axis_range, gather_scalar,
+    gather_scalar_nat, gather_row, gather_vec_nat, gather_rows_nat, scatter_add_vec,
+    scatter_add_row, matmul, bmm, linear, mse_loss, layer_norm, batch_norm,
+    batchnorm_channel_first, conv, conv2d, conv_transpose, conv_transpose2d, max_pool, max_pool2d,
+    max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
+    fft_fno, selective_scan, scaled_dot_product_attention
+};
+
+/// How much a capsule's claims are trusted.
+enum class TrustLevel : std::uint8_t { verified, checked, fuzzed, trusted_external };
+
+/// Which trust levels an execution config admits (DESIGN.md section 2 table).
+enum class TrustPolicy : std::uint8_t { verified_only, checked, fuzzed_ok, trusted_external_ok };
+
+/// Who owns the backward pass.
+enum class VJPMode : std::uint8_t { none, torchlean_tape, backend_vjp, external_autograd };
+
+/// Whether a capsule has a kernel that a session can call.
+enum class RuntimeSupport : std::uint8_t { eager, test_only, planner_only, not_wired };
+
+/// Stable spelling tables. One specialisation per enum; `values` is in declaration order.
+template <typename E>
+struct Spellings;
+
+#define CAPSULE_SPELLINGS(E, KIND, N)                                          \
+    template <>                                                                \
+    struct Spellings<E> {                                                      \
+        static constexpr std::string_view kind = KIND;                         \
+        static const std::array<std::pair<E, std::string_view>, N> values;     \
+    };
+
+CAPSULE_SPELLINGS(Device, "device", 9)
+CAPSULE_SPELLINGS(Provider, "provider", 15)
+CAPSULE_SPELLINGS(BackendOp, "op", 68)
+CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
+CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
+CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
+CAPSULE_SPELLINGS(RuntimeSupport, "runtime support", 4)
+#undef CAPSULE_SPELLINGS
+
+/// Comma-separated list of every valid spelling of E, for error messages.
+template <typename E>
+std::string valid_spellings() {
+    std::string out;
+    for (const auto& [value, name] : Spellings<E>::values) {
+        if (!out.empty()) out += ", ";
+        out += name;
+    }
+    return out;
+}
+
+/// The stable spelling of `value`.
+template <typename E>
+std::string_view to_string(E value) {
+    return Spellings<E>::values[static_cast<std::size_t>(value)].second;
+}
+
+/// Reads a stable spelling. Raises VocabularyError naming the kind, the bad text and every valid
+/// spelling.
+template <typename E>
+E parse(std::string_view text) {
+    for (const auto& [value, name] : Spellings<E>::values)
+        if (name == text) return value;
+    throw VocabularyError("unknown " + std::string(Spellings<E>::kind) + " '" + std::string(text) +
+                          "'; valid: " + valid_spellings<E>());
+}
+
+/// Every value of E in declaration order.
+template <typename E>
+std::vector<E> all_values() {
+    std::vector<E> out;
+    for (const auto& [value, name] : Spellings<E>::values) out.push_back(value);
+    return out;
+}
+
+/// Reads a device name as typed on the command line: a stable spelling or one of the aliases
+/// gpu→cuda, amd→rocm, mps→metal, webgpu→wasm, xla→tpu, neuron→trainium, custom-chip→custom.
+/// Raises VocabularyError listing the valid names and aliases.
+Device parse_device_alias(std::string_view text);
+
+/// True for the ops whose backward pass is never needed (`rand_uniform`, `bernoulli_mask`).
+bool op_needs_no_vjp(BackendOp op);
+
+/// Whether `policy` admits a capsule of trust `level` (DESIGN.md section 2):
+/// verified-only ⊂ checked ⊂ fuzzed-ok ⊂ trusted-external-ok.
+bool trust_policy_admits(TrustPolicy policy, TrustLevel level);
+
+/// Backend preference: `auto`, `prefer:<provider>` or `only:<provider>`.
+struct BackendPreference {
+    enum class Kind : std::uint8_t { automatic, prefer, only };
+    Kind kind = Kind::automatic;
+    Provider provider = Provider::reference;  // meaningful for prefer/only
+
+    static BackendPreference automatic() { return {}; }
+    static BackendPreference prefer(Provider p) { return {Kind::prefer, p}; }
+    static BackendPreference only(Provider p) { return {Kind::only, p}; }
+
+    /// False only for `only:<p>` and a provider other than p.
+    bool admits(Provider p) const { return kind != Kind::only || provider == p; }
+    bool operator==(const BackendPreference&) const = default;
+};
+
+/// Stable spelling: `auto`, `prefer:<provider>`, `only:<provider>`.
+std::string to_string(const BackendPreference& preference);
+/// Reads `auto`, `prefer:<provider>` or `only:<provider>`; raises VocabularyError otherwise.
+BackendPreference parse_backend_preference(std::string_view text);
+
+/// ExecutionConfig = device + backend preference + trust policy + VJP mode. Defaults: cpu, auto,
+/// checked, torchlean-tape.
+struct ExecutionConfig {
+    Device device = Device::cpu;
+    BackendPreference backend{};
+    TrustPolicy trust_policy = TrustPolicy::checked;
+    VJPMode vjp_mode = VJPMode::torchlean_tape;
+    bool operator==(const ExecutionConfig&) const = default;
+};
+
+}  // namespace capsule

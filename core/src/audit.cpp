@@ -1,0 +1,42 @@
+#include "capsule/audit.hpp"
+
+namespace capsule {
+
+std::vector<ObligationReport> audit(const GraphLoweringPlan& plan) {
+    std::vector<ObligationReport> reports;
+    reports.reserve(plan.groups.size() * 4);
+    for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+        const auto& k = *plan.groups[g].capsule;
+        for (auto o : all_values<Obligation>()) {
+            const auto& d = k.contract(o);
+            reports.push_back({g, k.name, k.op, o, d.claim, d.summary, d.evidence,
+                               disposition_of(d.evidence)});
+        }
+    }
+    return reports;
+}
+
+void recheck(const GraphLoweringPlan& plan) {
+    for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+        const auto& group = plan.groups[g];
+        const std::string where = "group " + std::to_string(g);
+        if (group.node_ids.empty() || !group.capsule)
+            throw PlanningError(where + " is empty or has no capsule");
+        const auto& k = *group.capsule;
+        if (k.op != group.op)
+            throw PlanningError(where + ": capsule " + k.name + " implements " +
+                                std::string(to_string(k.op)) + ", group op is " +
+                                std::string(to_string(group.op)));
+        for (auto o : all_values<Obligation>())
+            if (auto why = misalignment(k, o))
+                throw PlanningError(where + ": capsule " + k.name + " is misaligned: " + *why);
+    }
+}
+
+bool has_trusted_external(const GraphLoweringPlan& plan) {
+    for (const auto& g : plan.groups)
+        if (g.capsule->trust == TrustLevel::trusted_external) return true;
+    return false;
+}
+
+}  // namespace capsule

@@ -1,0 +1,238 @@
+#include "capsule/manifest.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "json_reader.hpp"
+
+namespace capsule {
+
+using detail::JsonCursor;
+using nlohmann::json;
+
+namespace detail {
+std::string read_text_file(const std::filesystem::path& path, std::string_view what) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        throw InputError(path.string() + ": cannot read " + std::string(what) +
+                         ": no such regular file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path.string() + ": cannot open " + std::string(what));
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+}  // namespace detail
+
+std::string to_string(const AbiVersion& version) {
+    return std::to_string(version.major) + "." + std::to_string(version.minor);
+}
+
+void validate_registry_mode(std::string_view mode) {
+    bool ok = !mode.empty();
+    for (char c : mode) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+    if (!ok)
+        throw InputError("invalid registry mode '" + std::string(mode) +
+                         "': use lowercase letters, digits and '-' (e.g. default, with-libtorch)");
+}
+
+namespace {
+
+ContractClaim read_claim(const JsonCursor& c) {
+    c.object({"kind", "op", "layout", "spec", "vjp_mode"});
+    ContractClaim claim;
+    claim.kind = c.at("kind").spelling<ClaimKind>();
+    claim.op = c.at("op").spelling<BackendOp>();
+    if (c.has("layout")) claim.layout = c.at("layout").spelling<Layout>();
+    if (c.has("spec")) claim.spec = c.at("spec").string();
+    if (c.has("vjp_mode")) claim.vjp_mode = c.at("vjp_mode").spelling<VJPMode>();
+    // The fields a claim carries are fixed by its kind; extra ones would be silently meaningless.
+    const bool wants_layout = claim.kind == ClaimKind::layout_compatibility;
+    const bool wants_spec =
+        claim.kind == ClaimKind::value_refinement || claim.kind == ClaimKind::vjp_refinement;
+    const bool wants_vjp = claim.kind == ClaimKind::vjp_refinement;
+    if (wants_layout != claim.layout.has_value())
+        c.fail(wants_layout ? "layout-compatibility claim needs 'layout'"
+                            : "'layout' belongs only to layout-compatibility claims");
+    if (wants_spec != claim.spec.has_value())
+        c.fail(wants_spec ? "value/vjp-refinement claim needs 'spec'"
+                          : "'spec' belongs only to value-refinement and vjp-refinement claims");
+    if (wants_vjp != claim.vjp_mode.has_value())
+        c.fail(wants_vjp ? "vjp-refinement claim needs 'vjp_mode'"
+                         : "'vjp_mode' belongs only to vjp-refinement claims");
+    return claim;
+}
+
+ContractDescriptor read_descriptor(const JsonCursor& c) {
+    c.object({"claim", "summary", "evidence", "provenance"});
+    ContractDescriptor d;
+    d.claim = read_claim(c.at("claim"));
+    d.summary = c.has("summary") ? c.at("summary").string() : "";
+    d.evidence = c.at("evidence").spelling<Evidence>();
+    if (c.has("provenance")) {
+        auto p = c.at("provenance");
+        p.object({"source_file", "native_symbol", "note"});
+        Provenance prov;
+        if (p.has("source_file")) prov.source_file = p.at("source_file").string();
+        if (p.has("native_symbol")) prov.native_symbol = p.at("native_symbol").string();
+        if (p.has("note")) prov.note = p.at("note").string();
+        d.provenance = prov;
+    }
+    return d;
+}
+
+KernelCapsule read_capsule(const JsonCursor& c) {
+    c.object({"name", "op", "provider", "device", "spec", "trust", "supports_forward", "vjp",
+              "runtime", "contracts", "notes"});
+    KernelCapsule k;
+    k.name = c.at("name").string();
+    if (k.name.empty()) c.at("name").fail("capsule name must not be empty");
+    k.op = c.at("op").spelling<BackendOp>();
+    k.provider = c.at("provider").spelling<Provider>();
+    k.device = c.at("device").spelling<Device>();
+    k.spec = c.at("spec").string();
+    k.trust = c.at("trust").spelling<TrustLevel>();
+    k.supports_forward = c.has("supports_forward") ? c.at("supports_forward").boolean() : true;
+    k.vjp_mode = c.has("vjp") ? c.at("vjp").spelling<VJPMode>() : VJPMode::none;
+    k.runtime = c.at("runtime").spelling<RuntimeSupport>();
+    auto contracts = c.at("contracts");
+    contracts.object({"shape", "layout", "value", "vjp"});
+    k.shape = read_descriptor(contracts.at("shape"));
+    k.layout = read_descriptor(contracts.at("layout"));
+    k.value = read_descriptor(contracts.at("value"));
+    k.vjp = read_descriptor(contracts.at("vjp"));
+    k.notes = c.has("notes") ? c.at("notes").string() : "";
+    return k;
+}
+
+AbiVersion read_abi(const JsonCursor& c) {
+    c.object({"major", "minor"});
+    auto major = c.at("major").integer();
+    auto minor = c.at("minor").integer();
+    if (major < 0 || minor < 0 || major > 0xFFFF || minor > 0xFFFF)
+        c.fail("ABI version numbers must be between 0 and 65535");
+    return AbiVersion{static_cast<std::uint32_t>(major), static_cast<std::uint32_t>(minor)};
+}
+
+}  // namespace
+
+PluginManifest parse_manifest(std::string_view json_text, const std::filesystem::path& source) {
+    const std::string src = source.empty() ? "manifest" : source.string();
+    const json doc = detail::parse_json_text(json_text, src);
+    JsonCursor root(doc, src);
+    root.object({"name", "version", "abi_version", "library", "device", "providers",
+                 "registry_modes", "priority", "capsules", "description"});
+    PluginManifest m;
+    m.source = source;
+    m.name = root.at("name").string();
+    if (m.name.empty()) root.at("name").fail("plugin name must not be empty");
+    m.version = root.at("version").string();
+    m.abi = read_abi(root.at("abi_version"));
+    auto library = root.at("library");
+    if (!library.value().is_null()) {
+        m.library = library.string();
+        if (m.library->empty() || m.library->find('/') != std::string::npos)
+            library.fail("library must be a file name beside the manifest (no directories)");
+    }
+    m.device = root.at("device").spelling<Device>();
+    auto providers = root.at("providers");
+    for (std::size_t i = 0; i < providers.array_size(); ++i)
+        m.providers.push_back(providers.at(i).spelling<Provider>());
+    auto modes = root.at("registry_modes");
+    for (std::size_t i = 0; i < modes.array_size(); ++i) {
+        auto mode = modes.at(i).string();
+        try {
+            validate_registry_mode(mode);
+        } catch (const InputError& e) {
+            modes.at(i).fail(e.what());
+        }
+        m.registry_modes.push_back(mode);
+    }
+    m.priority = root.has("priority") ? root.at("priority").integer() : 0;
+
+    auto capsules = root.at("capsules");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < capsules.array_size(); ++i) {
+        auto c = capsules.at(i);
+        KernelCapsule k = read_capsule(c);
+        if (k.device != m.device)
+            c.at("device").fail("capsule device " + std::string(to_string(k.device)) +
+                                " differs from the plugin's device " +
+                                std::string(to_string(m.device)));
+        if (std::find(m.providers.begin(), m.providers.end(), k.provider) == m.providers.end())
+            c.at("provider").fail("provider " + std::string(to_string(k.provider)) +
+                                  " is not in the plugin's providers");
+        if (!names.insert(k.name).second)
+            c.at("name").fail("duplicate capsule name '" + k.name + "'");
+        if (m.is_stub() && (k.runtime == RuntimeSupport::eager ||
+                            k.runtime == RuntimeSupport::test_only))
+            c.at("runtime").fail("capsule '" + k.name + "' is " +
+                                 std::string(to_string(k.runtime)) +
+                                 " but the plugin has no library to implement it");
+        m.capsules.push_back(std::move(k));
+    }
+    return m;
+}
+
+PluginManifest load_manifest(const std::filesystem::path& path) {
+    return parse_manifest(detail::read_text_file(path, "manifest"), path);
+}
+
+namespace {
+json claim_to_json(const ContractClaim& c) {
+    json j{{"kind", to_string(c.kind)}, {"op", to_string(c.op)}};
+    if (c.layout) j["layout"] = to_string(*c.layout);
+    if (c.spec) j["spec"] = *c.spec;
+    if (c.vjp_mode) j["vjp_mode"] = to_string(*c.vjp_mode);
+    return j;
+}
+json descriptor_to_json(const ContractDescriptor& d) {
+    json j{{"claim", claim_to_json(d.claim)}, {"summary", d.summary},
+           {"evidence", to_string(d.evidence)}};
+    if (d.provenance) {
+        json p = json::object();
+        if (!d.provenance->source_file.empty()) p["source_file"] = d.provenance->source_file;
+        if (!d.provenance->native_symbol.empty()) p["native_symbol"] = d.provenance->native_symbol;
+        if (!d.provenance->note.empty()) p["note"] = d.provenance->note;
+        j["provenance"] = p;
+    }
+    return j;
+}
+}  // namespace
+
+json capsule_to_json(const KernelCapsule& k) {
+    return json{{"name", k.name},
+                {"op", to_string(k.op)},
+                {"provider", to_string(k.provider)},
+                {"device", to_string(k.device)},
+                {"spec", k.spec},
+                {"trust", to_string(k.trust)},
+                {"supports_forward", k.supports_forward},
+                {"vjp", to_string(k.vjp_mode)},
+                {"runtime", to_string(k.runtime)},
+                {"contracts",
+                 {{"shape", descriptor_to_json(k.shape)},
+                  {"layout", descriptor_to_json(k.layout)},
+                  {"value", descriptor_to_json(k.value)},
+                  {"vjp", descriptor_to_json(k.vjp)}}},
+                {"notes", k.notes}};
+}
+
+json manifest_to_json(const PluginManifest& m) {
+    json providers = json::array();
+    for (auto p : m.providers) providers.push_back(to_string(p));
+    json capsules = json::array();
+    for (const auto& k : m.capsules) capsules.push_back(capsule_to_json(k));
+    return json{{"name", m.name},
+                {"version", m.version},
+                {"abi_version", {{"major", m.abi.major}, {"minor", m.abi.minor}}},
+                {"library", m.library ? json(*m.library) : json(nullptr)},
+                {"device", to_string(m.device)},
+                {"providers", providers},
+                {"registry_modes", m.registry_modes},
+                {"priority", m.priority},
+                {"capsules", capsules}};
+}
+
+}  // namespace capsule

@@ -1,0 +1,130 @@
+#include "capsule/vocabulary.hpp"
+
+namespace capsule {
+
+using std::pair;
+using std::string_view;
+
+const std::array<pair<Device, string_view>, 9> Spellings<Device>::values{{
+    {Device::cpu, "cpu"}, {Device::cuda, "cuda"}, {Device::rocm, "rocm"},
+    {Device::metal, "metal"}, {Device::wasm, "wasm"}, {Device::tpu, "tpu"},
+    {Device::trainium, "trainium"}, {Device::custom, "custom"}, {Device::external, "external"},
+}};
+
+const std::array<pair<Provider, string_view>, 15> Spellings<Provider>::values{{
+    {Provider::reference, "reference"}, {Provider::torchlean, "torchlean"},
+    {Provider::native_cuda, "native-cuda"}, {Provider::libtorch, "libtorch"},
+    {Provider::aten, "aten"}, {Provider::mps, "mps"}, {Provider::webgpu, "webgpu"},
+    {Provider::cublas, "cublas"}, {Provider::cudnn, "cudnn"}, {Provider::cufft, "cufft"},
+    {Provider::xla, "xla"}, {Provider::neuron, "neuron"}, {Provider::custom_chip, "custom-chip"},
+    {Provider::external, "external"}, {Provider::onednn, "onednn"},
+}};
+
+#define OP(name) {BackendOp::name, #name}
+const std::array<pair<BackendOp, string_view>, 68> Spellings<BackendOp>::values{{
+    OP(rand_uniform), OP(bernoulli_mask), OP(add), OP(sub), OP(mul), OP(scale), OP(abs),
+    OP(sqrt), OP(clamp), OP(max), OP(min), OP(relu), OP(gelu), OP(sigmoid), OP(tanh),
+    OP(softplus), OP(exp), OP(log), OP(sin), OP(cos), OP(inv), OP(safe_log), OP(log_softmax),
+    OP(softmax), OP(sum), OP(reduce_sum), OP(reduce_mean), OP(flatten), OP(reshape), OP(permute),
+    OP(transpose2d), OP(swapAdjacentAtDepth), OP(transpose3d_first_to_last),
+    OP(transpose3d_last_to_first), OP(transpose3d_last_two), OP(broadcastTo), OP(concat_vectors),
+    OP(concat_leading_axis), OP(slice_leading_axis_range), OP(gather_scalar),
+    OP(gather_scalar_nat), OP(gather_row), OP(gather_vec_nat), OP(gather_rows_nat),
+    OP(scatter_add_vec), OP(scatter_add_row), OP(matmul), OP(bmm), OP(linear), OP(mse_loss),
+    OP(layer_norm), OP(batch_norm), OP(batchnorm_channel_first), OP(conv), OP(conv2d),
+    OP(conv_transpose), OP(conv_transpose2d), OP(max_pool), OP(max_pool2d), OP(max_pool2d_pad),
+    OP(smooth_max_pool), OP(smooth_max_pool2d), OP(avg_pool), OP(avg_pool2d),
+    OP(avg_pool2d_pad), OP(fft_fno), OP(selective_scan), OP(scaled_dot_product_attention),
+}};
+#undef OP
+
+const std::array<pair<TrustLevel, string_view>, 4> Spellings<TrustLevel>::values{{
+    {TrustLevel::verified, "verified"}, {TrustLevel::checked, "checked"},
+    {TrustLevel::fuzzed, "fuzzed"}, {TrustLevel::trusted_external, "trusted-external"},
+}};
+
+const std::array<pair<TrustPolicy, string_view>, 4> Spellings<TrustPolicy>::values{{
+    {TrustPolicy::verified_only, "verified-only"}, {TrustPolicy::checked, "checked"},
+    {TrustPolicy::fuzzed_ok, "fuzzed-ok"}, {TrustPolicy::trusted_external_ok, "trusted-external-ok"},
+}};
+
+const std::array<pair<VJPMode, string_view>, 4> Spellings<VJPMode>::values{{
+    {VJPMode::none, "none"}, {VJPMode::torchlean_tape, "torchlean-tape"},
+    {VJPMode::backend_vjp, "backend-vjp"}, {VJPMode::external_autograd, "external-autograd"},
+}};
+
+const std::array<pair<RuntimeSupport, string_view>, 4> Spellings<RuntimeSupport>::values{{
+    {RuntimeSupport::eager, "eager"}, {RuntimeSupport::test_only, "test-only"},
+    {RuntimeSupport::planner_only, "planner-only"}, {RuntimeSupport::not_wired, "not-wired"},
+}};
+
+namespace {
+constexpr std::array<pair<string_view, Device>, 7> kDeviceAliases{{
+    {"gpu", Device::cuda}, {"amd", Device::rocm}, {"mps", Device::metal},
+    {"webgpu", Device::wasm}, {"xla", Device::tpu}, {"neuron", Device::trainium},
+    {"custom-chip", Device::custom},
+}};
+}  // namespace
+
+Device parse_device_alias(string_view text) {
+    for (const auto& [alias, device] : kDeviceAliases)
+        if (alias == text) return device;
+    for (const auto& [device, name] : Spellings<Device>::values)
+        if (name == text) return device;
+    std::string aliases;
+    for (const auto& [alias, device] : kDeviceAliases)
+        aliases += std::string(aliases.empty() ? "" : ", ") + std::string(alias) + "→" +
+                   std::string(to_string(device));
+    throw VocabularyError("unknown device '" + std::string(text) +
+                          "'; valid: " + valid_spellings<Device>() + " (aliases: " + aliases + ")");
+}
+
+bool op_needs_no_vjp(BackendOp op) {
+    return op == BackendOp::rand_uniform || op == BackendOp::bernoulli_mask;
+}
+
+bool trust_policy_admits(TrustPolicy policy, TrustLevel level) {
+    switch (policy) {
+        case TrustPolicy::verified_only: return level == TrustLevel::verified;
+        case TrustPolicy::checked:
+            return level == TrustLevel::verified || level == TrustLevel::checked;
+        case TrustPolicy::fuzzed_ok: return level != TrustLevel::trusted_external;
+        case TrustPolicy::trusted_external_ok: return true;
+    }
+    return false;
+}
+
+std::string to_string(const BackendPreference& preference) {
+    switch (preference.kind) {
+        case BackendPreference::Kind::automatic: return "auto";
+        case BackendPreference::Kind::prefer:
+            return "prefer:" + std::string(to_string(preference.provider));
+        case BackendPreference::Kind::only:
+            return "only:" + std::string(to_string(preference.provider));
+    }
+    return "auto";
+}
+
+BackendPreference parse_backend_preference(string_view text) {
+    if (text == "auto") return BackendPreference::automatic();
+    auto colon = text.find(':');
+    if (colon != string_view::npos) {
+        auto head = text.substr(0, colon);
+        if (head == "prefer" || head == "only") {
+            Provider provider{};
+            try {
+                provider = parse<Provider>(text.substr(colon + 1));
+            } catch (const VocabularyError& e) {
+                throw VocabularyError("unknown backend preference '" + std::string(text) +
+                                      "': " + e.what());
+            }
+            return head == "prefer" ? BackendPreference::prefer(provider)
+                                    : BackendPreference::only(provider);
+        }
+    }
+    throw VocabularyError("unknown backend preference '" + std::string(text) +
+                          "'; valid: auto, prefer:<provider>, only:<provider> with provider one of " +
+                          valid_spellings<Provider>());
+}
+
+}  // namespace capsule

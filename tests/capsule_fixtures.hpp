@@ -1,0 +1,70 @@
+// Small builders for capsules and hosts used across the planning tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "capsule/profile.hpp"
+#include "capsule/registry.hpp"
+
+namespace capsule::testing {
+
+/// An aligned capsule: every claim names `op`, the vjp claim carries `vjp`; all four descriptors
+/// use `evidence`.
+inline KernelCapsule make_capsule(std::string name, BackendOp op, Provider provider = Provider::reference,
+                                  Device device = Device::cpu,
+                                  TrustLevel trust = TrustLevel::checked,
+                                  VJPMode vjp = VJPMode::torchlean_tape,
+                                  Evidence evidence = Evidence::runtime_guard) {
+    KernelCapsule k;
+    k.name = std::move(name);
+    k.op = op;
+    k.provider = provider;
+    k.device = device;
+    k.spec = "spec." + std::string(to_string(op));
+    k.trust = trust;
+    k.vjp_mode = vjp;
+    k.runtime = RuntimeSupport::planner_only;
+    k.shape = {{ClaimKind::shape_safety, op, {}, {}, {}}, "shape", evidence, {}};
+    k.layout = {{ClaimKind::layout_compatibility, op, Layout::canonical_tensor, {}, {}},
+                "layout", evidence, {}};
+    k.value = {{ClaimKind::value_refinement, op, {}, k.spec, {}}, "value", evidence, {}};
+    k.vjp = {{ClaimKind::vjp_refinement, op, {}, k.spec, vjp}, "vjp", evidence, {}};
+    return k;
+}
+
+/// A one-plugin manifest holding `capsules` (device/providers taken from them).
+inline PluginManifest make_manifest(std::string name, std::vector<KernelCapsule> capsules,
+                                    std::int64_t priority = 0,
+                                    std::vector<std::string> modes = {"default"}) {
+    PluginManifest m;
+    m.name = std::move(name);
+    m.version = "1.0";
+    m.device = capsules.empty() ? Device::cpu : capsules.front().device;
+    for (const auto& k : capsules)
+        if (std::find(m.providers.begin(), m.providers.end(), k.provider) == m.providers.end())
+            m.providers.push_back(k.provider);
+    m.registry_modes = std::move(modes);
+    m.priority = priority;
+    m.capsules = std::move(capsules);
+    return m;
+}
+
+/// The plugin manifests shipped in the source tree (plugins/*/...capsule.json).
+inline PluginHost shipped_host() {
+    PluginSearchPath search;
+    for (auto dir : {"cpu", "cuda", "libtorch", "stubs"})
+        search.entries.push_back(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins" / dir);
+    return PluginHost::discover(search);
+}
+
+inline std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+}  // namespace capsule::testing

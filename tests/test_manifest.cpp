@@ -1,0 +1,138 @@
+// Manifest validation and plugin discovery failures, each with file, JSON path and reason.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule_fixtures.hpp"
+
+using namespace capsule;
+using namespace capsule::testing;
+using nlohmann::json;
+
+namespace {
+json valid_manifest() {
+    auto m = make_manifest("demo", {make_capsule("demo.relu", BackendOp::relu)});
+    return manifest_to_json(m);
+}
+
+std::string manifest_error(const json& doc) {
+    return error_of([&] { parse_manifest(doc.dump(), "demo.capsule.json"); });
+}
+
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        path = std::filesystem::temp_directory_path() /
+               ("capsule-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    void write(const std::string& name, const std::string& text) const {
+        std::ofstream(path / name) << text;
+    }
+};
+}  // namespace
+
+TEST(Manifest, RoundTripsThroughJson) {
+    auto doc = valid_manifest();
+    auto m = parse_manifest(doc.dump(), "demo.capsule.json");
+    EXPECT_EQ(m.name, "demo");
+    ASSERT_EQ(m.capsules.size(), 1u);
+    EXPECT_EQ(m.capsules[0], make_capsule("demo.relu", BackendOp::relu));
+    EXPECT_EQ(manifest_to_json(m), doc);
+}
+
+TEST(Manifest, MalformedManifestsNameFilePathAndReason) {
+    struct Case { std::function<void(json&)> edit; const char* expected; };
+    const Case cases[] = {
+        {[](json& j) { j["extra"] = 1; }, "demo.capsule.json: $: unknown key 'extra'"},
+        {[](json& j) { j.erase("device"); }, "demo.capsule.json: $: missing required key 'device'"},
+        {[](json& j) { j["device"] = "gpu"; }, "demo.capsule.json: $.device: unknown device 'gpu'"},
+        {[](json& j) { j["capsules"][0]["op"] = "relu6"; },
+         "demo.capsule.json: $.capsules[0].op: unknown op 'relu6'"},
+        {[](json& j) { j["capsules"][0]["trust"] = "high"; },
+         "demo.capsule.json: $.capsules[0].trust: unknown trust level 'high'"},
+        {[](json& j) { j["capsules"][0]["device"] = "cuda"; },
+         "demo.capsule.json: $.capsules[0].device: capsule device cuda differs from the plugin's device cpu"},
+        {[](json& j) { j["capsules"][0]["provider"] = "onednn"; },
+         "demo.capsule.json: $.capsules[0].provider: provider onednn is not in the plugin's providers"},
+        {[](json& j) { j["capsules"].push_back(j["capsules"][0]); },
+         "demo.capsule.json: $.capsules[1].name: duplicate capsule name 'demo.relu'"},
+        {[](json& j) { j["capsules"][0]["contracts"]["value"]["evidence"] = "vibes"; },
+         "demo.capsule.json: $.capsules[0].contracts.value.evidence: unknown evidence 'vibes'"},
+        {[](json& j) { j["capsules"][0]["contracts"]["layout"]["claim"].erase("layout"); },
+         "demo.capsule.json: $.capsules[0].contracts.layout.claim: layout-compatibility claim needs 'layout'"},
+        {[](json& j) { j["capsules"][0]["contracts"].erase("vjp"); },
+         "demo.capsule.json: $.capsules[0].contracts: missing required key 'vjp'"},
+        {[](json& j) { j["capsules"][0]["runtime"] = "eager"; },
+         "demo.capsule.json: $.capsules[0].runtime: capsule 'demo.relu' is eager but the plugin has no library"},
+        {[](json& j) { j["abi_version"]["major"] = -1; },
+         "demo.capsule.json: $.abi_version: ABI version numbers must be between 0 and 65535"},
+        {[](json& j) { j["library"] = "../evil.so"; },
+         "demo.capsule.json: $.library: library must be a file name beside the manifest"},
+        {[](json& j) { j["registry_modes"] = {"Default"}; },
+         "demo.capsule.json: $.registry_modes[0]: invalid registry mode 'Default'"},
+        {[](json& j) { j["priority"] = "high"; },
+         "demo.capsule.json: $.priority: expected an integer, got string"},
+    };
+    for (const auto& c : cases) {
+        auto doc = valid_manifest();
+        c.edit(doc);
+        auto msg = manifest_error(doc);
+        EXPECT_EQ(msg.rfind(c.expected, 0), 0u) << msg;
+    }
+    auto bad_json = error_of([] { parse_manifest("{\"name\": ", "demo.capsule.json"); });
+    EXPECT_EQ(bad_json.rfind("demo.capsule.json: malformed JSON", 0), 0u) << bad_json;
+}
+
+TEST(Discovery, FailedPluginsAreReportedAndTheOthersStillLoad) {
+    TempDir dir;
+    auto good = valid_manifest();
+    dir.write("good.capsule.json", good.dump());
+    dir.write("broken.capsule.json", "{ not json");
+    auto future_abi = valid_manifest();
+    future_abi["name"] = "future";
+    future_abi["capsules"][0]["name"] = "future.relu";
+    future_abi["abi_version"] = {{"major", 2}, {"minor", 0}};
+    dir.write("future.capsule.json", future_abi.dump());
+    auto newer_minor = valid_manifest();
+    newer_minor["name"] = "newer";
+    newer_minor["capsules"][0]["name"] = "newer.relu";
+    newer_minor["abi_version"] = {{"major", 1}, {"minor", 7}};
+    dir.write("newer.capsule.json", newer_minor.dump());
+    auto dup_capsule = valid_manifest();
+    dup_capsule["name"] = "zz_dup";
+    dir.write("zz_dup.capsule.json", dup_capsule.dump());
+    dir.write("zz_same_name.capsule.json", good.dump());
+    dir.write("ignored.json", "{}");
+
+    PluginSearchPath search;
+    search.entries = {dir.path, dir.path / "good.capsule.json", "/nonexistent/dir"};
+    auto host = PluginHost::discover(search);
+    std::map<std::string, const PluginRecord*> by_file;
+    for (const auto& r : host.plugins()) by_file[r.manifest_path.filename().string()] = &r;
+    ASSERT_EQ(host.plugins().size(), 6u) << "same file listed twice is read once";
+    EXPECT_EQ(by_file["good.capsule.json"]->status, PluginStatus::stub);
+    EXPECT_EQ(by_file["newer.capsule.json"]->status, PluginStatus::stub);
+    EXPECT_EQ(by_file["broken.capsule.json"]->name, "broken");
+    EXPECT_NE(by_file["broken.capsule.json"]->status_text().find("failed: "), std::string::npos);
+    EXPECT_NE(by_file["broken.capsule.json"]->failure.find("malformed JSON"), std::string::npos);
+    EXPECT_EQ(by_file["future.capsule.json"]->failure,
+              "ABI version mismatch: plugin declares 2.0, host implements 1.0 (major versions must match)");
+    EXPECT_EQ(by_file["zz_dup.capsule.json"]->failure,
+              "duplicate capsule name 'demo.relu' (already declared by plugin 'demo')");
+    EXPECT_NE(by_file["zz_same_name.capsule.json"]->failure.find("duplicate plugin name 'demo'"),
+              std::string::npos);
+    auto reg = host.registry("default");
+    ASSERT_EQ(reg.capsules.size(), 2u);  // good + newer; failed plugins contribute nothing
+}
+
+TEST(Discovery, StandardSearchPathOrder) {
+    auto s = PluginSearchPath::standard("/opt/capsule/bin", "/a::/b", {"/c"});
+    EXPECT_EQ(s.entries, (std::vector<std::filesystem::path>{"/opt/capsule/bin/plugins", "/a", "/b", "/c"}));
+    EXPECT_EQ(PluginSearchPath::standard("/x", nullptr, {}).entries.size(), 1u);
+}

@@ -1,0 +1,53 @@
+// What every `capsule` subcommand shares: global options, the discovered plugin host, profile
+// lookup, and the mapping of errors to exit codes (DESIGN.md section 7).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "capsule/profile.hpp"
+#include "capsule/registry.hpp"
+
+namespace capsule::cli {
+
+/// Exit codes of DESIGN.md section 7.
+enum ExitCode : int {
+    kOk = 0, kOther = 1, kBadInput = 2, kPlanningFailed = 3, kGateRejected = 4, kProbeFailed = 5
+};
+
+struct GlobalOptions {
+    std::vector<std::filesystem::path> plugin_paths;
+    std::vector<std::filesystem::path> profile_files;
+};
+
+class Context {
+public:
+    explicit Context(const GlobalOptions& options);
+
+    const PluginHost& host() const { return host_; }
+    /// Profiles from --profile-file (first) then built-ins.
+    const std::vector<BackendProfile>& profiles() const { return profiles_; }
+    /// Looks a profile up by name, or loads it when `name` is a path to a .json file. Raises
+    /// VocabularyError listing the known names.
+    BackendProfile profile(const std::string& name) const;
+
+private:
+    PluginHost host_;
+    std::vector<BackendProfile> profiles_;
+};
+
+/// Directory of the running executable (for plugin discovery next to the binaries).
+std::filesystem::path executable_dir();
+
+using Command = std::function<int()>;
+
+// Each registers a subcommand on `app` and returns the function that runs it.
+Command add_plugins_command(CLI::App& app, const GlobalOptions& options);
+Command add_capsules_command(CLI::App& app, const GlobalOptions& options);
+Command add_profiles_command(CLI::App& app, const GlobalOptions& options);
+Command add_plan_command(CLI::App& app, const GlobalOptions& options);
+
+}  // namespace capsule::cli

@@ -1,0 +1,131 @@
+// `capsule plugins`, `capsule capsules`, `capsule profiles`: listings, text or --json.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "context.hpp"
+
+namespace capsule::cli {
+
+using nlohmann::json;
+using std::string;
+
+namespace {
+
+json plugin_json(const PluginRecord& r) {
+    json j{{"name", r.name},
+           {"manifest", r.manifest_path.string()},
+           {"status", to_string(r.status)},
+           {"failure", r.status == PluginStatus::failed ? json(r.failure) : json(nullptr)}};
+    if (r.manifest) {
+        const auto& m = *r.manifest;
+        j["version"] = m.version;
+        j["abi_version"] = to_string(m.abi);
+        j["library"] = m.library ? json(*m.library) : json(nullptr);
+        j["device"] = to_string(m.device);
+        j["registry_modes"] = m.registry_modes;
+        j["priority"] = m.priority;
+        j["capsules"] = m.capsules.size();
+    }
+    return j;
+}
+
+string dispositions(const KernelCapsule& k) {
+    string out;
+    for (auto o : all_values<Obligation>())
+        out += (out.empty() ? "" : ",") + string(to_string(o)) + "=" +
+               string(to_string(disposition_of(k.contract(o).evidence)));
+    return out;
+}
+
+}  // namespace
+
+Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
+    auto* sub = app.add_subcommand("plugins", "list every discovered plugin and its status");
+    auto as_json = std::make_shared<bool>(false);
+    sub->add_flag("--json", *as_json, "print JSON");
+    return [&options, as_json]() {
+        Context ctx(options);
+        if (*as_json) {
+            json out = json::array();
+            for (const auto& r : ctx.host().plugins()) out.push_back(plugin_json(r));
+            std::cout << out.dump(2) << "\n";
+            return int(kOk);
+        }
+        for (const auto& r : ctx.host().plugins()) {
+            std::cout << r.name;
+            if (r.manifest)
+                std::cout << " " << r.manifest->version << " abi=" << to_string(r.manifest->abi)
+                          << " device=" << to_string(r.manifest->device) << " library="
+                          << r.manifest->library.value_or("none")
+                          << " capsules=" << r.manifest->capsules.size();
+            std::cout << " status=" << r.status_text() << "\n    manifest "
+                      << r.manifest_path.string() << "\n";
+        }
+        if (ctx.host().plugins().empty()) std::cout << "no plugins found\n";
+        return int(kOk);
+    };
+}
+
+Command add_capsules_command(CLI::App& app, const GlobalOptions& options) {
+    auto* sub = app.add_subcommand("capsules", "list the capsules of a profile's registry");
+    struct Args { string profile = "checked_cpu"; bool json = false; };
+    auto args = std::make_shared<Args>();
+    sub->add_option("--profile", args->profile, "profile whose registry mode to list")
+        ->capture_default_str();
+    sub->add_flag("--json", args->json, "print JSON");
+    return [&options, args]() {
+        Context ctx(options);
+        const auto profile = ctx.profile(args->profile);
+        const auto registry = profile.registry(ctx.host());
+        if (args->json) {
+            json out = json::array();
+            for (std::size_t i = 0; i < registry.capsules.size(); ++i) {
+                json c = capsule_to_json(*registry.capsules[i]);
+                c["plugin"] = registry.plugin_of[i];
+                out.push_back(c);
+            }
+            std::cout << out.dump(2) << "\n";
+            return int(kOk);
+        }
+        std::cout << "registry mode " << registry.mode << " (profile " << profile.name << "): "
+                  << registry.capsules.size() << " capsule(s)\n";
+        for (const auto& k : registry.capsules)
+            std::cout << "  " << k->name << " op=" << to_string(k->op)
+                      << " provider=" << to_string(k->provider)
+                      << " device=" << to_string(k->device) << " trust=" << to_string(k->trust)
+                      << " vjp=" << to_string(k->vjp_mode)
+                      << " runtime=" << to_string(k->runtime) << " " << dispositions(*k) << "\n";
+        return int(kOk);
+    };
+}
+
+Command add_profiles_command(CLI::App& app, const GlobalOptions& options) {
+    auto* sub = app.add_subcommand("profiles", "list every profile and its fields");
+    auto as_json = std::make_shared<bool>(false);
+    sub->add_flag("--json", *as_json, "print JSON");
+    return [&options, as_json]() {
+        Context ctx(options);
+        json out = json::array();
+        for (const auto& p : ctx.profiles()) out.push_back(profile_to_json(p));
+        if (*as_json) {
+            std::cout << out.dump(2) << "\n";
+            return int(kOk);
+        }
+        for (const auto& p : ctx.profiles()) {
+            std::cout << p.name << "\n"
+                      << "  config: device=" << to_string(p.config.device)
+                      << " backend=" << to_string(p.config.backend)
+                      << " trust=" << to_string(p.config.trust_policy)
+                      << " vjp=" << to_string(p.config.vjp_mode) << "\n"
+                      << "  target: " << profile_to_json(p)["target"].dump() << "\n"
+                      << "  registry=" << p.registry_mode
+                      << " lowering=" << to_string(p.lowering_mode)
+                      << " acceptance=" << acceptance_policy_to_json(p.acceptance_policy).dump()
+                      << "\n";
+        }
+        return int(kOk);
+    };
+}
+
+}  // namespace capsule::cli

@@ -1,0 +1,51 @@
+// `capsule`: list, audit and plan what the Capsule runtime has loaded (DESIGN.md section 7).
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "context.hpp"
+
+using namespace capsule;
+using namespace capsule::cli;
+
+int main(int argc, char** argv) {
+    spdlog::set_level(spdlog::level::warn);
+    CLI::App app{"capsule: plan, gate, list and audit Capsule runtime plugins and profiles"};
+    app.require_subcommand(1);
+    GlobalOptions options;
+    app.add_option("--plugin-path", options.plugin_paths,
+                   "extra plugin directory or manifest file (repeatable)");
+    app.add_option("--profile-file", options.profile_files,
+                   "load a backend profile from a JSON file (repeatable)")
+        ->check(CLI::ExistingFile);
+    const std::vector<std::pair<std::string, Command>> commands{
+        {"plugins", add_plugins_command(app, options)},
+        {"capsules", add_capsules_command(app, options)},
+        {"profiles", add_profiles_command(app, options)},
+        {"plan", add_plan_command(app, options)},
+    };
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int rc = app.exit(e);
+        return rc == 0 ? kOk : kBadInput;
+    }
+    try {
+        for (const auto& [name, run] : commands)
+            if (app.got_subcommand(name)) return run();
+    } catch (const PlanningError& e) {
+        std::cerr << "capsule: planning failed: " << e.what() << "\n";
+        return kPlanningFailed;
+    } catch (const InputError& e) {
+        std::cerr << "capsule: bad input: " << e.what() << "\n";
+        return kBadInput;
+    } catch (const VocabularyError& e) {
+        std::cerr << "capsule: " << e.what() << "\n";
+        return kBadInput;
+    } catch (const std::exception& e) {
+        std::cerr << "capsule: error: " << e.what() << "\n";
+        return kOther;
+    }
+    return kOther;
+}

@@ -1,0 +1,71 @@
+// `capsule plan --profile P GRAPH` / `--ops a,b,c`: plan, lower and gate; print the report.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/report.hpp"
+#include "context.hpp"
+
+namespace capsule::cli {
+
+namespace {
+struct PlanArgs {
+    std::string profile = "checked_cpu";
+    std::string graph;
+    std::string ops;
+    bool json = false;
+    bool detailed = false;
+};
+
+std::vector<BackendOp> parse_ops(const std::string& list) {
+    std::vector<BackendOp> ops;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+        auto end = list.find(',', start);
+        if (end == std::string::npos) end = list.size();
+        auto item = list.substr(start, end - start);
+        if (item.empty()) throw InputError("--ops: empty op name in '" + list + "'");
+        ops.push_back(parse<BackendOp>(item));
+        start = end + 1;
+    }
+    return ops;
+}
+}  // namespace
+
+Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
+    auto* sub = app.add_subcommand("plan", "plan, lower and gate a graph or an op sequence");
+    auto args = std::make_shared<PlanArgs>();
+    sub->add_option("--profile", args->profile, "backend profile name or profile .json file")
+        ->capture_default_str();
+    auto* graph = sub->add_option("graph", args->graph, "JSON IR graph file");
+    auto* ops = sub->add_option("--ops", args->ops, "comma-separated BackendOp sequence");
+    graph->excludes(ops);
+    sub->add_flag("--json", args->json, "print the plan as JSON (DESIGN.md section 7)");
+    sub->add_flag("--detailed", args->detailed, "add one line per contract field");
+    return [&options, args, graph, ops]() {
+        if (graph->empty() == ops->empty())
+            throw InputError("plan: give exactly one of GRAPH or --ops");
+        Context ctx(options);
+        const auto profile = ctx.profile(args->profile);
+        AcceptedPlanResult result;
+        try {
+            if (!args->graph.empty()) {
+                result = profile.accept_graph(ctx.host(), load_graph(args->graph));
+            } else {
+                auto list = parse_ops(args->ops);
+                result = profile.gate_ops(ctx.host(), list);
+            }
+        } catch (const PlanningError& e) {
+            if (!args->json) throw;
+            std::cout << planning_failed_json(profile, e.what()).dump(2) << "\n";
+            return int(kPlanningFailed);
+        }
+        if (args->json)
+            std::cout << plan_json(profile, result.gate).dump(2) << "\n";
+        else
+            std::cout << gate_report(profile, result.gate, args->detailed);
+        return int(result.gate.accepted() ? kOk : kGateRejected);
+    };
+}
+
+}  // namespace capsule::cli
