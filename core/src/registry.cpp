@@ -1,5 +1,10 @@
 #include "capsule/registry.hpp"
 
+#include <fstream>
+#include <regex>
+
+#include "plugin_loader.hpp"
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -60,13 +65,35 @@ PluginRecord record_for(PluginManifest manifest) {
     PluginRecord r;
     r.manifest_path = manifest.source;
     r.name = manifest.name;
+    // A manifest with a library is provisionally "loaded"; PluginHost::add loads and checks it.
     r.status = manifest.is_stub() ? PluginStatus::stub : PluginStatus::loaded;
     r.manifest = std::move(manifest);
     return r;
 }
 }  // namespace
 
-PluginHost PluginHost::discover(const PluginSearchPath& search) {
+std::set<std::string> read_trusted_hashes(const fs::path& path) {
+    std::ifstream in(path);
+    if (!in) throw InputError(path.string() + ": cannot read trusted hashes");
+    static const std::regex line_re(R"(^\s*([0-9a-fA-F]{64})(\s+\*?.*)?$)");
+    std::set<std::string> hashes;
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        auto hash_pos = line.find('#');
+        if (hash_pos != std::string::npos) line.resize(hash_pos);
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        std::smatch m;
+        if (!std::regex_match(line, m, line_re))
+            throw InputError(path.string() + ":" + std::to_string(n) +
+                             ": expected '<64 hex digits>  <file name>' (sha256sum format)");
+        std::string h = m[1];
+        for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        hashes.insert(h);
+    }
+    return hashes;
+}
+
+PluginHost PluginHost::discover(const PluginSearchPath& search, const PluginHostOptions& options) {
     PluginHost host;
     std::set<fs::path> seen;
     for (const auto& entry : search.entries) {
@@ -75,27 +102,28 @@ PluginHost PluginHost::discover(const PluginSearchPath& search) {
             auto canonical = fs::weakly_canonical(path, ec);
             if (!seen.insert(ec ? path : canonical).second) continue;  // same file twice
             try {
-                host.add(record_for(load_manifest(path)));
+                host.add(record_for(load_manifest(path)), options);
             } catch (const Error& e) {
                 PluginRecord r;
                 r.manifest_path = path;
                 r.name = path.filename().string();
                 r.name.resize(r.name.size() - kManifestSuffix.size());
                 r.failure = e.what();
-                host.add(std::move(r));
+                host.add(std::move(r), options);
             }
         }
     }
     return host;
 }
 
-PluginHost PluginHost::from_manifests(std::vector<PluginManifest> manifests) {
+PluginHost PluginHost::from_manifests(std::vector<PluginManifest> manifests,
+                                      const PluginHostOptions& options) {
     PluginHost host;
-    for (auto& m : manifests) host.add(record_for(std::move(m)));
+    for (auto& m : manifests) host.add(record_for(std::move(m)), options);
     return host;
 }
 
-void PluginHost::add(PluginRecord record) {
+void PluginHost::add(PluginRecord record, const PluginHostOptions& options) {
     // Checks that need the other plugins: ABI major, duplicate plugin name, duplicate capsule.
     auto fail = [&](std::string reason) {
         record.status = PluginStatus::failed;
@@ -118,12 +146,21 @@ void PluginHost::add(PluginRecord record) {
                     fail("duplicate capsule name '" + k.name + "' (already declared by plugin '" +
                          plugins_[i].name + "')");
     }
+    // Only a plugin that passed every manifest-level check gets its code loaded.
+    if (record.status == PluginStatus::loaded) detail::load_plugin_library(record, options);
     std::vector<CapsuleRef> refs;
     if (record.status != PluginStatus::failed)
         for (const auto& k : record.manifest->capsules)
             refs.push_back(std::make_shared<const KernelCapsule>(k));
     plugins_.push_back(std::move(record));
     capsules_.push_back(std::move(refs));
+}
+
+const PluginRecord* PluginHost::plugin_of(std::string_view capsule_name) const {
+    for (std::size_t i = 0; i < plugins_.size(); ++i)
+        for (const auto& k : capsules_[i])
+            if (k->name == capsule_name) return &plugins_[i];
+    return nullptr;
 }
 
 CapsuleRegistry PluginHost::registry(std::string_view mode) const {

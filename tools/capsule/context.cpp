@@ -12,9 +12,19 @@ fs::path executable_dir() {
     return ec ? fs::current_path() : exe.parent_path();
 }
 
+namespace {
+PluginHostOptions host_options(const GlobalOptions& options) {
+    PluginHostOptions o;
+    if (!options.trusted_hashes.empty()) o.trusted_sha256 = read_trusted_hashes(options.trusted_hashes);
+    return o;
+}
+}  // namespace
+
 Context::Context(const GlobalOptions& options)
-    : host_(PluginHost::discover(PluginSearchPath::standard(
-          executable_dir(), std::getenv("CAPSULE_PLUGIN_PATH"), options.plugin_paths))) {
+    : host_(PluginHost::discover(PluginSearchPath::standard(executable_dir(),
+                                                            std::getenv("CAPSULE_PLUGIN_PATH"),
+                                                            options.plugin_paths),
+                                 host_options(options))) {
     for (const auto& file : options.profile_files) profiles_.push_back(load_profile_file(file));
     for (const auto& p : builtin_profiles()) profiles_.push_back(p);
 }

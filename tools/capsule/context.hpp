@@ -21,6 +21,7 @@ enum ExitCode : int {
 struct GlobalOptions {
     std::vector<std::filesystem::path> plugin_paths;
     std::vector<std::filesystem::path> profile_files;
+    std::filesystem::path trusted_hashes;  // sha256sum-format file; empty: no pinning
 };
 
 class Context {
@@ -49,5 +50,6 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options);
 Command add_capsules_command(CLI::App& app, const GlobalOptions& options);
 Command add_profiles_command(CLI::App& app, const GlobalOptions& options);
 Command add_plan_command(CLI::App& app, const GlobalOptions& options);
+Command add_run_command(CLI::App& app, const GlobalOptions& options);
 
 }  // namespace capsule::cli

@@ -27,6 +27,11 @@ json plugin_json(const PluginRecord& r) {
         j["priority"] = m.priority;
         j["capsules"] = m.capsules.size();
     }
+    j["library_path"] = r.library_path ? json(r.library_path->string()) : json(nullptr);
+    j["sha256"] = r.sha256.empty() ? json(nullptr) : json(r.sha256);
+    j["probe"] = r.probe ? json{{"usable", r.probe->usable},
+                                {"reason", r.probe->usable ? json(nullptr) : json(r.probe->reason)}}
+                         : json(nullptr);
     return j;
 }
 
@@ -61,6 +66,11 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
                           << " capsules=" << r.manifest->capsules.size();
             std::cout << " status=" << r.status_text() << "\n    manifest "
                       << r.manifest_path.string() << "\n";
+            if (r.library_path) std::cout << "    library " << r.library_path->string() << "\n";
+            if (!r.sha256.empty()) std::cout << "    sha256 " << r.sha256 << "\n";
+            if (r.probe)
+                std::cout << "    probe " << (r.probe->usable ? "usable" : "unusable: " + r.probe->reason)
+                          << "\n";
         }
         if (ctx.host().plugins().empty()) std::cout << "no plugins found\n";
         return int(kOk);

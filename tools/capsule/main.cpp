@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "capsule/session.hpp"
 #include "context.hpp"
 
 using namespace capsule;
@@ -18,11 +19,15 @@ int main(int argc, char** argv) {
     app.add_option("--profile-file", options.profile_files,
                    "load a backend profile from a JSON file (repeatable)")
         ->check(CLI::ExistingFile);
+    app.add_option("--trusted-hashes", options.trusted_hashes,
+                   "only load plugin libraries whose SHA-256 is listed (sha256sum format)")
+        ->check(CLI::ExistingFile);
     const std::vector<std::pair<std::string, Command>> commands{
         {"plugins", add_plugins_command(app, options)},
         {"capsules", add_capsules_command(app, options)},
         {"profiles", add_profiles_command(app, options)},
         {"plan", add_plan_command(app, options)},
+        {"run", add_run_command(app, options)},
     };
 
     try {
@@ -34,6 +39,9 @@ int main(int argc, char** argv) {
     try {
         for (const auto& [name, run] : commands)
             if (app.got_subcommand(name)) return run();
+    } catch (const ProbeError& e) {
+        std::cerr << "capsule: cannot run here: " << e.what() << "\n";
+        return kProbeFailed;
     } catch (const PlanningError& e) {
         std::cerr << "capsule: planning failed: " << e.what() << "\n";
         return kPlanningFailed;

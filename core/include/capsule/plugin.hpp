@@ -1,0 +1,214 @@
+// Header-only C++ helper for writing capsule plugins against plugin_abi.h (after oneDNN's dnnl.hpp
+// over dnnl.h): typed views of tensors and attributes, and adapters that turn C++ exceptions into
+// status codes so that none crosses the C boundary.
+//
+// A kernel is written as `void my_relu(const capsule::plugin::ForwardCall& call)`; it throws
+// KernelError (or any std::exception) on bad input, and is exported with
+// `capsule::plugin::forward_entry<my_relu>` in the plugin's kernel table.
+#pragma once
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/plugin_abi.h"
+
+namespace capsule::plugin {
+
+/// An error a kernel raises; `code` is a capsule_status_code.
+struct KernelError : std::exception {
+    int32_t code;
+    std::string message;
+    KernelError(int32_t c, std::string m) : code(c), message(std::move(m)) {}
+    const char* what() const noexcept override { return message.c_str(); }
+};
+
+/// Raises KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, message) unless `condition` holds.
+inline void require(bool condition, const std::string& message) {
+    if (!condition) throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, message);
+}
+
+/// Writes `code` and a printf-style message into `status` (may be NULL); returns `code`.
+inline int32_t set_status(capsule_status* status, int32_t code, const char* format, ...) {
+    if (status) {
+        status->code = code;
+        va_list args;
+        va_start(args, format);
+        std::vsnprintf(status->message, sizeof status->message, format, args);
+        va_end(args);
+    }
+    return code;
+}
+
+/// Typed access to a tensor view (contiguous row-major, as the host always passes).
+struct Tensor {
+    const capsule_tensor_view* view;
+
+    int rank() const { return view->rank; }
+    std::span<const int64_t> shape() const {
+        return {view->shape, static_cast<std::size_t>(view->rank)};
+    }
+    int64_t dim(int i) const { return view->shape[i < 0 ? i + view->rank : i]; }
+    int64_t numel() const {
+        int64_t n = 1;
+        for (int i = 0; i < view->rank; ++i) n *= view->shape[i];
+        return n;
+    }
+    capsule_dtype dtype() const { return static_cast<capsule_dtype>(view->dtype); }
+    bool present() const { return view != nullptr && view->data != nullptr; }
+    template <typename T>
+    T* data() const { return static_cast<T*>(view->data); }
+};
+
+/// Attribute lookup by name with defaults (docs/ops.md gives each op's attributes).
+class Attributes {
+public:
+    Attributes(const capsule_attribute* attrs, std::size_t count) : attrs_(attrs), count_(count) {}
+
+    const capsule_attribute* find(std::string_view name) const {
+        for (std::size_t i = 0; i < count_; ++i)
+            if (name == attrs_[i].name) return &attrs_[i];
+        return nullptr;
+    }
+    bool has(std::string_view name) const { return find(name) != nullptr; }
+    int64_t get_int(std::string_view name, int64_t fallback) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_INT || a->kind == CAPSULE_ATTR_BOOL) return a->int_value;
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "attribute '" + std::string(name) + "' is not an integer");
+    }
+    double get_float(std::string_view name, double fallback) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_FLOAT) return a->float_value;
+        if (a->kind == CAPSULE_ATTR_INT) return static_cast<double>(a->int_value);
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "attribute '" + std::string(name) + "' is not a number");
+    }
+    bool get_bool(std::string_view name, bool fallback) const {
+        return get_int(name, fallback ? 1 : 0) != 0;
+    }
+    std::string get_string(std::string_view name, std::string fallback) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_STRING) return a->string_value;
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "attribute '" + std::string(name) + "' is not a string");
+    }
+    /// An int list; a single INT is read as a one-element list.
+    std::vector<int64_t> get_ints(std::string_view name, std::vector<int64_t> fallback) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_INTS) return {a->ints, a->ints + a->count};
+        if (a->kind == CAPSULE_ATTR_INT) return {a->int_value};
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "attribute '" + std::string(name) + "' is not an int list");
+    }
+    std::vector<double> get_floats(std::string_view name, std::vector<double> fallback) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_FLOATS) return {a->floats, a->floats + a->count};
+        if (a->kind == CAPSULE_ATTR_INTS) return {a->ints, a->ints + a->count};
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "attribute '" + std::string(name) + "' is not a float list");
+    }
+
+private:
+    const capsule_attribute* attrs_;
+    std::size_t count_;
+};
+
+/// A forward call seen from C++.
+struct ForwardCall {
+    const capsule_forward_args* args;
+    Tensor input(std::size_t i) const { return check(args->inputs, args->num_inputs, i, "input"); }
+    Tensor param(std::size_t i) const { return check(args->params, args->num_params, i, "parameter"); }
+    Tensor output(std::size_t i = 0) const {
+        return check(args->outputs, args->num_outputs, i, "output");
+    }
+    std::size_t num_inputs() const { return args->num_inputs; }
+    std::size_t num_params() const { return args->num_params; }
+    Attributes attrs() const { return {args->attrs, args->num_attrs}; }
+
+    static Tensor check(const capsule_tensor_view* views, std::size_t n, std::size_t i,
+                        const char* what) {
+        require(i < n, std::string("missing ") + what + " " + std::to_string(i));
+        return Tensor{&views[i]};
+    }
+};
+
+/// A backward call seen from C++. grad_input(i) / grad_param(i) may be absent (`!present()`).
+struct BackwardCall {
+    const capsule_backward_args* args;
+    Tensor input(std::size_t i) const { return ForwardCall::check(args->inputs, args->num_inputs, i, "input"); }
+    Tensor param(std::size_t i) const { return ForwardCall::check(args->params, args->num_params, i, "parameter"); }
+    Tensor output(std::size_t i = 0) const { return ForwardCall::check(args->outputs, args->num_outputs, i, "output"); }
+    Tensor grad_output(std::size_t i = 0) const {
+        return ForwardCall::check(args->grad_outputs, args->num_outputs, i, "grad output");
+    }
+    Tensor grad_input(std::size_t i) const {
+        return ForwardCall::check(args->grad_inputs, args->num_inputs, i, "grad input");
+    }
+    Tensor grad_param(std::size_t i) const {
+        return ForwardCall::check(args->grad_params, args->num_params, i, "grad parameter");
+    }
+    std::size_t num_inputs() const { return args->num_inputs; }
+    std::size_t num_params() const { return args->num_params; }
+    Attributes attrs() const { return {args->attrs, args->num_attrs}; }
+};
+
+/// Runs `body`, turning any exception into a status code and message.
+template <typename Body>
+int32_t guarded(capsule_status* status, Body&& body) noexcept {
+    try {
+        body();
+        return CAPSULE_OK;
+    } catch (const KernelError& e) {
+        return set_status(status, e.code, "%s", e.message.c_str());
+    } catch (const std::bad_alloc&) {
+        return set_status(status, CAPSULE_ERROR_OUT_OF_MEMORY, "out of memory");
+    } catch (const std::exception& e) {
+        return set_status(status, CAPSULE_ERROR_INTERNAL, "%s", e.what());
+    } catch (...) {
+        return set_status(status, CAPSULE_ERROR_INTERNAL, "unknown exception in kernel");
+    }
+}
+
+/// Adapts `void Fn(const ForwardCall&)` to capsule_forward_fn.
+template <void (*Fn)(const ForwardCall&)>
+int32_t forward_entry(const capsule_forward_args* args, capsule_status* status) noexcept {
+    return guarded(status, [&] { Fn(ForwardCall{args}); });
+}
+
+/// Adapts `void Fn(const BackwardCall&)` to capsule_backward_fn.
+template <void (*Fn)(const BackwardCall&)>
+int32_t backward_entry(const capsule_backward_args* args, capsule_status* status) noexcept {
+    return guarded(status, [&] { Fn(BackwardCall{args}); });
+}
+
+/// Calls `f(T{})` with T = float or double for a float dtype; other dtypes raise UNSUPPORTED.
+template <typename F>
+void dispatch_float(capsule_dtype dtype, F&& f) {
+    switch (dtype) {
+        case CAPSULE_DTYPE_FLOAT32: f(float{}); return;
+        case CAPSULE_DTYPE_FLOAT64: f(double{}); return;
+        default:
+            throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
+                              "dtype " + std::to_string(static_cast<int>(dtype)) +
+                                  " is not supported (float32 and float64 are)");
+    }
+}
+
+/// A kernel table entry for capsule `name`.
+constexpr capsule_kernel kernel(const char* name, capsule_forward_fn forward,
+                                capsule_backward_fn backward = nullptr) {
+    return capsule_kernel{sizeof(capsule_kernel), name, forward, backward};
+}
+
+}  // namespace capsule::plugin

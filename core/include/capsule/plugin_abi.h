@@ -1,0 +1,212 @@
+/*
+ * The Capsule plugin C ABI, version 1.0 (DESIGN.md section 4).
+ *
+ * A plugin library exports one symbol, `capsule_plugin_entry`, returning a static
+ * `capsule_plugin` table. Everything that crosses the boundary is plain C: no C++ types, no
+ * exceptions, no ownership transfer except through the functions named here.
+ *
+ * Versioning (after the PJRT C API): every struct starts with `struct_size`, set by whoever fills
+ * the struct to `sizeof` of the struct as it knows it. A reader uses only the fields that lie
+ * within both its own and the writer's size (CAPSULE_HAS_FIELD). A newer minor version only ever
+ * appends fields; a different major version is refused by the host with both versions named.
+ *
+ * Threading: the host calls kernels from many threads at once on different buffers. Kernels must
+ * be reentrant; plugin-global state is allowed only if it is immutable after `init`.
+ *
+ * Memory: all tensors are row-major. `strides` are in elements. On the CPU the host allocates
+ * buffers; on other devices it allocates through the plugin's `capsule_device_interface`.
+ */
+#ifndef CAPSULE_PLUGIN_ABI_H
+#define CAPSULE_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAPSULE_ABI_MAJOR 1
+#define CAPSULE_ABI_MINOR 0
+
+#if defined(_WIN32)
+#define CAPSULE_EXPORT __declspec(dllexport)
+#else
+#define CAPSULE_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* True when the struct at `ptr` (whose writer set struct_size) contains `field`. */
+#define CAPSULE_HAS_FIELD(ptr, type, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type*)0)->field))
+
+/* Status codes returned by every plugin function. */
+typedef enum capsule_status_code {
+    CAPSULE_OK = 0,
+    CAPSULE_ERROR_INVALID_ARGUMENT = 1, /* bad shapes, dtypes or attributes */
+    CAPSULE_ERROR_UNSUPPORTED = 2,      /* a dtype or case the kernel does not implement */
+    CAPSULE_ERROR_DEVICE = 3,           /* device or driver failure */
+    CAPSULE_ERROR_OUT_OF_MEMORY = 4,
+    CAPSULE_ERROR_INTERNAL = 5
+} capsule_status_code;
+
+#define CAPSULE_STATUS_MESSAGE_SIZE 512
+
+/* Filled by the plugin when a call fails: a code and a NUL-terminated message naming the cause. */
+typedef struct capsule_status {
+    size_t struct_size;
+    int32_t code;
+    char message[CAPSULE_STATUS_MESSAGE_SIZE];
+} capsule_status;
+
+/* Element types; values match capsule::DType. */
+typedef enum capsule_dtype {
+    CAPSULE_DTYPE_FLOAT32 = 0,
+    CAPSULE_DTYPE_FLOAT64 = 1,
+    CAPSULE_DTYPE_INT64 = 2,
+    CAPSULE_DTYPE_BOOL = 3 /* one byte, 0 or 1 */
+} capsule_dtype;
+
+/* Devices; values match capsule::Device. */
+typedef enum capsule_device {
+    CAPSULE_DEVICE_CPU = 0,
+    CAPSULE_DEVICE_CUDA = 1,
+    CAPSULE_DEVICE_ROCM = 2,
+    CAPSULE_DEVICE_METAL = 3,
+    CAPSULE_DEVICE_WASM = 4,
+    CAPSULE_DEVICE_TPU = 5,
+    CAPSULE_DEVICE_TRAINIUM = 6,
+    CAPSULE_DEVICE_CUSTOM = 7,
+    CAPSULE_DEVICE_EXTERNAL = 8
+} capsule_device;
+
+/* A borrowed view of a tensor. `data` points at device memory for non-CPU devices. */
+typedef struct capsule_tensor_view {
+    size_t struct_size;
+    int32_t dtype;          /* capsule_dtype */
+    int32_t device;         /* capsule_device */
+    int32_t rank;
+    const int64_t* shape;   /* rank entries */
+    const int64_t* strides; /* rank entries, in elements (row-major contiguous from the host) */
+    void* data;
+} capsule_tensor_view;
+
+typedef enum capsule_attribute_kind {
+    CAPSULE_ATTR_INT = 0,
+    CAPSULE_ATTR_FLOAT = 1,
+    CAPSULE_ATTR_BOOL = 2,
+    CAPSULE_ATTR_STRING = 3,
+    CAPSULE_ATTR_INTS = 4,
+    CAPSULE_ATTR_FLOATS = 5
+} capsule_attribute_kind;
+
+/* One node attribute (docs/ops.md lists the attributes of every op). */
+typedef struct capsule_attribute {
+    size_t struct_size;
+    const char* name;
+    int32_t kind;          /* capsule_attribute_kind */
+    int64_t int_value;     /* INT, BOOL (0/1) */
+    double float_value;    /* FLOAT */
+    const char* string_value;  /* STRING */
+    const int64_t* ints;   /* INTS */
+    const double* floats;  /* FLOATS */
+    size_t count;          /* entries of ints/floats */
+} capsule_attribute;
+
+/* Arguments of a forward kernel. The host allocates every output with the shape and dtype of
+ * shape inference before the call. `params` are the node's parameters (weights) in the order
+ * docs/ops.md gives for the op. */
+typedef struct capsule_forward_args {
+    size_t struct_size;
+    const capsule_tensor_view* inputs;
+    size_t num_inputs;
+    const capsule_tensor_view* params;
+    size_t num_params;
+    const capsule_tensor_view* outputs;
+    size_t num_outputs;
+    const capsule_attribute* attrs;
+    size_t num_attrs;
+    void* stream; /* device stream for non-CPU devices, else NULL */
+} capsule_forward_args;
+
+/* Arguments of a backward kernel (vector-Jacobian product). `grad_outputs` match `outputs`;
+ * the plugin writes `grad_inputs` and `grad_params` (same shapes as inputs/params). A grad view
+ * whose `data` is NULL is not needed and must not be written. Gradients are overwritten, not
+ * accumulated. */
+typedef struct capsule_backward_args {
+    size_t struct_size;
+    const capsule_tensor_view* inputs;
+    size_t num_inputs;
+    const capsule_tensor_view* params;
+    size_t num_params;
+    const capsule_tensor_view* outputs;
+    size_t num_outputs;
+    const capsule_tensor_view* grad_outputs;
+    const capsule_tensor_view* grad_inputs;
+    const capsule_tensor_view* grad_params;
+    const capsule_attribute* attrs;
+    size_t num_attrs;
+    void* stream;
+} capsule_backward_args;
+
+typedef int32_t (*capsule_forward_fn)(const capsule_forward_args* args, capsule_status* status);
+typedef int32_t (*capsule_backward_fn)(const capsule_backward_args* args, capsule_status* status);
+
+/* The kernels of one capsule, named as in the plugin's manifest. */
+typedef struct capsule_kernel {
+    size_t struct_size;
+    const char* capsule_name;
+    capsule_forward_fn forward;   /* required */
+    capsule_backward_fn backward; /* NULL when the capsule has no backward kernel */
+} capsule_kernel;
+
+/* Memory and copies for a non-CPU device. All sizes in bytes. */
+typedef struct capsule_device_interface {
+    size_t struct_size;
+    int32_t (*allocate)(size_t bytes, void** out, capsule_status* status);
+    void (*release)(void* pointer);
+    int32_t (*copy_to_device)(void* device_dst, const void* host_src, size_t bytes,
+                              capsule_status* status);
+    int32_t (*copy_to_host)(void* host_dst, const void* device_src, size_t bytes,
+                            capsule_status* status);
+    int32_t (*synchronize)(capsule_status* status);
+} capsule_device_interface;
+
+/* Optional capability, linked as a list (PJRT-style), so the plugin table never has to grow for
+ * an optional feature. No extension types are defined in ABI 1.0. */
+typedef struct capsule_extension {
+    size_t struct_size;
+    int32_t type;
+    const struct capsule_extension* next;
+} capsule_extension;
+
+/* The table a plugin library returns. */
+typedef struct capsule_plugin {
+    size_t struct_size;
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    const char* name;    /* must equal the manifest's name */
+    const char* version; /* must equal the manifest's version */
+    int32_t device;      /* capsule_device; must equal the manifest's device */
+    /* Called once after loading; NULL when there is nothing to set up. */
+    int32_t (*init)(capsule_status* status);
+    /* Called once before unloading; may be NULL. */
+    void (*shutdown)(void);
+    /* Is the device usable here? CAPSULE_OK, or an error whose message says why not. */
+    int32_t (*probe)(capsule_status* status);
+    const capsule_kernel* kernels;
+    size_t num_kernels;
+    const capsule_device_interface* device_interface; /* NULL for CPU plugins */
+    const capsule_extension* extensions;              /* NULL when none */
+} capsule_plugin;
+
+/* The one exported symbol. The host passes its ABI version; the plugin may refuse a host it
+ * cannot serve by returning NULL. */
+typedef const capsule_plugin* (*capsule_plugin_entry_fn)(uint32_t host_abi_major,
+                                                         uint32_t host_abi_minor);
+#define CAPSULE_PLUGIN_ENTRY_SYMBOL "capsule_plugin_entry"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CAPSULE_PLUGIN_ABI_H */

@@ -1,0 +1,87 @@
+// Sessions: execution of an accepted plan (DESIGN.md section 5).
+//
+// A Session is built only from an AcceptedPlan. Creation probes the host against the profile's
+// target and every plugin the plan uses, resolves each node's kernel, checks and uploads the
+// parameters once, and precomputes every tensor view, so that `run` does no planning, no lookup
+// and one arena allocation. `run` is const and safe to call from many threads at once; results
+// do not depend on the thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capsule/acceptance.hpp"
+#include "capsule/profile.hpp"
+#include "capsule/tensor.hpp"
+
+namespace capsule {
+
+/// The host or a plugin cannot run the plan here (device missing, driver unusable, OS/arch
+/// mismatch, stub plugin, capsule without a kernel). Exit code 5 in the CLI.
+class ProbeError : public Error {
+public:
+    using Error::Error;
+};
+
+/// A kernel reported an error while running; names the node, capsule and the plugin's message.
+class ExecutionError : public Error {
+public:
+    using Error::Error;
+};
+
+/// Parameters (and `const` node values) by key, e.g. `fc1.weight`; host tensors.
+using ParameterMap = std::map<std::string, Tensor>;
+
+/// Reads the graph's parameters file (relative to the graph file), or an empty map when the
+/// graph names none. Raises InputError as read_safetensors does.
+ParameterMap load_graph_parameters(const Graph& graph);
+
+struct SessionOptions {
+    /// Allow capsules whose runtime support is `test-only` (tests do; deployments should not).
+    bool allow_test_only = false;
+};
+
+/// A named graph input or output with its type.
+struct TensorSlot {
+    std::string name;
+    std::int64_t node_id = 0;
+    TensorType type;
+};
+
+class Session {
+public:
+    /// Builds a session. `plan` must come from `profile` gating `graph`.
+    /// Raises ProbeError (host OS/arch not the target's, plugin stub/failed/unusable, capsule
+    /// planner-only/not-wired), InputError (graph/plan mismatch, missing, extra or mistyped
+    /// parameters), Error (device allocation or upload failure).
+    static Session create(const BackendProfile& profile, const AcceptedPlan& plan,
+                          const Graph& graph, const PluginHost& host,
+                          const ParameterMap& parameters, const SessionOptions& options = {});
+
+    /// Runs the graph on host tensors keyed by input name; returns host tensors in the order of
+    /// the graph's outputs. Raises InputError for a missing, unknown or mistyped input and
+    /// ExecutionError when a kernel fails. Thread-safe.
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
+
+    const std::vector<TensorSlot>& inputs() const;
+    const std::vector<TensorSlot>& outputs() const;
+    /// Capsule names the session calls, one per planned node, in execution order.
+    std::vector<std::string> kernel_trace() const;
+
+    Session(Session&&) noexcept;
+    Session& operator=(Session&&) noexcept;
+    ~Session();
+
+private:
+    struct Impl;
+    explicit Session(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+/// The host this process runs on, as a Target's OS and architecture.
+OperatingSystem host_operating_system();
+Architecture host_architecture();
+
+}  // namespace capsule

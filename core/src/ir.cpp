@@ -1,0 +1,409 @@
+// The JSON IR (DESIGN.md section 7): parsing, serialisation and the well-formedness check.
+// Shape inference per op lives in shape_inference.cpp.
+#include "capsule/ir.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace capsule {
+
+using nlohmann::json;
+using std::int64_t;
+using std::string;
+
+const std::array<std::pair<DType, std::string_view>, 4> Spellings<DType>::values{{
+    {DType::float32, "float32"},
+    {DType::float64, "float64"},
+    {DType::int64, "int64"},
+    {DType::boolean, "bool"},
+}};
+
+std::size_t dtype_size(DType dtype) {
+    switch (dtype) {
+        case DType::float32: return 4;
+        case DType::float64: return 8;
+        case DType::int64: return 8;
+        case DType::boolean: return 1;
+    }
+    throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
+}
+
+string to_string(const Shape& shape) {
+    string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) out += ", ";
+        out += std::to_string(shape[i]);
+    }
+    return out + "]";
+}
+
+int64_t element_count(const Shape& shape) {
+    for (auto d : shape)
+        if (d < 0) throw InputError("shape " + to_string(shape) + " has a negative dimension");
+    for (auto d : shape)
+        if (d == 0) return 0;
+    int64_t n = 1;
+    for (auto d : shape)
+        if (__builtin_mul_overflow(n, d, &n))
+            throw InputError("shape " + to_string(shape) + " has more than 2^63-1 elements");
+    return n;
+}
+
+string Node::op_spelling() const {
+    switch (kind) {
+        case NodeKind::input: return "input";
+        case NodeKind::constant: return "const";
+        case NodeKind::detach: return "detach";
+        case NodeKind::op: break;
+    }
+    if (!op) return "<op missing>";
+    if (static_cast<std::size_t>(*op) >= Spellings<BackendOp>::values.size()) return "<invalid op>";
+    return string(to_string(*op));
+}
+
+string Node::parameter_prefix() const { return name.empty() ? std::to_string(id) : name; }
+
+std::optional<std::size_t> Graph::index_of(int64_t id) const {
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        if (nodes[i].id == id) return i;
+    return std::nullopt;
+}
+
+namespace {
+
+constexpr std::string_view kFormat = "capsule-ir";
+constexpr int64_t kVersion = 1;
+
+string source_label(const std::filesystem::path& source) {
+    return source.empty() ? string("graph") : source.string();
+}
+
+[[noreturn]] void fail(const string& where, const string& reason) {
+    throw InputError(where + ": " + reason);
+}
+
+/// User text inside an error message: quoted, shortened when long.
+string quote(std::string_view text) {
+    constexpr std::size_t kMax = 64;
+    if (text.size() <= kMax) return "'" + string(text) + "'";
+    return "'" + string(text.substr(0, kMax)) + "...'";
+}
+
+string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+/// "string \"abc\"", "number 1.5", "array", "object", ... for error messages.
+string describe(const json& j) {
+    if (j.is_array() || j.is_object() || j.is_null()) return j.type_name();
+    string text = dump(j);
+    if (text.size() > 64) text = text.substr(0, 64) + "...";
+    return string(j.type_name()) + " " + text;
+}
+
+bool fits_int64(const json& j) {
+    if (j.is_number_unsigned())
+        return j.get<std::uint64_t>() <=
+               static_cast<std::uint64_t>(std::numeric_limits<int64_t>::max());
+    return j.is_number_integer();
+}
+
+/// Reads an integer; `what` names it in errors.
+int64_t read_int(const json& j, const string& where, const string& what) {
+    if (j.is_number_integer() && !fits_int64(j))
+        fail(where, what + " = " + dump(j) + " is out of range");
+    if (!j.is_number_integer()) fail(where, what + ": expected an integer, got " + describe(j));
+    return j.get<int64_t>();
+}
+
+std::vector<int64_t> read_int_list(const json& j, const string& where, const string& what) {
+    if (!j.is_array()) fail(where, what + ": expected an array of integers, got " + describe(j));
+    std::vector<int64_t> out;
+    out.reserve(j.size());
+    for (std::size_t i = 0; i < j.size(); ++i)
+        out.push_back(read_int(j[i], where, what + "[" + std::to_string(i) + "]"));
+    return out;
+}
+
+AttrValue read_attr(const json& v, const string& where, const string& name) {
+    const string what = "attribute " + quote(name);
+    if (v.is_boolean()) return v.get<bool>();
+    if (v.is_number_integer()) return read_int(v, where, what);
+    if (v.is_number_float()) return v.get<double>();
+    if (v.is_string()) return v.get<string>();
+    if (v.is_array()) {
+        bool all_int = true;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            if (!v[i].is_number())
+                fail(where, what + "[" + std::to_string(i) +
+                                "]: list entries must be numbers, got " + describe(v[i]));
+            if (!v[i].is_number_integer()) all_int = false;
+        }
+        if (all_int) return read_int_list(v, where, what);
+        std::vector<double> out;
+        out.reserve(v.size());
+        for (const auto& e : v) out.push_back(e.get<double>());
+        return out;
+    }
+    fail(where, what + ": unsupported value " + describe(v) +
+                    "; use a number, boolean, string or list of numbers");
+}
+
+Node parse_node(const json& j, const string& source, std::size_t index) {
+    string where = source + ": $.nodes[" + std::to_string(index) + "]";
+    if (!j.is_object()) fail(where, "expected a node object, got " + describe(j));
+    Node node;
+
+    auto id = j.find("id");
+    if (id == j.end()) fail(where, "missing key 'id'");
+    node.id = read_int(*id, where, "key 'id'");
+    where = source + ": node " + std::to_string(node.id);
+
+    auto op = j.find("op");
+    if (op == j.end()) fail(where, "missing key 'op'");
+    if (!op->is_string()) fail(where, "key 'op': expected a string, got " + describe(*op));
+    const auto spelling = op->get<string>();
+    if (spelling == "input") {
+        node.kind = NodeKind::input;
+    } else if (spelling == "const") {
+        node.kind = NodeKind::constant;
+    } else if (spelling == "detach") {
+        node.kind = NodeKind::detach;
+    } else {
+        try {
+            node.op = parse<BackendOp>(spelling);
+            node.kind = NodeKind::op;
+        } catch (const VocabularyError&) {
+            fail(where, "unknown op " + quote(spelling) + "; valid: input, const, detach, " +
+                            valid_spellings<BackendOp>());
+        }
+    }
+    where += " (" + node.op_spelling() + ")";
+
+    static const std::set<string> kKeys{"id", "op", "name", "parents", "attrs", "shape", "dtype"};
+    for (const auto& [key, _] : j.items())
+        if (!kKeys.count(key))
+            fail(where, "unknown key " + quote(key) +
+                            "; valid keys: id, op, name, parents, attrs, shape, dtype");
+
+    if (auto it = j.find("name"); it != j.end()) {
+        if (!it->is_string()) fail(where, "key 'name': expected a string, got " + describe(*it));
+        node.name = it->get<string>();
+    }
+    if (auto it = j.find("parents"); it != j.end())
+        node.parents = read_int_list(*it, where, "key 'parents'");
+    if (auto it = j.find("attrs"); it != j.end()) {
+        if (!it->is_object()) fail(where, "key 'attrs': expected an object, got " + describe(*it));
+        for (const auto& [key, value] : it->items()) node.attrs[key] = read_attr(value, where, key);
+    }
+    auto shape = j.find("shape");
+    if (shape == j.end()) fail(where, "missing key 'shape'");
+    node.shape = read_int_list(*shape, where, "key 'shape'");
+    for (auto d : node.shape)
+        if (d < 0) fail(where, "key 'shape': dimension " + std::to_string(d) + " is negative");
+    if (auto it = j.find("dtype"); it != j.end()) {
+        if (!it->is_string()) fail(where, "key 'dtype': expected a string, got " + describe(*it));
+        try {
+            node.dtype = parse<DType>(it->get<string>());
+        } catch (const VocabularyError& e) {
+            fail(where, "key 'dtype': " + string(e.what()));
+        }
+    }
+    return node;
+}
+
+nlohmann::ordered_json attr_to_json(const AttrValue& value) {
+    return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, value);
+}
+
+}  // namespace
+
+Graph parse_graph(std::string_view json_text, const std::filesystem::path& source) {
+    const string src = source_label(source);
+
+    // Duplicate keys are silently merged by nlohmann; track them to reject them.
+    std::vector<std::set<string>> open_objects;
+    std::optional<string> duplicate;
+    json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
+        switch (event) {
+            case json::parse_event_t::object_start: open_objects.emplace_back(); break;
+            case json::parse_event_t::object_end:
+                if (!open_objects.empty()) open_objects.pop_back();
+                break;
+            case json::parse_event_t::key:
+                if (!open_objects.empty() && parsed.is_string() &&
+                    !open_objects.back().insert(parsed.get<string>()).second && !duplicate)
+                    duplicate = parsed.get<string>();
+                break;
+            default: break;
+        }
+        return true;
+    };
+    json doc;
+    try {
+        doc = json::parse(json_text.begin(), json_text.end(), track);
+    } catch (const json::exception& e) {
+        fail(src, string("invalid JSON: ") + e.what());
+    }
+    if (duplicate) fail(src, "invalid JSON: duplicate key " + quote(*duplicate) + " in an object");
+
+    if (!doc.is_object())
+        fail(src, "expected a JSON object at the top level, got " + describe(doc));
+    for (const auto& [key, _] : doc.items())
+        if (key != "format" && key != "version" && key != "nodes" && key != "outputs" &&
+            key != "parameters")
+            fail(src, "unknown top-level key " + quote(key) +
+                          "; valid keys: format, version, nodes, outputs, parameters");
+    for (const char* key : {"format", "version", "nodes", "outputs"})
+        if (!doc.contains(key)) fail(src, string("missing top-level key '") + key + "'");
+
+    const auto& format = doc["format"];
+    if (!format.is_string() || format.get<string>() != kFormat)
+        fail(src, "$.format: expected \"capsule-ir\", got " + describe(format));
+    const auto version = read_int(doc["version"], src, "$.version");
+    if (version != kVersion)
+        fail(src, "$.version: unsupported version " + std::to_string(version) +
+                      "; this runtime reads version " + std::to_string(kVersion));
+
+    Graph graph;
+    graph.source = source;
+    const auto& nodes = doc["nodes"];
+    if (!nodes.is_array()) fail(src, "$.nodes: expected an array of nodes, got " + describe(nodes));
+    graph.nodes.reserve(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+        graph.nodes.push_back(parse_node(nodes[i], src, i));
+
+    graph.outputs = read_int_list(doc["outputs"], src, "$.outputs");
+    if (auto it = doc.find("parameters"); it != doc.end()) {
+        if (!it->is_string() || it->get<string>().empty())
+            fail(src, "$.parameters: expected a non-empty file name, got " + describe(*it));
+        graph.parameters = it->get<string>();
+    }
+    return graph;
+}
+
+Graph load_graph(const std::filesystem::path& path) {
+    const string where = path.string();
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(status))
+        throw InputError(
+            where + ": cannot read graph file: " + (ec ? ec.message() : string("no such file")));
+    if (std::filesystem::is_directory(status))
+        throw InputError(where + ": cannot read graph file: it is a directory");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(where + ": cannot read graph file: " + std::strerror(errno));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) throw InputError(where + ": cannot read graph file: read error");
+    return parse_graph(text.str(), path);
+}
+
+string graph_to_json(const Graph& graph) {
+    using ojson = nlohmann::ordered_json;
+    auto compact = [](const ojson& j) {
+        return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+    };
+    string out = "{\n  \"format\": \"capsule-ir\",\n  \"version\": 1,\n  \"nodes\": [";
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+        const auto& node = graph.nodes[i];
+        ojson j;
+        j["id"] = node.id;
+        j["op"] = node.op_spelling();
+        if (!node.name.empty()) j["name"] = node.name;
+        if (!node.parents.empty()) j["parents"] = node.parents;
+        if (!node.attrs.empty()) {
+            ojson attrs = ojson::object();
+            for (const auto& [key, value] : node.attrs) attrs[key] = attr_to_json(value);
+            j["attrs"] = std::move(attrs);
+        }
+        j["shape"] = ojson::array();
+        for (auto d : node.shape) j["shape"].push_back(d);
+        j["dtype"] = string(to_string(node.dtype));
+        out += (i ? ",\n    " : "\n    ") + compact(j);
+    }
+    out += graph.nodes.empty() ? "],\n" : "\n  ],\n";
+    ojson outputs = ojson::array();
+    for (auto id : graph.outputs) outputs.push_back(id);
+    out += "  \"outputs\": " + compact(outputs);
+    if (graph.parameters) out += ",\n  \"parameters\": " + compact(ojson(*graph.parameters));
+    return out + "\n}\n";
+}
+
+void check_graph(const Graph& graph) {
+    const string src = source_label(graph.source);
+    auto where = [&](const Node& node) {
+        return src + ": node " + std::to_string(node.id) + " (" + node.op_spelling() + ")";
+    };
+
+    // Ids, node kinds and parameter prefixes.
+    std::unordered_map<int64_t, std::size_t> position;
+    std::unordered_map<string, int64_t> prefixes;
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+        const auto& node = graph.nodes[i];
+        if (node.id < 0)
+            fail(where(node), "id " + std::to_string(node.id) + " is negative; ids must be >= 0");
+        if (auto [it, fresh] = position.emplace(node.id, i); !fresh)
+            fail(where(node), "duplicate id " + std::to_string(node.id) + " ($.nodes[" +
+                                  std::to_string(it->second) + "] and $.nodes[" +
+                                  std::to_string(i) + "])");
+        if ((node.kind == NodeKind::op) != node.op.has_value() ||
+            (node.op && static_cast<std::size_t>(*node.op) >= Spellings<BackendOp>::values.size()))
+            fail(where(node), "node kind and op disagree");
+        if (auto [it, fresh] = prefixes.emplace(node.parameter_prefix(), node.id); !fresh) {
+            if (!node.name.empty())
+                fail(where(node), "name " + quote(node.name) + " is already used by node " +
+                                      std::to_string(it->second));
+            fail(where(node), "its id " + std::to_string(node.id) +
+                                  " is already used as the name of node " +
+                                  std::to_string(it->second));
+        }
+    }
+
+    // Parents, arity, attributes and declared types, in list order.
+    std::vector<TensorType> parent_types;
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+        const auto& node = graph.nodes[i];
+        try {
+            element_count(node.shape);
+        } catch (const InputError& e) {
+            fail(where(node), string("declared ") + e.what());
+        }
+        parent_types.clear();
+        for (auto parent : node.parents) {
+            auto it = position.find(parent);
+            if (it == position.end())
+                fail(where(node), "unknown parent id " + std::to_string(parent));
+            if (it->second == i)
+                fail(where(node),
+                     "parent " + std::to_string(parent) + " is the node itself (cycle)");
+            if (it->second > i)
+                fail(where(node), "parent " + std::to_string(parent) +
+                                      " appears later (cycle or forward reference)");
+            const auto& p = graph.nodes[it->second];
+            parent_types.push_back({p.shape, p.dtype});
+        }
+        TensorType inferred;
+        try {
+            inferred = infer_type(node, parent_types);
+        } catch (const InputError& e) {
+            fail(where(node), e.what());
+        }
+        if (inferred.shape != node.shape)
+            fail(where(node), "declared shape " + to_string(node.shape) + " but inferred " +
+                                  to_string(inferred.shape));
+        if (inferred.dtype != node.dtype)
+            fail(where(node), "declared dtype " + string(to_string(node.dtype)) + " but inferred " +
+                                  string(to_string(inferred.dtype)));
+    }
+
+    if (graph.outputs.empty()) fail(src, "graph has no outputs");
+    for (auto id : graph.outputs)
+        if (!position.count(id)) fail(src, "output " + std::to_string(id) + " is not a node id");
+}
+
+}  // namespace capsule

@@ -1,0 +1,425 @@
+#include "capsule/session.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include "capsule/tensor_io.hpp"
+
+namespace capsule {
+
+using std::string;
+
+OperatingSystem host_operating_system() {
+#if defined(__linux__)
+    return OperatingSystem::linux_os;
+#elif defined(__APPLE__)
+    return OperatingSystem::macos;
+#elif defined(_WIN32)
+    return OperatingSystem::windows;
+#else
+    return OperatingSystem::unknown;
+#endif
+}
+
+Architecture host_architecture() {
+#if defined(__x86_64__) || defined(_M_X64)
+    return Architecture::x86_64;
+#elif defined(__aarch64__)
+    return Architecture::aarch64;
+#else
+    return Architecture::unknown;
+#endif
+}
+
+ParameterMap load_graph_parameters(const Graph& graph) {
+    if (!graph.parameters) return {};
+    auto path = std::filesystem::path(*graph.parameters);
+    if (path.is_relative() && !graph.source.empty()) path = graph.source.parent_path() / path;
+    return read_safetensors(path);
+}
+
+namespace {
+
+/// Where a tensor's bytes live during a run.
+enum class SlotKind : std::uint8_t { input, fixed, arena };
+
+struct Slot {
+    TensorType type;
+    SlotKind kind = SlotKind::arena;
+    std::size_t offset = 0;        // arena: byte offset
+    std::size_t input_index = 0;   // input: index into Impl::inputs
+    const void* fixed = nullptr;   // fixed: parameter or const data (host or device)
+    std::vector<std::int64_t> strides;
+};
+
+/// Attribute views for one node; owns the values the views point into.
+struct AttrStorage {
+    Attributes values;
+    std::vector<string> strings;
+    std::vector<capsule_attribute> views;
+
+    explicit AttrStorage(const Attributes& attrs) : values(attrs) {
+        strings.reserve(values.size());
+        for (const auto& [name, value] : values) {
+            capsule_attribute a{};
+            a.struct_size = sizeof a;
+            a.name = name.c_str();
+            if (auto* i = std::get_if<std::int64_t>(&value)) {
+                a.kind = CAPSULE_ATTR_INT;
+                a.int_value = *i;
+            } else if (auto* d = std::get_if<double>(&value)) {
+                a.kind = CAPSULE_ATTR_FLOAT;
+                a.float_value = *d;
+            } else if (auto* b = std::get_if<bool>(&value)) {
+                a.kind = CAPSULE_ATTR_BOOL;
+                a.int_value = *b ? 1 : 0;
+            } else if (auto* s = std::get_if<string>(&value)) {
+                a.kind = CAPSULE_ATTR_STRING;
+                a.string_value = s->c_str();
+            } else if (auto* is = std::get_if<std::vector<std::int64_t>>(&value)) {
+                a.kind = CAPSULE_ATTR_INTS;
+                a.ints = is->data();
+                a.count = is->size();
+            } else if (auto* fs = std::get_if<std::vector<double>>(&value)) {
+                a.kind = CAPSULE_ATTR_FLOATS;
+                a.floats = fs->data();
+                a.count = fs->size();
+            }
+            views.push_back(a);
+        }
+    }
+};
+
+/// One kernel call; view indices refer to Impl::views.
+struct Step {
+    std::int64_t node_id = 0;
+    const KernelCapsule* capsule = nullptr;
+    capsule_forward_fn forward = nullptr;
+    std::size_t first_input = 0, num_inputs = 0;
+    std::size_t first_param = 0, num_params = 0;
+    std::size_t output = 0;
+    std::unique_ptr<AttrStorage> attrs;
+};
+
+constexpr std::size_t kArenaAlignment = 64;
+
+std::size_t align_up(std::size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+
+string node_label(const Node& n) {
+    return "node " + std::to_string(n.id) + " (" + n.op_spelling() + ")";
+}
+
+}  // namespace
+
+struct Session::Impl {
+    Device device = Device::cpu;
+    const capsule_device_interface* device_interface = nullptr;  // non-CPU only
+    std::vector<std::shared_ptr<const LoadedPlugin>> plugins;     // keep libraries mapped
+    std::vector<Slot> slots;
+    std::vector<capsule_tensor_view> views;   // templates; data patched per run
+    std::vector<std::size_t> view_slot;       // slot of each view
+    std::vector<Step> steps;
+    std::vector<TensorSlot> inputs, outputs;
+    std::vector<std::size_t> input_slots, output_slots;
+    std::vector<Tensor> fixed_storage;        // parameters and consts (device copies on non-CPU)
+    std::size_t arena_bytes = 0;
+
+    std::size_t add_view(std::size_t slot) {
+        const auto& s = slots[slot];
+        capsule_tensor_view v{};
+        v.struct_size = sizeof v;
+        v.dtype = static_cast<int32_t>(s.type.dtype);
+        v.device = static_cast<int32_t>(device);
+        v.rank = static_cast<int32_t>(s.type.shape.size());
+        v.shape = s.type.shape.data();
+        v.strides = s.strides.data();
+        views.push_back(v);
+        view_slot.push_back(slot);
+        return views.size() - 1;
+    }
+
+    std::size_t add_slot(TensorType type, SlotKind kind) {
+        Slot s;
+        s.strides = contiguous_strides(type.shape);
+        s.type = std::move(type);
+        s.kind = kind;
+        if (kind == SlotKind::arena) {
+            s.offset = arena_bytes;
+            arena_bytes += align_up(static_cast<std::size_t>(element_count(s.type.shape)) *
+                                    dtype_size(s.type.dtype));
+        }
+        slots.push_back(std::move(s));
+        return slots.size() - 1;
+    }
+
+    Tensor to_device(const Tensor& host) const {
+        if (device == Device::cpu) return host;
+        Tensor t = Tensor::on_device(host.dtype(), host.shape(), device, *device_interface);
+        capsule_status status{sizeof(capsule_status), 0, {}};
+        if (host.nbytes() &&
+            device_interface->copy_to_device(t.data(), host.data(), host.nbytes(), &status) != CAPSULE_OK)
+            throw Error(string("upload to ") + string(to_string(device)) + " failed: " + status.message);
+        return t;
+    }
+};
+
+namespace {
+
+void check_host_matches_target(const BackendProfile& profile) {
+    const auto& t = profile.target;
+    const auto os = host_operating_system();
+    const auto arch = host_architecture();
+    if ((t.os != OperatingSystem::unknown && t.os != os) ||
+        (t.arch != Architecture::unknown && t.arch != arch))
+        throw ProbeError("profile " + profile.name + " targets " + string(to_string(t.os)) + "/" +
+                         string(to_string(t.arch)) + ", but this host is " +
+                         string(to_string(os)) + "/" + string(to_string(arch)));
+}
+
+/// The usable plugin behind a capsule, or ProbeError naming why it cannot run.
+const PluginRecord& runnable_plugin(const PluginHost& host, const KernelCapsule& k,
+                                    const SessionOptions& options) {
+    if (k.runtime == RuntimeSupport::planner_only || k.runtime == RuntimeSupport::not_wired)
+        throw ProbeError("capsule " + k.name + " is " + string(to_string(k.runtime)) +
+                         ": it can be planned and audited, but no kernel is wired to run it");
+    if (k.runtime == RuntimeSupport::test_only && !options.allow_test_only)
+        throw ProbeError("capsule " + k.name + " is test-only; sessions refuse it unless "
+                         "SessionOptions::allow_test_only is set");
+    const PluginRecord* record = host.plugin_of(k.name);
+    if (!record) throw ProbeError("no loaded plugin declares capsule " + k.name);
+    if (record->status != PluginStatus::loaded || !record->loaded)
+        throw ProbeError("capsule " + k.name + " belongs to plugin " + record->name + ", which is " +
+                         record->status_text());
+    return *record;
+}
+
+}  // namespace
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+const std::vector<TensorSlot>& Session::inputs() const { return impl_->inputs; }
+const std::vector<TensorSlot>& Session::outputs() const { return impl_->outputs; }
+
+std::vector<string> Session::kernel_trace() const {
+    std::vector<string> out;
+    for (const auto& s : impl_->steps) out.push_back(s.capsule->name);
+    return out;
+}
+
+Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
+                        const Graph& graph, const PluginHost& host,
+                        const ParameterMap& parameters, const SessionOptions& options) {
+    check_host_matches_target(profile);
+    auto impl = std::make_unique<Impl>();
+    impl->device = profile.config.device;
+
+    // Which capsule runs each node, from the accepted plan.
+    std::unordered_map<std::int64_t, CapsuleRef> capsule_of;
+    for (const auto& group : plan.plan().groups)
+        for (auto id : group.node_ids) {
+            auto index = graph.index_of(id);
+            if (!index || graph.nodes[*index].op != group.op)
+                throw InputError("the accepted plan does not match the graph: node " +
+                                 std::to_string(id) + " is not a " + string(to_string(group.op)) +
+                                 " node of " + graph.source.string());
+            if (!capsule_of.emplace(id, group.capsule).second)
+                throw InputError("the accepted plan lists node " + std::to_string(id) + " twice");
+        }
+
+    // Probe every plugin the plan uses, once.
+    std::map<string, const PluginRecord*> used;
+    for (const auto& [id, k] : capsule_of) {
+        if (k->device != impl->device)
+            throw ProbeError("capsule " + k->name + " runs on " + string(to_string(k->device)) +
+                             ", the profile's device is " + string(to_string(impl->device)));
+        const auto& record = runnable_plugin(host, *k, options);
+        used.emplace(record.name, &record);
+    }
+    for (const auto& [name, record] : used) {
+        auto probe = record->loaded->probe();
+        if (!probe.usable)
+            throw ProbeError("plugin " + name + " cannot run on this machine: " + probe.reason);
+        impl->plugins.push_back(record->loaded);
+        if (impl->device != Device::cpu && !impl->device_interface)
+            impl->device_interface = record->loaded->table->device_interface;
+    }
+    if (impl->device != Device::cpu && !impl->device_interface && !capsule_of.empty())
+        throw ProbeError("no plugin supplies memory for device " + string(to_string(impl->device)));
+
+    // Slots, views and steps in graph order.
+    std::unordered_map<std::int64_t, std::size_t> slot_of;
+    std::set<string> used_parameters;
+    auto fixed_slot = [&](const ParameterSpec& spec, const Node& node) {
+        auto it = parameters.find(spec.key);
+        if (it == parameters.end())
+            throw InputError(node_label(node) + ": parameter '" + spec.key +
+                             "' is missing from the parameters file");
+        const Tensor& t = it->second;
+        if (t.dtype() != spec.type.dtype || t.shape() != spec.type.shape)
+            throw InputError(node_label(node) + ": parameter '" + spec.key + "' is " +
+                             string(to_string(t.dtype())) + to_string(t.shape()) + ", expected " +
+                             string(to_string(spec.type.dtype)) + to_string(spec.type.shape));
+        used_parameters.insert(spec.key);
+        impl->fixed_storage.push_back(impl->to_device(t));
+        auto slot = impl->add_slot(spec.type, SlotKind::fixed);
+        impl->slots[slot].fixed = impl->fixed_storage.back().data();
+        return slot;
+    };
+    for (const auto& node : graph.nodes) {
+        std::vector<TensorType> parent_types;
+        for (auto p : node.parents) parent_types.push_back(impl->slots[slot_of.at(p)].type);
+        const TensorType type{node.shape, node.dtype};
+        auto specs = parameter_specs(node, parent_types);
+        switch (node.kind) {
+            case NodeKind::input: {
+                auto slot = impl->add_slot(type, SlotKind::input);
+                impl->slots[slot].input_index = impl->inputs.size();
+                impl->inputs.push_back({node.parameter_prefix(), node.id, type});
+                impl->input_slots.push_back(slot);
+                slot_of[node.id] = slot;
+                continue;
+            }
+            case NodeKind::constant: slot_of[node.id] = fixed_slot(specs.at(0), node); continue;
+            case NodeKind::detach: slot_of[node.id] = slot_of.at(node.parents.at(0)); continue;
+            case NodeKind::op: break;
+        }
+        auto found = capsule_of.find(node.id);
+        if (found == capsule_of.end())
+            throw InputError("the accepted plan does not cover " + node_label(node) +
+                             "; was it planned from another graph?");
+        const KernelCapsule& k = *found->second;
+        Step step;
+        step.node_id = node.id;
+        step.capsule = found->second.get();
+        step.forward = host.plugin_of(k.name)->loaded->kernel(k.name)->forward;
+        step.first_input = impl->views.size();
+        for (auto p : node.parents) impl->add_view(slot_of.at(p));
+        step.num_inputs = node.parents.size();
+        std::vector<std::size_t> param_slots;
+        for (const auto& spec : specs) param_slots.push_back(fixed_slot(spec, node));
+        step.first_param = impl->views.size();
+        for (auto s : param_slots) impl->add_view(s);
+        step.num_params = param_slots.size();
+        auto out = impl->add_slot(type, SlotKind::arena);
+        step.output = impl->add_view(out);
+        step.attrs = std::make_unique<AttrStorage>(node.attrs);
+        slot_of[node.id] = out;
+        impl->steps.push_back(std::move(step));
+    }
+    std::vector<string> unused;
+    for (const auto& [key, t] : parameters)
+        if (!used_parameters.count(key)) unused.push_back(key);
+    if (!unused.empty()) {
+        string list;
+        for (const auto& k : unused) list += (list.empty() ? "" : ", ") + k;
+        throw InputError("the parameters file holds tensors that no node uses: " + list);
+    }
+    for (auto id : graph.outputs) {
+        const auto& node = graph.nodes[*graph.index_of(id)];
+        impl->outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name,
+                                 id, TensorType{node.shape, node.dtype}});
+        impl->output_slots.push_back(slot_of.at(id));
+    }
+    // Stable view pointers: slots no longer move.
+    for (std::size_t v = 0; v < impl->views.size(); ++v) {
+        const auto& s = impl->slots[impl->view_slot[v]];
+        impl->views[v].shape = s.type.shape.data();
+        impl->views[v].strides = s.strides.data();
+    }
+    return Session(std::move(impl));
+}
+
+std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
+    const Impl& m = *impl_;
+    // Inputs: every graph input present, typed as declared; nothing unknown.
+    std::vector<Tensor> bound(m.inputs.size());
+    for (std::size_t i = 0; i < m.inputs.size(); ++i) {
+        const auto& want = m.inputs[i];
+        auto it = inputs.find(want.name);
+        if (it == inputs.end()) throw InputError("missing input '" + want.name + "'");
+        const Tensor& t = it->second;
+        if (t.device() != Device::cpu) throw InputError("input '" + want.name + "' must be a host tensor");
+        if (t.dtype() != want.type.dtype || t.shape() != want.type.shape)
+            throw InputError("input '" + want.name + "' is " + string(to_string(t.dtype())) +
+                             to_string(t.shape()) + ", the graph declares " +
+                             string(to_string(want.type.dtype)) + to_string(want.type.shape));
+        bound[i] = m.to_device(t);
+    }
+    if (inputs.size() != m.inputs.size())
+        for (const auto& [name, t] : inputs) {
+            bool known = false;
+            for (const auto& slot : m.inputs) known = known || slot.name == name;
+            if (!known) throw InputError("unknown input '" + name + "'");
+        }
+
+    // One arena per run: runs on different threads never share intermediate buffers.
+    Tensor arena_tensor;
+    std::unique_ptr<void, decltype(&std::free)> host_arena(nullptr, &std::free);
+    unsigned char* arena = nullptr;
+    if (m.device == Device::cpu) {
+        host_arena.reset(std::aligned_alloc(kArenaAlignment, std::max<std::size_t>(m.arena_bytes, kArenaAlignment)));
+        if (!host_arena) throw std::bad_alloc();
+        arena = static_cast<unsigned char*>(host_arena.get());
+    } else if (m.arena_bytes) {
+        arena_tensor = Tensor::on_device(DType::boolean, {static_cast<std::int64_t>(m.arena_bytes)},
+                                         m.device, *m.device_interface);
+        arena = static_cast<unsigned char*>(arena_tensor.data());
+    }
+    std::vector<void*> slot_data(m.slots.size());
+    for (std::size_t s = 0; s < m.slots.size(); ++s) {
+        const auto& slot = m.slots[s];
+        switch (slot.kind) {
+            case SlotKind::input: slot_data[s] = bound[slot.input_index].data(); break;
+            case SlotKind::fixed: slot_data[s] = const_cast<void*>(slot.fixed); break;
+            case SlotKind::arena: slot_data[s] = arena + slot.offset; break;
+        }
+    }
+    std::vector<capsule_tensor_view> views(m.views);
+    for (std::size_t v = 0; v < views.size(); ++v) views[v].data = slot_data[m.view_slot[v]];
+
+    capsule_forward_args args{};
+    args.struct_size = sizeof args;
+    args.num_outputs = 1;
+    for (const auto& step : m.steps) {
+        args.inputs = views.data() + step.first_input;
+        args.num_inputs = step.num_inputs;
+        args.params = views.data() + step.first_param;
+        args.num_params = step.num_params;
+        args.outputs = views.data() + step.output;
+        args.attrs = step.attrs->views.data();
+        args.num_attrs = step.attrs->views.size();
+        capsule_status status{sizeof(capsule_status), 0, {}};
+        if (step.forward(&args, &status) != CAPSULE_OK) {
+            status.message[sizeof status.message - 1] = '\0';
+            throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
+                                 string(to_string(step.capsule->op)) + ") failed in capsule " +
+                                 step.capsule->name + " (code " + std::to_string(status.code) +
+                                 "): " + status.message);
+        }
+    }
+
+    std::vector<Tensor> results;
+    for (std::size_t o = 0; o < m.outputs.size(); ++o) {
+        const auto& type = m.outputs[o].type;
+        Tensor out = Tensor::zeros(type.dtype, type.shape);
+        const void* src = slot_data[m.output_slots[o]];
+        if (!out.nbytes()) {
+        } else if (m.device == Device::cpu) {
+            std::memcpy(out.data(), src, out.nbytes());
+        } else {
+            capsule_status status{sizeof(capsule_status), 0, {}};
+            if (m.device_interface->copy_to_host(out.data(), src, out.nbytes(), &status) != CAPSULE_OK)
+                throw ExecutionError(string("download of output '") + m.outputs[o].name +
+                                     "' failed: " + status.message);
+        }
+        results.push_back(std::move(out));
+    }
+    return results;
+}
+
+}  // namespace capsule

@@ -1,0 +1,104 @@
+#include "capsule/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "capsule/error.hpp"
+
+namespace capsule {
+
+namespace {
+constexpr std::size_t kAlignment = 64;
+
+std::shared_ptr<unsigned char> host_allocate(std::size_t bytes) {
+    // Round up to the alignment (aligned_alloc requires it) and keep one byte for empty tensors.
+    const std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment + 1) * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, rounded);
+    return {static_cast<unsigned char*>(p), [](unsigned char* q) { std::free(q); }};
+}
+}  // namespace
+
+std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
+    std::vector<std::int64_t> strides(shape.size());
+    std::int64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        strides[i] = stride;
+        stride *= shape[i];
+    }
+    return strides;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.numel_ = element_count(shape);  // raises InputError for negative dimensions
+    t.shape_ = std::move(shape);
+    t.storage_ = host_allocate(t.nbytes());
+    return t;
+}
+
+Tensor Tensor::from_values(DType dtype, Shape shape, const std::vector<double>& values) {
+    Tensor t = zeros(dtype, std::move(shape));
+    if (static_cast<std::int64_t>(values.size()) != t.numel_)
+        throw InputError("tensor of shape " + to_string(t.shape_) + " needs " +
+                         std::to_string(t.numel_) + " values, got " +
+                         std::to_string(values.size()));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        switch (dtype) {
+            case DType::float32: t.values<float>()[i] = static_cast<float>(values[i]); break;
+            case DType::float64: t.values<double>()[i] = values[i]; break;
+            case DType::int64: t.values<std::int64_t>()[i] = static_cast<std::int64_t>(values[i]); break;
+            case DType::boolean: t.values<unsigned char>()[i] = values[i] != 0.0; break;
+        }
+    }
+    return t;
+}
+
+Tensor Tensor::on_device(DType dtype, Shape shape, Device device,
+                         const capsule_device_interface& interface) {
+    Tensor t;
+    t.dtype_ = dtype;
+    t.numel_ = element_count(shape);
+    t.shape_ = std::move(shape);
+    t.device_ = device;
+    void* p = nullptr;
+    capsule_status status{sizeof(capsule_status), 0, {}};
+    // Allocate at least one byte so that a defined tensor always has storage.
+    if (interface.allocate(std::max<std::size_t>(t.nbytes(), 1), &p, &status) != CAPSULE_OK || !p)
+        throw Error("device allocation of " + std::to_string(t.nbytes()) + " bytes on " +
+                    std::string(to_string(device)) + " failed: " + status.message);
+    auto release = interface.release;
+    t.storage_ = {static_cast<unsigned char*>(p), [release](unsigned char* q) { release(q); }};
+    return t;
+}
+
+double Tensor::at(std::int64_t i) const {
+    switch (dtype_) {
+        case DType::float32: return values<float>()[i];
+        case DType::float64: return values<double>()[i];
+        case DType::int64: return static_cast<double>(values<std::int64_t>()[i]);
+        case DType::boolean: return values<unsigned char>()[i] ? 1.0 : 0.0;
+    }
+    return 0.0;
+}
+
+std::vector<double> Tensor::to_doubles() const {
+    std::vector<double> out(static_cast<std::size_t>(numel_));
+    for (std::int64_t i = 0; i < numel_; ++i) out[i] = at(i);
+    return out;
+}
+
+Tensor Tensor::clone() const {
+    Tensor t = zeros(dtype_, shape_);
+    if (nbytes()) std::memcpy(t.data(), data(), nbytes());
+    return t;
+}
+
+bool Tensor::bitwise_equal(const Tensor& other) const {
+    return dtype_ == other.dtype_ && shape_ == other.shape_ &&
+           (nbytes() == 0 || std::memcmp(data(), other.data(), nbytes()) == 0);
+}
+
+}  // namespace capsule

@@ -1,0 +1,208 @@
+#include "capsule/tensor_io.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/error.hpp"
+#include "json_reader.hpp"
+
+namespace capsule {
+
+namespace fs = std::filesystem;
+using std::string;
+
+namespace {
+
+[[noreturn]] void bad(const fs::path& path, const string& why) {
+    throw InputError(path.string() + ": " + why);
+}
+
+string npy_descr(DType d) {
+    switch (d) {
+        case DType::float32: return "<f4";
+        case DType::float64: return "<f8";
+        case DType::int64: return "<i8";
+        case DType::boolean: return "|b1";
+    }
+    return "?";
+}
+
+DType dtype_from_npy(const fs::path& path, const string& descr) {
+    for (auto d : all_values<DType>())
+        if (npy_descr(d) == descr) return d;
+    bad(path, "unsupported .npy dtype '" + descr +
+                  "'; supported: <f4 (float32), <f8 (float64), <i8 (int64), |b1 (bool)");
+}
+
+/// Parses the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }.
+void parse_npy_header(const fs::path& path, const string& header, DType& dtype, Shape& shape) {
+    static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
+    static const std::regex fortran_re(R"('fortran_order'\s*:\s*(True|False))");
+    static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
+    std::smatch m;
+    if (!std::regex_search(header, m, descr_re)) bad(path, "npy header has no 'descr'");
+    dtype = dtype_from_npy(path, m[1]);
+    if (!std::regex_search(header, m, fortran_re)) bad(path, "npy header has no 'fortran_order'");
+    if (m[1] == "True") bad(path, "Fortran-order .npy arrays are not supported; save C order");
+    if (!std::regex_search(header, m, shape_re)) bad(path, "npy header has no 'shape'");
+    const string dims = m[1];
+    shape.clear();
+    std::size_t pos = 0;
+    while (pos < dims.size()) {
+        while (pos < dims.size() && (dims[pos] == ' ' || dims[pos] == ',')) ++pos;
+        if (pos >= dims.size()) break;
+        std::size_t end = pos;
+        while (end < dims.size() && std::isdigit(static_cast<unsigned char>(dims[end]))) ++end;
+        if (end == pos || end - pos > 15) bad(path, "bad npy shape '(" + dims + ")'");
+        shape.push_back(std::stoll(dims.substr(pos, end - pos)));
+        pos = end;
+        while (pos < dims.size() && dims[pos] == ' ') ++pos;
+        if (pos < dims.size() && dims[pos] != ',') bad(path, "bad npy shape '(" + dims + ")'");
+    }
+}
+
+string read_file(const fs::path& path, const char* what) {
+    return detail::read_text_file(path, what);
+}
+
+}  // namespace
+
+Tensor read_npy(const fs::path& path) {
+    const string bytes = read_file(path, ".npy file");
+    if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+        bad(path, "not a .npy file (bad magic)");
+    const int major = static_cast<unsigned char>(bytes[6]);
+    std::size_t header_len = 0, offset = 0;
+    if (major == 1) {
+        header_len = static_cast<unsigned char>(bytes[8]) |
+                     (static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+        offset = 10;
+    } else if (major == 2 || major == 3) {
+        if (bytes.size() < 12) bad(path, "truncated .npy header");
+        for (int i = 0; i < 4; ++i)
+            header_len |= static_cast<std::size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+        offset = 12;
+    } else {
+        bad(path, "unsupported .npy format version " + std::to_string(major));
+    }
+    if (bytes.size() < offset + header_len) bad(path, "truncated .npy header");
+    DType dtype{};
+    Shape shape;
+    parse_npy_header(path, bytes.substr(offset, header_len), dtype, shape);
+    Tensor t = Tensor::zeros(dtype, shape);
+    const std::size_t data_start = offset + header_len;
+    if (bytes.size() - data_start != t.nbytes())
+        bad(path, "data holds " + std::to_string(bytes.size() - data_start) + " bytes, shape " +
+                      to_string(shape) + " of " + string(to_string(dtype)) + " needs " +
+                      std::to_string(t.nbytes()));
+    if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start, t.nbytes());
+    if (dtype == DType::boolean)
+        for (auto& b : t.values<unsigned char>())
+            if (b > 1) bad(path, "bool array holds a byte other than 0 or 1");
+    return t;
+}
+
+void write_npy(const fs::path& path, const Tensor& tensor) {
+    string shape = "(";
+    for (std::size_t i = 0; i < tensor.shape().size(); ++i)
+        shape += std::to_string(tensor.shape()[i]) + (tensor.shape().size() == 1 ? "," : i + 1 < tensor.shape().size() ? ", " : "");
+    shape += ")";
+    string header = "{'descr': '" + npy_descr(tensor.dtype()) + "', 'fortran_order': False, 'shape': " +
+                    shape + ", }";
+    // Pad so that magic + version + length + header is a multiple of 64, ending in '\n'.
+    const std::size_t total = 10 + header.size() + 1;
+    header.append((64 - total % 64) % 64, ' ');
+    header += '\n';
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw Error(path.string() + ": cannot open for writing");
+    const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                        static_cast<unsigned char>(header.size() & 0xFF),
+                                        static_cast<unsigned char>(header.size() >> 8)};
+    out.write(reinterpret_cast<const char*>(preamble), 10);
+    out << header;
+    out.write(static_cast<const char*>(tensor.data()), static_cast<std::streamsize>(tensor.nbytes()));
+    if (!out) throw Error(path.string() + ": write failed");
+}
+
+namespace {
+const std::pair<const char*, DType> kSafetensorsTypes[] = {
+    {"F32", DType::float32}, {"F64", DType::float64}, {"I64", DType::int64}, {"BOOL", DType::boolean}};
+}
+
+std::map<string, Tensor> read_safetensors(const fs::path& path) {
+    const string bytes = read_file(path, "safetensors file");
+    if (bytes.size() < 8) bad(path, "too short for a safetensors header");
+    std::uint64_t header_size = 0;
+    for (int i = 0; i < 8; ++i)
+        header_size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    if (header_size > bytes.size() - 8) bad(path, "header size " + std::to_string(header_size) + " exceeds the file");
+    const auto header = detail::parse_json_text(std::string_view(bytes).substr(8, header_size), path.string());
+    if (!header.is_object()) bad(path, "safetensors header is not a JSON object");
+    const std::size_t data_start = 8 + header_size;
+    const std::size_t data_size = bytes.size() - data_start;
+    std::map<string, Tensor> out;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    for (const auto& [name, info] : header.items()) {
+        if (name == "__metadata__") continue;
+        detail::JsonCursor c(info, path.string(), "$." + name);
+        c.object({"dtype", "shape", "data_offsets"});
+        const string dt = c.at("dtype").string();
+        auto found = std::find_if(std::begin(kSafetensorsTypes), std::end(kSafetensorsTypes),
+                                  [&](const auto& p) { return dt == p.first; });
+        if (found == std::end(kSafetensorsTypes))
+            c.at("dtype").fail("unsupported dtype '" + dt + "'; supported: F32, F64, I64, BOOL");
+        Shape shape;
+        auto s = c.at("shape");
+        for (std::size_t i = 0; i < s.array_size(); ++i) {
+            auto d = s.at(i).integer();
+            if (d < 0 || d > (std::int64_t(1) << 40)) s.at(i).fail("invalid dimension " + std::to_string(d));
+            shape.push_back(d);
+        }
+        auto o = c.at("data_offsets");
+        if (o.array_size() != 2) o.fail("data_offsets must be [begin, end]");
+        const auto begin = o.at(0).integer(), end = o.at(1).integer();
+        Tensor t = Tensor::zeros(found->second, shape);
+        if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data_size)
+            o.fail("offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                   ") lie outside the " + std::to_string(data_size) + "-byte data section");
+        if (static_cast<std::size_t>(end - begin) != t.nbytes())
+            o.fail("offsets cover " + std::to_string(end - begin) + " bytes, shape " + to_string(shape) +
+                   " of " + dt + " needs " + std::to_string(t.nbytes()));
+        if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start + begin, t.nbytes());
+        ranges.emplace_back(begin, end);
+        out.emplace(name, std::move(t));
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+        if (ranges[i].first < ranges[i - 1].second) bad(path, "tensors overlap in the data section");
+    return out;
+}
+
+void write_safetensors(const fs::path& path, const std::map<string, Tensor>& tensors) {
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    std::uint64_t offset = 0;
+    for (const auto& [name, t] : tensors) {
+        const char* dt = nullptr;
+        for (const auto& [n, d] : kSafetensorsTypes)
+            if (d == t.dtype()) dt = n;
+        header[name] = {{"dtype", dt}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+        offset += t.nbytes();
+    }
+    string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::ofstream out(path, std::ios::binary);
+    if (!out) throw Error(path.string() + ": cannot open for writing");
+    unsigned char size_bytes[8];
+    for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
+    out.write(reinterpret_cast<const char*>(size_bytes), 8);
+    out << text;
+    for (const auto& [name, t] : tensors)
+        out.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
+    if (!out) throw Error(path.string() + ": write failed");
+}
+
+}  // namespace capsule

@@ -1,0 +1,306 @@
+#include "harness.hpp"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace capsule::conformance {
+
+namespace {
+
+/// Contiguous host storage for one tensor plus its ABI view.
+struct Buffer {
+    DType dtype;
+    Shape shape;
+    std::vector<std::int64_t> strides;
+    std::vector<unsigned char> bytes;
+    capsule_tensor_view view{};
+
+    Buffer(DType d, Shape s) : dtype(d), shape(std::move(s)) {
+        strides.resize(shape.size());
+        std::int64_t stride = 1;
+        for (std::size_t i = shape.size(); i-- > 0;) {
+            strides[i] = stride;
+            stride *= shape[i];
+        }
+        bytes.assign(static_cast<std::size_t>(element_count(shape)) * dtype_size(dtype) + 1, 0);
+        refresh();
+    }
+    Buffer(const Buffer& o) : dtype(o.dtype), shape(o.shape), strides(o.strides), bytes(o.bytes) { refresh(); }
+    Buffer& operator=(const Buffer&) = delete;
+
+    void refresh() {
+        view.struct_size = sizeof(capsule_tensor_view);
+        view.dtype = static_cast<int32_t>(dtype);
+        view.device = CAPSULE_DEVICE_CPU;
+        view.rank = static_cast<int32_t>(shape.size());
+        view.shape = shape.data();
+        view.strides = strides.data();
+        view.data = bytes.data();
+    }
+    std::size_t size() const { return static_cast<std::size_t>(element_count(shape)); }
+    double get(std::size_t i) const {
+        switch (dtype) {
+            case DType::float32: { float v; std::memcpy(&v, &bytes[i * 4], 4); return v; }
+            case DType::float64: { double v; std::memcpy(&v, &bytes[i * 8], 8); return v; }
+            case DType::int64: { std::int64_t v; std::memcpy(&v, &bytes[i * 8], 8); return double(v); }
+            case DType::boolean: return bytes[i] ? 1.0 : 0.0;
+        }
+        return 0;
+    }
+    void set(std::size_t i, double v) {
+        switch (dtype) {
+            case DType::float32: { float f = float(v); std::memcpy(&bytes[i * 4], &f, 4); return; }
+            case DType::float64: std::memcpy(&bytes[i * 8], &v, 8); return;
+            case DType::int64: { auto n = std::int64_t(v); std::memcpy(&bytes[i * 8], &n, 8); return; }
+            case DType::boolean: bytes[i] = v != 0.0; return;
+        }
+    }
+    std::vector<double> values() const {
+        std::vector<double> out(size());
+        for (std::size_t i = 0; i < out.size(); ++i) out[i] = get(i);
+        return out;
+    }
+};
+
+Buffer make_buffer(const CaseTensor& t, bool as_f64 = false) {
+    const DType d = as_f64 && (t.dtype == DType::float32) ? DType::float64 : t.dtype;
+    Buffer b(d, t.shape);
+    if (t.values.size() != b.size())
+        throw std::runtime_error("case tensor " + to_string(t.shape) + " has " +
+                                 std::to_string(t.values.size()) + " values");
+    for (std::size_t i = 0; i < t.values.size(); ++i) b.set(i, t.values[i]);
+    return b;
+}
+
+/// Attribute views over a capsule::Attributes map; keeps the storage alive.
+struct AttrViews {
+    std::vector<std::string> names;
+    std::vector<std::string> strings;
+    std::vector<capsule_attribute> views;
+
+    explicit AttrViews(const Attributes& attrs) {
+        names.reserve(attrs.size());
+        strings.reserve(attrs.size());
+        for (const auto& [name, value] : attrs) {
+            names.push_back(name);
+            capsule_attribute a{};
+            a.struct_size = sizeof a;
+            if (auto* i = std::get_if<std::int64_t>(&value)) { a.kind = CAPSULE_ATTR_INT; a.int_value = *i; }
+            else if (auto* d = std::get_if<double>(&value)) { a.kind = CAPSULE_ATTR_FLOAT; a.float_value = *d; }
+            else if (auto* b = std::get_if<bool>(&value)) { a.kind = CAPSULE_ATTR_BOOL; a.int_value = *b; }
+            else if (auto* s = std::get_if<std::string>(&value)) { a.kind = CAPSULE_ATTR_STRING; strings.push_back(*s); }
+            else if (auto* is = std::get_if<std::vector<std::int64_t>>(&value)) { a.kind = CAPSULE_ATTR_INTS; a.ints = is->data(); a.count = is->size(); }
+            else if (auto* fs = std::get_if<std::vector<double>>(&value)) { a.kind = CAPSULE_ATTR_FLOATS; a.floats = fs->data(); a.count = fs->size(); }
+            views.push_back(a);
+        }
+        std::size_t s = 0;
+        for (std::size_t i = 0; i < views.size(); ++i) {
+            views[i].name = names[i].c_str();
+            if (views[i].kind == CAPSULE_ATTR_STRING) views[i].string_value = strings[s++].c_str();
+        }
+    }
+};
+
+const capsule_kernel* find_kernel(const capsule_plugin& plugin, const std::string& name) {
+    for (std::size_t i = 0; i < plugin.num_kernels; ++i)
+        if (name == plugin.kernels[i].capsule_name) return &plugin.kernels[i];
+    return nullptr;
+}
+
+TensorType output_type(const KernelCase& c, bool as_f64) {
+    Node node;
+    node.id = 0;
+    node.kind = NodeKind::op;
+    node.op = c.op;
+    node.attrs = c.attrs;
+    std::vector<TensorType> parents;
+    for (const auto& t : c.inputs)
+        parents.push_back({t.shape, as_f64 && t.dtype == DType::float32 ? DType::float64 : t.dtype});
+    return infer_type(node, parents);
+}
+
+struct Call {
+    std::vector<Buffer> inputs, params, outputs;
+    std::vector<capsule_tensor_view> in_views, param_views, out_views;
+    AttrViews attrs;
+
+    Call(const KernelCase& c, bool as_f64) : attrs(c.attrs) {
+        for (const auto& t : c.inputs) inputs.push_back(make_buffer(t, as_f64));
+        for (const auto& t : c.params) params.push_back(make_buffer(t, as_f64));
+        auto type = output_type(c, as_f64);
+        outputs.emplace_back(type.dtype, type.shape);
+        relink();
+    }
+    void relink() {
+        in_views.clear(); param_views.clear(); out_views.clear();
+        for (auto& b : inputs) { b.refresh(); in_views.push_back(b.view); }
+        for (auto& b : params) { b.refresh(); param_views.push_back(b.view); }
+        for (auto& b : outputs) { b.refresh(); out_views.push_back(b.view); }
+    }
+    std::string forward(const capsule_kernel& k) {
+        relink();
+        capsule_forward_args a{};
+        a.struct_size = sizeof a;
+        a.inputs = in_views.data(); a.num_inputs = in_views.size();
+        a.params = param_views.data(); a.num_params = param_views.size();
+        a.outputs = out_views.data(); a.num_outputs = out_views.size();
+        a.attrs = attrs.views.data(); a.num_attrs = attrs.views.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        if (k.forward(&a, &st) != CAPSULE_OK)
+            return "forward failed (code " + std::to_string(st.code) + "): " + st.message;
+        return "";
+    }
+};
+
+bool close(double got, double want, double rtol, double atol) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return got == want;
+    return std::fabs(got - want) <= atol + rtol * std::fabs(want);
+}
+
+std::string describe_mismatch(const std::vector<double>& got, const std::vector<double>& want,
+                              double rtol, double atol, const std::string& what) {
+    if (got.size() != want.size())
+        return what + ": " + std::to_string(got.size()) + " values, expected " +
+               std::to_string(want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+        if (!close(got[i], want[i], rtol, atol)) {
+            std::ostringstream os;
+            os.precision(10);
+            os << what << "[" << i << "] = " << got[i] << ", expected " << want[i]
+               << " (rtol " << rtol << ", atol " << atol << ")";
+            return os.str();
+        }
+    return "";
+}
+
+}  // namespace
+
+std::string run_forward_case(const capsule_plugin& plugin, const std::string& capsule_name,
+                             const KernelCase& c) {
+    try {
+        const auto* k = find_kernel(plugin, capsule_name);
+        if (!k) return "plugin has no kernel for " + capsule_name;
+        Call call(c, false);
+        if (c.expected.dtype != call.outputs[0].dtype || c.expected.shape != call.outputs[0].shape)
+            return "case expects " + std::string(to_string(c.expected.dtype)) + to_string(c.expected.shape) +
+                   " but shape inference gives " + std::string(to_string(call.outputs[0].dtype)) +
+                   to_string(call.outputs[0].shape);
+        if (auto err = call.forward(*k); !err.empty()) return err;
+        auto got = call.outputs[0].values();
+        if (c.check) return c.check(got);
+        return describe_mismatch(got, c.expected.values, c.rtol, c.atol, "output");
+    } catch (const std::exception& e) {
+        return std::string("case error: ") + e.what();
+    }
+}
+
+std::string run_gradient_case(const capsule_plugin& plugin, const std::string& capsule_name,
+                              const KernelCase& c) {
+    try {
+        const auto* k = find_kernel(plugin, capsule_name);
+        if (!k) return "plugin has no kernel for " + capsule_name;
+        if (!k->backward) return capsule_name + " has no backward kernel";
+        Call base(c, true);
+        if (auto err = base.forward(*k); !err.empty()) return err;
+
+        // Fixed pseudo-random upstream gradient in [-1, 1].
+        Buffer gout(base.outputs[0].dtype, base.outputs[0].shape);
+        std::uint64_t state = 0x9E3779B97F4A7C15ull;
+        for (std::size_t i = 0; i < gout.size(); ++i) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            gout.set(i, double(state >> 11) / double(1ull << 53) * 2.0 - 1.0);
+        }
+        auto float_type = [](DType d) { return d == DType::float32 || d == DType::float64; };
+        std::vector<Buffer> gin, gparam;
+        for (auto& b : base.inputs) gin.emplace_back(b.dtype, b.shape);
+        for (auto& b : base.params) gparam.emplace_back(b.dtype, b.shape);
+        std::vector<capsule_tensor_view> gin_views, gparam_views;
+        for (auto& b : gin) {
+            b.refresh();
+            gin_views.push_back(b.view);
+            if (!float_type(b.dtype)) gin_views.back().data = nullptr;  // index inputs: no grad
+        }
+        for (auto& b : gparam) { b.refresh(); gparam_views.push_back(b.view); }
+        base.relink();
+        gout.refresh();
+        capsule_backward_args a{};
+        a.struct_size = sizeof a;
+        a.inputs = base.in_views.data(); a.num_inputs = base.in_views.size();
+        a.params = base.param_views.data(); a.num_params = base.param_views.size();
+        a.outputs = base.out_views.data(); a.num_outputs = base.out_views.size();
+        a.grad_outputs = &gout.view;
+        a.grad_inputs = gin_views.data();
+        a.grad_params = gparam_views.data();
+        a.attrs = base.attrs.views.data(); a.num_attrs = base.attrs.views.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        if (k->backward(&a, &st) != CAPSULE_OK)
+            return "backward failed (code " + std::to_string(st.code) + "): " + st.message;
+
+        // Central differences of <gout, f(x)> for each checked tensor element.
+        auto objective = [&](Call& call) -> double {
+            if (auto err = call.forward(*k); !err.empty()) throw std::runtime_error(err);
+            double s = 0;
+            for (std::size_t i = 0; i < gout.size(); ++i) s += gout.get(i) * call.outputs[0].get(i);
+            return s;
+        };
+        auto check_tensor = [&](bool is_param, std::size_t index, const Buffer& grad) -> std::string {
+            auto& src = is_param ? c.params[index] : c.inputs[index];
+            std::vector<double> numeric(src.values.size());
+            for (std::size_t e = 0; e < src.values.size(); ++e) {
+                Call plus(c, true), minus(c, true);
+                auto& bp = is_param ? plus.params[index] : plus.inputs[index];
+                auto& bm = is_param ? minus.params[index] : minus.inputs[index];
+                bp.set(e, src.values[e] + c.fd_step);
+                bm.set(e, src.values[e] - c.fd_step);
+                numeric[e] = (objective(plus) - objective(minus)) / (2 * c.fd_step);
+            }
+            return describe_mismatch(grad.values(), numeric, c.grad_tol, c.grad_tol,
+                                     std::string(is_param ? "grad param " : "grad input ") +
+                                         std::to_string(index));
+        };
+        std::vector<std::size_t> which = c.grad_inputs;
+        if (which.empty())
+            for (std::size_t i = 0; i < c.inputs.size(); ++i)
+                if (float_type(c.inputs[i].dtype)) which.push_back(i);
+        for (auto i : which)
+            if (auto err = check_tensor(false, i, gin[i]); !err.empty()) return err;
+        for (std::size_t i = 0; i < c.params.size(); ++i)
+            if (auto err = check_tensor(true, i, gparam[i]); !err.empty()) return err;
+        return "";
+    } catch (const std::exception& e) {
+        return std::string("case error: ") + e.what();
+    }
+}
+
+std::vector<KernelCase> all_cases() {
+    std::vector<KernelCase> out;
+    for (auto family : {elementwise_cases, shape_cases, linalg_cases, conv_pool_cases}) {
+        auto cases = family();
+        out.insert(out.end(), std::make_move_iterator(cases.begin()),
+                   std::make_move_iterator(cases.end()));
+    }
+    return out;
+}
+
+const capsule_plugin* open_plugin_library(const std::string& path, std::string& error) {
+    void* handle = dlopen(path.c_str(), RTLD_LOCAL | RTLD_NOW);
+    if (!handle) {
+        const char* e = dlerror();
+        error = e ? e : "dlopen failed";
+        return nullptr;
+    }
+    auto entry = reinterpret_cast<capsule_plugin_entry_fn>(dlsym(handle, CAPSULE_PLUGIN_ENTRY_SYMBOL));
+    if (!entry) {
+        error = "no symbol " CAPSULE_PLUGIN_ENTRY_SYMBOL;
+        return nullptr;
+    }
+    return entry(CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR);
+}
+
+}  // namespace capsule::conformance

@@ -1,0 +1,77 @@
+// The capsule conformance harness (after IREE's shared driver conformance suite): one set of
+// kernel cases, run against every plugin that implements the op. Cases state inputs, parameters,
+// attributes and independently computed expected outputs (hand values or formulas evaluated in
+// the test, never the kernel under test). Backward kernels are checked against central finite
+// differences of the same plugin's forward kernel in float64.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "capsule/ir.hpp"
+#include "capsule/plugin_abi.h"
+
+namespace capsule::conformance {
+
+/// A host tensor for cases: values are stored as double and converted to `dtype` when passed to
+/// a kernel (int64 and bool values must be integral).
+struct CaseTensor {
+    DType dtype = DType::float32;
+    Shape shape;
+    std::vector<double> values;
+};
+inline CaseTensor f32(Shape s, std::vector<double> v) { return {DType::float32, std::move(s), std::move(v)}; }
+inline CaseTensor f64(Shape s, std::vector<double> v) { return {DType::float64, std::move(s), std::move(v)}; }
+inline CaseTensor i64(Shape s, std::vector<double> v) { return {DType::int64, std::move(s), std::move(v)}; }
+inline CaseTensor boolean(Shape s, std::vector<double> v) { return {DType::boolean, std::move(s), std::move(v)}; }
+
+struct KernelCase {
+    std::string name;  // unique, e.g. "add/broadcast_row"
+    BackendOp op = BackendOp::add;
+    Attributes attrs;
+    std::vector<CaseTensor> inputs;  // runtime parents
+    std::vector<CaseTensor> params;  // in parameter_specs order
+    /// Expected output; its dtype and shape must equal shape inference. Empty `values` with a
+    /// non-empty `check` means the check function validates the output instead (random ops).
+    CaseTensor expected;
+    double rtol = 1e-5;
+    double atol = 1e-6;
+    /// Optional custom validation for outputs that have no single expected value (random ops);
+    /// returns an empty string on success or the failure description.
+    std::function<std::string(const std::vector<double>& output)> check;
+    /// Check the backward kernel against finite differences (float64 copies of the inputs).
+    bool check_gradient = false;
+    /// Inputs (by index) whose gradient is checked; default: every float input and parameter.
+    std::vector<std::size_t> grad_inputs;
+    /// Finite-difference step and tolerance for the gradient check.
+    double fd_step = 1e-6;
+    double grad_tol = 1e-5;
+};
+
+/// Runs the forward kernel of capsule `capsule_name` from `plugin` on `c`; returns "" on success
+/// or a description of the mismatch or error.
+std::string run_forward_case(const capsule_plugin& plugin, const std::string& capsule_name,
+                             const KernelCase& c);
+
+/// Runs the backward kernel on float64 copies of the case's inputs with a fixed pseudo-random
+/// upstream gradient, and compares every gradient against central finite differences of the
+/// forward kernel. Returns "" on success or a description.
+std::string run_gradient_case(const capsule_plugin& plugin, const std::string& capsule_name,
+                              const KernelCase& c);
+
+/// Case lists, one per family of ops.
+std::vector<KernelCase> elementwise_cases();  // unary, binary, random, softmax, reductions, loss
+std::vector<KernelCase> shape_cases();        // reshape/permute/concat/slice/gather/scatter
+std::vector<KernelCase> linalg_cases();       // matmul, bmm, linear, norms, attention
+std::vector<KernelCase> conv_pool_cases();    // conv, conv_transpose, pools, fft_fno, scan
+
+/// Every case of every family.
+std::vector<KernelCase> all_cases();
+
+/// Opens a plugin library with dlopen (RTLD_LOCAL|RTLD_NOW) and returns its table, or nullptr
+/// with `error` set. For tests only; the runtime loads plugins through the PluginHost.
+const capsule_plugin* open_plugin_library(const std::string& path, std::string& error);
+
+}  // namespace capsule::conformance

@@ -1,0 +1,177 @@
+// The `capsule` tool as a user runs it: exit codes of DESIGN.md section 7 and the plan JSON.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/session.hpp"
+#include "capsule/tensor_io.hpp"
+
+using namespace capsule;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int code = -1;
+    std::string out;  // stdout and stderr together
+};
+
+Result capsule_tool(const std::string& args) {
+    std::string cmd = std::string(CAPSULE_TOOL) + " " + args + " 2>&1";
+    Result r;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (!pipe) return r;
+    char buffer[4096];
+    while (std::size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
+    int status = pclose(pipe);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+const std::string kSource = CAPSULE_SOURCE_DIR;
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+fs::path temp_dir(const std::string& name) {
+    auto d = fs::temp_directory_path() / ("capsule-cli-" + std::to_string(::getpid()) + "-" + name);
+    fs::create_directories(d);
+    return d;
+}
+
+}  // namespace
+
+TEST(Cli, PlanOpsAcceptedPrintsReport) {
+    auto r = capsule_tool("plan --profile checked_cpu --ops relu,relu,matmul");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "  relu: reference.relu provider=reference trust=checked vjp=torchlean-tape runtime=eager\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, "gate: accepted")) << r.out;
+}
+
+TEST(Cli, PlanJsonHasTheDocumentedShape) {
+    auto r = capsule_tool("plan --profile checked_cpu --json " + kSource + "/examples/mlp.json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["profile"], "checked_cpu");
+    EXPECT_EQ(j["status"], "accepted");
+    EXPECT_TRUE(j["error"].is_null());
+    ASSERT_EQ(j["groups"].size(), 4u);
+    EXPECT_EQ(j["groups"][0]["node_ids"], nlohmann::json::array({1}));
+    EXPECT_EQ(j["groups"][0]["capsule"], "reference.linear");
+    EXPECT_EQ(j["groups"][0]["grouping"], "singleton");
+    EXPECT_EQ(j["groups"][3]["op"], "softmax");
+    EXPECT_EQ(j["failures"], nlohmann::json::array());
+}
+
+TEST(Cli, CoalescedGroupsInJson) {
+    auto r = capsule_tool("plan --json --ops relu,relu,add");
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["groups"].size(), 2u);
+    EXPECT_EQ(j["groups"][0]["node_ids"], nlohmann::json::array({0, 1}));
+    EXPECT_EQ(j["groups"][0]["grouping"], "same-capsule-run");
+}
+
+TEST(Cli, PlanningFailureExits3) {
+    auto r = capsule_tool("plan --profile future_metal --ops matmul");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_TRUE(contains(r.out, "no admissible backend capsule for op matmul on device metal")) << r.out;
+    auto j = capsule_tool("plan --profile future_metal --ops matmul --json");
+    EXPECT_EQ(j.code, 3);
+    auto doc = nlohmann::json::parse(j.out);
+    EXPECT_EQ(doc["status"], "planning_failed");
+    EXPECT_TRUE(contains(doc["error"].get<std::string>(), "reference.matmul (provider reference, device cpu): wrong device"));
+}
+
+TEST(Cli, GateRejectionExits4WithFailuresInJson) {
+    auto dir = temp_dir("strict");
+    std::ofstream(dir / "strict.json") << R"({"name": "strict_cpu", "base": "checked_cpu", "acceptance_policy": "strict"})";
+    auto r = capsule_tool("--profile-file " + (dir / "strict.json").string() + " plan --profile strict_cpu --ops relu --json");
+    EXPECT_EQ(r.code, 4) << r.out;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["status"], "rejected");
+    ASSERT_EQ(j["failures"].size(), 2u);
+    EXPECT_EQ(j["failures"][0]["kind"], "runtime-guard-evidence");
+    EXPECT_EQ(j["failures"][0]["obligations"][0]["obligation"], "shape");
+    EXPECT_EQ(j["failures"][0]["obligations"][0]["disposition"], "guarded");
+    EXPECT_EQ(j["failures"][1]["kind"], "test-evidence");
+    fs::remove_all(dir);
+}
+
+TEST(Cli, BadInputExits2) {
+    EXPECT_EQ(capsule_tool("plan --ops relu,notanop").code, 2);
+    EXPECT_EQ(capsule_tool("plan --profile no_such_profile --ops relu").code, 2);
+    EXPECT_EQ(capsule_tool("plan /nonexistent/graph.json").code, 2);
+    EXPECT_EQ(capsule_tool("plan").code, 2);
+    EXPECT_EQ(capsule_tool("frobnicate").code, 2);
+    auto dir = temp_dir("badgraph");
+    std::ofstream(dir / "g.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [{"id": 0, "op": "input", "shape": [2]}, {"id": 1, "op": "relu", "parents": [5], "shape": [2]}], "outputs": [1]})";
+    auto r = capsule_tool("plan " + (dir / "g.json").string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "node 1 (relu)")) << r.out;
+    fs::remove_all(dir);
+}
+
+TEST(Cli, ListingsInTextAndJson) {
+    auto plugins = capsule_tool("plugins --json");
+    ASSERT_EQ(plugins.code, 0) << plugins.out;
+    auto j = nlohmann::json::parse(plugins.out);
+    bool reference_loaded = false, metal_stub = false;
+    for (const auto& p : j) {
+        if (p["name"] == "reference") {
+            reference_loaded = p["status"] == "loaded";
+            EXPECT_EQ(p["sha256"].get<std::string>().size(), 64u);
+            EXPECT_EQ(p["probe"]["usable"], true);
+        }
+        if (p["name"] == "metal") metal_stub = p["status"] == "stub";
+    }
+    EXPECT_TRUE(reference_loaded) << plugins.out;
+    EXPECT_TRUE(metal_stub) << plugins.out;
+    auto text = capsule_tool("plugins");
+    EXPECT_TRUE(contains(text.out, "metal 0.1.0 abi=1.0 device=metal library=none capsules=0 status=stub")) << text.out;
+
+    auto caps = capsule_tool("capsules --profile libtorch_forward_cuda --json");
+    ASSERT_EQ(caps.code, 0);
+    bool saw_sdpa = false;
+    for (const auto& c : nlohmann::json::parse(caps.out)) saw_sdpa |= c["name"] == "libtorch.sdpa_forward";
+    EXPECT_TRUE(saw_sdpa);
+    EXPECT_TRUE(contains(capsule_tool("capsules").out,
+                         "reference.relu op=relu provider=reference device=cpu trust=checked vjp=torchlean-tape runtime=eager shape=guarded,layout=guarded,value=tested,vjp=tested"));
+
+    auto profiles = capsule_tool("profiles --json");
+    ASSERT_EQ(profiles.code, 0);
+    EXPECT_EQ(nlohmann::json::parse(profiles.out).size(), builtin_profiles().size());
+}
+
+TEST(Cli, RunWritesOutputsAndProbeFailureExits5) {
+    auto dir = temp_dir("run");
+    auto graph = R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [2, 3]},
+        {"id": 1, "op": "relu", "name": "r", "parents": [0], "shape": [2, 3]},
+        {"id": 2, "op": "softmax", "name": "probs", "parents": [1], "attrs": {"axis": 1}, "shape": [2, 3]}],
+        "outputs": [2]})";
+    std::ofstream(dir / "g.json") << graph;
+    write_npy(dir / "x.npy", Tensor::from_values(DType::float32, {2, 3}, {1, -1, 0, 0, 0, 0}));
+    auto r = capsule_tool("run --profile checked_cpu " + (dir / "g.json").string() + " --input x=" +
+                          (dir / "x.npy").string() + " --output-dir " + (dir / "out").string());
+    ASSERT_EQ(r.code, 0) << r.out;
+    auto probs = read_npy(dir / "out" / "probs.npy").to_doubles();
+    const double e = std::exp(1.0);
+    const std::vector<double> want{e / (e + 2), 1 / (e + 2), 1 / (e + 2), 1.0 / 3, 1.0 / 3, 1.0 / 3};
+    for (int i = 0; i < 6; ++i) EXPECT_NEAR(probs[i], want[i], 1e-6);
+
+    auto cuda = capsule_tool("run --profile checked_cuda " + (dir / "g.json").string() + " --input x=" +
+                             (dir / "x.npy").string() + " --output-dir " + (dir / "out").string());
+    EXPECT_EQ(cuda.code, 5) << cuda.out;
+    EXPECT_TRUE(contains(cuda.out, "cannot run here")) << cuda.out;
+
+    auto missing = capsule_tool("run " + (dir / "g.json").string() + " --output-dir " + (dir / "out").string());
+    EXPECT_EQ(missing.code, 2) << missing.out;
+    EXPECT_TRUE(contains(missing.out, "missing input 'x'")) << missing.out;
+    fs::remove_all(dir);
+}

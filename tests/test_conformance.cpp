@@ -1,0 +1,84 @@
+// Runs the shared capsule conformance cases (tests/conformance) against every CPU plugin library
+// that implements the op: today the reference plugin. Each case is one test, so a failure names
+// the plugin, the case and the first mismatching element.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "conformance/harness.hpp"
+
+using namespace capsule;
+using namespace capsule::conformance;
+
+namespace {
+
+const capsule_plugin& reference_plugin() {
+    static const capsule_plugin* plugin = [] {
+        std::string error;
+        auto* p = open_plugin_library(std::string(CAPSULE_PLUGIN_DIR) + "/libcapsule_reference.so",
+                                      error);
+        if (!p) ADD_FAILURE() << "cannot open the reference plugin: " << error;
+        return p;
+    }();
+    if (!plugin) throw std::runtime_error("reference plugin unavailable");
+    return *plugin;
+}
+
+const std::vector<KernelCase>& cases() {
+    static const std::vector<KernelCase> all = all_cases();
+    return all;
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::size_t>& info) {
+    std::string name = cases()[info.param].name;
+    for (auto& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return name;
+}
+
+std::vector<std::size_t> case_indices() {
+    std::vector<std::size_t> out(cases().size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = i;
+    return out;
+}
+
+class ReferenceConformance : public ::testing::TestWithParam<std::size_t> {};
+
+}  // namespace
+
+TEST_P(ReferenceConformance, Forward) {
+    const auto& c = cases()[GetParam()];
+    EXPECT_EQ(run_forward_case(reference_plugin(), "reference." + std::string(to_string(c.op)), c), "");
+}
+
+TEST_P(ReferenceConformance, Gradient) {
+    const auto& c = cases()[GetParam()];
+    if (!c.check_gradient) GTEST_SKIP() << c.name << " is a forward-only case";
+    EXPECT_EQ(run_gradient_case(reference_plugin(), "reference." + std::string(to_string(c.op)), c), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ReferenceConformance, ::testing::ValuesIn(case_indices()), test_name);
+
+TEST(ConformanceCoverage, EveryOpHasForwardCasesAndEveryDifferentiableOpAGradientCase) {
+    std::set<BackendOp> forward, gradient;
+    std::set<std::string> names;
+    for (const auto& c : cases()) {
+        EXPECT_TRUE(names.insert(c.name).second) << "duplicate case name " << c.name;
+        forward.insert(c.op);
+        if (c.check_gradient) gradient.insert(c.op);
+    }
+    for (auto op : all_values<BackendOp>()) {
+        EXPECT_TRUE(forward.count(op)) << "no forward case for " << to_string(op);
+        if (!op_needs_no_vjp(op))
+            EXPECT_TRUE(gradient.count(op)) << "no gradient case for " << to_string(op);
+    }
+}
+
+TEST(ConformanceCoverage, ReferencePluginImplementsEveryManifestCapsule) {
+    const auto& p = reference_plugin();
+    EXPECT_EQ(p.num_kernels, all_values<BackendOp>().size());
+    for (std::size_t i = 0; i < p.num_kernels; ++i) {
+        auto op = parse<BackendOp>(std::string(p.kernels[i].capsule_name).substr(10));
+        EXPECT_EQ(p.kernels[i].backward == nullptr, op_needs_no_vjp(op)) << p.kernels[i].capsule_name;
+    }
+}

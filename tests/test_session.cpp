@@ -1,0 +1,191 @@
+// Sessions on the reference plugin: a whole MLP against a float64 computation done here, input and
+// parameter errors, and concurrent runs that must be bit-identical to a single thread.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+
+#include <unistd.h>
+
+#include "capsule/session.hpp"
+#include "capsule/tensor_io.hpp"
+#include "capsule_fixtures.hpp"
+
+using namespace capsule;
+using namespace capsule::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const PluginHost& built_host() {
+    static const PluginHost host = [] {
+        PluginSearchPath search;
+        search.entries.push_back(CAPSULE_PLUGIN_DIR);
+        return PluginHost::discover(search);
+    }();
+    return host;
+}
+
+std::vector<double> pseudo_random(std::size_t n, std::uint64_t seed, double scale) {
+    std::vector<double> v(n);
+    for (auto& x : v) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x = (double(seed >> 11) / double(1ull << 53) * 2 - 1) * scale;
+    }
+    return v;
+}
+
+struct Mlp {
+    Graph graph;
+    ParameterMap params;
+    Tensor x;
+};
+
+Mlp make_mlp() {
+    Mlp m;
+    m.graph = load_graph(fs::path(CAPSULE_SOURCE_DIR) / "examples" / "mlp.json");
+    m.params["fc1.weight"] = Tensor::from_values(DType::float32, {256, 784}, pseudo_random(256 * 784, 1, 0.05));
+    m.params["fc1.bias"] = Tensor::from_values(DType::float32, {256}, pseudo_random(256, 2, 0.1));
+    m.params["fc2.weight"] = Tensor::from_values(DType::float32, {10, 256}, pseudo_random(2560, 3, 0.1));
+    m.params["fc2.bias"] = Tensor::from_values(DType::float32, {10}, pseudo_random(10, 4, 0.1));
+    m.x = Tensor::from_values(DType::float32, {4, 784}, pseudo_random(4 * 784, 5, 1.0));
+    return m;
+}
+
+/// softmax(relu(x W1ᵀ + b1) W2ᵀ + b2), in double, straight from the definitions.
+std::vector<double> mlp_expected(const Mlp& m) {
+    auto w1 = m.params.at("fc1.weight").to_doubles(), b1 = m.params.at("fc1.bias").to_doubles();
+    auto w2 = m.params.at("fc2.weight").to_doubles(), b2 = m.params.at("fc2.bias").to_doubles();
+    auto x = m.x.to_doubles();
+    std::vector<double> out;
+    for (int r = 0; r < 4; ++r) {
+        std::vector<double> h(256);
+        for (int j = 0; j < 256; ++j) {
+            double s = b1[j];
+            for (int k = 0; k < 784; ++k) s += x[r * 784 + k] * w1[j * 784 + k];
+            h[j] = std::max(0.0, s);
+        }
+        std::vector<double> z(10);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j < 10; ++j) {
+            z[j] = b2[j];
+            for (int k = 0; k < 256; ++k) z[j] += h[k] * w2[j * 256 + k];
+            mx = std::max(mx, z[j]);
+        }
+        for (auto& v : z) sum += (v = std::exp(v - mx));
+        for (auto v : z) out.push_back(v / sum);
+    }
+    return out;
+}
+
+Session mlp_session(const Mlp& m) {
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), m.graph);
+    if (!accepted.accepted) throw std::runtime_error("MLP plan rejected");
+    return Session::create(profile, *accepted.accepted, m.graph, built_host(), m.params);
+}
+
+}  // namespace
+
+TEST(Session, ReferencePluginLoads) {
+    const PluginRecord* ref = nullptr;
+    for (const auto& r : built_host().plugins())
+        if (r.name == "reference") ref = &r;
+    ASSERT_NE(ref, nullptr);
+    EXPECT_EQ(ref->status, PluginStatus::loaded) << ref->failure;
+}
+
+TEST(Session, MlpMatchesADirectComputation) {
+    auto m = make_mlp();
+    auto session = mlp_session(m);
+    EXPECT_EQ(session.kernel_trace(), (std::vector<std::string>{"reference.linear", "reference.relu",
+                                                                "reference.linear", "reference.softmax"}));
+    ASSERT_EQ(session.inputs().size(), 1u);
+    EXPECT_EQ(session.inputs()[0].name, "x");
+    EXPECT_EQ(session.outputs()[0].name, "probs");
+    auto out = session.run({{"x", m.x}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape(), (Shape{4, 10}));
+    auto want = mlp_expected(m);
+    auto got = out[0].to_doubles();
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 + 1e-4 * want[i]) << i;
+    // Runs many times with the same result.
+    EXPECT_TRUE(session.run({{"x", m.x}})[0].bitwise_equal(out[0]));
+}
+
+TEST(Session, ConcurrentRunsAreBitIdenticalToOneThread) {
+    auto m = make_mlp();
+    auto session = mlp_session(m);
+    std::vector<Tensor> inputs;
+    std::vector<Tensor> expected;
+    for (int i = 0; i < 8; ++i) {
+        inputs.push_back(Tensor::from_values(DType::float32, {4, 784}, pseudo_random(4 * 784, 100 + i, 1.0)));
+        expected.push_back(session.run({{"x", inputs.back()}})[0]);
+    }
+    std::vector<int> mismatches(8, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&, t] {
+            for (int r = 0; r < 500; ++r) {
+                const int which = (t + r) % 8;  // threads interleave different inputs
+                auto out = session.run({{"x", inputs[which]}});
+                if (!out[0].bitwise_equal(expected[which])) ++mismatches[t];
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 8; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(Session, InputErrorsNameTheInput) {
+    auto m = make_mlp();
+    auto session = mlp_session(m);
+    EXPECT_EQ(error_of([&] { session.run({}); }), "missing input 'x'");
+    auto wrong = Tensor::from_values(DType::float32, {2, 784}, pseudo_random(2 * 784, 1, 1));
+    EXPECT_EQ(error_of([&] { session.run({{"x", wrong}}); }),
+              "input 'x' is float32[2, 784], the graph declares float32[4, 784]");
+    EXPECT_EQ(error_of([&] { session.run({{"x", m.x}, {"y", m.x}}); }), "unknown input 'y'");
+}
+
+TEST(Session, ParameterErrorsNameTheParameter) {
+    auto m = make_mlp();
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), m.graph);
+    ASSERT_TRUE(accepted.accepted);
+    auto missing = m.params;
+    missing.erase("fc2.bias");
+    EXPECT_EQ(error_of([&] { Session::create(profile, *accepted.accepted, m.graph, built_host(), missing); }),
+              "node 3 (linear): parameter 'fc2.bias' is missing from the parameters file");
+    auto wrong = m.params;
+    wrong["fc1.bias"] = Tensor::zeros(DType::float64, {256});
+    EXPECT_EQ(error_of([&] { Session::create(profile, *accepted.accepted, m.graph, built_host(), wrong); }),
+              "node 1 (linear): parameter 'fc1.bias' is float64[256], expected float32[256]");
+    auto extra = m.params;
+    extra["fc3.weight"] = Tensor::zeros(DType::float32, {1});
+    EXPECT_EQ(error_of([&] { Session::create(profile, *accepted.accepted, m.graph, built_host(), extra); }),
+              "the parameters file holds tensors that no node uses: fc3.weight");
+}
+
+TEST(Session, GraphParametersAreReadFromTheSafetensorsFileBesideTheGraph) {
+    auto m = make_mlp();
+    auto dir = fs::temp_directory_path() / ("capsule-session-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    write_safetensors(dir / "weights.safetensors", m.params);
+    m.graph.parameters = "weights.safetensors";
+    m.graph.source = dir / "mlp.json";
+    auto loaded = load_graph_parameters(m.graph);
+    ASSERT_EQ(loaded.size(), 4u);
+    EXPECT_TRUE(loaded.at("fc1.weight").bitwise_equal(m.params.at("fc1.weight")));
+    fs::remove_all(dir);
+}
+
+TEST(Session, PlanFromAnotherGraphIsRefused) {
+    auto m = make_mlp();
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), m.graph);
+    ASSERT_TRUE(accepted.accepted);
+    auto other = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [3]},
+        {"id": 1, "op": "relu", "parents": [0], "shape": [3]}], "outputs": [1]})");
+    auto msg = error_of([&] { Session::create(profile, *accepted.accepted, other, built_host(), {}); });
+    EXPECT_NE(msg.find("the accepted plan does not match the graph"), std::string::npos) << msg;
+}

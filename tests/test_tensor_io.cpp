@@ -1,0 +1,163 @@
+// .npy and safetensors files: hand-assembled bytes (independent of our writer), round trips,
+// files written by NumPy, and every malformed-file error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "capsule/tensor_io.hpp"
+#include "capsule_fixtures.hpp"
+
+using namespace capsule;
+using namespace capsule::testing;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path temp_file(const std::string& name) {
+    return fs::temp_directory_path() / ("capsule-io-" + std::to_string(::getpid()) + "-" + name);
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+    std::ofstream(p, std::ios::binary) << bytes;
+}
+
+std::string npy_bytes(const std::string& header_dict, const std::string& data) {
+    std::string header = header_dict;
+    const std::size_t total = 10 + header.size() + 1;
+    header.append((64 - total % 64) % 64, ' ');
+    header += '\n';
+    std::string out = std::string("\x93NUMPY\x01\x00", 8);
+    out += static_cast<char>(header.size() & 0xFF);
+    out += static_cast<char>(header.size() >> 8);
+    return out + header + data;
+}
+
+template <typename T>
+std::string raw(std::initializer_list<T> values) {
+    std::string out;
+    for (T v : values) out.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return out;
+}
+
+std::string safetensors_bytes(const std::string& header, const std::string& data) {
+    std::string out;
+    std::uint64_t n = header.size();
+    out.append(reinterpret_cast<const char*>(&n), 8);
+    return out + header + data;
+}
+}  // namespace
+
+TEST(Npy, ReadsHandAssembledFiles) {
+    auto p = temp_file("a.npy");
+    write_bytes(p, npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", raw<double>({1.5, -2, 3})));
+    auto t = read_npy(p);
+    EXPECT_EQ(t.dtype(), DType::float64);
+    EXPECT_EQ(t.shape(), (Shape{3}));
+    EXPECT_EQ(t.to_doubles(), (std::vector<double>{1.5, -2, 3}));
+    write_bytes(p, npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (2, 1), }", raw<std::int64_t>({7, -9})));
+    EXPECT_EQ(read_npy(p).to_doubles(), (std::vector<double>{7, -9}));
+    write_bytes(p, npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", raw<float>({0.25f})));
+    EXPECT_EQ(read_npy(p).shape(), Shape{});
+    EXPECT_EQ(read_npy(p).to_doubles(), std::vector<double>{0.25});
+    write_bytes(p, npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (0, 4), }", ""));
+    EXPECT_EQ(read_npy(p).numel(), 0);
+    fs::remove(p);
+}
+
+TEST(Npy, RoundTripsEveryDtype) {
+    auto p = temp_file("rt.npy");
+    for (auto d : all_values<DType>()) {
+        auto t = Tensor::from_values(d, {2, 3}, {1, 0, 1, 1, 0, 1});
+        write_npy(p, t);
+        EXPECT_TRUE(read_npy(p).bitwise_equal(t)) << to_string(d);
+    }
+    auto v = Tensor::from_values(DType::float32, {5}, {1, 2, 3, 4, 5});
+    write_npy(p, v);
+    EXPECT_TRUE(read_npy(p).bitwise_equal(v));
+    fs::remove(p);
+}
+
+TEST(Npy, ReadsFilesWrittenByNumPy) {
+    auto models = fs::path(CAPSULE_SOURCE_DIR) / ".." / "shared" / "models";
+    auto file = models / "squeezenet1_1" / "input.npy";
+    if (!fs::exists(file)) GTEST_SKIP() << "shared/models not present beside the checkout: " << file;
+    auto t = read_npy(file);
+    EXPECT_EQ(t.dtype(), DType::float32);
+    EXPECT_EQ(t.shape(), (Shape{2, 3, 224, 224}));
+    for (auto v : t.values<float>()) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(Npy, MalformedFilesNameTheProblem) {
+    auto p = temp_file("bad.npy");
+    struct Case { std::string bytes; std::string expected; };
+    const Case cases[] = {
+        {"hello world", "not a .npy file (bad magic)"},
+        {npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (1,), }", "ab"),
+         "unsupported .npy dtype '<f2'; supported: <f4 (float32), <f8 (float64), <i8 (int64), |b1 (bool)"},
+        {npy_bytes("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", "abcd"),
+         "unsupported .npy dtype '>f4'"},
+        {npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", "abcd"),
+         "Fortran-order .npy arrays are not supported"},
+        {npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", "abcd"),
+         "data holds 4 bytes, shape [3] of float32 needs 12"},
+        {npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (x,), }", "abcd"),
+         "bad npy shape '(x,)'"},
+        {npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }", "\x07"),
+         "bool array holds a byte other than 0 or 1"},
+        {std::string("\x93NUMPY\x01\x00\xff\x00{", 11), "truncated .npy header"},
+    };
+    for (const auto& c : cases) {
+        write_bytes(p, c.bytes);
+        auto msg = error_of([&] { read_npy(p); });
+        EXPECT_NE(msg.find(c.expected), std::string::npos) << msg;
+        EXPECT_EQ(msg.rfind(p.string() + ": ", 0), 0u) << msg;
+    }
+    EXPECT_THROW(read_npy("/nonexistent/x.npy"), InputError);
+    fs::remove(p);
+}
+
+TEST(Safetensors, ReadsHandAssembledFileAndRoundTrips) {
+    auto p = temp_file("w.safetensors");
+    write_bytes(p, safetensors_bytes(
+                       R"({"__metadata__": {"format": "pt"}, "b": {"dtype": "F64", "shape": [1], "data_offsets": [8, 16]}, "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
+                       raw<float>({1.0f, -2.5f}) + raw<double>({4.0})));
+    auto m = read_safetensors(p);
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m.at("w").to_doubles(), (std::vector<double>{1.0, -2.5}));
+    EXPECT_EQ(m.at("b").dtype(), DType::float64);
+    write_safetensors(p, m);
+    auto back = read_safetensors(p);
+    EXPECT_TRUE(back.at("w").bitwise_equal(m.at("w")));
+    EXPECT_TRUE(back.at("b").bitwise_equal(m.at("b")));
+    fs::remove(p);
+}
+
+TEST(Safetensors, MalformedFilesNameTheProblem) {
+    auto p = temp_file("bad.safetensors");
+    struct Case { std::string bytes; std::string expected; };
+    const Case cases[] = {
+        {"abc", "too short for a safetensors header"},
+        {safetensors_bytes(R"({"w": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]}})", "ab"),
+         "$.w.dtype: unsupported dtype 'F16'; supported: F32, F64, I64, BOOL"},
+        {safetensors_bytes(R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}})", std::string(8, '\0')),
+         "offsets cover 8 bytes, shape [4] of F32 needs 16"},
+        {safetensors_bytes(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", "abc"),
+         "lie outside the 3-byte data section"},
+        {safetensors_bytes(R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "v": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}})", std::string(8, '\0')),
+         "tensors overlap in the data section"},
+        {safetensors_bytes(R"({"w": )", ""), "malformed JSON"},
+        {safetensors_bytes(R"({"w": {"dtype": "F32", "shape": [1], "offsets": [0, 4]}})", "abcd"),
+         "$.w: unknown key 'offsets'"},
+    };
+    for (const auto& c : cases) {
+        write_bytes(p, c.bytes);
+        auto msg = error_of([&] { read_safetensors(p); });
+        EXPECT_NE(msg.find(c.expected), std::string::npos) << msg;
+    }
+    std::string huge(8, '\xff');
+    write_bytes(p, huge);
+    EXPECT_NE(error_of([&] { read_safetensors(p); }).find("exceeds the file"), std::string::npos);
+    fs::remove(p);
+}
