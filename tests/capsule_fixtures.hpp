@@ -50,12 +50,15 @@ inline PluginManifest make_manifest(std::string name, std::vector<KernelCapsule>
     return m;
 }
 
-/// The plugin manifests shipped in the source tree (plugins/*/...capsule.json).
+/// The plugin manifests shipped in the source tree (plugins/*/...capsule.json), manifests only:
+/// planning is a pure function of manifests, whatever was built.
 inline PluginHost shipped_host() {
     PluginSearchPath search;
     for (auto dir : {"cpu", "cuda", "libtorch", "stubs"})
         search.entries.push_back(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins" / dir);
-    return PluginHost::discover(search);
+    PluginHostOptions manifests_only;
+    manifests_only.load_libraries = false;
+    return PluginHost::discover(search, manifests_only);
 }
 
 inline std::string error_of(const std::function<void()>& f) {

@@ -2,6 +2,7 @@
 // files written by NumPy, and every malformed-file error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 

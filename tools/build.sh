@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Configures and builds everything into build/ (Release with debug info, Ninja, 2 jobs).
+# Configures and builds one CMake preset (default: `default`, Release with debug info, into
+# build/; `asan`: AddressSanitizer + UBSan into build-asan/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j "${JOBS:-2}"
+PRESET=${1:-default}
+cmake --preset "$PRESET" >/dev/null
+cmake --build --preset "$PRESET"

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
-bash tools/build.sh
+bash tools/build.sh default
 ./build/bin/capsule plan --profile checked_cpu --detailed examples/mlp.json

@@ -147,7 +147,12 @@ void PluginHost::add(PluginRecord record, const PluginHostOptions& options) {
                          plugins_[i].name + "')");
     }
     // Only a plugin that passed every manifest-level check gets its code loaded.
-    if (record.status == PluginStatus::loaded) detail::load_plugin_library(record, options);
+    if (record.status == PluginStatus::loaded) {
+        if (options.load_libraries)
+            detail::load_plugin_library(record, options);
+        else
+            record.status = PluginStatus::stub;  // manifests only: plannable, never executed
+    }
     std::vector<CapsuleRef> refs;
     if (record.status != PluginStatus::failed)
         for (const auto& k : record.manifest->capsules)

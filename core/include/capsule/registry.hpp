@@ -90,7 +90,8 @@ struct PluginSearchPath {
 
 /// Loading policy.
 struct PluginHostOptions {
-    /// Load libraries (false: manifests only, every plugin with a library is reported failed).
+    /// Load libraries. false: a manifests-only host that runs no vendor code; every plugin is a
+    /// `stub` (listed, audited and planned with, never executed).
     bool load_libraries = true;
     /// When non-empty, only libraries whose SHA-256 (lowercase hex) is listed may load.
     std::set<std::string> trusted_sha256;

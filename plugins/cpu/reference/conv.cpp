@@ -1,0 +1,450 @@
+// Reference kernels: conv / conv2d (F.conv1d / F.conv2d) and conv_transpose / conv_transpose2d
+// (F.conv_transpose1d / 2d), with stride, padding, dilation, groups, output_padding and bias.
+//
+// Everything is computed as 2-D (a 1-D op is the 2-D op with height 1 and a 1-high kernel) by
+// im2col + GEMM: for a chunk of images and one group, the [Cin/g·kh·kw, images·OH·OW] column
+// matrix is built once and multiplied with the group's weight. The transposed convolution is the
+// adjoint: GEMM with the weight transposed, then col2im (scatter-add). Chunks bound the column
+// buffer to about kColumnBudget elements (at least one image).
+#include <algorithm>
+#include <cstring>
+
+#include "linalg_common.hpp"
+
+namespace capsule::reference {
+namespace {
+
+// Elements of the im2col buffer per chunk: big enough for wide GEMMs over several images, small
+// enough to stay in L2 between im2col and the GEMM.
+constexpr int64_t kColumnBudget = int64_t(1) << 17;
+
+/// Geometry of one convolution in 2-D form. For a plain convolution the "image" side is the input
+/// (ih × iw, in_c channels) and the "column" side the output (oh × ow). For a transposed one the
+/// roles swap: the conv geometry maps the transposed op's output (the image, oh_t × ow_t) to its
+/// input. We store both in the conv orientation: `img_*` is the side the kernel slides over,
+/// `col_*` the side with one column per kernel position.
+struct ConvGeom {
+    int64_t n = 0;                          // batch
+    int64_t in_c = 0, out_c = 0, groups = 1;  // channels of the op's input / output
+    int64_t in_h = 1, in_w = 0, out_h = 1, out_w = 0;  // spatial sizes of the op's input / output
+    int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+    bool bias = true, transposed = false;
+    std::vector<int64_t> weight_shape, out_shape;
+};
+
+const char* op_name(int nd, bool transposed) {
+    if (transposed) return nd == 1 ? "conv_transpose" : "conv_transpose2d";
+    return nd == 1 ? "conv" : "conv2d";
+}
+
+template <typename Call>
+ConvGeom conv_geometry(const Call& call, int nd, bool transposed) {
+    const std::string op = op_name(nd, transposed);
+    const auto attrs = call.attrs();
+    ConvGeom g;
+    g.transposed = transposed;
+    g.bias = attrs.get_bool("bias", true);
+    require_arity(call, 1, g.bias ? 2 : 1, op.c_str());
+    const Tensor x = call.input(0);
+    check_view(x, op + " input");
+    require(x.rank() == nd + 2, op + ": input must have rank " + std::to_string(nd + 2) +
+                                    ", got shape " + shape_string(x.shape()));
+    const std::size_t n = std::size_t(nd);
+    const std::vector<int64_t> ones(n, 1), zeros(n, 0);
+    g.out_c = int_attr(attrs, "out_channels", 1, nullptr);
+    const auto kernel = tuple_attr(attrs, "kernel_size", n, 1, nullptr);
+    const auto stride = tuple_attr(attrs, "stride", n, 1, &ones);
+    const auto padding = tuple_attr(attrs, "padding", n, 0, &zeros);
+    const auto dilation = tuple_attr(attrs, "dilation", n, 1, &ones);
+    const auto out_pad =
+        transposed ? tuple_attr(attrs, "output_padding", n, 0, &zeros) : zeros;
+    const int64_t one = 1;
+    g.groups = int_attr(attrs, "groups", 1, &one);
+    g.n = x.dim(0);
+    g.in_c = x.dim(1);
+    require(g.in_c % g.groups == 0, op + ": input channels " + std::to_string(g.in_c) +
+                                        " are not divisible by groups " + std::to_string(g.groups));
+    require(g.out_c % g.groups == 0, op + ": out_channels " + std::to_string(g.out_c) +
+                                         " is not divisible by groups " + std::to_string(g.groups));
+    // Spatial dims in 2-D form (1-D: height 1).
+    const int o = nd == 2 ? 0 : -1;  // index shift for the height entries
+    g.in_h = nd == 2 ? x.dim(2) : 1;
+    g.in_w = x.dim(nd + 1);
+    if (nd == 2) {
+        g.kh = kernel[0];
+        g.sh = stride[0];
+        g.ph = padding[0];
+        g.dh = dilation[0];
+    }
+    g.kw = kernel[std::size_t(1 + o)];
+    g.sw = stride[std::size_t(1 + o)];
+    g.pw = padding[std::size_t(1 + o)];
+    g.dw = dilation[std::size_t(1 + o)];
+    auto out_size = [&](int64_t size, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op_) {
+        require(k <= (int64_t(1) << 40) && d <= (int64_t(1) << 20) && s <= (int64_t(1) << 40) &&
+                    p <= (int64_t(1) << 40),
+                op + ": attribute values are too large");
+        const int64_t span = d * (k - 1) + 1;
+        if (!transposed) {
+            const int64_t padded = size + 2 * p;
+            require(padded >= span, op + ": padded input size " + std::to_string(padded) +
+                                        " is smaller than the dilated kernel " +
+                                        std::to_string(span));
+            return (padded - span) / s + 1;
+        }
+        require(op_ < s || op_ < d, op + ": output_padding must be smaller than stride or dilation");
+        const int64_t r = (size - 1) * s - 2 * p + span - 1 + op_ + 1;
+        require(r >= 1, op + ": output size " + std::to_string(r) + " is too small");
+        return r;
+    };
+    g.out_w = out_size(g.in_w, g.kw, g.sw, g.pw, g.dw, out_pad[std::size_t(1 + o)]);
+    g.out_h = nd == 2 ? out_size(g.in_h, g.kh, g.sh, g.ph, g.dh, out_pad[0]) : 1;
+    g.out_shape = {g.n, g.out_c};
+    if (nd == 2) g.out_shape.push_back(g.out_h);
+    g.out_shape.push_back(g.out_w);
+    g.weight_shape = transposed ? std::vector<int64_t>{g.in_c, g.out_c / g.groups}
+                                : std::vector<int64_t>{g.out_c, g.in_c / g.groups};
+    g.weight_shape.insert(g.weight_shape.end(), kernel.begin(), kernel.end());
+    check_tensor(call.param(0), x.dtype(), g.weight_shape, op + " weight");
+    if (g.bias) check_tensor(call.param(1), x.dtype(), {g.out_c}, op + " bias");
+    checked_product(g.out_shape, op + " output");
+    return g;
+}
+
+/// The sliding geometry in conv orientation: the kernel slides over an image of `c` channels and
+/// size h × w, producing oh × ow positions.
+struct Slide {
+    int64_t c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t rows() const { return c * kh * kw; }
+    int64_t cols() const { return oh * ow; }
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/// Output columns [lo, hi) whose input index base + o·s lies in [0, size).
+inline void valid_range(int64_t base, int64_t s, int64_t size, int64_t count, int64_t& lo,
+                        int64_t& hi) {
+    lo = base >= 0 ? 0 : ceil_div(-base, s);
+    hi = base >= size ? 0 : ceil_div(size - base, s);
+    lo = std::min(lo, count);
+    hi = std::clamp(hi, lo, count);
+}
+
+/// col[(c·kh + i)·kw + j][oy·ow + ox] (row stride ldcol) = image[c][oy·sh − ph + i·dh][ox·sw −
+/// pw + j·dw], zero outside the image.
+template <typename T>
+void im2col(const T* __restrict img, const Slide& s, T* __restrict col, int64_t ldcol) {
+    for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t i = 0; i < s.kh; ++i)
+            for (int64_t j = 0; j < s.kw; ++j) {
+                T* __restrict row = col + ((c * s.kh + i) * s.kw + j) * ldcol;
+                const int64_t xbase = j * s.dw - s.pw;
+                int64_t lo, hi;
+                valid_range(xbase, s.sw, s.w, s.ow, lo, hi);
+                for (int64_t oy = 0; oy < s.oh; ++oy) {
+                    T* __restrict d = row + oy * s.ow;
+                    const int64_t y = oy * s.sh - s.ph + i * s.dh;
+                    if (y < 0 || y >= s.h) {
+                        std::fill(d, d + s.ow, T(0));
+                        continue;
+                    }
+                    const T* __restrict src = img + (c * s.h + y) * s.w;
+                    std::fill(d, d + lo, T(0));
+                    if (s.sw == 1)
+                        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[xbase + ox];
+                    else
+                        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[xbase + ox * s.sw];
+                    std::fill(d + hi, d + s.ow, T(0));
+                }
+            }
+}
+
+/// The adjoint of im2col: image[...] += col[...] (the image must be initialised by the caller).
+template <typename T>
+void col2im(const T* __restrict col, int64_t ldcol, const Slide& s, T* __restrict img) {
+    for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t i = 0; i < s.kh; ++i)
+            for (int64_t j = 0; j < s.kw; ++j) {
+                const T* __restrict row = col + ((c * s.kh + i) * s.kw + j) * ldcol;
+                const int64_t xbase = j * s.dw - s.pw;
+                int64_t lo, hi;
+                valid_range(xbase, s.sw, s.w, s.ow, lo, hi);
+                for (int64_t oy = 0; oy < s.oh; ++oy) {
+                    const int64_t y = oy * s.sh - s.ph + i * s.dh;
+                    if (y < 0 || y >= s.h) continue;
+                    const T* __restrict d = row + oy * s.ow;
+                    T* __restrict dst = img + (c * s.h + y) * s.w;
+                    if (s.sw == 1)
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[xbase + ox] += d[ox];
+                    else
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[xbase + ox * s.sw] += d[ox];
+                }
+            }
+}
+
+/// Copies channels [c0, c0 + cg) of images [n0, n0 + nc) of an [N, C, P] tensor into a
+/// [cg, nc·P] matrix (gather), or such a matrix back into the tensor (scatter).
+template <typename T>
+void gather_channels(const T* src, int64_t C, int64_t P, int64_t n0, int64_t nc, int64_t c0,
+                     int64_t cg, T* dst) {
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t j = 0; j < nc; ++j)
+            std::copy_n(src + ((n0 + j) * C + c0 + c) * P, P, dst + c * nc * P + j * P);
+}
+template <typename T>
+void scatter_channels(const T* src, int64_t C, int64_t P, int64_t n0, int64_t nc, int64_t c0,
+                      int64_t cg, T* dst) {
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t j = 0; j < nc; ++j)
+            std::copy_n(src + c * nc * P + j * P, P, dst + ((n0 + j) * C + c0 + c) * P);
+}
+
+/// Sliding geometry of group members: for a conv, the kernel slides over the input; for a
+/// transposed conv, over the output.
+Slide slide_of(const ConvGeom& g) {
+    if (!g.transposed)
+        return {g.in_c / g.groups, g.in_h, g.in_w, g.out_h, g.out_w, g.kh, g.kw,
+                g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+    return {g.out_c / g.groups, g.out_h, g.out_w, g.in_h, g.in_w, g.kh, g.kw,
+            g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+}
+
+/// Images per chunk so that the column buffer stays near the budget.
+int64_t chunk_images(const Slide& s, int64_t n) {
+    int64_t per_image = 0;
+    require(!__builtin_mul_overflow(s.rows(), s.cols(), &per_image),
+            "convolution: column buffer size overflows");
+    per_image = std::max<int64_t>(1, per_image);
+    return std::clamp<int64_t>(kColumnBudget / per_image, 1, std::max<int64_t>(n, 1));
+}
+
+template <typename T>
+void fill_bias(const T* bias, int64_t n, int64_t c, int64_t p, T* y) {
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t ch = 0; ch < c; ++ch) {
+            T* q = y + (b * c + ch) * p;
+            const T v = bias ? bias[ch] : T(0);
+            std::fill(q, q + p, v);
+        }
+}
+
+template <typename T>
+void bias_grad(const T* G, int64_t n, int64_t c, int64_t p, T* gb) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+        double s = 0;
+        for (int64_t b = 0; b < n; ++b) {
+            const T* q = G + (b * c + ch) * p;
+            for (int64_t i = 0; i < p; ++i) s += double(q[i]);
+        }
+        gb[ch] = T(s);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain convolution: y[n, g·Cog + o, :] = W_g[o, :] · col_g(x[n]) (+ bias).
+
+template <typename T>
+void conv_fwd(const ForwardCall& call, const ConvGeom& g, const std::string& op) {
+    const Tensor x = call.input(0), out = call.output(0);
+    check_tensor(out, x.dtype(), g.out_shape, op + " output");
+    const Slide s = slide_of(g);
+    const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
+    const int64_t in_p = g.in_h * g.in_w;
+    const T* X = x.data<T>();
+    const T* Wt = call.param(0).data<T>();
+    T* Y = out.data<T>();
+    if (g.n == 0 || g.out_c == 0 || P == 0) return;
+    const T* bias = g.bias ? call.param(1).data<T>() : nullptr;
+    const int64_t chunk = chunk_images(s, g.n);
+    Scratch<T> col(K * chunk * P), ybuf(chunk > 1 ? cog * chunk * P : 0);
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+        const int64_t nc = std::min(chunk, g.n - n0), ld = nc * P;
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+            for (int64_t j = 0; j < nc; ++j)
+                im2col(X + ((n0 + j) * g.in_c + gr * s.c) * in_p, s, col.data() + j * P, ld);
+            const T* w = Wt + gr * cog * K;
+            // The GEMM accumulates onto rows pre-filled with the bias (or zero).
+            T* dst = nc == 1 ? Y + (n0 * g.out_c + gr * cog) * P : ybuf.data();
+            for (int64_t o = 0; o < cog; ++o)
+                std::fill(dst + o * ld, dst + (o + 1) * ld, bias ? bias[gr * cog + o] : T(0));
+            gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true);
+            if (nc > 1) scatter_channels(ybuf.data(), g.out_c, P, n0, nc, gr * cog, cog, Y);
+        }
+    }
+}
+
+template <typename T>
+void conv_bwd(const BackwardCall& call, const ConvGeom& g, const std::string& op) {
+    const Tensor x = call.input(0);
+    const Tensor gout = call.grad_output(0);
+    check_tensor(gout, x.dtype(), g.out_shape, op + " grad output");
+    T* gX = grad_target<T>(call.grad_input(0), x, op + " grad input");
+    T* gW = grad_target<T>(call.grad_param(0), call.param(0), op + " grad weight");
+    T* gB = g.bias ? grad_target<T>(call.grad_param(1), call.param(1), op + " grad bias") : nullptr;
+    const Slide s = slide_of(g);
+    const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
+    const int64_t in_p = g.in_h * g.in_w;
+    const T* X = x.data<T>();
+    const T* Wt = call.param(0).data<T>();
+    const T* G = gout.data<T>();
+    if (gX) std::fill(gX, gX + g.n * g.in_c * in_p, T(0));
+    if (gW) std::fill(gW, gW + g.out_c * K, T(0));
+    if (gB) bias_grad(G, g.n, g.out_c, P, gB);
+    if ((!gX && !gW) || g.n == 0 || P == 0) return;
+    const int64_t chunk = chunk_images(s, g.n);
+    Scratch<T> col(K * chunk * P), gbuf(chunk > 1 ? cog * chunk * P : 0);
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+        const int64_t nc = std::min(chunk, g.n - n0), ld = nc * P;
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+            const T* gy;
+            if (nc == 1) {
+                gy = G + (n0 * g.out_c + gr * cog) * P;
+            } else {
+                gather_channels(G, g.out_c, P, n0, nc, gr * cog, cog, gbuf.data());
+                gy = gbuf.data();
+            }
+            if (gW) {
+                for (int64_t j = 0; j < nc; ++j)
+                    im2col(X + ((n0 + j) * g.in_c + gr * s.c) * in_p, s, col.data() + j * P, ld);
+                // dW_g [cog × K] += dY_g [cog × ld] · colᵀ
+                gemm<T>(false, true, cog, K, ld, gy, ld, col.data(), ld, gW + gr * cog * K, K,
+                        true);
+            }
+            if (gX) {
+                // dcol [K × ld] = W_gᵀ · dY_g, then scatter-add into dx.
+                gemm<T>(true, false, K, ld, cog, Wt + gr * cog * K, K, gy, ld, col.data(), ld,
+                        false);
+                for (int64_t j = 0; j < nc; ++j)
+                    col2im(col.data() + j * P, ld, s, gX + ((n0 + j) * g.in_c + gr * s.c) * in_p);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transposed convolution: y[n, g·Cog :, :] = col2im(W_gᵀ · x_g[n]) (+ bias), the adjoint of the
+// plain convolution that maps y's geometry to x's.
+
+template <typename T>
+void conv_t_fwd(const ForwardCall& call, const ConvGeom& g, const std::string& op) {
+    const Tensor x = call.input(0), out = call.output(0);
+    check_tensor(out, x.dtype(), g.out_shape, op + " output");
+    const Slide s = slide_of(g);  // slides over the output (s.c = Cout/g), s.cols() = H·W of x
+    const int64_t cig = g.in_c / g.groups, K = s.rows(), P = s.cols();
+    const int64_t out_p = g.out_h * g.out_w;
+    const T* X = x.data<T>();
+    const T* Wt = call.param(0).data<T>();
+    T* Y = out.data<T>();
+    fill_bias(g.bias ? call.param(1).data<T>() : nullptr, g.n, g.out_c, out_p, Y);
+    if (g.n == 0 || cig == 0 || P == 0 || K == 0) return;
+    const int64_t chunk = chunk_images(s, g.n);
+    Scratch<T> col(K * chunk * P), xbuf(chunk > 1 ? cig * chunk * P : 0);
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+        const int64_t nc = std::min(chunk, g.n - n0), ld = nc * P;
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+            const T* xg;
+            if (nc == 1) {
+                xg = X + (n0 * g.in_c + gr * cig) * P;
+            } else {
+                gather_channels(X, g.in_c, P, n0, nc, gr * cig, cig, xbuf.data());
+                xg = xbuf.data();
+            }
+            // col [K × ld] = W_gᵀ · x_g, W_g = weight rows [gr·cig, (gr+1)·cig) of [Cin, K].
+            gemm<T>(true, false, K, ld, cig, Wt + gr * cig * K, K, xg, ld, col.data(), ld, false);
+            for (int64_t j = 0; j < nc; ++j)
+                col2im(col.data() + j * P, ld, s, Y + ((n0 + j) * g.out_c + gr * s.c) * out_p);
+        }
+    }
+}
+
+template <typename T>
+void conv_t_bwd(const BackwardCall& call, const ConvGeom& g, const std::string& op) {
+    const Tensor x = call.input(0);
+    const Tensor gout = call.grad_output(0);
+    check_tensor(gout, x.dtype(), g.out_shape, op + " grad output");
+    T* gX = grad_target<T>(call.grad_input(0), x, op + " grad input");
+    T* gW = grad_target<T>(call.grad_param(0), call.param(0), op + " grad weight");
+    T* gB = g.bias ? grad_target<T>(call.grad_param(1), call.param(1), op + " grad bias") : nullptr;
+    const Slide s = slide_of(g);
+    const int64_t cig = g.in_c / g.groups, K = s.rows(), P = s.cols();
+    const int64_t out_p = g.out_h * g.out_w;
+    const T* X = x.data<T>();
+    const T* Wt = call.param(0).data<T>();
+    const T* G = gout.data<T>();
+    if (gW) std::fill(gW, gW + g.in_c * K, T(0));
+    if (gB) bias_grad(G, g.n, g.out_c, out_p, gB);
+    if (gX && (K == 0 || cig == 0)) std::fill(gX, gX + g.n * g.in_c * P, T(0));
+    if ((!gX && !gW) || g.n == 0 || P == 0 || K == 0 || cig == 0) return;
+    const int64_t chunk = chunk_images(s, g.n);
+    Scratch<T> col(K * chunk * P), buf(chunk > 1 ? cig * chunk * P : 0);
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+        const int64_t nc = std::min(chunk, g.n - n0), ld = nc * P;
+        for (int64_t gr = 0; gr < g.groups; ++gr) {
+            // The plain convolution of dy: col = im2col(dy_g) [K × ld].
+            for (int64_t j = 0; j < nc; ++j)
+                im2col(G + ((n0 + j) * g.out_c + gr * s.c) * out_p, s, col.data() + j * P, ld);
+            const T* wg = Wt + gr * cig * K;
+            if (gX) {
+                // dx_g [cig × ld] = W_g · col
+                if (nc == 1) {
+                    gemm<T>(false, false, cig, ld, K, wg, K, col.data(), ld,
+                            gX + (n0 * g.in_c + gr * cig) * P, P, false);
+                } else {
+                    gemm<T>(false, false, cig, ld, K, wg, K, col.data(), ld, buf.data(), ld, false);
+                    scatter_channels(buf.data(), g.in_c, P, n0, nc, gr * cig, cig, gX);
+                }
+            }
+            if (gW) {
+                // dW_g [cig × K] += x_g [cig × ld] · colᵀ
+                const T* xg;
+                if (nc == 1) {
+                    xg = X + (n0 * g.in_c + gr * cig) * P;
+                } else {
+                    gather_channels(X, g.in_c, P, n0, nc, gr * cig, cig, buf.data());
+                    xg = buf.data();
+                }
+                gemm<T>(false, true, cig, K, ld, xg, ld, col.data(), ld, gW + gr * cig * K, K,
+                        true);
+            }
+        }
+    }
+}
+
+template <int ND, bool Transposed>
+void forward_impl(const ForwardCall& call) {
+    const auto g = conv_geometry(call, ND, Transposed);
+    const std::string op = op_name(ND, Transposed);
+    plugin::dispatch_float(call.input(0).dtype(), [&](auto t) {
+        using T = decltype(t);
+        if constexpr (Transposed)
+            conv_t_fwd<T>(call, g, op);
+        else
+            conv_fwd<T>(call, g, op);
+    });
+}
+
+template <int ND, bool Transposed>
+void backward_impl(const BackwardCall& call) {
+    const auto g = conv_geometry(call, ND, Transposed);
+    const std::string op = op_name(ND, Transposed);
+    plugin::dispatch_float(call.input(0).dtype(), [&](auto t) {
+        using T = decltype(t);
+        if constexpr (Transposed)
+            conv_t_bwd<T>(call, g, op);
+        else
+            conv_bwd<T>(call, g, op);
+    });
+}
+
+}  // namespace
+
+void conv_forward(const ForwardCall& call) { forward_impl<1, false>(call); }
+void conv_backward(const BackwardCall& call) { backward_impl<1, false>(call); }
+void conv2d_forward(const ForwardCall& call) { forward_impl<2, false>(call); }
+void conv2d_backward(const BackwardCall& call) { backward_impl<2, false>(call); }
+void conv_transpose_forward(const ForwardCall& call) { forward_impl<1, true>(call); }
+void conv_transpose_backward(const BackwardCall& call) { backward_impl<1, true>(call); }
+void conv_transpose2d_forward(const ForwardCall& call) { forward_impl<2, true>(call); }
+void conv_transpose2d_backward(const BackwardCall& call) { backward_impl<2, true>(call); }
+
+}  // namespace capsule::reference

@@ -1,0 +1,342 @@
+// Shared helpers of the reference kernels for elementwise, random, reduction, shape and
+// gather/scatter ops: tensor validation, NumPy broadcasting index math, strided loops with
+// dimension coalescing, and dtype dispatch by element size.
+//
+// Everything lives in namespace capsule::reference::ew so that it cannot collide with helpers of
+// the other kernel families. Nothing here holds mutable state: every function is reentrant.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capsule/plugin.hpp"
+
+namespace capsule::reference::ew {
+
+using plugin::KernelError;
+using plugin::require;
+using plugin::Tensor;
+
+using Dims = std::vector<int64_t>;
+
+inline std::string dims_str(std::span<const int64_t> s) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (i) out += ", ";
+        out += std::to_string(s[i]);
+    }
+    return out + "]";
+}
+
+inline const char* dtype_name(capsule_dtype d) {
+    switch (d) {
+        case CAPSULE_DTYPE_FLOAT32: return "float32";
+        case CAPSULE_DTYPE_FLOAT64: return "float64";
+        case CAPSULE_DTYPE_INT64: return "int64";
+        case CAPSULE_DTYPE_BOOL: return "bool";
+    }
+    return "unknown";
+}
+
+/// Size in bytes of one element; raises for an unknown dtype.
+inline std::size_t element_size(capsule_dtype d) {
+    switch (d) {
+        case CAPSULE_DTYPE_FLOAT32: return 4;
+        case CAPSULE_DTYPE_FLOAT64: return 8;
+        case CAPSULE_DTYPE_INT64: return 8;
+        case CAPSULE_DTYPE_BOOL: return 1;
+    }
+    throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
+                      "unknown dtype " + std::to_string(static_cast<int>(d)));
+}
+
+inline bool is_float(capsule_dtype d) {
+    return d == CAPSULE_DTYPE_FLOAT32 || d == CAPSULE_DTYPE_FLOAT64;
+}
+
+/// Row-major contiguous strides of `shape`, in elements.
+inline Dims contiguous_strides(std::span<const int64_t> shape) {
+    Dims s(shape.size());
+    int64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        s[i] = stride;
+        stride *= shape[i];
+    }
+    return s;
+}
+
+/// Checks what every kernel relies on for one tensor view: a sane rank, non-negative dimensions,
+/// an element count without overflow, a known dtype, storage when it holds elements, and
+/// contiguous row-major strides. `what` names the tensor in messages ("input 0", "grad output").
+inline void check_view(const Tensor& t, const std::string& what) {
+    require(t.view != nullptr, what + " is missing");
+    require(t.view->rank >= 0, what + " has a negative rank");
+    require(t.view->rank == 0 || t.view->shape != nullptr, what + " has no shape");
+    element_size(t.dtype());
+    int64_t n = 1;
+    bool empty = false;
+    for (int i = 0; i < t.rank(); ++i) {
+        const int64_t d = t.view->shape[i];
+        require(d >= 0, what + " has a negative dimension in shape " + dims_str(t.shape()));
+        if (d == 0) empty = true;
+        else if (!empty) require(!__builtin_mul_overflow(n, d, &n), what + " is too large");
+    }
+    if (!empty) require(t.view->data != nullptr, what + " has no data");
+    if (t.view->strides != nullptr && !empty) {
+        int64_t stride = 1;
+        for (int i = t.rank(); i-- > 0;) {
+            const int64_t d = t.view->shape[i];
+            require(d == 1 || t.view->strides[i] == stride,
+                    what + " is not contiguous row-major (shape " + dims_str(t.shape()) + ")");
+            stride *= d;
+        }
+    }
+}
+
+/// check_view, and the dtype must be `dtype`.
+inline void check_view(const Tensor& t, const std::string& what, capsule_dtype dtype) {
+    check_view(t, what);
+    require(t.dtype() == dtype, what + " has dtype " + dtype_name(t.dtype()) + ", expected " +
+                                    dtype_name(dtype));
+}
+
+/// check_view, and dtype and shape must equal `like`'s.
+inline void check_like(const Tensor& t, const std::string& what, const Tensor& like,
+                       const std::string& like_what) {
+    check_view(t, what, like.dtype());
+    require(std::ranges::equal(t.shape(), like.shape()),
+            what + " has shape " + dims_str(t.shape()) + " but " + like_what + " has shape " +
+                dims_str(like.shape()));
+}
+
+inline void check_shape(const Tensor& t, const std::string& what, std::span<const int64_t> want) {
+    require(std::ranges::equal(t.shape(), want),
+            what + " has shape " + dims_str(t.shape()) + ", expected " + dims_str(want));
+}
+
+inline void check_float(const Tensor& t, const std::string& what) {
+    check_view(t, what);
+    if (!is_float(t.dtype()))
+        throw KernelError(CAPSULE_ERROR_UNSUPPORTED, what + " has dtype " + dtype_name(t.dtype()) +
+                                                         "; expected float32 or float64");
+}
+
+inline void require_arity(std::size_t got, std::size_t want, const char* op) {
+    require(got == want, std::string(op) + " expects " + std::to_string(want) + " input" +
+                             (want == 1 ? "" : "s") + ", got " + std::to_string(got));
+}
+
+/// Output of two shapes under NumPy broadcasting; raises when they do not broadcast.
+inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b,
+                             const std::string& op = {}) {
+    const std::size_t rank = std::max(a.size(), b.size());
+    Dims out(rank);
+    for (std::size_t i = 0; i < rank; ++i) {
+        const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+        const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+        require(da == db || da == 1 || db == 1,
+                (op.empty() ? std::string() : op + ": ") + "shapes " + dims_str(a) + " and " + dims_str(b) + " do not broadcast");
+        out[rank - 1 - i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+/// Strides (in elements) of a contiguous tensor of shape `in`, aligned to the `out` rank, with 0
+/// on every broadcast dimension. Raises unless `in` broadcasts to `out`.
+inline Dims broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out) {
+    require(in.size() <= out.size(),
+            "cannot broadcast " + dims_str(in) + " to " + dims_str(out));
+    Dims s(out.size(), 0);
+    int64_t stride = 1;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        const std::size_t ii = in.size() - 1 - i, oi = out.size() - 1 - i;
+        require(in[ii] == out[oi] || in[ii] == 1,
+                "cannot broadcast " + dims_str(in) + " to " + dims_str(out));
+        s[oi] = in[ii] == 1 ? 0 : stride;
+        stride *= in[ii];
+    }
+    return s;
+}
+
+inline int64_t numel(std::span<const int64_t> shape) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+}
+
+/// Iterates a row-major index space of `shape` and K operands with the given element strides
+/// (each aligned to `shape`'s rank). Dimensions of size 1 are dropped and adjacent dimensions
+/// that are contiguous for every operand are merged, so the innermost run is as long as
+/// possible. For each innermost run it calls `body(offsets, n, inner_strides)`, where
+/// `offsets[k]` is operand k's element offset of the run's first element and
+/// `inner_strides[k]` the step between consecutive elements of the run. Nothing is called when
+/// the space is empty; a rank-0 space is one run of length 1.
+template <std::size_t K, typename Body>
+void for_each_strided(std::span<const int64_t> shape, const std::array<const int64_t*, K>& strides,
+                      Body&& body) {
+    for (auto d : shape)
+        if (d == 0) return;
+    // Coalesce, innermost first.
+    Dims sizes;
+    std::vector<std::array<int64_t, K>> st;
+    sizes.reserve(shape.size());
+    st.reserve(shape.size());
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        if (shape[i] == 1) continue;
+        std::array<int64_t, K> s{};
+        for (std::size_t k = 0; k < K; ++k) s[k] = strides[k][i];
+        if (!sizes.empty()) {
+            bool merge = true;
+            for (std::size_t k = 0; k < K; ++k)
+                if (s[k] != st.back()[k] * sizes.back()) merge = false;
+            if (merge) {
+                sizes.back() *= shape[i];
+                continue;
+            }
+        }
+        sizes.push_back(shape[i]);
+        st.push_back(s);
+    }
+    std::array<int64_t, K> offsets{};
+    if (sizes.empty()) {
+        std::array<int64_t, K> zero{};
+        body(offsets.data(), int64_t{1}, zero.data());
+        return;
+    }
+    const std::size_t outer = sizes.size() - 1;  // dims 1..outer are the outer loops
+    const int64_t n = sizes[0];
+    const std::array<int64_t, K> inner = st[0];
+    if (outer == 0) {
+        body(offsets.data(), n, inner.data());
+        return;
+    }
+    Dims counter(outer + 1, 0);
+    for (;;) {
+        body(offsets.data(), n, inner.data());
+        std::size_t d = 1;
+        for (; d <= outer; ++d) {
+            for (std::size_t k = 0; k < K; ++k) offsets[k] += st[d][k];
+            if (++counter[d] < sizes[d]) break;
+            for (std::size_t k = 0; k < K; ++k) offsets[k] -= st[d][k] * sizes[d];
+            counter[d] = 0;
+        }
+        if (d > outer) return;
+    }
+}
+
+/// Calls `f(U{})` with an unsigned integer type U of the element size of `dtype` (for kernels that
+/// only move elements: shape ops and gathers work for every dtype).
+template <typename F>
+void dispatch_bytes(capsule_dtype dtype, F&& f) {
+    switch (element_size(dtype)) {
+        case 1: f(uint8_t{}); return;
+        case 4: f(uint32_t{}); return;
+        case 8: f(uint64_t{}); return;
+        default:
+            throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
+                              std::string("dtype ") + dtype_name(dtype) + " is not supported");
+    }
+}
+
+/// Copies `src` (contiguous, shape `src_shape`) into `dst` laid out as the permutation `perm` of
+/// it: dst shape[i] = src_shape[perm[i]]. `perm` must be a valid permutation.
+template <typename U>
+void permute_copy(const U* src, std::span<const int64_t> src_shape, std::span<const int64_t> perm,
+                  U* dst) {
+    const std::size_t r = src_shape.size();
+    const Dims src_strides = contiguous_strides(src_shape);
+    Dims dst_shape(r), gather_strides(r);
+    for (std::size_t i = 0; i < r; ++i) {
+        dst_shape[i] = src_shape[static_cast<std::size_t>(perm[i])];
+        gather_strides[i] = src_strides[static_cast<std::size_t>(perm[i])];
+    }
+    const Dims dst_strides = contiguous_strides(dst_shape);
+    // When the destination's innermost dimension is not the source's innermost one, copy in
+    // square tiles of (source-innermost, destination-innermost) so that both the reads and the
+    // writes stay in cache (a plain loop would stride through the source a cache line per element).
+    std::size_t q = r, p = r;  // innermost non-trivial dst dim; dst dim that is src-contiguous
+    for (std::size_t i = r; i-- > 0;)
+        if (dst_shape[i] > 1) {
+            q = i;
+            break;
+        }
+    for (std::size_t i = 0; i < r; ++i)
+        if (dst_shape[i] > 1 && gather_strides[i] == 1) p = i;
+    if (q < r && p < r && p != q) {
+        constexpr int64_t kTile = 64 / sizeof(U) > 8 ? 64 / sizeof(U) : 8;
+        const int64_t np = dst_shape[p], nq = dst_shape[q];
+        const int64_t dp = dst_strides[p], dq = dst_strides[q], sq = gather_strides[q];
+        Dims outer_shape = dst_shape;
+        outer_shape[p] = outer_shape[q] = 1;
+        for_each_strided<2>(outer_shape, {dst_strides.data(), gather_strides.data()},
+                            [&](const int64_t* off, int64_t n, const int64_t* s) {
+                                for (int64_t t = 0; t < n; ++t) {
+                                    U* d = dst + off[0] + t * s[0];
+                                    const U* sp = src + off[1] + t * s[1];
+                                    for (int64_t i0 = 0; i0 < np; i0 += kTile)
+                                        for (int64_t j0 = 0; j0 < nq; j0 += kTile) {
+                                            const int64_t i1 = std::min(np, i0 + kTile);
+                                            const int64_t j1 = std::min(nq, j0 + kTile);
+                                            for (int64_t i = i0; i < i1; ++i)
+                                                for (int64_t j = j0; j < j1; ++j)
+                                                    d[i * dp + j * dq] = sp[i + j * sq];
+                                        }
+                                }
+                            });
+        return;
+    }
+    for_each_strided<2>(dst_shape, {dst_strides.data(), gather_strides.data()},
+                        [&](const int64_t* off, int64_t n, const int64_t* s) {
+                            U* d = dst + off[0];
+                            const U* sp = src + off[1];
+                            const int64_t ss = s[1];
+                            if (s[0] == 1 && ss == 1) {
+                                std::memcpy(d, sp, static_cast<std::size_t>(n) * sizeof(U));
+                            } else {
+                                const int64_t ds = s[0];
+                                for (int64_t i = 0; i < n; ++i) d[i * ds] = sp[i * ss];
+                            }
+                        });
+}
+
+/// Sums `values(i)` over the broadcast dimensions into `dst`: the index space is `big` (the
+/// contiguous shape over which `values` is indexed by its flat offset) and `dst` has strides
+/// `dst_strides` (aligned to `big`, 0 on broadcast dimensions) and `dst_numel` elements.
+/// Accumulates in double, multiplies by `scale` and overwrites `dst`.
+template <typename T, typename V>
+void reduce_broadcast(std::span<const int64_t> big, std::span<const int64_t> dst_strides, T* dst,
+                      int64_t dst_numel, V&& values, double scale = 1.0) {
+    std::vector<double> acc(static_cast<std::size_t>(dst_numel), 0.0);
+    const Dims big_strides = contiguous_strides(big);
+    for_each_strided<2>(big, {big_strides.data(), dst_strides.data()},
+                        [&](const int64_t* off, int64_t n, const int64_t* s) {
+                            const int64_t b0 = off[0], bs = s[0];
+                            if (s[1] == 0) {
+                                double sum = 0;
+                                for (int64_t i = 0; i < n; ++i) sum += double(values(b0 + i * bs));
+                                acc[static_cast<std::size_t>(off[1])] += sum;
+                            } else {
+                                double* a = acc.data() + off[1];
+                                const int64_t as = s[1];
+                                for (int64_t i = 0; i < n; ++i) a[i * as] += double(values(b0 + i * bs));
+                            }
+                        });
+    for (int64_t i = 0; i < dst_numel; ++i)
+        dst[i] = static_cast<T>(acc[static_cast<std::size_t>(i)] * scale);
+}
+
+/// Normalises an axis as shape inference does: a rank-0 tensor is treated as rank 1.
+inline int64_t normalize_axis(int64_t axis, int rank, const char* name, const char* op) {
+    const int64_t r = std::max<int64_t>(rank, 1);
+    require(axis >= -r && axis < r, std::string(op) + ": attribute '" + name + "' = " +
+                                        std::to_string(axis) + " out of range for rank " +
+                                        std::to_string(rank));
+    return axis < 0 ? axis + r : axis;
+}
+
+}  // namespace capsule::reference::ew

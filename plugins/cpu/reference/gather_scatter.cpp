@@ -1,0 +1,282 @@
+// Reference kernels of the gather and scatter ops.
+//
+//   gather_scalar(x[n]; index)          x[index]                   index attribute, may be negative
+//   gather_scalar_nat(x[n], i[])        x[i]                       int64 index tensor, 0 <= i < n
+//   gather_row(x[n, m]; index)          x[index, :]                index attribute, may be negative
+//   gather_vec_nat(x[n], i[k])          index_select(x, 0, i)      0 <= i[j] < n
+//   gather_rows_nat(x[n, ...], i[k])    index_select(x, 0, i)      0 <= i[j] < n
+//   scatter_add_vec(b[n], i[k], s[k])   index_add(b, 0, i, s)      0 <= i[j] < n, float only
+//   scatter_add_row(b[n, m], i[k], s[k, m])  index_add(b, 0, i, s)
+//
+// Index attributes follow Python indexing (-n <= index < n). Index tensors ("nat": natural
+// numbers) must hold 0 <= i < n, as torch.index_select / index_add require; a negative or too
+// large index is refused with a message naming it, and nothing is read or written out of bounds.
+// Gathers move elements and work for every dtype; their backward (and every scatter) needs a float
+// dtype. Gradients of repeated indices accumulate. Index inputs get no gradient.
+#include <cstring>
+#include <string>
+
+#include "elementwise_common.hpp"
+#include "kernels.hpp"
+
+namespace capsule::reference {
+namespace {
+
+using namespace ew;
+using plugin::dispatch_float;
+
+/// A Python-style index attribute, normalised into [0, n).
+int64_t attr_index(const plugin::Attributes& attrs, int64_t n, const char* op) {
+    require(attrs.has("index"), std::string(op) + ": missing attribute 'index' (integer)");
+    const int64_t i = attrs.get_int("index", 0);
+    require(i >= -n && i < n, std::string(op) + ": attribute 'index' = " + std::to_string(i) +
+                                  " out of range for length " + std::to_string(n));
+    return i < 0 ? i + n : i;
+}
+
+/// Validates an int64 index tensor of rank `rank` against length `n`; returns its data.
+const int64_t* index_tensor(const Tensor& idx, int rank, int64_t n, const char* op) {
+    const std::string name(op);
+    check_view(idx, name + ": index (input 1)", CAPSULE_DTYPE_INT64);
+    require(idx.rank() == rank, name + ": index (input 1) must have rank " + std::to_string(rank) +
+                                    ", got shape " + dims_str(idx.shape()));
+    const int64_t* ip = idx.data<const int64_t>();
+    const int64_t k = idx.numel();
+    for (int64_t j = 0; j < k; ++j)
+        require(ip[j] >= 0 && ip[j] < n,
+                name + ": index " + std::to_string(ip[j]) +
+                    (rank == 0 ? std::string() : " at position " + std::to_string(j)) +
+                    " is out of range for length " + std::to_string(n) +
+                    (n > 0 ? " (valid: 0.." + std::to_string(n - 1) + ")" : std::string()));
+    return ip;
+}
+
+void check_x(const Tensor& x, int rank, const char* op, bool at_least = false) {
+    const std::string name(op);
+    check_view(x, name + ": input 0");
+    require(at_least ? x.rank() >= rank : x.rank() == rank,
+            name + ": input 0 must have rank " + (at_least ? ">= " : "") + std::to_string(rank) +
+                ", got shape " + dims_str(x.shape()));
+}
+
+int64_t row_size(const Tensor& x) {
+    int64_t r = 1;
+    for (int i = 1; i < x.rank(); ++i) r *= x.dim(i);
+    return r;
+}
+
+/// Forward of the gathers: copies rows `rows[j]` (each `row` elements) of x to output row j.
+void gather_rows(const Tensor& x, const Tensor& y, const int64_t* rows, int64_t k, int64_t row) {
+    const std::size_t bytes = static_cast<std::size_t>(row) * element_size(x.dtype());
+    if (bytes == 0) return;
+    const char* src = static_cast<const char*>(x.view->data);
+    char* dst = static_cast<char*>(y.view->data);
+    for (int64_t j = 0; j < k; ++j)
+        std::memcpy(dst + static_cast<std::size_t>(j) * bytes,
+                    src + static_cast<std::size_t>(rows[j]) * bytes, bytes);
+}
+
+/// Backward of the gathers: gx = 0, then gx[rows[j]] += g[j] (row-wise).
+void scatter_rows_grad(const Tensor& gx, const Tensor& g, const int64_t* rows, int64_t k,
+                       int64_t row) {
+    dispatch_float(gx.dtype(), [&]<typename T>(T) {
+        T* out = gx.data<T>();
+        const T* gp = g.data<const T>();
+        const int64_t n = gx.numel();
+        for (int64_t i = 0; i < n; ++i) out[i] = T(0);
+        for (int64_t j = 0; j < k; ++j) {
+            T* d = out + rows[j] * row;
+            const T* s = gp + j * row;
+            for (int64_t c = 0; c < row; ++c) d[c] += s[c];
+        }
+    });
+}
+
+void gather_output(const Tensor& y, const Tensor& x, const Dims& shape, const char* op) {
+    check_view(y, std::string(op) + ": output", x.dtype());
+    check_shape(y, std::string(op) + ": output", shape);
+}
+
+void gather_grads(const BackwardCall& call, const Tensor& x, const Dims& out_shape, const int64_t* rows,
+                  int64_t k, int64_t row, const char* op) {
+    const std::string name(op);
+    const Tensor g = call.grad_output(0);
+    check_view(g, name + ": grad output", x.dtype());
+    check_shape(g, name + ": grad output", out_shape);
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, name + ": grad input 0", x, "input 0");
+    scatter_rows_grad(gx, g, rows, k, row);
+}
+
+// ---- scatter_add ----
+
+struct ScatterArgs {
+    Tensor base, index, source;
+    const int64_t* ip;
+    int64_t k, row;
+};
+
+ScatterArgs scatter_args(std::size_t num_inputs, const auto& input, bool rows, const char* op) {
+    const std::string name(op);
+    require_arity(num_inputs, 3, op);
+    const Tensor base = input(0), index = input(1), source = input(2);
+    check_float(base, name + ": base (input 0)");
+    require(base.rank() == (rows ? 2 : 1), name + ": base (input 0) must have rank " +
+                                               (rows ? "2" : "1") + ", got shape " +
+                                               dims_str(base.shape()));
+    const int64_t* ip = index_tensor(index, 1, base.dim(0), op);
+    check_view(source, name + ": source (input 2)", base.dtype());
+    Dims want{index.dim(0)};
+    if (rows) want.push_back(base.dim(1));
+    check_shape(source, name + ": source (input 2)", want);
+    return {base, index, source, ip, index.dim(0), rows ? base.dim(1) : 1};
+}
+
+void scatter_add_forward(const ForwardCall& call, bool rows, const char* op) {
+    const auto a = scatter_args(call.num_inputs(), [&](std::size_t i) { return call.input(i); }, rows, op);
+    const Tensor y = call.output(0);
+    check_like(y, std::string(op) + ": output", a.base, "the base");
+    dispatch_float(a.base.dtype(), [&]<typename T>(T) {
+        const T* bp = a.base.template data<const T>();
+        const T* sp = a.source.template data<const T>();
+        T* out = y.data<T>();
+        const int64_t n = a.base.numel();
+        for (int64_t i = 0; i < n; ++i) out[i] = bp[i];
+        for (int64_t j = 0; j < a.k; ++j) {
+            T* d = out + a.ip[j] * a.row;
+            const T* s = sp + j * a.row;
+            for (int64_t c = 0; c < a.row; ++c) d[c] += s[c];
+        }
+    });
+}
+
+/// grad base = g; grad source[j] = g[index[j]] (row-wise).
+void scatter_add_backward(const BackwardCall& call, bool rows, const char* op) {
+    const std::string name(op);
+    const auto a = scatter_args(call.num_inputs(), [&](std::size_t i) { return call.input(i); }, rows, op);
+    const Tensor g = call.grad_output(0);
+    check_like(g, name + ": grad output", a.base, "the base");
+    const Tensor gb = call.grad_input(0), gs = call.grad_input(2);
+    if (gb.present()) check_like(gb, name + ": grad input 0", a.base, "the base");
+    if (gs.present()) check_like(gs, name + ": grad input 2", a.source, "the source");
+    dispatch_float(a.base.dtype(), [&]<typename T>(T) {
+        const T* gp = g.data<const T>();
+        if (gb.present()) {
+            T* out = gb.data<T>();
+            const int64_t n = a.base.numel();
+            for (int64_t i = 0; i < n; ++i) out[i] = gp[i];
+        }
+        if (gs.present()) {
+            T* out = gs.data<T>();
+            for (int64_t j = 0; j < a.k; ++j) {
+                const T* s = gp + a.ip[j] * a.row;
+                T* d = out + j * a.row;
+                for (int64_t c = 0; c < a.row; ++c) d[c] = s[c];
+            }
+        }
+    });
+}
+
+}  // namespace
+
+// gather_scalar(index): x[index] of a vector, rank-0 output.
+void gather_scalar_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 1, "gather_scalar");
+    const Tensor x = call.input(0);
+    check_x(x, 1, "gather_scalar");
+    const int64_t i = attr_index(call.attrs(), x.dim(0), "gather_scalar");
+    const Tensor y = call.output(0);
+    gather_output(y, x, {}, "gather_scalar");
+    gather_rows(x, y, &i, 1, 1);
+}
+void gather_scalar_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 1, "gather_scalar");
+    const Tensor x = call.input(0);
+    check_x(x, 1, "gather_scalar");
+    const int64_t i = attr_index(call.attrs(), x.dim(0), "gather_scalar");
+    gather_grads(call, x, {}, &i, 1, 1, "gather_scalar");
+}
+
+// gather_scalar_nat(x, i): x[i] with a rank-0 int64 index tensor.
+void gather_scalar_nat_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 2, "gather_scalar_nat");
+    const Tensor x = call.input(0);
+    check_x(x, 1, "gather_scalar_nat");
+    const int64_t* ip = index_tensor(call.input(1), 0, x.dim(0), "gather_scalar_nat");
+    const Tensor y = call.output(0);
+    gather_output(y, x, {}, "gather_scalar_nat");
+    gather_rows(x, y, ip, 1, 1);
+}
+void gather_scalar_nat_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 2, "gather_scalar_nat");
+    const Tensor x = call.input(0);
+    check_x(x, 1, "gather_scalar_nat");
+    const int64_t* ip = index_tensor(call.input(1), 0, x.dim(0), "gather_scalar_nat");
+    gather_grads(call, x, {}, ip, 1, 1, "gather_scalar_nat");
+}
+
+// gather_row(index): x[index, :] of a matrix.
+void gather_row_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 1, "gather_row");
+    const Tensor x = call.input(0);
+    check_x(x, 2, "gather_row");
+    const int64_t i = attr_index(call.attrs(), x.dim(0), "gather_row");
+    const Tensor y = call.output(0);
+    gather_output(y, x, {x.dim(1)}, "gather_row");
+    gather_rows(x, y, &i, 1, x.dim(1));
+}
+void gather_row_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 1, "gather_row");
+    const Tensor x = call.input(0);
+    check_x(x, 2, "gather_row");
+    const int64_t i = attr_index(call.attrs(), x.dim(0), "gather_row");
+    gather_grads(call, x, {x.dim(1)}, &i, 1, x.dim(1), "gather_row");
+}
+
+// gather_vec_nat(x, i): x[i[j]] for each j.
+void gather_vec_nat_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 2, "gather_vec_nat");
+    const Tensor x = call.input(0), idx = call.input(1);
+    check_x(x, 1, "gather_vec_nat");
+    const int64_t* ip = index_tensor(idx, 1, x.dim(0), "gather_vec_nat");
+    const Tensor y = call.output(0);
+    gather_output(y, x, {idx.dim(0)}, "gather_vec_nat");
+    gather_rows(x, y, ip, idx.dim(0), 1);
+}
+void gather_vec_nat_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 2, "gather_vec_nat");
+    const Tensor x = call.input(0), idx = call.input(1);
+    check_x(x, 1, "gather_vec_nat");
+    const int64_t* ip = index_tensor(idx, 1, x.dim(0), "gather_vec_nat");
+    gather_grads(call, x, {idx.dim(0)}, ip, idx.dim(0), 1, "gather_vec_nat");
+}
+
+// gather_rows_nat(x, i): rows x[i[j], ...] for each j.
+void gather_rows_nat_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 2, "gather_rows_nat");
+    const Tensor x = call.input(0), idx = call.input(1);
+    check_x(x, 1, "gather_rows_nat", true);
+    const int64_t* ip = index_tensor(idx, 1, x.dim(0), "gather_rows_nat");
+    Dims shape(x.shape().begin(), x.shape().end());
+    shape[0] = idx.dim(0);
+    const Tensor y = call.output(0);
+    gather_output(y, x, shape, "gather_rows_nat");
+    gather_rows(x, y, ip, idx.dim(0), row_size(x));
+}
+void gather_rows_nat_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 2, "gather_rows_nat");
+    const Tensor x = call.input(0), idx = call.input(1);
+    check_x(x, 1, "gather_rows_nat", true);
+    const int64_t* ip = index_tensor(idx, 1, x.dim(0), "gather_rows_nat");
+    Dims shape(x.shape().begin(), x.shape().end());
+    shape[0] = idx.dim(0);
+    gather_grads(call, x, shape, ip, idx.dim(0), row_size(x), "gather_rows_nat");
+}
+
+void scatter_add_vec_forward(const ForwardCall& call) { scatter_add_forward(call, false, "scatter_add_vec"); }
+void scatter_add_vec_backward(const BackwardCall& call) { scatter_add_backward(call, false, "scatter_add_vec"); }
+void scatter_add_row_forward(const ForwardCall& call) { scatter_add_forward(call, true, "scatter_add_row"); }
+void scatter_add_row_backward(const BackwardCall& call) { scatter_add_backward(call, true, "scatter_add_row"); }
+
+}  // namespace capsule::reference

@@ -1,0 +1,218 @@
+// Internal helpers shared by the reference kernels of the linear-algebra families (linalg.cpp,
+// conv.cpp, attention.cpp, norm.cpp, pool.cpp, fft_fno.cpp, selective_scan.cpp): a cache-blocked
+// GEMM, aligned scratch buffers, and validation of the tensors and attributes a kernel relies on.
+// Nothing here holds mutable global state: every kernel is reentrant.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels.hpp"
+
+namespace capsule::reference {
+
+using plugin::Attributes;
+using plugin::KernelError;
+using plugin::require;
+using plugin::Tensor;
+
+// ---------------------------------------------------------------------------------------------
+// GEMM
+
+/// C[m×n] = op(A)[m×k] · op(B)[k×n], or C += op(A)·op(B) when `accumulate`. All matrices are
+/// row-major with leading dimensions lda/ldb/ldc (in elements). op(A) is A (A[i*lda + p]) or,
+/// with `trans_a`, Aᵀ (A[p*lda + i]); likewise op(B) is B[p*ldb + j] or, with `trans_b`,
+/// B[j*ldb + p]. k = 0 writes zeros (or leaves C unchanged when accumulating). C must not alias
+/// A or B. Packs panels of A and B (BLIS-style) and runs a register-blocked micro-kernel; on
+/// x86-64 the micro-kernel is chosen once at run time for AVX-512, AVX2+FMA or SSE2. Results may
+/// therefore differ in the last bits between machines (different summation order / FMA use).
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate);
+extern template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                                 const float*, int64_t, float*, int64_t, bool);
+extern template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
+                                  const double*, int64_t, double*, int64_t, bool);
+
+/// The micro-kernel family gemm uses on this machine: "avx512", "avx2" or "generic".
+const char* gemm_isa();
+
+// ---------------------------------------------------------------------------------------------
+// Scratch memory
+
+/// A 64-byte aligned, heap-allocated scratch array (one allocation per kernel call, never per
+/// element). Uninitialised unless `zero` is set.
+template <typename T>
+class Scratch {
+public:
+    Scratch() = default;
+    explicit Scratch(int64_t count, bool zero = false) { reset(count, zero); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() { release(); }
+
+    void reset(int64_t count, bool zero = false) {
+        release();
+        require(count >= 0, "negative scratch size");
+        if (count > 0) {
+            if (static_cast<uint64_t>(count) > std::numeric_limits<std::size_t>::max() / sizeof(T))
+                throw std::bad_alloc();
+            data_ = static_cast<T*>(::operator new(static_cast<std::size_t>(count) * sizeof(T),
+                                                   std::align_val_t{64}));
+            size_ = count;
+            if (zero) std::fill(data_, data_ + count, T{});
+        }
+    }
+    T* data() { return data_; }
+    const T* data() const { return data_; }
+    int64_t size() const { return size_; }
+    T& operator[](int64_t i) { return data_[i]; }
+    const T& operator[](int64_t i) const { return data_[i]; }
+
+private:
+    void release() {
+        if (data_) ::operator delete(data_, std::align_val_t{64});
+        data_ = nullptr;
+        size_ = 0;
+    }
+    T* data_ = nullptr;
+    int64_t size_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+inline std::string shape_string(std::span<const int64_t> shape) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) out += ", ";
+        out += std::to_string(shape[i]);
+    }
+    return out + "]";
+}
+
+inline const char* dtype_name(capsule_dtype d) {
+    switch (d) {
+        case CAPSULE_DTYPE_FLOAT32: return "float32";
+        case CAPSULE_DTYPE_FLOAT64: return "float64";
+        case CAPSULE_DTYPE_INT64: return "int64";
+        case CAPSULE_DTYPE_BOOL: return "bool";
+    }
+    return "unknown";
+}
+
+/// Product of the dimensions, failing on overflow.
+inline int64_t checked_product(std::span<const int64_t> dims, const std::string& what) {
+    int64_t n = 1;
+    for (auto d : dims) {
+        require(d >= 0, what + ": negative dimension in " + shape_string(dims));
+        if (d == 0) return 0;
+    }
+    for (auto d : dims)
+        require(!__builtin_mul_overflow(n, d, &n), what + ": element count overflows");
+    return n;
+}
+
+/// Checks that `t` is a well-formed host tensor: CPU, non-negative shape, contiguous row-major
+/// strides, data present when it has elements. Returns its element count.
+inline int64_t check_view(const Tensor& t, const std::string& what) {
+    require(t.view != nullptr, what + " is missing");
+    require(t.view->rank >= 0 && t.view->rank <= 64, what + " has an invalid rank");
+    require(t.view->rank == 0 || t.view->shape != nullptr, what + " has no shape");
+    require(t.view->device == CAPSULE_DEVICE_CPU, what + " is not a CPU tensor");
+    const int64_t n = checked_product(t.shape(), what);
+    if (t.view->strides && n > 0) {
+        int64_t stride = 1;
+        for (int i = t.rank() - 1; i >= 0; --i) {
+            if (t.view->shape[i] != 1)
+                require(t.view->strides[i] == stride,
+                        what + " is not contiguous row-major (strides do not match shape " +
+                            shape_string(t.shape()) + ")");
+            stride *= t.view->shape[i];
+        }
+    }
+    require(n == 0 || t.view->data != nullptr, what + " has no data");
+    return n;
+}
+
+/// check_view plus a dtype requirement.
+inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype, const std::string& what) {
+    const int64_t n = check_view(t, what);
+    require(t.dtype() == dtype, what + " has dtype " + dtype_name(t.dtype()) + ", expected " +
+                                    dtype_name(dtype));
+    return n;
+}
+
+/// check_tensor plus an exact shape requirement.
+inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype, std::span<const int64_t> shape,
+                            const std::string& what) {
+    const int64_t n = check_tensor(t, dtype, what);
+    auto got = t.shape();
+    require(got.size() == shape.size() && std::equal(got.begin(), got.end(), shape.begin()),
+            what + " has shape " + shape_string(got) + ", expected " + shape_string(shape));
+    return n;
+}
+
+inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype,
+                            std::initializer_list<int64_t> shape, const std::string& what) {
+    return check_tensor(t, dtype, std::span<const int64_t>(shape.begin(), shape.size()), what);
+}
+
+/// A gradient view to write, or nullptr when the host does not want it (data NULL). A present
+/// gradient must match the shape and dtype of the tensor it is the gradient of.
+template <typename T>
+T* grad_target(const Tensor& grad, const Tensor& of, const std::string& what) {
+    if (!grad.present()) return nullptr;
+    check_tensor(grad, of.dtype(), of.shape(), what);
+    return grad.data<T>();
+}
+
+/// Number of inputs / parameters must be exactly `n`.
+template <typename Call>
+void require_arity(const Call& call, std::size_t inputs, std::size_t params, const char* op) {
+    require(call.num_inputs() == inputs,
+            std::string(op) + " expects " + std::to_string(inputs) + " input(s), got " +
+                std::to_string(call.num_inputs()));
+    require(call.num_params() == params,
+            std::string(op) + " expects " + std::to_string(params) + " parameter(s), got " +
+                std::to_string(call.num_params()));
+}
+
+/// An attribute given as one integer or a list of `n` integers (kernel_size, stride, ...), each
+/// at least `min`.
+inline std::vector<int64_t> tuple_attr(const Attributes& attrs, const char* name, std::size_t n,
+                                       int64_t min, const std::vector<int64_t>* fallback) {
+    std::vector<int64_t> v;
+    if (!attrs.has(name)) {
+        require(fallback != nullptr, std::string("missing attribute '") + name + "'");
+        v = *fallback;
+    } else {
+        v = attrs.get_ints(name, {});
+        if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+    }
+    require(v.size() == n, std::string("attribute '") + name + "' must be an integer or a list of " +
+                               std::to_string(n) + " integers");
+    for (auto x : v)
+        require(x >= min, std::string("attribute '") + name + "' = " + std::to_string(x) +
+                              " must be >= " + std::to_string(min));
+    return v;
+}
+
+/// An integer attribute with a lower bound.
+inline int64_t int_attr(const Attributes& attrs, const char* name, int64_t min,
+                        const int64_t* fallback) {
+    require(attrs.has(name) || fallback, std::string("missing attribute '") + name + "'");
+    const int64_t v = attrs.get_int(name, fallback ? *fallback : 0);
+    require(v >= min, std::string("attribute '") + name + "' = " + std::to_string(v) +
+                          " must be >= " + std::to_string(min));
+    return v;
+}
+
+}  // namespace capsule::reference

@@ -1,0 +1,292 @@
+// Reference kernels: max, average and smooth-max pooling over 1 or 2 spatial dimensions.
+//   max_pool / max_pool2d / max_pool2d_pad      F.max_pool1d / F.max_pool2d (padding, ceil_mode)
+//   avg_pool / avg_pool2d / avg_pool2d_pad      F.avg_pool1d / F.avg_pool2d (padding, ceil_mode,
+//                                               count_include_pad)
+//   smooth_max_pool / smooth_max_pool2d         temperature · log Σ exp(x / temperature) over the
+//                                               window (computed stably around the window max)
+// Inputs are [N, C, L] or [N, C, H, W]; the 1-D ops run as 2-D with height 1. The output size
+// follows shape inference exactly (PyTorch's rule, including the ceil_mode clamp that the last
+// window must start inside the input or the left padding).
+// Max pooling routes the gradient to the first maximum of the window in row-major order (as
+// PyTorch's CPU kernel; a NaN counts as the maximum, as there). Padding never wins a max.
+#include <cmath>
+#include <limits>
+
+#include "linalg_common.hpp"
+
+namespace capsule::reference {
+namespace {
+
+enum class Kind { max, avg, smooth };
+
+struct PoolGeom {
+    int64_t n = 0, c = 0, h = 1, w = 0, oh = 1, ow = 0;
+    int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+    bool count_include_pad = true;
+    double temperature = 1.0;
+    std::vector<int64_t> out_shape;
+    std::string op;
+};
+
+/// One window: clamped bounds [y0, y1) × [x0, x1) and the average divisor.
+struct Window {
+    int64_t y0, y1, x0, x1;
+    int64_t divisor;
+};
+
+inline Window window(const PoolGeom& g, int64_t oy, int64_t ox) {
+    Window win;
+    int64_t y0 = oy * g.sh - g.ph, x0 = ox * g.sw - g.pw;
+    int64_t y1 = std::min(y0 + g.kh, g.h + g.ph), x1 = std::min(x0 + g.kw, g.w + g.pw);
+    const int64_t padded_count = (y1 - y0) * (x1 - x0);
+    win.y0 = std::max<int64_t>(y0, 0);
+    win.x0 = std::max<int64_t>(x0, 0);
+    win.y1 = std::min(y1, g.h);
+    win.x1 = std::min(x1, g.w);
+    win.divisor = g.count_include_pad ? padded_count : (win.y1 - win.y0) * (win.x1 - win.x0);
+    return win;
+}
+
+inline bool empty(const Window& w) { return w.y0 >= w.y1 || w.x0 >= w.x1; }
+
+template <typename Call>
+PoolGeom pool_geometry(const Call& call, const char* op, int nd, Kind kind, bool padded) {
+    const auto attrs = call.attrs();
+    PoolGeom g;
+    g.op = op;
+    require_arity(call, 1, 0, op);
+    const Tensor x = call.input(0);
+    check_view(x, g.op + " input");
+    require(x.rank() == nd + 2, g.op + ": input must have rank " + std::to_string(nd + 2) +
+                                    ", got shape " + shape_string(x.shape()));
+    const std::size_t n = std::size_t(nd);
+    const auto kernel = tuple_attr(attrs, "kernel_size", n, 1, nullptr);
+    const auto stride = tuple_attr(attrs, "stride", n, 1, &kernel);
+    const std::vector<int64_t> zeros(n, 0);
+    const auto padding = padded ? tuple_attr(attrs, "padding", n, 0, &zeros) : zeros;
+    const bool ceil_mode = padded && attrs.get_bool("ceil_mode", false);
+    if (kind == Kind::avg && padded) g.count_include_pad = attrs.get_bool("count_include_pad", true);
+    if (kind == Kind::smooth) {
+        g.temperature = attrs.get_float("temperature", 1.0);
+        require(g.temperature > 0 && std::isfinite(g.temperature),
+                g.op + ": attribute 'temperature' must be a finite number > 0");
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        require(kernel[i] <= (int64_t(1) << 40) && stride[i] <= (int64_t(1) << 40),
+                g.op + ": attribute values are too large");
+        require(padding[i] <= kernel[i] / 2,
+                g.op + ": padding must be at most half the kernel size");
+    }
+    g.n = x.dim(0);
+    g.c = x.dim(1);
+    std::vector<int64_t> outs;
+    for (std::size_t i = 0; i < n; ++i) {
+        const int64_t in = x.dim(int(2 + i));
+        const int64_t size = in + 2 * padding[i];
+        require(size >= kernel[i], g.op + ": input size " + std::to_string(size) +
+                                       " is smaller than the kernel " + std::to_string(kernel[i]));
+        const int64_t span = size - kernel[i];
+        int64_t o = span / stride[i] + (ceil_mode && span % stride[i] != 0 ? 1 : 0) + 1;
+        if (ceil_mode && (o - 1) * stride[i] >= in + padding[i]) --o;
+        outs.push_back(o);
+    }
+    if (nd == 2) {
+        g.h = x.dim(2);
+        g.kh = kernel[0];
+        g.sh = stride[0];
+        g.ph = padding[0];
+        g.oh = outs[0];
+    }
+    g.w = x.dim(nd + 1);
+    g.kw = kernel[n - 1];
+    g.sw = stride[n - 1];
+    g.pw = padding[n - 1];
+    g.ow = outs[n - 1];
+    g.out_shape = {g.n, g.c};
+    g.out_shape.insert(g.out_shape.end(), outs.begin(), outs.end());
+    return g;
+}
+
+/// Index (within the plane) of the window's first maximum; -1 for an empty window.
+template <typename T>
+inline int64_t argmax(const T* plane, const PoolGeom& g, const Window& win) {
+    if (empty(win)) return -1;
+    int64_t best_i = win.y0 * g.w + win.x0;
+    T best = -std::numeric_limits<T>::infinity();
+    for (int64_t y = win.y0; y < win.y1; ++y)
+        for (int64_t x = win.x0; x < win.x1; ++x) {
+            const T v = plane[y * g.w + x];
+            if (v > best || std::isnan(v)) {
+                best = v;
+                best_i = y * g.w + x;
+            }
+        }
+    return best_i;
+}
+
+/// Window maximum and Σ exp((x - max)/temperature), for smooth max.
+template <typename T>
+inline void smooth_stats(const T* plane, const PoolGeom& g, const Window& win, double& m,
+                         double& s) {
+    m = -std::numeric_limits<double>::infinity();
+    for (int64_t y = win.y0; y < win.y1; ++y)
+        for (int64_t x = win.x0; x < win.x1; ++x) m = std::max(m, double(plane[y * g.w + x]));
+    s = 0;
+    if (!std::isfinite(m)) return;
+    for (int64_t y = win.y0; y < win.y1; ++y)
+        for (int64_t x = win.x0; x < win.x1; ++x)
+            s += std::exp((double(plane[y * g.w + x]) - m) / g.temperature);
+}
+
+template <typename T>
+void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
+    const Tensor x = call.input(0), out = call.output(0);
+    check_tensor(out, x.dtype(), g.out_shape, g.op + " output");
+    const T* X = x.data<T>();
+    T* Y = out.data<T>();
+    const int64_t planes = g.n * g.c;
+    for (int64_t p = 0; p < planes; ++p) {
+        const T* plane = X + p * g.h * g.w;
+        T* yp = Y + p * g.oh * g.ow;
+        for (int64_t oy = 0; oy < g.oh; ++oy)
+            for (int64_t ox = 0; ox < g.ow; ++ox) {
+                const Window win = window(g, oy, ox);
+                T& dst = yp[oy * g.ow + ox];
+                switch (kind) {
+                    case Kind::max: {
+                        const int64_t i = argmax(plane, g, win);
+                        dst = i < 0 ? -std::numeric_limits<T>::infinity() : plane[i];
+                        break;
+                    }
+                    case Kind::avg: {
+                        double s = 0;
+                        for (int64_t y = win.y0; y < win.y1; ++y)
+                            for (int64_t xx = win.x0; xx < win.x1; ++xx)
+                                s += double(plane[y * g.w + xx]);
+                        dst = win.divisor > 0 ? T(s / double(win.divisor)) : T(0);
+                        break;
+                    }
+                    case Kind::smooth: {
+                        double m, s;
+                        smooth_stats(plane, g, win, m, s);
+                        dst = std::isfinite(m) ? T(m + g.temperature * std::log(s)) : T(m);
+                        break;
+                    }
+                }
+            }
+    }
+}
+
+template <typename T>
+void pool_bwd(const BackwardCall& call, const PoolGeom& g, Kind kind) {
+    const Tensor x = call.input(0);
+    const Tensor gout = call.grad_output(0);
+    check_tensor(gout, x.dtype(), g.out_shape, g.op + " grad output");
+    T* gX = grad_target<T>(call.grad_input(0), x, g.op + " grad input");
+    if (!gX) return;
+    const T* X = x.data<T>();
+    const T* G = gout.data<T>();
+    const int64_t planes = g.n * g.c;
+    std::fill(gX, gX + planes * g.h * g.w, T(0));
+    for (int64_t p = 0; p < planes; ++p) {
+        const T* plane = X + p * g.h * g.w;
+        T* gp = gX + p * g.h * g.w;
+        const T* gy = G + p * g.oh * g.ow;
+        for (int64_t oy = 0; oy < g.oh; ++oy)
+            for (int64_t ox = 0; ox < g.ow; ++ox) {
+                const Window win = window(g, oy, ox);
+                const T dy = gy[oy * g.ow + ox];
+                switch (kind) {
+                    case Kind::max: {
+                        const int64_t i = argmax(plane, g, win);
+                        if (i >= 0) gp[i] += dy;
+                        break;
+                    }
+                    case Kind::avg: {
+                        if (win.divisor <= 0) break;
+                        const T v = T(double(dy) / double(win.divisor));
+                        for (int64_t y = win.y0; y < win.y1; ++y)
+                            for (int64_t xx = win.x0; xx < win.x1; ++xx) gp[y * g.w + xx] += v;
+                        break;
+                    }
+                    case Kind::smooth: {
+                        // d/dx_i [T log Σ exp(x/T)] = softmax(x/T)_i
+                        double m, s;
+                        smooth_stats(plane, g, win, m, s);
+                        if (!std::isfinite(m) || !(s > 0)) break;
+                        for (int64_t y = win.y0; y < win.y1; ++y)
+                            for (int64_t xx = win.x0; xx < win.x1; ++xx) {
+                                const double e =
+                                    std::exp((double(plane[y * g.w + xx]) - m) / g.temperature);
+                                gp[y * g.w + xx] += T(double(dy) * e / s);
+                            }
+                        break;
+                    }
+                }
+            }
+    }
+}
+
+template <const char* Op, int ND, Kind K, bool Padded>
+void forward_impl(const ForwardCall& call) {
+    const auto g = pool_geometry(call, Op, ND, K, Padded);
+    plugin::dispatch_float(call.input(0).dtype(),
+                           [&](auto t) { pool_fwd<decltype(t)>(call, g, K); });
+}
+
+template <const char* Op, int ND, Kind K, bool Padded>
+void backward_impl(const BackwardCall& call) {
+    const auto g = pool_geometry(call, Op, ND, K, Padded);
+    plugin::dispatch_float(call.input(0).dtype(),
+                           [&](auto t) { pool_bwd<decltype(t)>(call, g, K); });
+}
+
+constexpr char kMaxPool[] = "max_pool";
+constexpr char kMaxPool2d[] = "max_pool2d";
+constexpr char kMaxPool2dPad[] = "max_pool2d_pad";
+constexpr char kSmoothMaxPool[] = "smooth_max_pool";
+constexpr char kSmoothMaxPool2d[] = "smooth_max_pool2d";
+constexpr char kAvgPool[] = "avg_pool";
+constexpr char kAvgPool2d[] = "avg_pool2d";
+constexpr char kAvgPool2dPad[] = "avg_pool2d_pad";
+
+}  // namespace
+
+void max_pool_forward(const ForwardCall& c) { forward_impl<kMaxPool, 1, Kind::max, false>(c); }
+void max_pool_backward(const BackwardCall& c) { backward_impl<kMaxPool, 1, Kind::max, false>(c); }
+void max_pool2d_forward(const ForwardCall& c) { forward_impl<kMaxPool2d, 2, Kind::max, false>(c); }
+void max_pool2d_backward(const BackwardCall& c) {
+    backward_impl<kMaxPool2d, 2, Kind::max, false>(c);
+}
+void max_pool2d_pad_forward(const ForwardCall& c) {
+    forward_impl<kMaxPool2dPad, 2, Kind::max, true>(c);
+}
+void max_pool2d_pad_backward(const BackwardCall& c) {
+    backward_impl<kMaxPool2dPad, 2, Kind::max, true>(c);
+}
+void smooth_max_pool_forward(const ForwardCall& c) {
+    forward_impl<kSmoothMaxPool, 1, Kind::smooth, false>(c);
+}
+void smooth_max_pool_backward(const BackwardCall& c) {
+    backward_impl<kSmoothMaxPool, 1, Kind::smooth, false>(c);
+}
+void smooth_max_pool2d_forward(const ForwardCall& c) {
+    forward_impl<kSmoothMaxPool2d, 2, Kind::smooth, false>(c);
+}
+void smooth_max_pool2d_backward(const BackwardCall& c) {
+    backward_impl<kSmoothMaxPool2d, 2, Kind::smooth, false>(c);
+}
+void avg_pool_forward(const ForwardCall& c) { forward_impl<kAvgPool, 1, Kind::avg, false>(c); }
+void avg_pool_backward(const BackwardCall& c) { backward_impl<kAvgPool, 1, Kind::avg, false>(c); }
+void avg_pool2d_forward(const ForwardCall& c) { forward_impl<kAvgPool2d, 2, Kind::avg, false>(c); }
+void avg_pool2d_backward(const BackwardCall& c) {
+    backward_impl<kAvgPool2d, 2, Kind::avg, false>(c);
+}
+void avg_pool2d_pad_forward(const ForwardCall& c) {
+    forward_impl<kAvgPool2dPad, 2, Kind::avg, true>(c);
+}
+void avg_pool2d_pad_backward(const BackwardCall& c) {
+    backward_impl<kAvgPool2dPad, 2, Kind::avg, true>(c);
+}
+
+}  // namespace capsule::reference

@@ -1,0 +1,73 @@
+// Host-side helpers shared by the native CUDA plugin's ABI glue: CUDA errors as KernelErrors,
+// the stream a call runs on, tensor guards, broadcast and reduction layouts, and stream-ordered
+// scratch memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "capsule/plugin.hpp"
+#include "launch.hpp"
+
+namespace capsule::cuda {
+
+using plugin::BackwardCall;
+using plugin::ForwardCall;
+using plugin::KernelError;
+using plugin::Tensor;
+using Dims = std::vector<int64_t>;
+
+/// "<what>: <CUDA message> (<error name>)", e.g.
+/// "cudaMalloc of 64 bytes: out of memory (cudaErrorMemoryAllocation)".
+std::string cuda_error_text(cudaError_t error, const std::string& what);
+
+/// Raises KernelError (CAPSULE_ERROR_OUT_OF_MEMORY for allocation failures, else
+/// CAPSULE_ERROR_DEVICE) unless `error` is cudaSuccess.
+void check_cuda(cudaError_t error, const std::string& what);
+
+/// The stream of the call: the host's when given, else this host thread's default stream
+/// (cudaStreamPerThread), so that calls from different host threads do not serialise on the
+/// legacy default stream. Synchronous copies of the device interface still order after it.
+inline cudaStream_t stream_of(void* stream) {
+    return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;
+}
+
+Dims dims_of(const Tensor& t);
+std::string dims_text(const Dims& dims);
+int64_t element_count(const Dims& dims);
+
+/// Checks that `t` is a CUDA tensor of a float dtype with row-major contiguous strides and
+/// device memory (unless empty); `what` names it in messages ("input 0", "output").
+void require_cuda_tensor(const Tensor& t, const std::string& what);
+/// The float dtype shared by `tensors` (all already checked with require_cuda_tensor).
+capsule_dtype common_float_dtype(std::initializer_list<std::pair<Tensor, const char*>> tensors);
+/// Raises INVALID_ARGUMENT unless `t` has shape `expected`.
+void require_shape(const Tensor& t, const Dims& expected, const std::string& what);
+
+/// NumPy broadcast of two shapes; raises INVALID_ARGUMENT when they do not broadcast.
+Dims broadcast_shapes(const Dims& a, const Dims& b);
+/// Layout for out = a (op) b, out = broadcast_shapes(a, b).
+BroadcastLayout broadcast_layout(const Dims& a, const Dims& b, const Dims& out);
+/// Layout summing `source` onto `target` (target broadcasts to source).
+ReduceLayout reduce_layout(const Dims& source, const Dims& target);
+
+/// Device memory released on scope exit, allocated and freed in the order of `stream`.
+class Scratch {
+public:
+    Scratch(size_t bytes, cudaStream_t stream);
+    ~Scratch();
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    void* get() const { return pointer_; }
+
+private:
+    void* pointer_ = nullptr;
+    cudaStream_t stream_;
+};
+
+inline size_t dtype_bytes(capsule_dtype dtype) { return dtype == CAPSULE_DTYPE_FLOAT64 ? 8 : 4; }
+
+}  // namespace capsule::cuda

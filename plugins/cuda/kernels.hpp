@@ -1,0 +1,48 @@
+// The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
+// Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
+// probe and device memory: device.cpp.
+#pragma once
+
+#include "capsule/plugin.hpp"
+
+namespace capsule::cuda {
+
+using plugin::BackwardCall;
+using plugin::ForwardCall;
+
+#define CAPSULE_CUDA_KERNEL(op)                \
+    void op##_forward(const ForwardCall& call); \
+    void op##_backward(const BackwardCall& call);
+
+CAPSULE_CUDA_KERNEL(add)
+CAPSULE_CUDA_KERNEL(sub)
+CAPSULE_CUDA_KERNEL(mul)
+CAPSULE_CUDA_KERNEL(max)
+CAPSULE_CUDA_KERNEL(min)
+CAPSULE_CUDA_KERNEL(scale)
+CAPSULE_CUDA_KERNEL(abs)
+CAPSULE_CUDA_KERNEL(sqrt)
+CAPSULE_CUDA_KERNEL(clamp)
+CAPSULE_CUDA_KERNEL(relu)
+CAPSULE_CUDA_KERNEL(gelu)
+CAPSULE_CUDA_KERNEL(sigmoid)
+CAPSULE_CUDA_KERNEL(tanh)
+CAPSULE_CUDA_KERNEL(softplus)
+CAPSULE_CUDA_KERNEL(exp)
+CAPSULE_CUDA_KERNEL(log)
+CAPSULE_CUDA_KERNEL(sin)
+CAPSULE_CUDA_KERNEL(cos)
+CAPSULE_CUDA_KERNEL(inv)
+CAPSULE_CUDA_KERNEL(softmax)
+CAPSULE_CUDA_KERNEL(log_softmax)
+CAPSULE_CUDA_KERNEL(matmul)
+CAPSULE_CUDA_KERNEL(linear)
+
+#undef CAPSULE_CUDA_KERNEL
+
+/// Is a CUDA device usable here? Names the CUDA error, the runtime and driver versions.
+int32_t probe(capsule_status* status) noexcept;
+/// cudaMalloc / cudaFree / cudaMemcpy / cudaDeviceSynchronize on the current device.
+extern const capsule_device_interface kDeviceInterface;
+
+}  // namespace capsule::cuda

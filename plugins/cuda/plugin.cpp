@@ -1,0 +1,48 @@
+// The native CUDA plugin's table: exactly the capsules native_cuda.capsule.json marks `eager`,
+// by name, with the probe and the device interface. The other capsules of the manifest are
+// `planner-only` and have no kernel here.
+#include "kernels.hpp"
+
+namespace capsule::cuda {
+namespace {
+
+using plugin::backward_entry;
+using plugin::forward_entry;
+using plugin::kernel;
+
+#define CAPSULE_CUDA_ENTRY(op) \
+    kernel("native_cuda." #op, forward_entry<op##_forward>, backward_entry<op##_backward>)
+
+constexpr capsule_kernel kKernels[] = {
+    CAPSULE_CUDA_ENTRY(add),     CAPSULE_CUDA_ENTRY(sub),         CAPSULE_CUDA_ENTRY(mul),
+    CAPSULE_CUDA_ENTRY(scale),   CAPSULE_CUDA_ENTRY(abs),         CAPSULE_CUDA_ENTRY(sqrt),
+    CAPSULE_CUDA_ENTRY(clamp),   CAPSULE_CUDA_ENTRY(max),         CAPSULE_CUDA_ENTRY(min),
+    CAPSULE_CUDA_ENTRY(relu),    CAPSULE_CUDA_ENTRY(gelu),        CAPSULE_CUDA_ENTRY(sigmoid),
+    CAPSULE_CUDA_ENTRY(tanh),    CAPSULE_CUDA_ENTRY(softplus),    CAPSULE_CUDA_ENTRY(exp),
+    CAPSULE_CUDA_ENTRY(log),     CAPSULE_CUDA_ENTRY(sin),         CAPSULE_CUDA_ENTRY(cos),
+    CAPSULE_CUDA_ENTRY(inv),     CAPSULE_CUDA_ENTRY(log_softmax), CAPSULE_CUDA_ENTRY(softmax),
+    CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
+};
+
+#undef CAPSULE_CUDA_ENTRY
+
+const capsule_plugin kPlugin{sizeof(capsule_plugin),
+                             CAPSULE_ABI_MAJOR,
+                             CAPSULE_ABI_MINOR,
+                             "native_cuda",
+                             "0.1.0",
+                             CAPSULE_DEVICE_CUDA,
+                             nullptr,  // init: nothing to set up; the probe says whether a GPU works
+                             nullptr,  // shutdown: per-thread cuBLAS handles die with their threads
+                             &probe,
+                             kKernels,
+                             sizeof kKernels / sizeof kKernels[0],
+                             &kDeviceInterface,
+                             nullptr};
+
+}  // namespace
+}  // namespace capsule::cuda
+
+extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t host_major, uint32_t) {
+    return host_major == CAPSULE_ABI_MAJOR ? &capsule::cuda::kPlugin : nullptr;
+}

@@ -1,0 +1,688 @@
+// Conformance cases of the elementwise family: random ops, binary ops with broadcasting, unary
+// ops, softmax/log_softmax, reductions and mse_loss.
+//
+// Expected values are computed here from the case's input values with std:: math in double
+// (after rounding float32 inputs to float, as the kernel sees them), or are literal numbers worked
+// out by hand; never by a kernel. Semantics are PyTorch's (docs/ops.md).
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numbers>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "conformance/harness.hpp"
+
+namespace capsule::conformance {
+namespace {
+
+using V = std::vector<double>;
+using Ints = std::vector<std::int64_t>;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// The value as the kernel sees it: float32 inputs are rounded to float.
+double seen(const CaseTensor& t, std::size_t i) {
+    return t.dtype == DType::float32 ? double(float(t.values[i])) : t.values[i];
+}
+
+std::int64_t count(const Shape& s) {
+    std::int64_t n = 1;
+    for (auto d : s) n *= d;
+    return n;
+}
+
+KernelCase make(std::string name, BackendOp op, std::vector<CaseTensor> inputs, CaseTensor expected,
+                Attributes attrs = {}) {
+    KernelCase c;
+    c.name = std::move(name);
+    c.op = op;
+    c.inputs = std::move(inputs);
+    c.expected = std::move(expected);
+    c.attrs = std::move(attrs);
+    return c;
+}
+
+KernelCase with_grad(KernelCase c) {
+    c.check_gradient = true;
+    return c;
+}
+
+KernelCase unary(std::string name, BackendOp op, CaseTensor x, const std::function<double(double)>& f,
+                 Attributes attrs = {}) {
+    V out(x.values.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = f(seen(x, i));
+    CaseTensor expected{x.dtype, x.shape, out};
+    return make(std::move(name), op, {std::move(x)}, std::move(expected), std::move(attrs));
+}
+
+/// NumPy broadcast of two shapes (test-side).
+Shape broadcast(const Shape& a, const Shape& b) {
+    const std::size_t r = std::max(a.size(), b.size());
+    Shape out(r);
+    for (std::size_t i = 0; i < r; ++i) {
+        const std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+        const std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+        out[r - 1 - i] = da == 1 ? db : da;
+    }
+    return out;
+}
+
+/// Flat index into `in` of the element that the output multi-index `m` (of rank out.size())
+/// reads under broadcasting.
+std::size_t source_index(const Shape& in, const Shape& out, const std::vector<std::int64_t>& m) {
+    std::size_t idx = 0;
+    const std::size_t shift = out.size() - in.size();
+    for (std::size_t i = 0; i < in.size(); ++i)
+        idx = idx * std::size_t(in[i]) + std::size_t(in[i] == 1 ? 0 : m[i + shift]);
+    return idx;
+}
+
+std::vector<std::int64_t> multi_index(std::int64_t flat, const Shape& s) {
+    std::vector<std::int64_t> m(s.size());
+    for (std::size_t i = s.size(); i-- > 0;) {
+        m[i] = flat % s[i];
+        flat /= s[i];
+    }
+    return m;
+}
+
+KernelCase binary(std::string name, BackendOp op, CaseTensor a, CaseTensor b,
+                  const std::function<double(double, double)>& f) {
+    const Shape out = broadcast(a.shape, b.shape);
+    V values(std::size_t(count(out)));
+    for (std::size_t o = 0; o < values.size(); ++o) {
+        const auto m = multi_index(std::int64_t(o), out);
+        values[o] = f(seen(a, source_index(a.shape, out, m)), seen(b, source_index(b.shape, out, m)));
+    }
+    CaseTensor expected{a.dtype, out, values};
+    return make(std::move(name), op, {std::move(a), std::move(b)}, std::move(expected));
+}
+
+double torch_max(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return kNaN;
+    return a > b ? a : b;
+}
+double torch_min(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return kNaN;
+    return a < b ? a : b;
+}
+
+/// Softmax or log-softmax along `axis` of a tensor (test-side, max-shifted, in double).
+V softmax_ref(const CaseTensor& x, std::int64_t axis, bool log) {
+    const Shape& s = x.shape;
+    std::int64_t outer = 1, len = 1, inner = 1;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (std::int64_t(i) < axis) outer *= s[i];
+        else if (std::int64_t(i) == axis) len = s[i];
+        else inner *= s[i];
+    }
+    V out(x.values.size());
+    for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t j = 0; j < inner; ++j) {
+            auto at = [&](std::int64_t k) { return std::size_t((o * len + k) * inner + j); };
+            double m = -kInf;
+            for (std::int64_t k = 0; k < len; ++k) m = std::max(m, seen(x, at(k)));
+            double sum = 0;
+            for (std::int64_t k = 0; k < len; ++k) sum += std::exp(seen(x, at(k)) - m);
+            for (std::int64_t k = 0; k < len; ++k)
+                out[at(k)] = log ? seen(x, at(k)) - m - std::log(sum) : std::exp(seen(x, at(k)) - m) / sum;
+        }
+    return out;
+}
+
+/// Sum (or mean) over `axes` of x (test-side), output in the order of the kept axes.
+V reduce_ref(const CaseTensor& x, const std::set<std::int64_t>& axes, bool mean) {
+    const Shape& s = x.shape;
+    Shape kept;
+    std::int64_t reduced = 1;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (axes.count(std::int64_t(i))) reduced *= s[i];
+        else kept.push_back(s[i]);
+    }
+    V out(std::size_t(count(kept)), 0.0);
+    for (std::size_t f = 0; f < x.values.size(); ++f) {
+        const auto m = multi_index(std::int64_t(f), s);
+        std::size_t o = 0;
+        for (std::size_t i = 0; i < s.size(); ++i)
+            if (!axes.count(std::int64_t(i))) o = o * std::size_t(s[i]) + std::size_t(m[i]);
+        out[o] += seen(x, f);
+    }
+    if (mean)
+        for (auto& v : out) v = reduced == 0 ? kNaN : v / double(reduced);
+    return out;
+}
+
+V ramp(std::size_t n, double start, double step) {
+    V v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = start + step * double(i);
+    return v;
+}
+
+/// Deterministic "irregular" values in [lo, hi) for gradient inputs (test-side LCG).
+V irregular(std::size_t n, double lo, double hi, std::uint64_t seed) {
+    V v(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = lo + (hi - lo) * double(seed >> 11) / double(1ull << 53);
+    }
+    return v;
+}
+
+// ---- random-op checks ----
+
+/// Outputs recorded by earlier random cases, by group, so that a "same seed" case can compare
+/// with the case that ran just before it in the same process. A "record" case overwrites the
+/// group; the matching "compare" case (listed after it) compares and clears it, so that when the
+/// list is run against several plugins in turn each comparison stays within one plugin. A compare
+/// case run on its own (e.g. filtered) has nothing to compare with and only runs its other checks.
+struct Memo {
+    std::mutex mutex;
+    std::map<std::string, V> seen;
+};
+
+using Check = std::function<std::string(const V&)>;
+
+Check uniform_check(std::size_t n, double tolerance_of_mean) {
+    return [n, tolerance_of_mean](const V& out) -> std::string {
+        if (out.size() != n) return "expected " + std::to_string(n) + " values";
+        double sum = 0;
+        std::set<double> distinct;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            if (!(out[i] >= 0.0 && out[i] < 1.0))
+                return "value " + std::to_string(out[i]) + " at " + std::to_string(i) + " outside [0, 1)";
+            sum += out[i];
+            distinct.insert(out[i]);
+        }
+        if (n >= 100) {
+            const double mean = sum / double(n);
+            if (std::fabs(mean - 0.5) > tolerance_of_mean)
+                return "mean " + std::to_string(mean) + " is not about 0.5";
+            if (distinct.size() < n * 99 / 100)
+                return "only " + std::to_string(distinct.size()) + " distinct values of " + std::to_string(n);
+        }
+        return "";
+    };
+}
+
+Check record(std::shared_ptr<Memo> memo, std::string group, Check also) {
+    return [memo, group, also](const V& out) -> std::string {
+        if (auto err = also(out); !err.empty()) return err;
+        std::lock_guard lock(memo->mutex);
+        memo->seen[group] = out;
+        return "";
+    };
+}
+
+/// Requires the same values as the recorded group (same seed), then clears the record.
+Check same_as_recorded(std::shared_ptr<Memo> memo, std::string group, Check also) {
+    return [memo, group, also](const V& out) -> std::string {
+        if (auto err = also(out); !err.empty()) return err;
+        std::lock_guard lock(memo->mutex);
+        auto it = memo->seen.find(group);
+        if (it == memo->seen.end()) return "";
+        const bool same = it->second == out;
+        memo->seen.erase(it);
+        if (!same) return "the same seed gave different values in two calls ('" + group + "')";
+        return "";
+    };
+}
+
+/// Requires most values to differ from the recorded group (a different seed); keeps the record.
+Check differs_from_recorded(std::shared_ptr<Memo> memo, std::string group, Check also) {
+    return [memo, group, also](const V& out) -> std::string {
+        if (auto err = also(out); !err.empty()) return err;
+        std::lock_guard lock(memo->mutex);
+        auto it = memo->seen.find(group);
+        if (it == memo->seen.end() || it->second.size() != out.size()) return "";
+        std::size_t equal = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) equal += it->second[i] == out[i];
+        if (equal * 10 > out.size()) return "a different seed gave mostly the same values";
+        return "";
+    };
+}
+
+std::function<std::string(const V&)> mask_check(std::size_t n, double p, double tolerance) {
+    return [n, p, tolerance](const V& out) -> std::string {
+        if (out.size() != n) return "expected " + std::to_string(n) + " values";
+        double sum = 0;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            if (out[i] != 0.0 && out[i] != 1.0)
+                return "value " + std::to_string(out[i]) + " at " + std::to_string(i) + " is not 0 or 1";
+            sum += out[i];
+        }
+        const double mean = sum / double(n);
+        if (std::fabs(mean - p) > tolerance)
+            return "fraction of ones " + std::to_string(mean) + " is not about " + std::to_string(p);
+        return "";
+    };
+}
+
+void random_cases(std::vector<KernelCase>& out) {
+    auto memo = std::make_shared<Memo>();
+    auto rand = [](std::string name, Shape shape, std::int64_t seed, std::string dtype,
+                   std::function<std::string(const V&)> check) {
+        KernelCase c;
+        c.name = std::move(name);
+        c.op = BackendOp::rand_uniform;
+        c.attrs = {{"shape", Ints(shape.begin(), shape.end())}, {"seed", seed}, {"dtype", dtype}};
+        c.expected = {dtype == "float64" ? DType::float64 : DType::float32, shape, {}};
+        c.check = std::move(check);
+        return c;
+    };
+    out.push_back(rand("rand_uniform/range_and_mean_f32", {1000}, 7, "float32", uniform_check(1000, 0.05)));
+    out.push_back(rand("rand_uniform/range_and_mean_f64", {10, 100}, 123, "float64", uniform_check(1000, 0.05)));
+    // Listed in this order: record seed 42, a different seed differs, seed 42 again is equal.
+    out.push_back(rand("rand_uniform/same_seed_first", {4, 250}, 42, "float32",
+                       record(memo, "rand42", uniform_check(1000, 0.05))));
+    out.push_back(rand("rand_uniform/other_seed_differs", {4, 250}, 43, "float32",
+                       differs_from_recorded(memo, "rand42", uniform_check(1000, 0.05))));
+    out.push_back(rand("rand_uniform/same_seed_second", {4, 250}, 42, "float32",
+                       same_as_recorded(memo, "rand42", uniform_check(1000, 0.05))));
+    out.push_back(rand("rand_uniform/negative_seed_f64", {3, 1, 5}, -5, "float64", uniform_check(15, 0)));
+    out.push_back(rand("rand_uniform/scalar", {}, 0, "float32", uniform_check(1, 0)));
+    {
+        // Default seed and dtype; no check: a zero-element output has nothing to compare.
+        KernelCase c;
+        c.name = "rand_uniform/empty";
+        c.op = BackendOp::rand_uniform;
+        c.attrs = {{"shape", Ints{0, 3}}};
+        c.expected = f32({0, 3}, {});
+        out.push_back(c);
+    }
+
+    auto mask = [](std::string name, CaseTensor p, std::int64_t seed) {
+        KernelCase c;
+        c.name = std::move(name);
+        c.op = BackendOp::bernoulli_mask;
+        c.attrs = {{"seed", seed}};
+        c.expected = {p.dtype, p.shape, {}};
+        c.inputs = {std::move(p)};
+        return c;
+    };
+    {
+        auto c = mask("bernoulli_mask/p0_p1_exact", f32({2, 3}, {0, 1, 1, 0, 0, 1}), 3);
+        c.expected.values = {0, 1, 1, 0, 0, 1};
+        out.push_back(c);
+    }
+    {
+        auto c = mask("bernoulli_mask/p0_all_zero", f32({500}, V(500, 0.0)), 11);
+        c.expected.values = V(500, 0.0);
+        out.push_back(c);
+    }
+    {
+        auto c = mask("bernoulli_mask/p1_all_one_f64", f64({20, 25}, V(500, 1.0)), 11);
+        c.expected.values = V(500, 1.0);
+        out.push_back(c);
+    }
+    {
+        auto c = mask("bernoulli_mask/p03_fraction", f32({2000}, V(2000, 0.3)), 5);
+        c.check = mask_check(2000, 0.3, 0.05);
+        out.push_back(c);
+    }
+    {
+        auto c = mask("bernoulli_mask/p05_fraction_f64", f64({40, 50}, V(2000, 0.5)), 0);
+        c.check = mask_check(2000, 0.5, 0.05);
+        out.push_back(c);
+    }
+    {
+        auto c = mask("bernoulli_mask/same_seed_first", f32({400}, V(400, 0.5)), 9);
+        c.check = record(memo, "mask9", mask_check(400, 0.5, 0.1));
+        out.push_back(c);
+        auto d = mask("bernoulli_mask/other_seed_differs", f32({400}, V(400, 0.5)), 10);
+        // Two independent fair masks agree on about half the positions, so compare loosely.
+        d.check = [memo, also = mask_check(400, 0.5, 0.1)](const V& o) -> std::string {
+            if (auto err = also(o); !err.empty()) return err;
+            std::lock_guard lock(memo->mutex);
+            auto it = memo->seen.find("mask9");
+            if (it == memo->seen.end()) return "";
+            std::size_t equal = 0;
+            for (std::size_t i = 0; i < o.size(); ++i) equal += it->second[i] == o[i];
+            if (equal > 300) return "a different seed gave mostly the same mask";
+            return "";
+        };
+        out.push_back(d);
+        c.name = "bernoulli_mask/same_seed_second";
+        c.check = same_as_recorded(memo, "mask9", mask_check(400, 0.5, 0.1));
+        out.push_back(c);
+    }
+    {
+        auto c = mask("bernoulli_mask/empty", f32({0}, {}), 1);
+        out.push_back(c);
+    }
+}
+
+// ---- binary ----
+
+void binary_cases(std::vector<KernelCase>& out) {
+    auto plus = [](double a, double b) { return a + b; };
+    auto minus = [](double a, double b) { return a - b; };
+    auto times = [](double a, double b) { return a * b; };
+
+    // add
+    out.push_back(with_grad(binary("add/same_shape", BackendOp::add, f32({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                   f32({2, 3}, {0.5, -1, 2.25, -4, 10, 0.125}), plus)));
+    out.push_back(with_grad(binary("add/broadcast_row", BackendOp::add, f32({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                   f32({3}, {10, 20, 30}), plus)));
+    out.push_back(with_grad(binary("add/broadcast_column", BackendOp::add, f32({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                   f32({2, 1}, {-1, 1}), plus)));
+    out.push_back(with_grad(binary("add/broadcast_scalar", BackendOp::add, f32({}, {2.5}),
+                                   f32({2, 2}, {1, 2, 3, 4}), plus)));
+    out.push_back(with_grad(binary("add/broadcast_both_sides", BackendOp::add, f32({3, 1}, {1, 2, 3}),
+                                   f32({1, 4}, {10, 20, 30, 40}), plus)));
+    out.push_back(with_grad(binary("add/broadcast_rank_extension_f64", BackendOp::add,
+                                   f64({2, 1, 3}, ramp(6, -1.5, 0.7)), f64({4, 1}, {0.1, 0.2, 0.3, 0.4}), plus)));
+    out.push_back(binary("add/size1_dims", BackendOp::add, f32({1, 1}, {3}), f32({1}, {4}), plus));
+    out.push_back(binary("add/empty", BackendOp::add, f32({0, 3}, {}), f32({3}, {1, 2, 3}), plus));
+    out.push_back(binary("add/nan_inf", BackendOp::add, f32({5}, {kNaN, kInf, -kInf, 1, 1e30}),
+                         f32({5}, {1, 1, kInf, kNaN, 1e30}), plus));
+    out.push_back(binary("add/large_f64", BackendOp::add, f64({3}, {1e300, -1e300, 1e-300}),
+                         f64({3}, {1e300, 1, 1e-300}), plus));
+
+    // sub
+    out.push_back(with_grad(binary("sub/same_shape", BackendOp::sub, f32({4}, {1, 2, 3, 4}),
+                                   f32({4}, {0.5, 4, -3, 4}), minus)));
+    out.push_back(with_grad(binary("sub/broadcast_row", BackendOp::sub, f32({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                   f32({3}, {1, 1, 2}), minus)));
+    out.push_back(with_grad(binary("sub/broadcast_column_left_f64", BackendOp::sub, f64({3, 1}, {1, 2, 3}),
+                                   f64({3, 2}, {6, 5, 4, 3, 2, 1}), minus)));
+    out.push_back(binary("sub/inf_minus_inf", BackendOp::sub, f32({3}, {kInf, kInf, kNaN}),
+                         f32({3}, {kInf, 1, 0}), minus));
+    out.push_back(binary("sub/empty", BackendOp::sub, f64({2, 0}, {}), f64({2, 1}, {1, 2}), minus));
+
+    // mul
+    out.push_back(with_grad(binary("mul/same_shape", BackendOp::mul, f32({2, 2}, {1, -2, 3, 0.5}),
+                                   f32({2, 2}, {4, 5, -6, 8}), times)));
+    out.push_back(with_grad(binary("mul/broadcast_column", BackendOp::mul, f32({2, 3}, {1, 2, 3, 4, 5, 6}),
+                                   f32({2, 1}, {2, -3}), times)));
+    out.push_back(with_grad(binary("mul/broadcast_scalar_f64", BackendOp::mul, f64({3}, {1.5, -2, 4}),
+                                   f64({}, {-0.5}), times)));
+    out.push_back(with_grad(binary("mul/broadcast_both_sides", BackendOp::mul, f32({2, 1, 2}, {1, 2, 3, 4}),
+                                   f32({3, 1}, {0.5, -1, 2}), times)));
+    out.push_back(binary("mul/nan_inf", BackendOp::mul, f32({4}, {kNaN, kInf, kInf, -2}),
+                         f32({4}, {2, 0, -3, kInf}), times));
+
+    // max / min: NaN propagates; gradient split 0.5/0.5 at ties (matches central differences).
+    out.push_back(with_grad(binary("max/same_shape", BackendOp::max, f32({5}, {1, 5, -3, 2, 0.5}),
+                                   f32({5}, {2, 4, -4, 3, -0.5}), torch_max)));
+    out.push_back(with_grad(binary("max/ties", BackendOp::max, f64({4}, {1, 2, 3, -1}),
+                                   f64({4}, {1, 0, 3, -2}), torch_max)));
+    out.push_back(with_grad(binary("max/broadcast_row", BackendOp::max, f32({2, 3}, {1, 5, 3, 4, 2, 6}),
+                                   f32({3}, {2.5, 2.5, 4.5}), torch_max)));
+    out.push_back(binary("max/nan", BackendOp::max, f32({4}, {kNaN, 1, 2, kNaN}),
+                         f32({4}, {1, kNaN, 3, kNaN}), torch_max));
+    out.push_back(binary("max/inf", BackendOp::max, f32({2}, {-kInf, kInf}), f32({2}, {-1e30, 0}), torch_max));
+    out.push_back(with_grad(binary("min/same_shape", BackendOp::min, f32({5}, {1, 5, -3, 2, 0.5}),
+                                   f32({5}, {2, 4, -4, 3, -0.5}), torch_min)));
+    out.push_back(with_grad(binary("min/ties_f64", BackendOp::min, f64({3}, {1, 2, 7}),
+                                   f64({3}, {1, 3, 7}), torch_min)));
+    out.push_back(with_grad(binary("min/broadcast_column", BackendOp::min, f32({2, 3}, {1, 5, 3, 4, 2, 6}),
+                                   f32({2, 1}, {2.5, 4.5}), torch_min)));
+    out.push_back(binary("min/nan", BackendOp::min, f32({3}, {kNaN, 1, 2}), f32({3}, {1, kNaN, 3}), torch_min));
+}
+
+// ---- unary ----
+
+double gelu_exact(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+double softplus_ref(double x, double beta, double threshold) {
+    return x * beta > threshold ? x : std::log1p(std::exp(beta * x)) / beta;
+}
+double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
+
+void unary_cases(std::vector<KernelCase>& out) {
+    // scale
+    out.push_back(with_grad(unary("scale/positive", BackendOp::scale, f32({2, 2}, {1, -2, 0.5, 3}),
+                                  [](double x) { return x * 2.5; }, {{"factor", 2.5}})));
+    out.push_back(with_grad(unary("scale/negative_f64", BackendOp::scale, f64({3}, {1, -2, 0.3}),
+                                  [](double x) { return x * -0.5; }, {{"factor", -0.5}})));
+    out.push_back(unary("scale/large_f64", BackendOp::scale, f64({3}, {1e300, -1e300, 1e-300}),
+                        [](double x) { return x * 1e10; }, {{"factor", 1e10}}));
+    out.push_back(unary("scale/integer_factor", BackendOp::scale, f32({2}, {1.5, kNaN}),
+                        [](double x) { return x * 3; }, {{"factor", std::int64_t(3)}}));
+    out.push_back(unary("scale/empty", BackendOp::scale, f32({0}, {}), [](double x) { return x; },
+                        {{"factor", 2.0}}));
+
+    // abs (gradient at 0 is 0, which is also the central difference)
+    out.push_back(with_grad(unary("abs/mixed", BackendOp::abs, f32({5}, {-2, -0.5, 0, 0.5, 3}),
+                                  [](double x) { return std::fabs(x); })));
+    out.push_back(unary("abs/nan_inf_f64", BackendOp::abs, f64({3}, {kNaN, -kInf, -1e300}),
+                        [](double x) { return std::fabs(x); }));
+
+    // sqrt
+    out.push_back(unary("sqrt/values", BackendOp::sqrt, f32({6}, {0, 0.25, 4, 2, -1, kInf}),
+                        [](double x) { return std::sqrt(x); }));
+    out.push_back(with_grad(unary("sqrt/positive_f64", BackendOp::sqrt, f64({2, 2}, {0.5, 1, 9, 100}),
+                                  [](double x) { return std::sqrt(x); })));
+
+    // clamp
+    out.push_back(with_grad(unary("clamp/min_max", BackendOp::clamp, f32({6}, {-3, -1.5, -0.5, 0.25, 0.9, 2}),
+                                  [](double x) { return std::min(std::max(x, -1.0), 1.0); },
+                                  {{"min", -1.0}, {"max", 1.0}})));
+    out.push_back(with_grad(unary("clamp/min_only", BackendOp::clamp, f32({4}, {-3, -1.5, 0.5, 7}),
+                                  [](double x) { return std::max(x, 0.0); }, {{"min", 0.0}})));
+    out.push_back(with_grad(unary("clamp/max_only_f64", BackendOp::clamp, f64({4}, {-3, -1.5, 0.5, 7}),
+                                  [](double x) { return std::min(x, 1.0); }, {{"max", std::int64_t(1)}})));
+    out.push_back(unary("clamp/min_above_max", BackendOp::clamp, f32({3}, {-5, 0.5, 5}),
+                        [](double) { return 1.0; }, {{"min", 2.0}, {"max", 1.0}}));
+    out.push_back(unary("clamp/nan_inf", BackendOp::clamp, f32({3}, {kNaN, kInf, -kInf}),
+                        [](double x) { return std::isnan(x) ? x : std::min(std::max(x, -1.0), 1.0); },
+                        {{"min", -1.0}, {"max", 1.0}}));
+
+    // relu
+    out.push_back(unary("relu/edge_values", BackendOp::relu, f32({7}, {-1, 0, 2, kNaN, -kInf, kInf, -0.0}),
+                        [](double x) { return std::isnan(x) ? x : std::max(x, 0.0); }));
+    out.push_back(with_grad(unary("relu/away_from_zero", BackendOp::relu, f32({2, 3}, {-2, -0.5, 0.5, 1, 3, -7}),
+                                  [](double x) { return std::max(x, 0.0); })));
+    out.push_back(with_grad(unary("relu/f64", BackendOp::relu, f64({3}, {-1e-3, 1e-3, 50}),
+                                  [](double x) { return std::max(x, 0.0); })));
+    out.push_back(unary("relu/large_f64", BackendOp::relu, f64({2}, {1e300, -1e300}),
+                        [](double x) { return std::max(x, 0.0); }));
+
+    // gelu
+    out.push_back(with_grad(unary("gelu/exact", BackendOp::gelu, f32({7}, {-3, -1, -0.5, 0, 0.5, 1, 3}),
+                                  gelu_exact)));
+    out.push_back(with_grad(unary("gelu/exact_f64_explicit", BackendOp::gelu, f64({4}, {-5, -0.1, 0.7, 8}),
+                                  gelu_exact, {{"approximate", std::string("none")}})));
+    out.push_back(with_grad(unary("gelu/tanh", BackendOp::gelu, f32({7}, {-3, -1, -0.5, 0, 0.5, 1, 3}),
+                                  gelu_tanh, {{"approximate", std::string("tanh")}})));
+    out.push_back(unary("gelu/large_and_nan", BackendOp::gelu, f32({4}, {-100, 100, kNaN, kInf}),
+                        [](double x) { return std::isnan(x) ? x : (x == kInf ? kInf : gelu_exact(x)); }));
+
+    // sigmoid
+    out.push_back(unary("sigmoid/extremes", BackendOp::sigmoid, f32({5}, {-100, 100, 0, -kInf, kInf}),
+                        [](double x) { return sigmoid_ref(x); }));
+    out.push_back(with_grad(unary("sigmoid/values", BackendOp::sigmoid, f32({5}, {-4, -1, 0, 1, 4}), sigmoid_ref)));
+    out.push_back(with_grad(unary("sigmoid/f64", BackendOp::sigmoid, f64({3}, {-30, 0.3, 30}), sigmoid_ref)));
+    out.push_back(unary("sigmoid/nan", BackendOp::sigmoid, f64({1}, {kNaN}), [](double x) { return x; }));
+
+    // tanh
+    out.push_back(with_grad(unary("tanh/values", BackendOp::tanh, f32({5}, {-3, -0.5, 0, 0.5, 3}),
+                                  [](double x) { return std::tanh(x); })));
+    out.push_back(unary("tanh/extremes_f64", BackendOp::tanh, f64({4}, {-100, 100, kInf, kNaN}),
+                        [](double x) { return std::tanh(x); }));
+
+    // softplus (beta = 1, threshold = 20 by default; linear above the threshold)
+    out.push_back(unary("softplus/extremes", BackendOp::softplus, f32({7}, {50, -50, 0, 1, 20, 21, -1}),
+                        [](double x) { return softplus_ref(x, 1, 20); }));
+    out.push_back(with_grad(unary("softplus/values", BackendOp::softplus, f32({5}, {-5, -1, 0, 1, 25}),
+                                  [](double x) { return softplus_ref(x, 1, 20); })));
+    out.push_back(with_grad(unary("softplus/beta_threshold_f64", BackendOp::softplus,
+                                  f64({5}, {-3, -0.2, 0.4, 4, 6}),
+                                  [](double x) { return softplus_ref(x, 2, 10); },
+                                  {{"beta", 2.0}, {"threshold", 10.0}})));
+    out.push_back(unary("softplus/large_negative_f64", BackendOp::softplus, f64({2}, {-50, -700}),
+                        [](double x) { return std::log1p(std::exp(x)); }));
+
+    // exp
+    out.push_back(unary("exp/edge_values", BackendOp::exp, f32({7}, {0, 1, -1, 10, kNaN, -kInf, kInf}),
+                        [](double x) { return std::exp(x); }));
+    out.push_back(unary("exp/overflow", BackendOp::exp, f32({2}, {100, -200}), [](double x) {
+        return x > 0 ? kInf : 0.0;  // float32 overflows to inf and underflows to 0
+    }));
+    out.push_back(with_grad(unary("exp/values", BackendOp::exp, f32({2, 2}, {-2, -0.5, 0.5, 3}),
+                                  [](double x) { return std::exp(x); })));
+    out.push_back(with_grad(unary("exp/f64", BackendOp::exp, f64({3}, {-10, 0.1, 10}),
+                                  [](double x) { return std::exp(x); })));
+
+    // log
+    out.push_back(unary("log/edge_values", BackendOp::log, f32({6}, {1, std::numbers::e, 0, -1, kInf, kNaN}),
+                        [](double x) { return std::log(x); }));
+    out.push_back(with_grad(unary("log/values", BackendOp::log, f32({4}, {0.5, 1, 2, 10}),
+                                  [](double x) { return std::log(x); })));
+    out.push_back(with_grad(unary("log/f64", BackendOp::log, f64({3}, {1e-3, 3, 1e10}),
+                                  [](double x) { return std::log(x); })));
+
+    // sin / cos
+    out.push_back(with_grad(unary("sin/values", BackendOp::sin, f32({5}, {-2, -0.5, 0, 1, 3}),
+                                  [](double x) { return std::sin(x); })));
+    out.push_back(unary("sin/special_f64", BackendOp::sin, f64({4}, {std::numbers::pi / 2, std::numbers::pi, kInf, kNaN}),
+                        [](double x) { return std::sin(x); }));
+    out.push_back(with_grad(unary("cos/values", BackendOp::cos, f32({5}, {-2, -0.5, 0, 1, 3}),
+                                  [](double x) { return std::cos(x); })));
+    out.push_back(unary("cos/special_f64", BackendOp::cos, f64({3}, {std::numbers::pi, kInf, kNaN}),
+                        [](double x) { return std::cos(x); }));
+
+    // inv (torch.reciprocal)
+    out.push_back(unary("inv/edge_values", BackendOp::inv, f32({6}, {2, -4, 0.5, 0, -0.0, kInf}),
+                        [](double x) { return 1 / x; }));
+    out.push_back(with_grad(unary("inv/values", BackendOp::inv, f32({4}, {-3, -0.5, 0.25, 2}),
+                                  [](double x) { return 1 / x; })));
+    out.push_back(with_grad(unary("inv/f64", BackendOp::inv, f64({2}, {1e-3, 7}), [](double x) { return 1 / x; })));
+
+    // safe_log = log(clamp_min(x, eps)), eps = 1e-12 by default
+    out.push_back(unary("safe_log/default_eps", BackendOp::safe_log, f32({5}, {0, 1, 1e-20, 2, -3}),
+                        [](double x) { return std::log(std::max(x, double(float(1e-12)))); }));
+    out.push_back(unary("safe_log/nan", BackendOp::safe_log, f64({1}, {kNaN}), [](double x) { return x; }));
+    out.push_back(with_grad(unary("safe_log/eps_f64", BackendOp::safe_log, f64({4}, {0.05, 0.5, 2, -1}),
+                                  [](double x) { return std::log(std::max(x, 0.1)); }, {{"eps", 0.1}})));
+    out.push_back(with_grad(unary("safe_log/above_eps", BackendOp::safe_log, f32({3}, {0.2, 1, 5}),
+                                  [](double x) { return std::log(x); })));
+}
+
+// ---- softmax, log_softmax ----
+
+void softmax_cases(std::vector<KernelCase>& out) {
+    for (bool log : {false, true}) {
+        const std::string p = log ? "log_softmax/" : "softmax/";
+        const BackendOp op = log ? BackendOp::log_softmax : BackendOp::softmax;
+        auto sm = [&](std::string name, CaseTensor x, std::int64_t axis, Attributes attrs = {}) {
+            const V v = softmax_ref(x, axis, log);
+            CaseTensor e{x.dtype, x.shape, v};
+            return make(p + name, op, {std::move(x)}, std::move(e), std::move(attrs));
+        };
+        out.push_back(with_grad(sm("vector", f32({3}, {1, 2, 3}), 0)));
+        out.push_back(with_grad(sm("rows_last_axis", f32({2, 3}, {1, 2, 3, -1, 0, 5}), 1)));
+        out.push_back(with_grad(sm("axis0_strided", f32({2, 3}, {1, 2, 3, -1, 0, 5}), 0, {{"axis", std::int64_t(0)}})));
+        out.push_back(with_grad(sm("middle_axis_f64", f64({2, 3, 2}, irregular(12, -2, 2, 1)), 1,
+                                   {{"axis", std::int64_t(-2)}})));
+        out.push_back(sm("size1_axis", f32({3, 1}, {5, -7, 0}), 1));
+        out.push_back(sm("scalar", f32({}, {3.5}), 0));
+        out.push_back(sm("empty", f32({0, 4}, {}), 1));
+        out.push_back(sm("nan_row", f32({2, 2}, {kNaN, 1, 2, 3}), 1));
+        out.push_back(with_grad(sm("large_f64", f64({2, 2}, {1000, 1001, -1000, -1001}), 1)));
+        out.push_back(sm("large_axis0", f32({2, 2}, {1000, -5, 1001, -4}), 0, {{"axis", std::int64_t(0)}}));
+        {
+            // Worked by hand: softmax([1000, 1001]) = [1/(1+e), e/(1+e)].
+            const double e = std::exp(1.0);
+            V v = log ? V{-std::log1p(e), 1 - std::log1p(e)} : V{1 / (1 + e), e / (1 + e)};
+            out.push_back(make(p + "stable_large", op, {f32({2}, {1000, 1001})}, f32({2}, v)));
+        }
+        {
+            // -inf entries get probability 0 (log-probability -inf).
+            V v = log ? V{-kInf, 0} : V{0, 1};
+            out.push_back(make(p + "neg_inf_entry", op, {f32({2}, {-kInf, 0})}, f32({2}, v)));
+        }
+    }
+}
+
+// ---- sum, reduce_sum, reduce_mean, mse_loss ----
+
+void reduction_cases(std::vector<KernelCase>& out) {
+    auto total = [](const CaseTensor& x) {
+        double s = 0;
+        for (std::size_t i = 0; i < x.values.size(); ++i) s += seen(x, i);
+        return s;
+    };
+    {
+        auto x = f32({2, 3}, {1, 2, 3, 4, 5, 6.5});
+        out.push_back(with_grad(make("sum/matrix", BackendOp::sum, {x}, f32({}, {total(x)}))));
+        auto y = f64({4}, {0.5, 0.25, -1, 2});
+        out.push_back(make("sum/f64", BackendOp::sum, {y}, f64({}, {1.75})));
+        out.push_back(make("sum/empty", BackendOp::sum, {f32({0, 2}, {})}, f32({}, {0})));
+        out.push_back(make("sum/scalar", BackendOp::sum, {f32({}, {-2.5})}, f32({}, {-2.5})));
+        out.push_back(make("sum/nan", BackendOp::sum, {f32({3}, {1, kNaN, 2})}, f32({}, {kNaN})));
+        auto z = f64({3, 1, 2}, irregular(6, -1, 1, 2));
+        out.push_back(with_grad(make("sum/rank3_f64", BackendOp::sum, {z}, f64({}, {total(z)}))));
+    }
+    for (bool mean : {false, true}) {
+        const std::string p = mean ? "reduce_mean/" : "reduce_sum/";
+        const BackendOp op = mean ? BackendOp::reduce_mean : BackendOp::reduce_sum;
+        auto red = [&](std::string name, CaseTensor x, std::set<std::int64_t> axes, Shape out_shape,
+                       Attributes attrs) {
+            const V v = reduce_ref(x, axes, mean);
+            CaseTensor e{x.dtype, std::move(out_shape), v};
+            return make(p + name, op, {std::move(x)}, std::move(e), std::move(attrs));
+        };
+        const auto m23 = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+        const auto t234 = f32({2, 3, 4}, ramp(24, -3, 0.37));
+        out.push_back(with_grad(red("rows", m23, {1}, {2}, {{"axes", Ints{1}}})));
+        out.push_back(with_grad(red("columns_keepdims", m23, {0}, {1, 3}, {{"axes", Ints{0}}, {"keepdims", true}})));
+        out.push_back(with_grad(red("all_default", m23, {0, 1}, {}, {})));
+        out.push_back(red("all_keepdims", m23, {0, 1}, {1, 1}, {{"keepdims", true}}));
+        out.push_back(with_grad(red("last_axis_negative", t234, {2}, {2, 3}, {{"axes", Ints{-1}}})));
+        out.push_back(with_grad(red("outer_axes", t234, {0, 2}, {3}, {{"axes", Ints{2, 0}}})));
+        out.push_back(with_grad(red("middle_axis_keepdims_f64", f64({2, 3, 4}, irregular(24, -2, 2, 3)), {1},
+                                    {2, 1, 4}, {{"axes", Ints{1}}, {"keepdims", true}})));
+        out.push_back(red("size1_axis", f32({3, 1}, {1, 2, 3}), {1}, {3}, {{"axes", Ints{1}}}));
+        out.push_back(red("scalar", f32({}, {4}), {}, {}, {{"axes", Ints{0}}}));
+        out.push_back(red("empty_axis", f32({2, 0}, {}), {1}, {2}, {{"axes", Ints{1}}}));
+        out.push_back(red("empty_kept", f32({0, 3}, {}), {1}, {0}, {{"axes", Ints{1}}}));
+        out.push_back(red("nan", f64({2, 2}, {kNaN, 1, 2, 3}), {1}, {2}, {{"axes", Ints{1}}}));
+    }
+    // mse_loss
+    {
+        auto x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+        auto t = f32({2, 3}, {1.5, 2, 2, 4, 7, 5.75});
+        double s = 0;
+        V sq(6);
+        for (std::size_t i = 0; i < 6; ++i) {
+            sq[i] = (seen(x, i) - seen(t, i)) * (seen(x, i) - seen(t, i));
+            s += sq[i];
+        }
+        out.push_back(with_grad(make("mse_loss/mean_default", BackendOp::mse_loss, {x, t}, f32({}, {s / 6}))));
+        out.push_back(with_grad(make("mse_loss/sum", BackendOp::mse_loss, {x, t}, f32({}, {s}),
+                                     {{"reduction", std::string("sum")}})));
+        out.push_back(with_grad(make("mse_loss/none", BackendOp::mse_loss, {x, t}, f32({2, 3}, sq),
+                                     {{"reduction", std::string("none")}})));
+        out.push_back(with_grad(make("mse_loss/mean_f64", BackendOp::mse_loss,
+                                     {f64({3}, {0.1, -0.2, 1e3}), f64({3}, {0.3, 0.2, 999})},
+                                     f64({}, {(0.04 + 0.16 + 1) / 3}), {{"reduction", std::string("mean")}})));
+        out.push_back(make("mse_loss/empty_mean", BackendOp::mse_loss, {f32({0}, {}), f32({0}, {})},
+                           f32({}, {kNaN})));
+        out.push_back(make("mse_loss/empty_sum", BackendOp::mse_loss, {f32({0}, {}), f32({0}, {})},
+                           f32({}, {0}), {{"reduction", std::string("sum")}}));
+        out.push_back(make("mse_loss/scalar_inf", BackendOp::mse_loss, {f32({}, {kInf}), f32({}, {1})},
+                           f32({}, {kInf}), {{"reduction", std::string("none")}}));
+    }
+}
+
+}  // namespace
+
+std::vector<KernelCase> elementwise_cases() {
+    std::vector<KernelCase> out;
+    random_cases(out);
+    binary_cases(out);
+    unary_cases(out);
+    softmax_cases(out);
+    reduction_cases(out);
+    return out;
+}
+
+}  // namespace capsule::conformance

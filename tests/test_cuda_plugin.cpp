@@ -1,0 +1,919 @@
+// The native CUDA plugin (plugins/cuda): its table against its manifest, its probe, its argument
+// guards (these need no GPU), and, when a CUDA device is usable, every kernel it implements run
+// through its own device interface (allocate, copy in, run, copy out) against values computed
+// here on the host with the standard library; backward kernels against central finite
+// differences of the plugin's own forward kernels in float64.
+//
+// Without a built plugin (no nvcc at configure time) every test skips, saying so; without a
+// usable device the kernel tests skip with the probe's message.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <numbers>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capsule/manifest.hpp"
+#include "capsule/plugin_abi.h"
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+using Values = std::vector<double>;
+
+const std::string kLibraryName = "libcapsule_native_cuda.so";
+const std::string kLibrary = std::string(CAPSULE_PLUGIN_DIR) + "/" + kLibraryName;
+
+// ---------------------------------------------------------------------------------------------
+// Loading and probing (once per process)
+
+struct Loaded {
+    bool built = false;
+    std::string error;
+    capsule_plugin_entry_fn entry = nullptr;
+    const capsule_plugin* plugin = nullptr;
+};
+
+const Loaded& loaded() {
+    static const Loaded l = [] {
+        Loaded r;
+        r.built = std::filesystem::exists(kLibrary);
+        if (!r.built) return r;
+        void* handle = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const char* e = dlerror();
+            r.error = e ? e : "dlopen failed";
+            return r;
+        }
+        r.entry = reinterpret_cast<capsule_plugin_entry_fn>(dlsym(handle, CAPSULE_PLUGIN_ENTRY_SYMBOL));
+        if (!r.entry) {
+            r.error = kLibrary + " has no symbol " CAPSULE_PLUGIN_ENTRY_SYMBOL;
+            return r;
+        }
+        r.plugin = r.entry(CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR);
+        if (!r.plugin) r.error = "capsule_plugin_entry(1, 0) returned NULL";
+        return r;
+    }();
+    return l;
+}
+
+struct ProbeResult {
+    int32_t returned = -1;
+    capsule_status status{};
+};
+
+const ProbeResult& probe_result() {
+    static const ProbeResult p = [] {
+        ProbeResult r;
+        r.status.struct_size = sizeof r.status;
+        r.returned = loaded().plugin->probe(&r.status);
+        return r;
+    }();
+    return p;
+}
+
+#define REQUIRE_PLUGIN()                                                                    \
+    do {                                                                                    \
+        if (!loaded().built)                                                                \
+            GTEST_SKIP() << kLibrary << " was not built (CMake found no CUDA compiler, or "  \
+                                        "CAPSULE_WITH_CUDA is OFF)";                        \
+        ASSERT_NE(loaded().plugin, nullptr) << loaded().error;                              \
+    } while (0)
+
+const capsule_kernel* find_kernel(const std::string& name) {
+    const auto& p = *loaded().plugin;
+    for (size_t i = 0; i < p.num_kernels; ++i)
+        if (name == p.kernels[i].capsule_name) return &p.kernels[i];
+    return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host tensors, attributes and views
+
+struct HostTensor {
+    Dims shape;
+    Values values;
+};
+
+int64_t count_of(const Dims& d) {
+    int64_t n = 1;
+    for (auto v : d) n *= v;
+    return n;
+}
+
+Dims contiguous_strides(const Dims& shape) {
+    Dims s(shape.size());
+    int64_t stride = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+        s[i] = stride;
+        stride *= shape[i];
+    }
+    return s;
+}
+
+struct Attr {
+    std::string name;
+    int32_t kind = CAPSULE_ATTR_INT;
+    int64_t i = 0;
+    double f = 0;
+    std::string s;
+};
+Attr int_attr(std::string n, int64_t v) { return {std::move(n), CAPSULE_ATTR_INT, v, 0, {}}; }
+Attr float_attr(std::string n, double v) { return {std::move(n), CAPSULE_ATTR_FLOAT, 0, v, {}}; }
+Attr bool_attr(std::string n, bool v) { return {std::move(n), CAPSULE_ATTR_BOOL, v ? 1 : 0, 0, {}}; }
+Attr string_attr(std::string n, std::string v) { return {std::move(n), CAPSULE_ATTR_STRING, 0, 0, std::move(v)}; }
+
+/// ABI views of `attrs` (which must outlive them).
+std::vector<capsule_attribute> attr_views(const std::vector<Attr>& attrs) {
+    std::vector<capsule_attribute> views;
+    for (const auto& a : attrs) {
+        capsule_attribute v{};
+        v.struct_size = sizeof v;
+        v.name = a.name.c_str();
+        v.kind = a.kind;
+        v.int_value = a.i;
+        v.float_value = a.f;
+        v.string_value = a.s.c_str();
+        views.push_back(v);
+    }
+    return views;
+}
+
+/// A device tensor allocated and copied through the plugin's device interface.
+class DeviceTensor {
+public:
+    DeviceTensor(capsule_dtype dtype, Dims shape)
+        : dtype_(dtype), shape_(std::move(shape)), strides_(contiguous_strides(shape_)) {
+        const auto& di = *loaded().plugin->device_interface;
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        if (di.allocate(bytes(), &data_, &st) != CAPSULE_OK)
+            throw std::runtime_error(std::string("allocate: ") + st.message);
+    }
+    DeviceTensor(capsule_dtype dtype, const HostTensor& t) : DeviceTensor(dtype, t.shape) { upload(t.values); }
+    ~DeviceTensor() { loaded().plugin->device_interface->release(data_); }
+    DeviceTensor(const DeviceTensor&) = delete;
+    DeviceTensor& operator=(const DeviceTensor&) = delete;
+
+    size_t size() const { return static_cast<size_t>(count_of(shape_)); }
+    size_t bytes() const { return size() * (dtype_ == CAPSULE_DTYPE_FLOAT64 ? 8 : 4); }
+
+    void upload(const Values& values) {
+        if (values.size() != size()) throw std::runtime_error("upload: wrong number of values");
+        std::vector<unsigned char> host(bytes());
+        for (size_t i = 0; i < values.size(); ++i) {
+            if (dtype_ == CAPSULE_DTYPE_FLOAT64) std::memcpy(&host[i * 8], &values[i], 8);
+            else { const float f = static_cast<float>(values[i]); std::memcpy(&host[i * 4], &f, 4); }
+        }
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        if (loaded().plugin->device_interface->copy_to_device(data_, host.data(), bytes(), &st) != CAPSULE_OK)
+            throw std::runtime_error(std::string("copy_to_device: ") + st.message);
+    }
+    Values download() const {
+        std::vector<unsigned char> host(bytes());
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        if (loaded().plugin->device_interface->copy_to_host(host.data(), data_, bytes(), &st) != CAPSULE_OK)
+            throw std::runtime_error(std::string("copy_to_host: ") + st.message);
+        Values out(size());
+        for (size_t i = 0; i < out.size(); ++i) {
+            if (dtype_ == CAPSULE_DTYPE_FLOAT64) std::memcpy(&out[i], &host[i * 8], 8);
+            else { float f; std::memcpy(&f, &host[i * 4], 4); out[i] = f; }
+        }
+        return out;
+    }
+    capsule_tensor_view view() const {
+        capsule_tensor_view v{};
+        v.struct_size = sizeof v;
+        v.dtype = dtype_;
+        v.device = CAPSULE_DEVICE_CUDA;
+        v.rank = static_cast<int32_t>(shape_.size());
+        v.shape = shape_.data();
+        v.strides = strides_.data();
+        v.data = data_;
+        return v;
+    }
+
+private:
+    capsule_dtype dtype_;
+    Dims shape_, strides_;
+    void* data_ = nullptr;
+};
+
+/// One kernel call's device tensors.
+struct DeviceCall {
+    std::vector<std::unique_ptr<DeviceTensor>> inputs, params;
+    std::unique_ptr<DeviceTensor> output;
+    std::vector<capsule_tensor_view> in_views, param_views;
+    capsule_tensor_view out_view{};
+    std::vector<Attr> attrs;
+    std::vector<capsule_attribute> attr_views_;
+
+    DeviceCall(capsule_dtype dtype, const std::vector<HostTensor>& in, const std::vector<HostTensor>& par,
+               std::vector<Attr> a, const Dims& out_shape)
+        : attrs(std::move(a)) {
+        for (const auto& t : in) inputs.push_back(std::make_unique<DeviceTensor>(dtype, t));
+        for (const auto& t : par) params.push_back(std::make_unique<DeviceTensor>(dtype, t));
+        output = std::make_unique<DeviceTensor>(dtype, out_shape);
+        for (auto& t : inputs) in_views.push_back(t->view());
+        for (auto& t : params) param_views.push_back(t->view());
+        out_view = output->view();
+        attr_views_ = attr_views(attrs);
+    }
+
+    /// Runs the forward kernel; "" on success, else the status message.
+    std::string forward(const capsule_kernel& k) {
+        capsule_forward_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = in_views.data();
+        args.num_inputs = in_views.size();
+        args.params = param_views.data();
+        args.num_params = param_views.size();
+        args.outputs = &out_view;
+        args.num_outputs = 1;
+        args.attrs = attr_views_.data();
+        args.num_attrs = attr_views_.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        if (k.forward(&args, &st) != CAPSULE_OK) return st.message[0] ? st.message : "(no message)";
+        return "";
+    }
+};
+
+::testing::AssertionResult all_close(const Values& got, const Values& want, double rtol, double atol) {
+    if (got.size() != want.size())
+        return ::testing::AssertionFailure() << got.size() << " values, expected " << want.size();
+    for (size_t i = 0; i < got.size(); ++i) {
+        const bool ok = std::isnan(want[i]) ? std::isnan(got[i])
+                        : std::isinf(want[i]) ? got[i] == want[i]
+                        : std::fabs(got[i] - want[i]) <= atol + rtol * std::fabs(want[i]);
+        if (!ok)
+            return ::testing::AssertionFailure()
+                   << "element " << i << " = " << got[i] << ", expected " << want[i];
+    }
+    return ::testing::AssertionSuccess();
+}
+
+struct Tolerance {
+    double rtol, atol;
+};
+Tolerance tolerance(capsule_dtype dtype) {
+    return dtype == CAPSULE_DTYPE_FLOAT64 ? Tolerance{1e-12, 1e-12} : Tolerance{2e-5, 1e-6};
+}
+const char* dtype_name(capsule_dtype d) { return d == CAPSULE_DTYPE_FLOAT64 ? "float64" : "float32"; }
+constexpr capsule_dtype kFloatTypes[] = {CAPSULE_DTYPE_FLOAT32, CAPSULE_DTYPE_FLOAT64};
+
+/// Runs `capsule`'s forward kernel on the device; failures are reported and yield {}.
+Values run_forward(const std::string& capsule, capsule_dtype dtype, const std::vector<HostTensor>& inputs,
+                   const std::vector<HostTensor>& params, const std::vector<Attr>& attrs,
+                   const Dims& out_shape) {
+    const auto* k = find_kernel(capsule);
+    if (!k) {
+        ADD_FAILURE() << "no kernel " << capsule;
+        return {};
+    }
+    DeviceCall call(dtype, inputs, params, attrs, out_shape);
+    if (auto err = call.forward(*k); !err.empty()) {
+        ADD_FAILURE() << capsule << " forward failed: " << err;
+        return {};
+    }
+    return call.output->download();
+}
+
+/// Checks `capsule`'s backward kernel in float64 against central differences of its forward
+/// kernel, for every input and parameter, with a fixed pseudo-random upstream gradient.
+void check_gradient(const std::string& capsule, const std::vector<HostTensor>& inputs,
+                    const std::vector<HostTensor>& params, const std::vector<Attr>& attrs,
+                    const Dims& out_shape, double tol = 1e-6) {
+    SCOPED_TRACE(capsule + " backward");
+    const auto* k = find_kernel(capsule);
+    ASSERT_NE(k, nullptr);
+    ASSERT_NE(k->backward, nullptr);
+    constexpr capsule_dtype f64 = CAPSULE_DTYPE_FLOAT64;
+    DeviceCall base(f64, inputs, params, attrs, out_shape);
+    ASSERT_EQ(base.forward(*k), "");
+
+    HostTensor gout{out_shape, Values(static_cast<size_t>(count_of(out_shape)))};
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    for (auto& v : gout.values) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = double(state >> 11) / double(1ull << 53) * 2.0 - 1.0;
+    }
+    DeviceTensor gout_dev(f64, gout);
+    std::vector<std::unique_ptr<DeviceTensor>> gin, gpar;
+    std::vector<capsule_tensor_view> gin_views, gpar_views;
+    for (const auto& t : inputs) gin.push_back(std::make_unique<DeviceTensor>(f64, t.shape));
+    for (const auto& t : params) gpar.push_back(std::make_unique<DeviceTensor>(f64, t.shape));
+    for (auto& t : gin) gin_views.push_back(t->view());
+    for (auto& t : gpar) gpar_views.push_back(t->view());
+    const capsule_tensor_view gout_view = gout_dev.view();
+
+    capsule_backward_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = base.in_views.data();
+    args.num_inputs = base.in_views.size();
+    args.params = base.param_views.data();
+    args.num_params = base.param_views.size();
+    args.outputs = &base.out_view;
+    args.num_outputs = 1;
+    args.grad_outputs = &gout_view;
+    args.grad_inputs = gin_views.data();
+    args.grad_params = gpar_views.data();
+    args.attrs = base.attr_views_.data();
+    args.num_attrs = base.attr_views_.size();
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    ASSERT_EQ(k->backward(&args, &st), CAPSULE_OK) << st.message;
+
+    auto objective = [&](const std::vector<HostTensor>& in, const std::vector<HostTensor>& par) {
+        const Values y = run_forward(capsule, f64, in, par, attrs, out_shape);
+        double s = 0;
+        for (size_t i = 0; i < y.size(); ++i) s += y[i] * gout.values[i];
+        return s;
+    };
+    const double h = 1e-6;
+    auto check = [&](bool is_param, size_t index, const DeviceTensor& grad) {
+        const auto& src = is_param ? params[index] : inputs[index];
+        const Values got = grad.download();
+        Values numeric(src.values.size());
+        for (size_t e = 0; e < src.values.size(); ++e) {
+            auto in_plus = inputs, in_minus = inputs;
+            auto par_plus = params, par_minus = params;
+            (is_param ? par_plus : in_plus)[index].values[e] += h;
+            (is_param ? par_minus : in_minus)[index].values[e] -= h;
+            numeric[e] = (objective(in_plus, par_plus) - objective(in_minus, par_minus)) / (2 * h);
+        }
+        EXPECT_TRUE(all_close(got, numeric, tol, tol))
+            << (is_param ? "grad of parameter " : "grad of input ") << index;
+    };
+    for (size_t i = 0; i < inputs.size(); ++i) check(false, i, *gin[i]);
+    for (size_t i = 0; i < params.size(); ++i) check(true, i, *gpar[i]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host references (independent of the plugin)
+
+Dims broadcast(const Dims& a, const Dims& b) {
+    const size_t rank = std::max(a.size(), b.size());
+    Dims out(rank);
+    for (size_t i = 0; i < rank; ++i) {
+        const int64_t da = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
+        const int64_t db = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
+        out[i] = std::max(da, db);
+    }
+    return out;
+}
+
+/// Row-major index in `shape` (right-aligned, size-1 dims broadcast) of output coordinates.
+int64_t source_index(const Dims& coords, const Dims& shape) {
+    int64_t index = 0;
+    const size_t pad = coords.size() - shape.size();
+    for (size_t d = 0; d < shape.size(); ++d)
+        index = index * shape[d] + (shape[d] == 1 ? 0 : coords[d + pad]);
+    return index;
+}
+
+Dims coords_of(int64_t flat, const Dims& shape) {
+    Dims c(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+        c[d] = flat % shape[d];
+        flat /= shape[d];
+    }
+    return c;
+}
+
+HostTensor host_binary(const HostTensor& a, const HostTensor& b,
+                       const std::function<double(double, double)>& f) {
+    HostTensor out{broadcast(a.shape, b.shape), {}};
+    for (int64_t o = 0; o < count_of(out.shape); ++o) {
+        const Dims c = coords_of(o, out.shape);
+        out.values.push_back(f(a.values[source_index(c, a.shape)], b.values[source_index(c, b.shape)]));
+    }
+    return out;
+}
+
+Values host_softmax(const HostTensor& x, int64_t axis, bool log) {
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    if (axis < 0) axis += rank;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+    const int64_t n = x.shape[axis];
+    Values y(x.values.size());
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            auto at = [&](int64_t j) { return static_cast<size_t>((o * n + j) * inner + i); };
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < n; ++j) m = std::max(m, x.values[at(j)]);
+            for (int64_t j = 0; j < n; ++j) s += std::exp(x.values[at(j)] - m);
+            for (int64_t j = 0; j < n; ++j)
+                y[at(j)] = log ? x.values[at(j)] - m - std::log(s) : std::exp(x.values[at(j)] - m) / s;
+        }
+    return y;
+}
+
+/// numpy.matmul.
+HostTensor host_matmul(const HostTensor& a0, const HostTensor& b0) {
+    Dims a = a0.shape, b = b0.shape;
+    if (a.size() == 1) a.insert(a.begin(), 1);
+    if (b.size() == 1) b.push_back(1);
+    const int64_t m = a[a.size() - 2], k = a.back(), n = b.back();
+    const Dims ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+    const Dims batch = broadcast(ba, bb);
+    HostTensor out;
+    out.shape = batch;
+    if (a0.shape.size() > 1) out.shape.push_back(m);
+    if (b0.shape.size() > 1) out.shape.push_back(n);
+    for (int64_t p = 0; p < count_of(batch); ++p) {
+        const Dims c = coords_of(p, batch);
+        const int64_t ia = source_index(c, ba) * m * k, ib = source_index(c, bb) * k * n;
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (int64_t q = 0; q < k; ++q)
+                    s += a0.values[ia + i * k + q] * b0.values[ib + q * n + j];
+                out.values.push_back(s);
+            }
+    }
+    return out;
+}
+
+/// Deterministic values in [lo, hi).
+Values ramp(int64_t n, double lo, double hi, uint64_t seed = 1) {
+    Values v(static_cast<size_t>(n));
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 12345;
+    for (auto& x : v) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        x = lo + (hi - lo) * (double(state >> 11) / double(1ull << 53));
+    }
+    return v;
+}
+HostTensor tensor(Dims shape, double lo, double hi, uint64_t seed = 1) {
+    const int64_t n = count_of(shape);
+    return {std::move(shape), ramp(n, lo, hi, seed)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture: kernels need a usable device
+
+class CudaKernels : public ::testing::Test {
+protected:
+    void SetUp() override {
+        REQUIRE_PLUGIN();
+        const auto& p = probe_result();
+        if (p.returned != CAPSULE_OK)
+            GTEST_SKIP() << "no usable CUDA device, the plugin's probe says: " << p.status.message;
+    }
+};
+
+struct UnaryCase {
+    std::string op;
+    std::vector<Attr> attrs;
+    std::function<double(double)> f;
+    double lo, hi;  // input range (smooth, away from kinks for the gradient check)
+};
+
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+double softplus(double x, double beta, double threshold) {
+    return beta * x > threshold ? x : std::log1p(std::exp(beta * x)) / beta;
+}
+
+std::vector<UnaryCase> unary_cases() {
+    return {
+        {"abs", {}, [](double x) { return std::fabs(x); }, -2, 2},
+        {"sqrt", {}, [](double x) { return std::sqrt(x); }, 0.2, 3},
+        {"relu", {}, [](double x) { return x > 0 ? x : 0.0; }, -2, 2},
+        {"gelu", {}, gelu_erf, -3, 3},
+        {"gelu", {string_attr("approximate", "tanh")}, gelu_tanh, -3, 3},
+        {"sigmoid", {}, [](double x) { return 1 / (1 + std::exp(-x)); }, -4, 4},
+        {"tanh", {}, [](double x) { return std::tanh(x); }, -2, 2},
+        {"softplus", {}, [](double x) { return softplus(x, 1, 20); }, -3, 3},
+        {"softplus", {float_attr("beta", 2.0), float_attr("threshold", 1.0)},
+         [](double x) { return softplus(x, 2, 1); }, -2, 2},
+        {"exp", {}, [](double x) { return std::exp(x); }, -2, 2},
+        {"log", {}, [](double x) { return std::log(x); }, 0.2, 4},
+        {"sin", {}, [](double x) { return std::sin(x); }, -3, 3},
+        {"cos", {}, [](double x) { return std::cos(x); }, -3, 3},
+        {"inv", {}, [](double x) { return 1 / x; }, 0.5, 3},
+        {"scale", {float_attr("factor", -2.5)}, [](double x) { return -2.5 * x; }, -2, 2},
+        {"clamp", {float_attr("min", -0.5), float_attr("max", 0.75)},
+         [](double x) { return std::min(std::max(x, -0.5), 0.75); }, -2, 2},
+        {"clamp", {float_attr("min", -0.5)}, [](double x) { return std::max(x, -0.5); }, -2, 2},
+        {"clamp", {int_attr("max", 1)}, [](double x) { return std::min(x, 1.0); }, -2, 2},
+    };
+}
+
+std::string describe(const std::vector<Attr>& attrs) {
+    std::string s;
+    for (const auto& a : attrs) s += " " + a.name;
+    return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Without a device: the table, the probe, the guards
+
+TEST(CudaPlugin, TableMatchesTheManifest) {
+    REQUIRE_PLUGIN();
+    const auto& p = *loaded().plugin;
+    const auto manifest =
+        capsule::load_manifest(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins/cuda/native_cuda.capsule.json");
+    EXPECT_EQ(p.struct_size, sizeof(capsule_plugin));
+    EXPECT_EQ(p.abi_major, static_cast<uint32_t>(CAPSULE_ABI_MAJOR));
+    EXPECT_EQ(p.abi_minor, static_cast<uint32_t>(CAPSULE_ABI_MINOR));
+    EXPECT_EQ(p.abi_major, manifest.abi.major);
+    EXPECT_STREQ(p.name, manifest.name.c_str());
+    EXPECT_STREQ(p.version, manifest.version.c_str());
+    EXPECT_EQ(p.device, CAPSULE_DEVICE_CUDA);
+    EXPECT_EQ(manifest.device, capsule::Device::cuda);
+    ASSERT_TRUE(manifest.library.has_value());
+    EXPECT_EQ(*manifest.library, kLibraryName);
+    EXPECT_NE(p.probe, nullptr);
+
+    std::map<std::string, const capsule::KernelCapsule*> declared;
+    for (const auto& c : manifest.capsules) declared[c.name] = &c;
+    std::set<std::string> implemented;
+    for (size_t i = 0; i < p.num_kernels; ++i) {
+        const auto& k = p.kernels[i];
+        SCOPED_TRACE(k.capsule_name);
+        EXPECT_EQ(k.struct_size, sizeof(capsule_kernel));
+        EXPECT_TRUE(implemented.insert(k.capsule_name).second) << "duplicate kernel";
+        EXPECT_NE(k.forward, nullptr);
+        auto it = declared.find(k.capsule_name);
+        ASSERT_NE(it, declared.end()) << "kernel not declared in the manifest";
+        EXPECT_EQ(it->second->runtime, capsule::RuntimeSupport::eager)
+            << "the manifest must mark an implemented capsule eager";
+        if (it->second->vjp_mode != capsule::VJPMode::none) {
+            EXPECT_NE(k.backward, nullptr);
+        }
+    }
+    for (const auto& c : manifest.capsules) {
+        const bool runs = c.runtime == capsule::RuntimeSupport::eager ||
+                          c.runtime == capsule::RuntimeSupport::test_only;
+        EXPECT_EQ(runs, implemented.count(c.name) == 1)
+            << c.name << " is " << to_string(c.runtime) << " in the manifest";
+    }
+    EXPECT_EQ(implemented.size(), 23u);
+
+    // A different major ABI is refused.
+    EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
+
+    const auto* di = p.device_interface;
+    ASSERT_NE(di, nullptr);
+    EXPECT_EQ(di->struct_size, sizeof(capsule_device_interface));
+    EXPECT_NE(di->allocate, nullptr);
+    EXPECT_NE(di->release, nullptr);
+    EXPECT_NE(di->copy_to_device, nullptr);
+    EXPECT_NE(di->copy_to_host, nullptr);
+    EXPECT_NE(di->synchronize, nullptr);
+}
+
+TEST(CudaPlugin, ProbeSaysWhyNoDeviceIsUsable) {
+    REQUIRE_PLUGIN();
+    const auto& p = probe_result();
+    std::cout << "[   INFO   ] native_cuda probe: " << (p.returned == CAPSULE_OK ? "ok: " : "failed: ")
+              << p.status.message << std::endl;
+    if (p.returned == CAPSULE_OK)
+        GTEST_SKIP() << "a CUDA device is usable here (" << p.status.message
+                     << "); this test checks the message when none is";
+    EXPECT_EQ(p.returned, CAPSULE_ERROR_DEVICE);
+    EXPECT_EQ(p.status.code, p.returned);
+    const std::string message = p.status.message;
+    EXPECT_FALSE(message.empty());
+    EXPECT_NE(message.find("native_cuda"), std::string::npos) << message;
+    EXPECT_NE(message.find("(cudaError"), std::string::npos)
+        << "the message names the CUDA error: " << message;
+    EXPECT_NE(message.find("CUDA runtime"), std::string::npos)
+        << "the message gives the runtime version: " << message;
+    // Probing again gives the same answer (no state is left behind).
+    capsule_status again{};
+    again.struct_size = sizeof again;
+    EXPECT_EQ(loaded().plugin->probe(&again), p.returned);
+    EXPECT_STREQ(again.message, p.status.message);
+}
+
+TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
+    REQUIRE_PLUGIN();
+    // Views with fake pointers: every call must fail in its guards, before any CUDA call.
+    float fake[16] = {};
+    const Dims s23{2, 3}, s3{3}, s4{4}, s34{3, 4}, s44{4, 4};
+    const Dims st23 = contiguous_strides(s23), st3 = contiguous_strides(s3), st4 = contiguous_strides(s4),
+               st34 = contiguous_strides(s34), st44 = contiguous_strides(s44);
+    auto view = [&](const Dims& shape, const Dims& strides, int32_t device, int32_t dtype) {
+        capsule_tensor_view v{};
+        v.struct_size = sizeof v;
+        v.dtype = dtype;
+        v.device = device;
+        v.rank = static_cast<int32_t>(shape.size());
+        v.shape = shape.data();
+        v.strides = strides.data();
+        v.data = fake;
+        return v;
+    };
+    auto call = [&](const char* capsule, std::vector<capsule_tensor_view> in, capsule_tensor_view out,
+                    std::vector<capsule_attribute> attrs = {}) {
+        const auto* k = find_kernel(capsule);
+        EXPECT_NE(k, nullptr) << capsule;
+        capsule_forward_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = in.data();
+        args.num_inputs = in.size();
+        args.outputs = &out;
+        args.num_outputs = 1;
+        args.attrs = attrs.data();
+        args.num_attrs = attrs.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        const int32_t code = k ? k->forward(&args, &st) : -1;
+        return std::make_pair(code, std::string(st.message));
+    };
+    constexpr int32_t cuda = CAPSULE_DEVICE_CUDA, cpu = CAPSULE_DEVICE_CPU;
+    constexpr int32_t f32 = CAPSULE_DTYPE_FLOAT32, f64 = CAPSULE_DTYPE_FLOAT64, i64 = CAPSULE_DTYPE_INT64;
+
+    auto [code, message] = call("native_cuda.add", {view(s23, st23, cpu, f32), view(s23, st23, cuda, f32)},
+                                view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "input 0 is a cpu tensor; native_cuda kernels take CUDA tensors");
+
+    std::tie(code, message) = call("native_cuda.relu", {view(s23, st23, cuda, i64)}, view(s23, st23, cuda, i64));
+    EXPECT_EQ(code, CAPSULE_ERROR_UNSUPPORTED);
+    EXPECT_EQ(message, "input 0 has dtype int64; native_cuda kernels support float32 and float64");
+
+    std::tie(code, message) = call("native_cuda.mul", {view(s23, st23, cuda, f32), view(s23, st23, cuda, f64)},
+                                   view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "input 1 has dtype float64 but input 0 has float32");
+
+    std::tie(code, message) = call("native_cuda.sub", {view(s23, st23, cuda, f32), view(s4, st4, cuda, f32)},
+                                   view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "shapes [2, 3] and [4] do not broadcast");
+
+    std::tie(code, message) = call("native_cuda.add", {view(s23, st23, cuda, f32), view(s3, st3, cuda, f32)},
+                                   view(s34, st34, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "output has shape [3, 4], expected [2, 3]");
+
+    const Dims transposed{1, 2};  // a [2, 3] view with column-major strides
+    std::tie(code, message) = call("native_cuda.exp", {view(s23, transposed, cuda, f32)}, view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "input 0 is not row-major contiguous (dimension 1 has stride 2, expected 1)");
+
+    std::tie(code, message) = call("native_cuda.matmul", {view(s23, st23, cuda, f32), view(s44, st44, cuda, f32)},
+                                   view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "matmul inner dimensions differ: [2, 3] x [4, 4]");
+
+    std::tie(code, message) = call("native_cuda.scale", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "scale needs attribute 'factor'");
+
+    std::vector<Attr> axis{int_attr("axis", 2)};
+    std::tie(code, message) = call("native_cuda.softmax", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(axis));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "attribute 'axis' = 2 is out of range for rank 2");
+
+    std::vector<Attr> approximate{string_attr("approximate", "fast")};
+    std::tie(code, message) = call("native_cuda.gelu", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(approximate));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "gelu attribute 'approximate' must be 'none' or 'tanh', got 'fast'");
+
+    std::tie(code, message) = call("native_cuda.linear", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "missing parameter 0");
+}
+
+// ---------------------------------------------------------------------------------------------
+// With a device: values against host references
+
+TEST_F(CudaKernels, UnaryOpsMatchTheStandardLibrary) {
+    for (auto dtype : kFloatTypes)
+        for (const auto& c : unary_cases()) {
+            SCOPED_TRACE(c.op + describe(c.attrs) + " " + dtype_name(dtype));
+            HostTensor x = tensor({3, 5, 7}, c.lo, c.hi, 7);
+            if (c.op == "relu" || c.op == "abs") x.values[3] = 0.0;
+            Values want;
+            for (double v : x.values) want.push_back(c.f(dtype == CAPSULE_DTYPE_FLOAT32 ? double(float(v)) : v));
+            const auto got = run_forward("native_cuda." + c.op, dtype, {x}, {}, c.attrs, x.shape);
+            const auto tol = tolerance(dtype);
+            EXPECT_TRUE(all_close(got, want, tol.rtol, tol.atol));
+        }
+}
+
+TEST_F(CudaKernels, UnaryOpsPropagateNaNAndHandleEmptyTensors) {
+    const HostTensor x{{4}, {NAN, -1.0, 0.5, 3.0}};
+    for (const char* op : {"relu", "exp", "tanh"}) {
+        const auto y = run_forward(std::string("native_cuda.") + op, CAPSULE_DTYPE_FLOAT32, {x}, {}, {}, x.shape);
+        ASSERT_EQ(y.size(), 4u);
+        EXPECT_TRUE(std::isnan(y[0])) << op;
+    }
+    const auto clamped = run_forward("native_cuda.clamp", CAPSULE_DTYPE_FLOAT64, {x}, {},
+                                     {float_attr("min", 0.0), float_attr("max", 1.0)}, x.shape);
+    ASSERT_EQ(clamped.size(), 4u);
+    EXPECT_TRUE(std::isnan(clamped[0]));
+    EXPECT_EQ(clamped[1], 0.0);
+    EXPECT_EQ(clamped[3], 1.0);
+    const HostTensor empty{{0, 3}, {}};
+    EXPECT_TRUE(run_forward("native_cuda.sigmoid", CAPSULE_DTYPE_FLOAT32, {empty}, {}, {}, empty.shape).empty());
+}
+
+TEST_F(CudaKernels, BinaryOpsBroadcastLikeNumPy) {
+    const std::map<std::string, std::function<double(double, double)>> ops = {
+        {"add", [](double a, double b) { return a + b; }},
+        {"sub", [](double a, double b) { return a - b; }},
+        {"mul", [](double a, double b) { return a * b; }},
+        {"max", [](double a, double b) { return std::max(a, b); }},
+        {"min", [](double a, double b) { return std::min(a, b); }},
+    };
+    const std::vector<std::pair<Dims, Dims>> shapes = {
+        {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{2, 1, 3}, {4, 1}}, {{}, {2, 2}}, {{5, 1, 4, 1}, {1, 3, 1, 6}},
+        {{300, 7}, {300, 1}}};
+    for (auto dtype : kFloatTypes)
+        for (const auto& [name, f] : ops)
+            for (const auto& [sa, sb] : shapes) {
+                SCOPED_TRACE(name + " " + dtype_name(dtype) + " " + std::to_string(sa.size()) + "-d x " +
+                             std::to_string(sb.size()) + "-d");
+                HostTensor a = tensor(sa, -2, 2, 3), b = tensor(sb, -2, 2, 4);
+                if (dtype == CAPSULE_DTYPE_FLOAT32) {
+                    for (auto& v : a.values) v = float(v);
+                    for (auto& v : b.values) v = float(v);
+                }
+                const HostTensor want = host_binary(a, b, f);
+                const auto got = run_forward("native_cuda." + name, dtype, {a, b}, {}, {}, want.shape);
+                const auto tol = tolerance(dtype);
+                EXPECT_TRUE(all_close(got, want.values, tol.rtol, tol.atol));
+            }
+}
+
+TEST_F(CudaKernels, SoftmaxAndLogSoftmaxOverAnyAxis) {
+    const HostTensor x = tensor({2, 3, 4}, -3, 3, 5);
+    const HostTensor wide = tensor({3, 1000}, -10, 10, 6);  // rows wider than one block
+    for (auto dtype : kFloatTypes)
+        for (bool log : {false, true}) {
+            const std::string capsule = log ? "native_cuda.log_softmax" : "native_cuda.softmax";
+            const auto tol = tolerance(dtype);
+            for (int64_t axis : {0, 1, 2, -1, -3}) {
+                SCOPED_TRACE(capsule + " axis " + std::to_string(axis) + " " + dtype_name(dtype));
+                const auto got = run_forward(capsule, dtype, {x}, {}, {int_attr("axis", axis)}, x.shape);
+                EXPECT_TRUE(all_close(got, host_softmax(x, axis, log), tol.rtol * 5, tol.atol * 5));
+            }
+            SCOPED_TRACE(capsule + " default axis, 1000-wide rows " + dtype_name(dtype));
+            const auto got = run_forward(capsule, dtype, {wide}, {}, {}, wide.shape);
+            EXPECT_TRUE(all_close(got, host_softmax(wide, -1, log), tol.rtol * 10, tol.atol * 10));
+        }
+}
+
+TEST_F(CudaKernels, MatmulFollowsNumPy) {
+    const std::vector<std::pair<Dims, Dims>> shapes = {
+        {{2, 3}, {3, 4}},          {{3}, {3, 4}},       {{2, 3}, {3}},         {{3}, {3}},
+        {{2, 2, 3}, {2, 3, 4}},    {{2, 2, 3}, {3, 4}}, {{3}, {2, 3, 4}},      {{2, 3}, {5, 3, 2}},
+        {{2, 1, 2, 3}, {3, 3, 2}}, {{64, 48}, {48, 80}}, {{2, 0}, {0, 3}}};
+    for (auto dtype : kFloatTypes)
+        for (const auto& [sa, sb] : shapes) {
+            SCOPED_TRACE(std::string("matmul ") + dtype_name(dtype) + " " + std::to_string(count_of(sa)) +
+                         " x " + std::to_string(count_of(sb)) + " elements, ranks " +
+                         std::to_string(sa.size()) + " x " + std::to_string(sb.size()));
+            const HostTensor a = tensor(sa, -1, 1, 8), b = tensor(sb, -1, 1, 9);
+            const HostTensor want = host_matmul(a, b);
+            const auto got = run_forward("native_cuda.matmul", dtype, {a, b}, {}, {}, want.shape);
+            const auto tol = tolerance(dtype);
+            EXPECT_TRUE(all_close(got, want.values, tol.rtol * 10, tol.atol * 10));
+        }
+}
+
+TEST_F(CudaKernels, LinearWithAndWithoutBias) {
+    const HostTensor x = tensor({2, 3, 4}, -1, 1, 10), w = tensor({5, 4}, -1, 1, 11), bias = tensor({5}, -1, 1, 12);
+    HostTensor want{{2, 3, 5}, {}};
+    for (int64_t r = 0; r < 6; ++r)
+        for (int64_t o = 0; o < 5; ++o) {
+            double s = 0;
+            for (int64_t i = 0; i < 4; ++i) s += x.values[r * 4 + i] * w.values[o * 4 + i];
+            want.values.push_back(s);
+        }
+    HostTensor want_bias = want;
+    for (size_t i = 0; i < want_bias.values.size(); ++i) want_bias.values[i] += bias.values[i % 5];
+    for (auto dtype : kFloatTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        const auto tol = tolerance(dtype);
+        EXPECT_TRUE(all_close(run_forward("native_cuda.linear", dtype, {x}, {w, bias}, {int_attr("out_features", 5)},
+                                          want.shape),
+                              want_bias.values, tol.rtol * 10, tol.atol * 10));
+        EXPECT_TRUE(all_close(run_forward("native_cuda.linear", dtype, {x}, {w},
+                                          {int_attr("out_features", 5), bool_attr("bias", false)}, want.shape),
+                              want.values, tol.rtol * 10, tol.atol * 10));
+    }
+}
+
+TEST_F(CudaKernels, BackwardKernelsMatchFiniteDifferences) {
+    for (const auto& c : unary_cases()) {
+        SCOPED_TRACE(c.op + describe(c.attrs));
+        HostTensor x = tensor({2, 5}, c.lo, c.hi, 13);
+        for (auto& v : x.values)  // keep clear of the kinks of abs, relu and clamp
+            for (double kink : {0.0, -0.5, 0.75, 1.0})
+                if (std::fabs(v - kink) < 1e-3) v += 0.01;
+        check_gradient("native_cuda." + c.op, {x}, {}, c.attrs, x.shape);
+    }
+    for (const char* op : {"add", "sub", "mul", "max", "min"}) {
+        SCOPED_TRACE(op);
+        const HostTensor a = tensor({2, 1, 3}, -2, 2, 14), b = tensor({4, 1}, -2, 2, 15);
+        check_gradient(std::string("native_cuda.") + op, {a, b}, {}, {}, {2, 4, 3});
+        check_gradient(std::string("native_cuda.") + op, {a, a}, {}, {}, a.shape);  // same shape, ties
+    }
+    for (const char* op : {"softmax", "log_softmax"})
+        for (int64_t axis : {0, -1}) {
+            SCOPED_TRACE(std::string(op) + " axis " + std::to_string(axis));
+            const HostTensor x = tensor({3, 4}, -2, 2, 16);
+            check_gradient(std::string("native_cuda.") + op, {x}, {}, {int_attr("axis", axis)}, x.shape);
+        }
+    const std::vector<std::pair<Dims, Dims>> matmuls = {
+        {{2, 3}, {3, 4}}, {{3}, {3, 2}}, {{2, 3}, {3}}, {{3}, {3}}, {{2, 2, 3}, {3, 2}},
+        {{3, 2}, {2, 2, 3}}, {{2, 1, 2, 3}, {3, 3, 2}}, {{2, 2, 3}, {2, 3, 2}}};
+    for (const auto& [sa, sb] : matmuls) {
+        SCOPED_TRACE("matmul " + std::to_string(sa.size()) + "-d x " + std::to_string(sb.size()) + "-d, " +
+                     std::to_string(count_of(sa)) + " x " + std::to_string(count_of(sb)));
+        const HostTensor a = tensor(sa, -1, 1, 17), b = tensor(sb, -1, 1, 18);
+        check_gradient("native_cuda.matmul", {a, b}, {}, {}, host_matmul(a, b).shape);
+    }
+    const HostTensor x = tensor({2, 3, 4}, -1, 1, 19), w = tensor({5, 4}, -1, 1, 20), bias = tensor({5}, -1, 1, 21);
+    check_gradient("native_cuda.linear", {x}, {w, bias}, {int_attr("out_features", 5)}, {2, 3, 5});
+    check_gradient("native_cuda.linear", {x}, {w}, {bool_attr("bias", false)}, {2, 3, 5});
+}
+
+TEST_F(CudaKernels, AbsentGradientsAreNotWritten) {
+    const auto* k = find_kernel("native_cuda.mul");
+    ASSERT_NE(k, nullptr);
+    const HostTensor a = tensor({2, 3}, -1, 1, 22), b = tensor({3}, -1, 1, 23);
+    DeviceCall base(CAPSULE_DTYPE_FLOAT32, {a, b}, {}, {}, {2, 3});
+    ASSERT_EQ(base.forward(*k), "");
+    DeviceTensor gout(CAPSULE_DTYPE_FLOAT32, HostTensor{{2, 3}, Values(6, 1.0)});
+    DeviceTensor gb(CAPSULE_DTYPE_FLOAT32, HostTensor{{3}, Values(3, 0.0)});
+    capsule_tensor_view grad_in[2] = {base.in_views[0], gb.view()};
+    grad_in[0].data = nullptr;  // not needed
+    const capsule_tensor_view gout_view = gout.view();
+    capsule_backward_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = base.in_views.data();
+    args.num_inputs = 2;
+    args.outputs = &base.out_view;
+    args.num_outputs = 1;
+    args.grad_outputs = &gout_view;
+    args.grad_inputs = grad_in;
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    ASSERT_EQ(k->backward(&args, &st), CAPSULE_OK) << st.message;
+    Values want(3);
+    for (int i = 0; i < 6; ++i) want[i % 3] += float(a.values[i]);
+    EXPECT_TRUE(all_close(gb.download(), want, 1e-5, 1e-6));
+}
+
+TEST_F(CudaKernels, KernelsAreSafeFromManyHostThreads) {
+    constexpr int kThreads = 8, kRounds = 20;
+    std::vector<std::string> failures(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([t, &failures] {
+            try {
+                const HostTensor a = tensor({3, 16, 24}, -1, 1, 100 + t), b = tensor({24, 8}, -1, 1, 200 + t);
+                const HostTensor want = host_matmul(a, b);
+                const HostTensor x = tensor({4, 33}, -4, 4, 300 + t);
+                const Values want_softmax = host_softmax(x, -1, false);
+                const auto* mm = find_kernel("native_cuda.matmul");
+                const auto* sm = find_kernel("native_cuda.softmax");
+                for (int r = 0; r < kRounds; ++r) {
+                    DeviceCall m(CAPSULE_DTYPE_FLOAT64, {a, b}, {}, {}, want.shape);
+                    if (auto err = m.forward(*mm); !err.empty()) throw std::runtime_error(err);
+                    if (!all_close(m.output->download(), want.values, 1e-12, 1e-12))
+                        throw std::runtime_error("matmul result differs in round " + std::to_string(r));
+                    DeviceCall s(CAPSULE_DTYPE_FLOAT32, {x}, {}, {}, x.shape);
+                    if (auto err = s.forward(*sm); !err.empty()) throw std::runtime_error(err);
+                    if (!all_close(s.output->download(), want_softmax, 1e-5, 1e-6))
+                        throw std::runtime_error("softmax result differs in round " + std::to_string(r));
+                }
+            } catch (const std::exception& e) {
+                failures[t] = e.what();
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], "") << "thread " << t;
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    EXPECT_EQ(loaded().plugin->device_interface->synchronize(&st), CAPSULE_OK) << st.message;
+}
