@@ -284,7 +284,7 @@ TEST(Gate, AuditYieldsFourObligationsPerGroup) {
     EXPECT_EQ(reports[0].disposition, Disposition::proved);
     EXPECT_EQ(reports[4].group, 1u);
     EXPECT_EQ(reports[4].disposition, Disposition::tested);
-    EXPECT_EQ(to_string(reports[1].claim), "layout-compatibility(relu, canonical-tensor)");
+    EXPECT_EQ(to_string(reports[1].claim()), "layout-compatibility(relu, canonical-tensor)");
 }
 
 TEST(Gate, StrictRejectsEveryNonProofKindInOrder) {
@@ -300,8 +300,8 @@ TEST(Gate, StrictRejectsEveryNonProofKindInOrder) {
                                             GateFailureKind::trusted_boundary,
                                             GateFailureKind::fuzz_evidence}));
     for (const auto& f : result.gate.failures) EXPECT_EQ(f.obligations.size(), 4u);
-    EXPECT_EQ(result.gate.failures[0].obligations[0].capsule, "k4");  // not-provided
-    EXPECT_EQ(result.gate.failures[4].obligations[0].capsule, "k0");  // fuzz
+    EXPECT_EQ(result.gate.failures[0].obligations[0].capsule->name, "k4");  // not-provided
+    EXPECT_EQ(result.gate.failures[4].obligations[0].capsule->name, "k0");  // fuzz
 }
 
 TEST(Gate, EachNamedPolicyOnEachEvidence) {

@@ -60,8 +60,8 @@ std::optional<GateFailureKind> gate_failure_kind(const AcceptancePolicy& policy,
 AcceptedPlanResult gate(const GraphLoweringPlan& plan, const AcceptancePolicy& policy) {
     recheck(plan);
     GateResult result;
-    result.plan = plan;
     result.reports = audit(plan);
+    result.plan = plan;
     result.trusted_external = has_trusted_external(plan);
 
     std::array<std::vector<ObligationReport>, Spellings<GateFailureKind>::values.size()> by_kind;

@@ -6,11 +6,10 @@ std::vector<ObligationReport> audit(const GraphLoweringPlan& plan) {
     std::vector<ObligationReport> reports;
     reports.reserve(plan.groups.size() * 4);
     for (std::size_t g = 0; g < plan.groups.size(); ++g) {
-        const auto& k = *plan.groups[g].capsule;
+        const auto& k = plan.groups[g].capsule;
         for (auto o : all_values<Obligation>()) {
-            const auto& d = k.contract(o);
-            reports.push_back({g, k.name, k.op, o, d.claim, d.summary, d.evidence,
-                               disposition_of(d.evidence)});
+            const auto evidence = k->contract(o).evidence;
+            reports.push_back({g, k, o, evidence, disposition_of(evidence)});
         }
     }
     return reports;

@@ -55,8 +55,8 @@ string gate_report(const BackendProfile& profile, const GateResult& result, bool
     for (const auto& f : result.failures) {
         out += "  " + string(to_string(f.kind)) + ":\n";
         for (const auto& r : f.obligations)
-            out += "    " + r.capsule + " " + string(to_string(r.obligation)) + " " +
-                   to_string(r.claim) + " is " + string(to_string(r.disposition)) + "\n";
+            out += "    " + r.capsule->name + " " + string(to_string(r.obligation)) + " " +
+                   to_string(r.claim()) + " is " + string(to_string(r.disposition)) + "\n";
     }
     return out;
 }
@@ -79,8 +79,8 @@ ordered_json plan_json(const BackendProfile& profile, const GateResult& result) 
     for (const auto& f : result.failures) {
         ordered_json obligations = ordered_json::array();
         for (const auto& r : f.obligations)
-            obligations.push_back({{"capsule", r.capsule},
-                                   {"op", to_string(r.op)},
+            obligations.push_back({{"capsule", r.capsule->name},
+                                   {"op", to_string(r.op())},
                                    {"obligation", to_string(r.obligation)},
                                    {"disposition", to_string(r.disposition)}});
         failures.push_back({{"kind", to_string(f.kind)}, {"obligations", obligations}});

@@ -8,15 +8,18 @@
 
 namespace capsule {
 
+/// One obligation of one group. Refers to the capsule (shared, immutable) instead of copying its
+/// claim and strings, so auditing a 100k-node plan allocates no strings.
 struct ObligationReport {
     std::size_t group = 0;  // index into GraphLoweringPlan::groups
-    std::string capsule;    // capsule name
-    BackendOp op = BackendOp::add;
+    CapsuleRef capsule;
     Obligation obligation = Obligation::shape;
-    ContractClaim claim;
-    std::string summary;
     Evidence evidence = Evidence::not_provided;
     Disposition disposition = Disposition::missing;
+
+    BackendOp op() const { return capsule->op; }
+    const ContractDescriptor& descriptor() const { return capsule->contract(obligation); }
+    const ContractClaim& claim() const { return descriptor().claim; }
 };
 
 /// Four reports per group, in group order and shape, layout, value, vjp order.
