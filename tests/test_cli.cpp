@@ -117,6 +117,18 @@ TEST(Cli, BadInputExits2) {
     fs::remove_all(dir);
 }
 
+TEST(Cli, ProfileFilesCannotRedefineProfilesAndPluginPathsMustExist) {
+    auto dir = temp_dir("dupe");
+    std::ofstream(dir / "p.json") << R"({"name": "checked_cpu", "base": "checked_cpu", "lowering_mode": "singleton"})";
+    auto r = capsule_tool("--profile-file " + (dir / "p.json").string() + " profiles");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, "duplicate profile name 'checked_cpu'")) << r.out;
+    auto missing = capsule_tool("--plugin-path /nonexistent/plugins plugins");
+    EXPECT_EQ(missing.code, 2) << missing.out;
+    EXPECT_TRUE(contains(missing.out, "/nonexistent/plugins: no such file or directory")) << missing.out;
+    fs::remove_all(dir);
+}
+
 TEST(Cli, ListingsInTextAndJson) {
     auto plugins = capsule_tool("plugins --json");
     ASSERT_EQ(plugins.code, 0) << plugins.out;
@@ -169,6 +181,33 @@ TEST(Cli, RunWritesOutputsAndProbeFailureExits5) {
                              (dir / "x.npy").string() + " --output-dir " + (dir / "out").string());
     EXPECT_EQ(cuda.code, 5) << cuda.out;
     EXPECT_TRUE(contains(cuda.out, "cannot run here")) << cuda.out;
+
+    // By id as well as by name.
+    auto by_id = capsule_tool("run " + (dir / "g.json").string() + " --input 0=" + (dir / "x.npy").string() +
+                              " --output-dir " + (dir / "out").string());
+    EXPECT_EQ(by_id.code, 0) << by_id.out;
+
+    // Output names from an untrusted graph never leave --output-dir; clashing names are refused.
+    std::ofstream(dir / "escape.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [2, 3]},
+        {"id": 1, "op": "relu", "name": "../../escaped", "parents": [0], "shape": [2, 3]},
+        {"id": 2, "op": "abs", "parents": [1], "shape": [2, 3]},
+        {"id": 3, "op": "abs", "name": "output_2", "parents": [1], "shape": [2, 3]}],
+        "outputs": [1, 2]})";
+    auto escape = capsule_tool("run " + (dir / "escape.json").string() + " --input x=" + (dir / "x.npy").string() +
+                               " --output-dir " + (dir / "o2").string());
+    EXPECT_EQ(escape.code, 0) << escape.out;
+    EXPECT_TRUE(fs::exists(dir / "o2" / ".._.._escaped.npy")) << escape.out;
+    EXPECT_FALSE(fs::exists(dir.parent_path() / "escaped.npy"));
+    std::ofstream(dir / "clash.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [2, 3]},
+        {"id": 1, "op": "relu", "parents": [0], "shape": [2, 3]},
+        {"id": 2, "op": "abs", "name": "output_1", "parents": [0], "shape": [2, 3]}],
+        "outputs": [1, 2]})";
+    auto clash = capsule_tool("run " + (dir / "clash.json").string() + " --input x=" + (dir / "x.npy").string() +
+                              " --output-dir " + (dir / "o3").string());
+    EXPECT_EQ(clash.code, 2) << clash.out;
+    EXPECT_TRUE(contains(clash.out, "would both be written to output_1.npy")) << clash.out;
 
     auto missing = capsule_tool("run " + (dir / "g.json").string() + " --output-dir " + (dir / "out").string());
     EXPECT_EQ(missing.code, 2) << missing.out;

@@ -162,12 +162,15 @@ TEST(PluginHost, PinnedHashes) {
     auto lib = kFixtures / "fixture_good" / "libfixture_good.so";
     const auto hash = shell_sha256(lib);
     PluginHostOptions pinned;
-    pinned.trusted_sha256 = {hash};
+    pinned.trusted_sha256 = std::set<std::string>{hash};
     EXPECT_EQ(only_record(host_for({kFixtures / "fixture_good"}, pinned)).status, PluginStatus::loaded);
     PluginHostOptions other;
-    other.trusted_sha256 = {std::string(64, 'a')};
+    other.trusted_sha256 = std::set<std::string>{std::string(64, 'a')};
     auto r = only_record(host_for({kFixtures / "fixture_good"}, other));
     EXPECT_TRUE(contains(r.failure, "not among the pinned trusted hashes")) << r.failure;
+    PluginHostOptions none_pinned;
+    none_pinned.trusted_sha256 = std::set<std::string>{};  // an empty pin file refuses everything
+    EXPECT_EQ(only_record(host_for({kFixtures / "fixture_good"}, none_pinned)).status, PluginStatus::failed);
 
     auto file = fs::temp_directory_path() / ("capsule-pins-" + std::to_string(::getpid()));
     std::ofstream(file) << "# pins\n" << hash << "  libfixture_good.so\n";
@@ -175,6 +178,10 @@ TEST(PluginHost, PinnedHashes) {
     std::ofstream(file) << "not-a-hash file\n";
     auto msg = error_of([&] { read_trusted_hashes(file); });
     EXPECT_TRUE(contains(msg, ":1: expected '<64 hex digits>")) << msg;
+    std::ofstream(file) << hash << "  " << std::string(100000, 'x') << "\n";  // long names are fine
+    EXPECT_EQ(read_trusted_hashes(file), std::set<std::string>{hash});
+    std::ofstream(file) << hash << "0  file\n";  // 65 digits
+    EXPECT_THROW(read_trusted_hashes(file), InputError);
     fs::remove(file);
 }
 

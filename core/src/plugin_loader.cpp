@@ -93,8 +93,11 @@ string check_table(const capsule_plugin* t, const PluginManifest& m) {
         return "library version '" + string(t->version ? t->version : "(null)") +
                "' differs from the manifest's '" + m.version + "'";
     if (t->device != static_cast<int32_t>(m.device))
-        return "library device " + std::to_string(t->device) + " differs from the manifest's " +
-               string(to_string(m.device));
+        return "library device " +
+               (t->device >= 0 && t->device < static_cast<int32_t>(Spellings<Device>::values.size())
+                    ? string(to_string(static_cast<Device>(t->device)))
+                    : std::to_string(t->device)) +
+               " differs from the manifest's " + string(to_string(m.device));
     if (m.device != Device::cpu &&
         (!t->device_interface || t->device_interface->struct_size < sizeof(capsule_device_interface) ||
          !t->device_interface->allocate || !t->device_interface->release ||
@@ -152,7 +155,7 @@ void load_plugin_library(PluginRecord& record, const PluginHostOptions& options)
     } catch (const Error& e) {
         return fail(e.what());
     }
-    if (!options.trusted_sha256.empty() && !options.trusted_sha256.count(record.sha256))
+    if (options.trusted_sha256 && !options.trusted_sha256->count(record.sha256))
         return fail("library " + lib.string() + " has SHA-256 " + record.sha256 +
                     ", which is not among the pinned trusted hashes");
 

@@ -1,7 +1,7 @@
 #include "capsule/registry.hpp"
 
 #include <fstream>
-#include <regex>
+#include <cctype>
 
 #include "plugin_loader.hpp"
 
@@ -75,18 +75,22 @@ PluginRecord record_for(PluginManifest manifest) {
 std::set<std::string> read_trusted_hashes(const fs::path& path) {
     std::ifstream in(path);
     if (!in) throw InputError(path.string() + ": cannot read trusted hashes");
-    static const std::regex line_re(R"(^\s*([0-9a-fA-F]{64})(\s+\*?.*)?$)");
     std::set<std::string> hashes;
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
-        auto hash_pos = line.find('#');
-        if (hash_pos != std::string::npos) line.resize(hash_pos);
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        std::smatch m;
-        if (!std::regex_match(line, m, line_re))
+        auto comment = line.find('#');
+        if (comment != std::string::npos) line.resize(comment);
+        auto first = line.find_first_not_of(" \t\r");
+        if (first == std::string::npos) continue;
+        // `<64 hex digits>` then whitespace and the file name (sha256sum's `*` marks binary mode).
+        std::string h = line.substr(first, 64);
+        bool ok = h.size() == 64 &&
+                  std::all_of(h.begin(), h.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+        const auto rest = first + 64;
+        ok = ok && (rest == line.size() || std::isspace(static_cast<unsigned char>(line[rest])));
+        if (!ok)
             throw InputError(path.string() + ":" + std::to_string(n) +
                              ": expected '<64 hex digits>  <file name>' (sha256sum format)");
-        std::string h = m[1];
         for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         hashes.insert(h);
     }

@@ -340,7 +340,8 @@ std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
     std::vector<Tensor> bound(m.inputs.size());
     for (std::size_t i = 0; i < m.inputs.size(); ++i) {
         const auto& want = m.inputs[i];
-        auto it = inputs.find(want.name);
+        auto it = inputs.find(want.name);  // by name, or by id (docs/ops.md)
+        if (it == inputs.end()) it = inputs.find(std::to_string(want.node_id));
         if (it == inputs.end()) throw InputError("missing input '" + want.name + "'");
         const Tensor& t = it->second;
         if (t.device() != Device::cpu) throw InputError("input '" + want.name + "' must be a host tensor");
@@ -353,7 +354,8 @@ std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
     if (inputs.size() != m.inputs.size())
         for (const auto& [name, t] : inputs) {
             bool known = false;
-            for (const auto& slot : m.inputs) known = known || slot.name == name;
+            for (const auto& slot : m.inputs)
+                known = known || slot.name == name || std::to_string(slot.node_id) == name;
             if (!known) throw InputError("unknown input '" + name + "'");
         }
 
@@ -363,7 +365,9 @@ std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
     unsigned char* arena = nullptr;
     if (m.device == Device::cpu) {
         host_arena.reset(std::aligned_alloc(kArenaAlignment, std::max<std::size_t>(m.arena_bytes, kArenaAlignment)));
-        if (!host_arena) throw std::bad_alloc();
+        if (!host_arena)
+            throw ExecutionError("cannot allocate " + std::to_string(m.arena_bytes) +
+                                 " bytes for the graph's intermediate tensors");
         arena = static_cast<unsigned char*>(host_arena.get());
     } else if (m.arena_bytes) {
         arena_tensor = Tensor::on_device(DType::boolean, {static_cast<std::int64_t>(m.arena_bytes)},

@@ -14,7 +14,7 @@ std::shared_ptr<unsigned char> host_allocate(std::size_t bytes) {
     // Round up to the alignment (aligned_alloc requires it) and keep one byte for empty tensors.
     const std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment + 1) * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded);
-    if (!p) throw std::bad_alloc();
+    if (!p) throw Error("cannot allocate " + std::to_string(bytes) + " bytes of host memory for a tensor");
     std::memset(p, 0, rounded);
     return {static_cast<unsigned char*>(p), [](unsigned char* q) { std::free(q); }};
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -38,31 +38,95 @@ DType dtype_from_npy(const fs::path& path, const string& descr) {
                   "'; supported: <f4 (float32), <f8 (float64), <i8 (int64), |b1 (bool)");
 }
 
-/// Parses the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }.
-void parse_npy_header(const fs::path& path, const string& header, DType& dtype, Shape& shape) {
-    static const std::regex descr_re(R"('descr'\s*:\s*'([^']*)')");
-    static const std::regex fortran_re(R"('fortran_order'\s*:\s*(True|False))");
-    static const std::regex shape_re(R"('shape'\s*:\s*\(([^)]*)\))");
-    std::smatch m;
-    if (!std::regex_search(header, m, descr_re)) bad(path, "npy header has no 'descr'");
-    dtype = dtype_from_npy(path, m[1]);
-    if (!std::regex_search(header, m, fortran_re)) bad(path, "npy header has no 'fortran_order'");
-    if (m[1] == "True") bad(path, "Fortran-order .npy arrays are not supported; save C order");
-    if (!std::regex_search(header, m, shape_re)) bad(path, "npy header has no 'shape'");
-    const string dims = m[1];
-    shape.clear();
-    std::size_t pos = 0;
-    while (pos < dims.size()) {
-        while (pos < dims.size() && (dims[pos] == ' ' || dims[pos] == ',')) ++pos;
-        if (pos >= dims.size()) break;
-        std::size_t end = pos;
-        while (end < dims.size() && std::isdigit(static_cast<unsigned char>(dims[end]))) ++end;
-        if (end == pos || end - pos > 15) bad(path, "bad npy shape '(" + dims + ")'");
-        shape.push_back(std::stoll(dims.substr(pos, end - pos)));
-        pos = end;
-        while (pos < dims.size() && dims[pos] == ' ') ++pos;
-        if (pos < dims.size() && dims[pos] != ',') bad(path, "bad npy shape '(" + dims + ")'");
+/// Scans the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } with a
+/// plain linear scanner (no regex: a hostile 64 KB header must not exhaust the stack).
+class NpyHeaderScanner {
+public:
+    NpyHeaderScanner(const fs::path& path, const string& text) : path_(path), s_(text) {}
+
+    void parse(DType& dtype, Shape& shape) {
+        bool have_descr = false, have_fortran = false, have_shape = false;
+        skip_space();
+        expect('{');
+        while (true) {
+            skip_space();
+            if (peek() == '}') break;
+            const string key = quoted();
+            skip_space();
+            expect(':');
+            skip_space();
+            if (key == "descr") {
+                dtype = dtype_from_npy(path_, quoted());
+                have_descr = true;
+            } else if (key == "fortran_order") {
+                const string word = identifier();
+                if (word == "True") bad(path_, "Fortran-order .npy arrays are not supported; save C order");
+                if (word != "False") bad(path_, "npy header: fortran_order must be True or False");
+                have_fortran = true;
+            } else if (key == "shape") {
+                shape = tuple();
+                have_shape = true;
+            } else {
+                bad(path_, "npy header has an unknown key '" + key + "'");
+            }
+            skip_space();
+            if (peek() == ',') ++pos_;
+        }
+        if (!have_descr) bad(path_, "npy header has no 'descr'");
+        if (!have_fortran) bad(path_, "npy header has no 'fortran_order'");
+        if (!have_shape) bad(path_, "npy header has no 'shape'");
     }
+
+private:
+    char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
+    void skip_space() {
+        while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    }
+    void expect(char c) {
+        if (peek() != c) bad(path_, string("malformed npy header: expected '") + c + "' at offset " + std::to_string(pos_));
+        ++pos_;
+    }
+    string quoted() {
+        expect('\'');
+        auto end = s_.find('\'', pos_);
+        if (end == string::npos) bad(path_, "malformed npy header: unterminated string");
+        string out = s_.substr(pos_, end - pos_);
+        pos_ = end + 1;
+        return out;
+    }
+    string identifier() {
+        std::size_t start = pos_;
+        while (pos_ < s_.size() && std::isalpha(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+        return s_.substr(start, pos_ - start);
+    }
+    Shape tuple() {
+        expect('(');
+        Shape shape;
+        while (true) {
+            skip_space();
+            if (peek() == ')') break;
+            std::size_t start = pos_;
+            while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+            if (pos_ == start || pos_ - start > 15) bad(path_, "bad npy shape at offset " + std::to_string(start));
+            shape.push_back(std::stoll(s_.substr(start, pos_ - start)));
+            skip_space();
+            if (peek() == ',') {
+                ++pos_;
+            } else if (peek() != ')') {
+                bad(path_, "bad npy shape at offset " + std::to_string(pos_));
+            }
+        }
+        ++pos_;
+        return shape;
+    }
+
+    const fs::path& path_;
+    const string& s_;
+    std::size_t pos_ = 0;
+};
+
+void parse_npy_header(const fs::path& path, const string& header, DType& dtype, Shape& shape) {
+    NpyHeaderScanner(path, header).parse(dtype, shape);
 }
 
 string read_file(const fs::path& path, const char* what) {

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include <spdlog/spdlog.h>
+
 namespace capsule::cli {
 
 namespace fs = std::filesystem;
@@ -25,8 +27,26 @@ Context::Context(const GlobalOptions& options)
                                                             std::getenv("CAPSULE_PLUGIN_PATH"),
                                                             options.plugin_paths),
                                  host_options(options))) {
+    if (const char* env = std::getenv("CAPSULE_PLUGIN_PATH")) {
+        for (const auto& entry : PluginSearchPath::standard({}, env, {}).entries) {
+            std::error_code ec;
+            if (entry != fs::path("plugins") && !fs::exists(entry, ec))
+                spdlog::warn("CAPSULE_PLUGIN_PATH entry {} does not exist", entry.string());
+        }
+    }
+    for (const auto& path : options.plugin_paths) {
+        std::error_code ec;
+        if (!fs::exists(path, ec))
+            throw InputError("--plugin-path " + path.string() + ": no such file or directory");
+    }
     for (const auto& file : options.profile_files) profiles_.push_back(load_profile_file(file));
     for (const auto& p : builtin_profiles()) profiles_.push_back(p);
+    // A profile file must not silently redefine a built-in or another file's profile.
+    for (std::size_t i = 0; i < profiles_.size(); ++i)
+        for (std::size_t j = i + 1; j < profiles_.size(); ++j)
+            if (profiles_[i].name == profiles_[j].name)
+                throw InputError("duplicate profile name '" + profiles_[i].name +
+                                 "' (from --profile-file); choose another name");
 }
 
 BackendProfile Context::profile(const std::string& name) const {

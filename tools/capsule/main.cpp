@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
     } catch (const VocabularyError& e) {
         std::cerr << "capsule: " << e.what() << "\n";
         return kBadInput;
+    } catch (const std::bad_alloc&) {
+        std::cerr << "capsule: error: out of memory\n";
+        return kOther;
     } catch (const std::exception& e) {
         std::cerr << "capsule: error: " << e.what() << "\n";
         return kOther;

@@ -1,6 +1,8 @@
 // `capsule run --profile P GRAPH --input NAME=FILE.npy ... [--output-dir D]`: plan, gate, build a
 // session and execute; writes one .npy per graph output.
+#include <cctype>
 #include <iostream>
+#include <set>
 
 #include "capsule/report.hpp"
 #include "capsule/session.hpp"
@@ -30,6 +32,26 @@ std::map<std::string, Tensor> read_inputs(const std::vector<std::string>& specs)
     }
     return inputs;
 }
+/// One file per output inside `dir`. Output names come from the graph, so they are reduced to
+/// [A-Za-z0-9_.-] (an untrusted graph must not write outside `dir`); two outputs that would share
+/// a file are an error before anything is written.
+std::vector<std::filesystem::path> output_files(const Session& session, const std::string& dir) {
+    std::vector<std::filesystem::path> files;
+    std::set<std::string> seen;
+    for (const auto& out : session.outputs()) {
+        std::string name = out.name;
+        for (auto& c : name)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') c = '_';
+        if (name.empty() || name.find_first_not_of('.') == std::string::npos)
+            name = "output_" + std::to_string(out.node_id);
+        if (!seen.insert(name).second)
+            throw InputError("graph outputs would both be written to " + name +
+                             ".npy; give the output nodes distinct names");
+        files.push_back(std::filesystem::path(dir) / (name + ".npy"));
+    }
+    return files;
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app, const GlobalOptions& options) {
@@ -52,10 +74,11 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         if (!result.accepted) return int(kGateRejected);
         auto session = Session::create(profile, *result.accepted, graph, ctx.host(),
                                        load_graph_parameters(graph));
+        const auto files = output_files(session, args->output_dir);
         auto outputs = session.run(inputs);
         std::filesystem::create_directories(args->output_dir);
         for (std::size_t i = 0; i < outputs.size(); ++i) {
-            auto path = std::filesystem::path(args->output_dir) / (session.outputs()[i].name + ".npy");
+            const auto& path = files[i];
             write_npy(path, outputs[i]);
             std::cout << "wrote " << path.string() << " " << to_string(outputs[i].dtype())
                       << to_string(outputs[i].shape()) << "\n";

@@ -14,6 +14,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "capsule/plugin_abi.h"
@@ -28,9 +30,49 @@ struct KernelError : std::exception {
     const char* what() const noexcept override { return message.c_str(); }
 };
 
+/// Raises KernelError(code, message): the cold half of a check. Build the message only on the
+/// failing branch (`if (!ok) fail(...)`) so that a passing check allocates nothing.
+[[noreturn]] [[gnu::cold]] [[gnu::noinline]] inline void fail(int32_t code, std::string message) {
+    throw KernelError(code, std::move(message));
+}
+
+/// Raises KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, message).
+[[noreturn]] [[gnu::cold]] [[gnu::noinline]] inline void fail(std::string message) {
+    throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, std::move(message));
+}
+
+/// Raises KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, printf-style message).
+[[noreturn]] [[gnu::cold]] [[gnu::noinline]] [[gnu::format(printf, 1, 2)]] inline void failf(
+    const char* format, ...) {
+    char buffer[512];
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(buffer, sizeof buffer, format, args);
+    va_end(args);
+    throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, buffer);
+}
+
 /// Raises KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, message) unless `condition` holds.
+/// (Building `message` costs an allocation even when the check passes: in hot kernels prefer the
+/// `const char*` or lazy overloads below.)
 inline void require(bool condition, const std::string& message) {
     if (!condition) throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT, message);
+}
+
+/// require with a fixed message: nothing is built unless the check fails.
+inline void require(bool condition, const char* message) {
+    if (!condition) [[unlikely]]
+        fail(message);
+}
+
+/// require with a lazily built message: `make_message()` (returning something convertible to
+/// std::string) runs only when the check fails, e.g.
+/// `require(n > 0, [&] { return name + ": empty"; })`.
+template <typename MakeMessage>
+    requires std::is_invocable_r_v<std::string, MakeMessage&>
+inline void require(bool condition, MakeMessage&& make_message) {
+    if (!condition) [[unlikely]]
+        fail(make_message());
 }
 
 /// Writes `code` and a printf-style message into `status` (may be NULL); returns `code`.
@@ -101,6 +143,13 @@ public:
         throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
                           "attribute '" + std::string(name) + "' is not a string");
     }
+    /// get_string without a copy: a view of the attribute's storage (valid during the call).
+    std::string_view get_string_view(std::string_view name, std::string_view fallback) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_STRING) return a->string_value;
+        fail("attribute '" + std::string(name) + "' is not a string");
+    }
     /// An int list; a single INT is read as a one-element list.
     std::vector<int64_t> get_ints(std::string_view name, std::vector<int64_t> fallback) const {
         auto* a = find(name);
@@ -109,6 +158,16 @@ public:
         if (a->kind == CAPSULE_ATTR_INT) return {a->int_value};
         throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
                           "attribute '" + std::string(name) + "' is not an int list");
+    }
+    /// get_ints without a copy: a view of the attribute's storage (valid during the call); a single
+    /// INT is a one-element view.
+    std::span<const int64_t> get_ints_view(std::string_view name,
+                                           std::span<const int64_t> fallback = {}) const {
+        auto* a = find(name);
+        if (!a) return fallback;
+        if (a->kind == CAPSULE_ATTR_INTS) return {a->ints, a->count};
+        if (a->kind == CAPSULE_ATTR_INT) return {&a->int_value, 1};
+        fail("attribute '" + std::string(name) + "' is not an int list");
     }
     std::vector<double> get_floats(std::string_view name, std::vector<double> fallback) const {
         auto* a = find(name);
@@ -138,7 +197,8 @@ struct ForwardCall {
 
     static Tensor check(const capsule_tensor_view* views, std::size_t n, std::size_t i,
                         const char* what) {
-        require(i < n, std::string("missing ") + what + " " + std::to_string(i));
+        if (i >= n) [[unlikely]]
+            fail(std::string("missing ") + what + " " + std::to_string(i));
         return Tensor{&views[i]};
     }
 };

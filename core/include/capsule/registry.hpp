@@ -93,8 +93,9 @@ struct PluginHostOptions {
     /// Load libraries. false: a manifests-only host that runs no vendor code; every plugin is a
     /// `stub` (listed, audited and planned with, never executed).
     bool load_libraries = true;
-    /// When non-empty, only libraries whose SHA-256 (lowercase hex) is listed may load.
-    std::set<std::string> trusted_sha256;
+    /// When set, only libraries whose SHA-256 (lowercase hex) is listed may load; an empty set
+    /// refuses every library.
+    std::optional<std::set<std::string>> trusted_sha256;
 };
 
 /// Reads pinned hashes in `sha256sum` output format (`<hex>  <file name>` per line; `#` starts a
