@@ -260,6 +260,14 @@ void conv_cases(std::vector<KernelCase>& out) {
         out.push_back(std::move(c));
     }
     {
+        Conv p;  // big enough for several im2col chunks of several images each
+        p.out_c = 3, p.kh = p.kw = 5, p.ph = p.pw = 2;
+        auto c = conv_case("conv2d/multi_chunk_batch", BackendOp::conv2d, 2, false,
+                           random(F, {5, 2, 32, 32}, 235), p, 236);
+        c.atol = 2e-5;
+        out.push_back(std::move(c));
+    }
+    {
         Conv p;
         p.out_c = 5, p.bias = true;
         out.push_back(conv_case("conv2d/pointwise_1x1", BackendOp::conv2d, 2, false,
@@ -322,6 +330,12 @@ void conv_cases(std::vector<KernelCase>& out) {
         out.push_back(conv_case("conv_transpose2d/groups_dilation_f64",
                                 BackendOp::conv_transpose2d, 2, true, random(D, {1, 4, 3, 2}, 229),
                                 p, 230));
+    }
+    {
+        Conv p;  // several im2col chunks
+        p.out_c = 4, p.kh = p.kw = 3, p.bias = false;
+        out.push_back(conv_case("conv_transpose2d/multi_chunk_batch", BackendOp::conv_transpose2d,
+                                2, true, random(F, {3, 2, 40, 40}, 237), p, 238));
     }
     {
         Conv p;  // output_padding allowed because it is smaller than the dilation
@@ -688,6 +702,98 @@ void scan_cases(std::vector<KernelCase>& out) {
     out.push_back(grad(scan_case("selective_scan/grad_softplus", F, 1, 2, 3, 2, true, 505)));
 }
 
+/// Inputs, parameters and attributes the kernels must refuse, with (part of) their message.
+void error_cases(std::vector<KernelCase>& out) {
+    using I = std::int64_t;
+    constexpr auto F = DType::float32;
+    // conv: parameters are not seen by shape inference, only by the kernel
+    out.push_back(error_case("conv2d/error_weight_shape", BackendOp::conv2d,
+                             {random(F, {1, 1, 4, 4}, 951)},
+                             "conv2d weight has shape [2, 1, 2, 2], expected [2, 1, 3, 3]", {},
+                             {{"out_channels", I(2)}, {"kernel_size", I(3)}},
+                             {random(F, {2, 1, 2, 2}, 952), random(F, {2}, 953)}));
+    out.push_back(error_case("conv2d/error_bias_shape", BackendOp::conv2d,
+                             {random(F, {1, 1, 3, 3}, 954)},
+                             "conv2d bias has shape [1], expected [2]", {},
+                             {{"out_channels", I(2)}, {"kernel_size", I(2)}},
+                             {random(F, {2, 1, 2, 2}, 955), random(F, {1}, 956)}));
+    out.push_back(error_case("conv2d/error_groups", BackendOp::conv2d,
+                             {random(F, {1, 3, 3, 3}, 957)},
+                             "conv2d: input channels 3 are not divisible by groups 2",
+                             f32({1, 2, 2, 2}, {}),
+                             {{"out_channels", I(2)}, {"kernel_size", I(2)}, {"groups", I(2)},
+                              {"bias", false}},
+                             {random(F, {2, 1, 2, 2}, 958)}));
+    out.push_back(error_case("conv2d/error_input_rank", BackendOp::conv2d,
+                             {random(F, {1, 4, 4}, 959)},
+                             "conv2d: input must have rank 4, got shape [1, 4, 4]",
+                             f32({1, 1, 3, 3}, {}),
+                             {{"out_channels", I(1)}, {"kernel_size", I(2)}, {"bias", false}},
+                             {random(F, {1, 1, 2, 2}, 960)}));
+    out.push_back(error_case("conv/error_kernel_larger_than_input", BackendOp::conv,
+                             {random(F, {1, 1, 2}, 961)},
+                             "conv: padded input size 2 is smaller than the dilated kernel 3",
+                             f32({1, 1, 1}, {}),
+                             {{"out_channels", I(1)}, {"kernel_size", I(3)}, {"bias", false}},
+                             {random(F, {1, 1, 3}, 962)}));
+    out.push_back(error_case("conv/error_weight_dtype", BackendOp::conv,
+                             {random(F, {1, 1, 4}, 963)},
+                             "conv weight has dtype float64, expected float32", {},
+                             {{"out_channels", I(1)}, {"kernel_size", I(2)}, {"bias", false}},
+                             {random(DType::float64, {1, 1, 2}, 964)}));
+    out.push_back(error_case("conv_transpose/error_output_padding", BackendOp::conv_transpose,
+                             {random(F, {1, 1, 3}, 965)},
+                             "conv_transpose: output_padding must be smaller than stride or "
+                             "dilation",
+                             f32({1, 1, 6}, {}),
+                             {{"out_channels", I(1)}, {"kernel_size", I(2)},
+                              {"output_padding", I(2)}, {"bias", false}},
+                             {random(F, {1, 1, 2}, 966)}));
+    out.push_back(error_case("conv2d/error_missing_kernel_size", BackendOp::conv2d,
+                             {random(F, {1, 1, 3, 3}, 967)}, "missing attribute 'kernel_size'",
+                             f32({1, 1, 2, 2}, {}), {{"out_channels", I(1)}, {"bias", false}},
+                             {random(F, {1, 1, 2, 2}, 968)}));
+    // pools
+    out.push_back(error_case("max_pool2d_pad/error_padding_too_large", BackendOp::max_pool2d_pad,
+                             {random(F, {1, 1, 4, 4}, 969)},
+                             "max_pool2d_pad: padding must be at most half the kernel size",
+                             f32({1, 1, 4, 4}, {}), {{"kernel_size", I(2)}, {"padding", I(2)}}));
+    out.push_back(error_case("avg_pool/error_kernel_larger_than_input", BackendOp::avg_pool,
+                             {random(F, {1, 1, 2}, 970)},
+                             "avg_pool: input size 2 is smaller than the kernel 3",
+                             f32({1, 1, 1}, {}), {{"kernel_size", I(3)}}));
+    out.push_back(error_case("smooth_max_pool/error_temperature_zero", BackendOp::smooth_max_pool,
+                             {random(F, {1, 1, 4}, 971)},
+                             "smooth_max_pool: attribute 'temperature' must be a finite number > 0",
+                             f32({1, 1, 2}, {}), {{"kernel_size", I(2)}, {"temperature", 0.0}}));
+    out.push_back(error_case("max_pool2d/error_stride_zero", BackendOp::max_pool2d,
+                             {random(F, {1, 1, 4, 4}, 972)},
+                             "attribute 'stride' = 0 must be >= 1", f32({1, 1, 2, 2}, {}),
+                             {{"kernel_size", I(2)}, {"stride", I(0)}}));
+    // fft_fno / selective_scan
+    out.push_back(error_case("fft_fno/error_too_many_modes", BackendOp::fft_fno,
+                             {random(F, {1, 1, 4}, 973)},
+                             "fft_fno: modes 4 exceeds L/2 + 1 for length 4", f32({1, 1, 4}, {}),
+                             {{"modes", I(4)}, {"out_channels", I(1)}},
+                             {random(F, {1, 1, 4}, 974), random(F, {1, 1, 4}, 975)}));
+    out.push_back(error_case("fft_fno/error_weight_shape", BackendOp::fft_fno,
+                             {random(F, {1, 2, 4}, 976)},
+                             "fft_fno weight_imag has shape [1, 1, 2], expected [2, 1, 2]", {},
+                             {{"modes", I(2)}, {"out_channels", I(1)}},
+                             {random(F, {2, 1, 2}, 977), random(F, {1, 1, 2}, 978)}));
+    out.push_back(error_case("selective_scan/error_A_rank", BackendOp::selective_scan,
+                             {random(F, {1, 2, 3}, 979), random(F, {1, 2, 3}, 980),
+                              random(F, {2}, 981), random(F, {1, 2, 3}, 982),
+                              random(F, {1, 2, 3}, 983)},
+                             "selective_scan: A must be [D, N], got [2]", f32({1, 2, 3}, {})));
+    out.push_back(error_case("selective_scan/error_delta_shape", BackendOp::selective_scan,
+                             {random(F, {1, 2, 3}, 984), random(F, {1, 2, 4}, 985),
+                              random(F, {2, 2}, 986), random(F, {1, 2, 3}, 987),
+                              random(F, {1, 2, 3}, 988)},
+                             "selective_scan delta has shape [1, 2, 4], expected [1, 2, 3]",
+                             f32({1, 2, 3}, {})));
+}
+
 }  // namespace
 
 std::vector<KernelCase> conv_pool_cases() {
@@ -696,6 +802,7 @@ std::vector<KernelCase> conv_pool_cases() {
     pool_cases(out);
     fno_cases(out);
     scan_cases(out);
+    error_cases(out);
     return out;
 }
 

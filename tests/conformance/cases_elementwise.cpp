@@ -673,6 +673,89 @@ void reduction_cases(std::vector<KernelCase>& out) {
     }
 }
 
+/// Inputs the kernels must refuse, with (part of) the message they give.
+void error_cases(std::vector<KernelCase>& out) {
+    using I = std::int64_t;
+    using S = std::string;
+    // dtypes
+    out.push_back(error_case("relu/error_int64_input", BackendOp::relu, {i64({3}, {1, -2, 3})},
+                             "relu: input has dtype int64; expected float32 or float64",
+                             i64({3}, {})));
+    out.push_back(error_case("abs/error_bool_input", BackendOp::abs, {boolean({2}, {1, 0})},
+                             "abs: input has dtype bool; expected float32 or float64",
+                             boolean({2}, {})));
+    out.push_back(error_case("mul/error_dtype_mismatch", BackendOp::mul,
+                             {f32({2}, {1, 2}), f64({2}, {3, 4})},
+                             "mul: input 1 has dtype float64, expected float32", f32({2}, {})));
+    // shapes and arity
+    out.push_back(error_case("add/error_shapes_do_not_broadcast", BackendOp::add,
+                             {f32({2, 3}, V(6, 1.0)), f32({4}, V(4, 1.0))},
+                             "add: shapes [2, 3] and [4] do not broadcast", f32({2, 3}, {})));
+    out.push_back(error_case("sub/error_one_input", BackendOp::sub, {f32({2}, {1, 2})},
+                             "sub expects 2 inputs, got 1", f32({2}, {})));
+    out.push_back(error_case("mse_loss/error_target_shape", BackendOp::mse_loss,
+                             {f32({3}, {1, 2, 3}), f32({2}, {1, 2})},
+                             "mse_loss: target has shape [2] but the input has shape [3]",
+                             f32({}, {})));
+    // attributes
+    out.push_back(error_case("scale/error_missing_factor", BackendOp::scale, {f32({2}, {1, 2})},
+                             "scale: missing attribute 'factor' (number)", f32({2}, {})));
+    out.push_back(error_case("scale/error_nan_factor", BackendOp::scale, {f32({2}, {1, 2})},
+                             "scale: attribute 'factor' must not be NaN", f32({2}, {}),
+                             {{"factor", kNaN}}));
+    out.push_back(error_case("clamp/error_no_bounds", BackendOp::clamp, {f32({2}, {1, 2})},
+                             "clamp: needs attribute 'min' or 'max' (or both)", f32({2}, {})));
+    out.push_back(error_case("gelu/error_bad_approximate", BackendOp::gelu, {f32({2}, {1, 2})},
+                             "gelu: attribute 'approximate' = 'erf' must be one of none, tanh",
+                             f32({2}, {}), {{"approximate", S("erf")}}));
+    out.push_back(error_case("softplus/error_beta_zero", BackendOp::softplus, {f32({2}, {1, 2})},
+                             "softplus: attribute 'beta' must be a finite number > 0",
+                             f32({2}, {}), {{"beta", 0.0}}));
+    out.push_back(error_case("safe_log/error_negative_eps", BackendOp::safe_log,
+                             {f64({2}, {1, 2})},
+                             "safe_log: attribute 'eps' must be a finite number > 0", f64({2}, {}),
+                             {{"eps", -1.0}}));
+    out.push_back(error_case("softmax/error_axis_out_of_range", BackendOp::softmax,
+                             {f32({2, 3}, V(6, 0.5))},
+                             "softmax: attribute 'axis' = 2 out of range for rank 2",
+                             f32({2, 3}, {}), {{"axis", I(2)}}));
+    out.push_back(error_case("reduce_sum/error_repeated_axis", BackendOp::reduce_sum,
+                             {f32({2, 3}, V(6, 0.5))},
+                             "reduce_sum: attribute 'axes' repeats axis 0", f32({}, {}),
+                             {{"axes", Ints{0, -2}}}));
+    out.push_back(error_case("reduce_mean/error_empty_axes", BackendOp::reduce_mean,
+                             {f32({2, 3}, V(6, 0.5))},
+                             "reduce_mean: attribute 'axes' is empty; omit it to reduce over every axis",
+                             f32({}, {}), {{"axes", Ints{}}}));
+    out.push_back(error_case("mse_loss/error_bad_reduction", BackendOp::mse_loss,
+                             {f32({2}, {1, 2}), f32({2}, {1, 2})},
+                             "mse_loss: attribute 'reduction' = 'avg' must be one of mean, sum, none",
+                             f32({}, {}), {{"reduction", S("avg")}}));
+    // random ops
+    out.push_back(error_case("rand_uniform/error_missing_shape", BackendOp::rand_uniform, {},
+                             "rand_uniform: missing attribute 'shape' (list of integers)",
+                             f32({2}, {})));
+    out.push_back(error_case("rand_uniform/error_bad_dtype", BackendOp::rand_uniform, {},
+                             "rand_uniform: attribute 'dtype' = 'int64' must be one of float32, float64",
+                             f32({2}, {}), {{"shape", Ints{2}}, {"dtype", S("int64")}}));
+    out.push_back(error_case("bernoulli_mask/error_p_above_one", BackendOp::bernoulli_mask,
+                             {f32({3}, {0.5, 1.5, 0})},
+                             "bernoulli_mask: probability 1.500000 at element 1 is outside [0, 1]"));
+    out.push_back(error_case("bernoulli_mask/error_p_negative_f64", BackendOp::bernoulli_mask,
+                             {f64({2, 2}, {0, 1, 0.25, -0.25})},
+                             "bernoulli_mask: probability -0.250000 at element 3 is outside [0, 1]"));
+    out.push_back(error_case("bernoulli_mask/error_p_nan", BackendOp::bernoulli_mask,
+                             {f32({2}, {0.5, kNaN})}, "at element 1 is outside [0, 1]"));
+    // backward without the forward output
+    for (auto op : {BackendOp::softmax, BackendOp::log_softmax}) {
+        const std::string name(to_string(op));
+        auto c = error_case(name + "/error_backward_without_output", op, {f32({2, 3}, V(6, 0.5))},
+                            name + ": backward needs the forward output");
+        c.error_in_backward = true;
+        out.push_back(std::move(c));
+    }
+}
+
 }  // namespace
 
 std::vector<KernelCase> elementwise_cases() {
@@ -682,6 +765,7 @@ std::vector<KernelCase> elementwise_cases() {
     unary_cases(out);
     softmax_cases(out);
     reduction_cases(out);
+    error_cases(out);
     return out;
 }
 

@@ -511,6 +511,96 @@ void attention_cases(std::vector<KernelCase>& out) {
                            {AttnMask::boolean, boolean({2, 3}, {1, 0, 1, 0, 0, 0})}, {})));
 }
 
+/// Inputs and parameters the kernels must refuse, with (part of) the message they give.
+void error_cases(std::vector<KernelCase>& out) {
+    using I = std::int64_t;
+    constexpr auto F = DType::float32;
+    // matmul / bmm
+    out.push_back(error_case("matmul/error_inner_mismatch", BackendOp::matmul,
+                             {random(F, {2, 3}, 901), random(F, {4, 2}, 902)},
+                             "matmul: inner dimensions differ: [2, 3] x [4, 2]", f32({2, 2}, {})));
+    out.push_back(error_case("matmul/error_dtype_mismatch", BackendOp::matmul,
+                             {random(F, {2, 3}, 903), random(DType::float64, {3, 2}, 904)},
+                             "matmul: inputs have different dtypes (float32 and float64)",
+                             f32({2, 2}, {})));
+    out.push_back(error_case("bmm/error_batch_mismatch", BackendOp::bmm,
+                             {random(F, {2, 1, 2}, 905), random(F, {3, 2, 1}, 906)},
+                             "bmm: batch dimensions differ: [2, 1, 2] x [3, 2, 1]",
+                             f32({2, 1, 1}, {})));
+    // linear: parameters are not seen by shape inference, only by the kernel
+    const Attributes linear4{{"out_features", I(4)}};
+    out.push_back(error_case("linear/error_weight_shape", BackendOp::linear,
+                             {random(F, {2, 3}, 907)}, "linear weight has shape [4, 2], expected [4, 3]",
+                             {}, linear4, {random(F, {4, 2}, 908), random(F, {4}, 909)}));
+    out.push_back(error_case("linear/error_bias_shape", BackendOp::linear,
+                             {random(F, {2, 3}, 910)}, "linear bias has shape [3], expected [4]", {},
+                             linear4, {random(F, {4, 3}, 911), random(F, {3}, 912)}));
+    out.push_back(error_case("linear/error_missing_bias", BackendOp::linear,
+                             {random(F, {2, 3}, 913)}, "linear expects 2 parameter(s), got 1", {},
+                             linear4, {random(F, {4, 3}, 914)}));
+    out.push_back(error_case("linear/error_weight_dtype", BackendOp::linear,
+                             {random(F, {2, 3}, 915)},
+                             "linear weight has dtype float64, expected float32", {},
+                             {{"out_features", I(4)}, {"bias", false}},
+                             {random(DType::float64, {4, 3}, 916)}));
+    // layer_norm
+    out.push_back(error_case("layer_norm/error_weight_shape", BackendOp::layer_norm,
+                             {random(F, {2, 3}, 917)},
+                             "layer_norm weight has shape [2], expected [3]", {},
+                             {{"normalized_shape", Ints{3}}},
+                             {random(F, {2}, 918), random(F, {3}, 919)}));
+    out.push_back(error_case("layer_norm/error_bias_shape", BackendOp::layer_norm,
+                             {random(F, {2, 3}, 920)},
+                             "layer_norm bias has shape [3, 1], expected [3]", {},
+                             {{"normalized_shape", Ints{3}}},
+                             {random(F, {3}, 921), random(F, {3, 1}, 922)}));
+    out.push_back(error_case("layer_norm/error_normalized_shape_mismatch", BackendOp::layer_norm,
+                             {random(F, {2, 3}, 923)},
+                             "layer_norm: normalized_shape [4] does not match the trailing "
+                             "dimensions of [2, 3]",
+                             f32({2, 3}, {}),
+                             {{"normalized_shape", Ints{4}}, {"elementwise_affine", false}}));
+    out.push_back(error_case("layer_norm/error_eps_zero", BackendOp::layer_norm,
+                             {random(F, {2, 3}, 924)}, "layer_norm: attribute 'eps' must be > 0",
+                             f32({2, 3}, {}),
+                             {{"normalized_shape", Ints{3}}, {"eps", 0.0},
+                              {"elementwise_affine", false}}));
+    // batch_norm
+    out.push_back(error_case("batch_norm/error_running_var_shape", BackendOp::batch_norm,
+                             {random(F, {2, 3}, 925)},
+                             "batch_norm parameter 3 has shape [2], expected [3]", {}, {},
+                             {random(F, {3}, 926), random(F, {3}, 927), random(F, {3}, 928),
+                              random(F, {2}, 929)}));
+    out.push_back(error_case("batch_norm/error_momentum", BackendOp::batch_norm,
+                             {random(F, {2, 3}, 930)},
+                             "batch_norm: attribute 'momentum' must be in [0, 1]", {},
+                             {{"momentum", 1.5}, {"affine", false}},
+                             {random(F, {3}, 931), random(F, {3}, 932)}));
+    out.push_back(error_case("batchnorm_channel_first/error_training_single_value",
+                             BackendOp::batchnorm_channel_first, {random(F, {1, 2}, 933)},
+                             "batchnorm_channel_first: training needs more than 1 value per channel",
+                             {}, {{"training", true}, {"affine", false}},
+                             {random(F, {2}, 934), f32({2}, {1, 1})}));
+    // scaled_dot_product_attention
+    const auto sdpa = BackendOp::scaled_dot_product_attention;
+    out.push_back(error_case("scaled_dot_product_attention/error_embedding_mismatch", sdpa,
+                             {random(F, {2, 3}, 935), random(F, {2, 4}, 936),
+                              random(F, {2, 3}, 937)},
+                             "scaled_dot_product_attention: query and key embeddings differ",
+                             f32({2, 3}, {})));
+    out.push_back(error_case("scaled_dot_product_attention/error_causal_with_mask", sdpa,
+                             {random(F, {2, 3}, 938), random(F, {2, 3}, 939),
+                              random(F, {2, 3}, 940), boolean({2, 2}, {1, 1, 1, 1})},
+                             "scaled_dot_product_attention: is_causal cannot be combined with a mask",
+                             f32({2, 3}, {}), {{"is_causal", true}}));
+    out.push_back(error_case("scaled_dot_product_attention/error_mask_shape", sdpa,
+                             {random(F, {2, 3}, 941), random(F, {2, 3}, 942),
+                              random(F, {2, 3}, 943), boolean({3, 3}, V(9, 1.0))},
+                             "scaled_dot_product_attention: mask [3, 3] does not broadcast to the "
+                             "scores [2, 2]",
+                             f32({2, 3}, {})));
+}
+
 }  // namespace
 
 std::vector<KernelCase> linalg_cases() {
@@ -522,6 +612,7 @@ std::vector<KernelCase> linalg_cases() {
     batch_norm_cases(out, BackendOp::batch_norm, "batch_norm");
     batch_norm_cases(out, BackendOp::batchnorm_channel_first, "batchnorm_channel_first");
     attention_cases(out);
+    error_cases(out);
     return out;
 }
 

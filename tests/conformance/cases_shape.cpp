@@ -323,6 +323,102 @@ void gather_scatter_cases(std::vector<KernelCase>& out) {
                        {f32({0, 2}, {}), i64({0}, {}), f32({0, 2}, {})}, f32({0, 2}, {})));
 }
 
+/// Inputs the kernels must refuse, with (part of) the message they give.
+void error_cases(std::vector<KernelCase>& out) {
+    using I = std::int64_t;
+    // index tensors: 0 <= i < n
+    out.push_back(error_case("gather_vec_nat/error_index_too_large", BackendOp::gather_vec_nat,
+                             {f32({4}, {1, 2, 3, 4}), i64({3}, {0, 4, 1})},
+                             "gather_vec_nat: index 4 at position 1 is out of range for length 4 "
+                             "(valid: 0..3)"));
+    out.push_back(error_case("gather_vec_nat/error_negative_index", BackendOp::gather_vec_nat,
+                             {f32({4}, {1, 2, 3, 4}), i64({2}, {2, -1})},
+                             "gather_vec_nat: index -1 at position 1 is out of range for length 4"));
+    out.push_back(error_case("gather_vec_nat/error_empty_source", BackendOp::gather_vec_nat,
+                             {f32({0}, {}), i64({1}, {0})},
+                             "gather_vec_nat: index 0 at position 0 is out of range for length 0"));
+    out.push_back(error_case("gather_vec_nat/error_float_index", BackendOp::gather_vec_nat,
+                             {f32({4}, {1, 2, 3, 4}), f32({1}, {0})},
+                             "gather_vec_nat: index (input 1) has dtype float32, expected int64",
+                             f32({1}, {})));
+    out.push_back(error_case("gather_rows_nat/error_index_too_large", BackendOp::gather_rows_nat,
+                             {f64({3, 2}, ramp(6)), i64({2}, {0, 3})},
+                             "gather_rows_nat: index 3 at position 1 is out of range for length 3 "
+                             "(valid: 0..2)"));
+    out.push_back(error_case("gather_scalar_nat/error_negative_index",
+                             BackendOp::gather_scalar_nat, {f32({3}, {1, 2, 3}), i64({}, {-2})},
+                             "gather_scalar_nat: index -2 is out of range for length 3 (valid: 0..2)"));
+    out.push_back(error_case("gather_scalar/error_index_out_of_range", BackendOp::gather_scalar,
+                             {f32({3}, {1, 2, 3})},
+                             "gather_scalar: attribute 'index' = 3 out of range for length 3",
+                             f32({}, {}), {{"index", I(3)}}));
+    out.push_back(error_case("gather_row/error_negative_index_out_of_range", BackendOp::gather_row,
+                             {f32({2, 2}, {1, 2, 3, 4})},
+                             "gather_row: attribute 'index' = -3 out of range for length 2",
+                             f32({2}, {}), {{"index", I(-3)}}));
+    out.push_back(error_case("scatter_add_vec/error_index_out_of_range", BackendOp::scatter_add_vec,
+                             {f32({3}, {0, 0, 0}), i64({2}, {1, 3}), f32({2}, {1, 1})},
+                             "scatter_add_vec: index 3 at position 1 is out of range for length 3 "
+                             "(valid: 0..2)"));
+    out.push_back(error_case("scatter_add_row/error_negative_index", BackendOp::scatter_add_row,
+                             {f32({2, 2}, V(4, 0.0)), i64({1}, {-1}), f32({1, 2}, {1, 1})},
+                             "scatter_add_row: index -1 at position 0 is out of range for length 2"));
+    out.push_back(error_case("scatter_add_vec/error_source_shape", BackendOp::scatter_add_vec,
+                             {f32({3}, {0, 0, 0}), i64({2}, {0, 1}), f32({3}, {1, 1, 1})},
+                             "scatter_add_vec: source (input 2) has shape [3], expected [2]"));
+    out.push_back(error_case("scatter_add_vec/error_int64_base", BackendOp::scatter_add_vec,
+                             {i64({3}, {0, 0, 0}), i64({1}, {0}), i64({1}, {1})},
+                             "scatter_add_vec: base (input 0) has dtype int64; expected float32 or "
+                             "float64",
+                             i64({3}, {})));
+    // shape attributes
+    out.push_back(error_case("reshape/error_element_count", BackendOp::reshape,
+                             {f32({2, 3}, ramp(6))},
+                             "reshape: cannot reshape [2, 3] (6 elements) to [4, 2]",
+                             f32({4, 2}, {}), {{"shape", Ints{4, 2}}}));
+    out.push_back(error_case("reshape/error_two_inferred_dims", BackendOp::reshape,
+                             {f32({2, 3}, ramp(6))},
+                             "reshape: attribute 'shape' = [-1, -1] has more than one -1",
+                             f32({6}, {}), {{"shape", Ints{-1, -1}}}));
+    out.push_back(error_case("permute/error_repeated_axis", BackendOp::permute,
+                             {f32({2, 3}, ramp(6))},
+                             "permute: attribute 'dims' = [0, -2] repeats axis 0", f32({2, 3}, {}),
+                             {{"dims", Ints{0, -2}}}));
+    out.push_back(error_case("permute/error_wrong_length", BackendOp::permute,
+                             {f32({2, 3}, ramp(6))},
+                             "permute: attribute 'dims' = [0] has 1 entries for rank 2",
+                             f32({2}, {}), {{"dims", Ints{0}}}));
+    out.push_back(error_case("transpose2d/error_rank3", BackendOp::transpose2d,
+                             {f32({1, 2, 3}, ramp(6))},
+                             "transpose2d expects an input of rank 2, got shape [1, 2, 3]",
+                             f32({3, 2, 1}, {})));
+    out.push_back(error_case("swapAdjacentAtDepth/error_depth_out_of_range",
+                             BackendOp::swapAdjacentAtDepth, {f32({2, 3}, ramp(6))},
+                             "swapAdjacentAtDepth: attribute 'depth' = 1 out of range for rank 2",
+                             f32({2, 3}, {}), {{"depth", I(1)}}));
+    out.push_back(error_case("flatten/error_start_after_end", BackendOp::flatten,
+                             {f32({2, 3}, ramp(6))},
+                             "flatten: start_dim 1 comes after end_dim 0 for shape [2, 3]",
+                             f32({6}, {}), {{"start_dim", I(1)}, {"end_dim", I(0)}}));
+    out.push_back(error_case("broadcastTo/error_not_broadcastable", BackendOp::broadcastTo,
+                             {f32({3}, {1, 2, 3})}, "cannot broadcast [3] to [2, 2]",
+                             f32({2, 2}, {}), {{"shape", Ints{2, 2}}}));
+    out.push_back(error_case("concat_vectors/error_rank2_input", BackendOp::concat_vectors,
+                             {f32({2, 2}, ramp(4)), f32({2, 2}, ramp(4))},
+                             "concat_vectors: input 0 has shape [2, 2]; expected rank 1",
+                             f32({4, 2}, {})));
+    out.push_back(error_case("concat_vectors/error_dtype_mismatch", BackendOp::concat_vectors,
+                             {f32({2}, {1, 2}), f64({2}, {3, 4})},
+                             "concat_vectors: input 1 has dtype float64, expected float32",
+                             f32({4}, {})));
+    out.push_back(error_case("concat_leading_axis/error_trailing_mismatch",
+                             BackendOp::concat_leading_axis,
+                             {f32({1, 2}, {1, 2}), f32({1, 3}, {3, 4, 5})},
+                             "concat_leading_axis: input 1 has shape [1, 3]; every input must have "
+                             "input 0's shape [1, 2] apart from the leading dimension",
+                             f32({2, 2}, {})));
+}
+
 }  // namespace
 
 std::vector<KernelCase> shape_cases() {
@@ -331,6 +427,7 @@ std::vector<KernelCase> shape_cases() {
     permute_cases(out);
     layout_cases(out);
     gather_scatter_cases(out);
+    error_cases(out);
     return out;
 }
 

@@ -127,10 +127,23 @@ struct Call {
     std::vector<capsule_tensor_view> in_views, param_views, out_views;
     AttrViews attrs;
 
-    Call(const KernelCase& c, bool as_f64) : attrs(c.attrs) {
+    /// `inferred` (may be null) receives whether shape inference accepted the inputs; with it, an
+    /// output that inference rejects is allocated from `c.expected` instead of raising.
+    Call(const KernelCase& c, bool as_f64, bool* inferred = nullptr) : attrs(c.attrs) {
         for (const auto& t : c.inputs) inputs.push_back(make_buffer(t, as_f64));
         for (const auto& t : c.params) params.push_back(make_buffer(t, as_f64));
-        auto type = output_type(c, as_f64);
+        TensorType type;
+        if (!inferred) {
+            type = output_type(c, as_f64);
+        } else {
+            try {
+                type = output_type(c, as_f64);
+                *inferred = true;
+            } catch (const std::exception&) {
+                type = {c.expected.shape, c.expected.dtype};
+                *inferred = false;
+            }
+        }
         outputs.emplace_back(type.dtype, type.shape);
         relink();
     }
@@ -155,6 +168,40 @@ struct Call {
         return "";
     }
 };
+
+/// Calls the backward kernel of `k` on `call`'s inputs and parameters without the forward
+/// output (its view has no data), with a zero upstream gradient; returns "" or the failure.
+std::string backward_without_output(const capsule_kernel& k, Call& call) {
+    if (!k.backward) return std::string(k.capsule_name) + " has no backward kernel";
+    call.relink();
+    for (auto& v : call.out_views) v.data = nullptr;
+    Buffer gout(call.outputs[0].dtype, call.outputs[0].shape);
+    std::vector<Buffer> gin, gparam;
+    for (auto& b : call.inputs) gin.emplace_back(b.dtype, b.shape);
+    for (auto& b : call.params) gparam.emplace_back(b.dtype, b.shape);
+    std::vector<capsule_tensor_view> gin_views, gparam_views;
+    for (auto& b : gin) {
+        b.refresh();
+        gin_views.push_back(b.view);
+        if (b.dtype != DType::float32 && b.dtype != DType::float64) gin_views.back().data = nullptr;
+    }
+    for (auto& b : gparam) { b.refresh(); gparam_views.push_back(b.view); }
+    gout.refresh();
+    capsule_backward_args a{};
+    a.struct_size = sizeof a;
+    a.inputs = call.in_views.data(); a.num_inputs = call.in_views.size();
+    a.params = call.param_views.data(); a.num_params = call.param_views.size();
+    a.outputs = call.out_views.data(); a.num_outputs = call.out_views.size();
+    a.grad_outputs = &gout.view;
+    a.grad_inputs = gin_views.data();
+    a.grad_params = gparam_views.data();
+    a.attrs = call.attrs.views.data(); a.num_attrs = call.attrs.views.size();
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    if (k.backward(&a, &st) != CAPSULE_OK)
+        return "backward failed (code " + std::to_string(st.code) + "): " + st.message;
+    return "";
+}
 
 bool close(double got, double want, double rtol, double atol) {
     if (std::isnan(want)) return std::isnan(got);
@@ -185,6 +232,21 @@ std::string run_forward_case(const capsule_plugin& plugin, const std::string& ca
     try {
         const auto* k = find_kernel(plugin, capsule_name);
         if (!k) return "plugin has no kernel for " + capsule_name;
+        if (!c.expected_error.empty()) {
+            if (c.check_gradient) return "an error case cannot check gradients";
+            // The output has the inferred type, or `expected`'s when inference rejects the
+            // inputs (the kernel must refuse them too); nothing is compared.
+            bool inferred = false;
+            Call call(c, false, &inferred);
+            const std::string err =
+                c.error_in_backward ? backward_without_output(*k, call) : call.forward(*k);
+            if (err.empty())
+                return std::string(c.error_in_backward ? "backward" : "forward") +
+                       " succeeded; expected an error containing '" + c.expected_error + "'";
+            if (err.find(c.expected_error) == std::string::npos)
+                return "expected an error containing '" + c.expected_error + "', got: " + err;
+            return "";
+        }
         Call call(c, false);
         if (c.expected.dtype != call.outputs[0].dtype || c.expected.shape != call.outputs[0].shape)
             return "case expects " + std::string(to_string(c.expected.dtype)) + to_string(c.expected.shape) +
@@ -205,6 +267,7 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
         const auto* k = find_kernel(plugin, capsule_name);
         if (!k) return "plugin has no kernel for " + capsule_name;
         if (!k->backward) return capsule_name + " has no backward kernel";
+        if (!c.expected_error.empty()) return "an error case cannot check gradients";
         Call base(c, true);
         if (auto err = base.forward(*k); !err.empty()) return err;
 
@@ -276,6 +339,20 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
     } catch (const std::exception& e) {
         return std::string("case error: ") + e.what();
     }
+}
+
+KernelCase error_case(std::string name, BackendOp op, std::vector<CaseTensor> inputs,
+                      std::string error, CaseTensor output, Attributes attrs,
+                      std::vector<CaseTensor> params) {
+    KernelCase c;
+    c.name = std::move(name);
+    c.op = op;
+    c.attrs = std::move(attrs);
+    c.inputs = std::move(inputs);
+    c.params = std::move(params);
+    c.expected = std::move(output);
+    c.expected_error = std::move(error);
+    return c;
 }
 
 std::vector<KernelCase> all_cases() {

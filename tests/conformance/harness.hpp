@@ -27,6 +27,14 @@ inline CaseTensor f64(Shape s, std::vector<double> v) { return {DType::float64, 
 inline CaseTensor i64(Shape s, std::vector<double> v) { return {DType::int64, std::move(s), std::move(v)}; }
 inline CaseTensor boolean(Shape s, std::vector<double> v) { return {DType::boolean, std::move(s), std::move(v)}; }
 
+struct KernelCase;
+/// An error case: the forward kernel of `op` must fail on these inputs with a message containing
+/// `error`. `output` gives the output buffer's dtype and shape when shape inference rejects the
+/// inputs (otherwise the inferred type is used).
+KernelCase error_case(std::string name, BackendOp op, std::vector<CaseTensor> inputs,
+                      std::string error, CaseTensor output = {}, Attributes attrs = {},
+                      std::vector<CaseTensor> params = {});
+
 struct KernelCase {
     std::string name;  // unique, e.g. "add/broadcast_row"
     BackendOp op = BackendOp::add;
@@ -41,6 +49,15 @@ struct KernelCase {
     /// Optional custom validation for outputs that have no single expected value (random ops);
     /// returns an empty string on success or the failure description.
     std::function<std::string(const std::vector<double>& output)> check;
+    /// When non-empty, the case must fail: the forward kernel must return a non-OK status whose
+    /// message contains this text, and no output is compared. The output buffer has the inferred
+    /// type; only when shape inference rejects the inputs is it allocated with `expected`'s dtype
+    /// and shape (values unused). Error cases never check gradients (check_gradient stays false).
+    std::string expected_error;
+    /// With expected_error: the backward kernel must fail instead of the forward one. It is
+    /// called without the forward output (the output view has no data), with a zero upstream
+    /// gradient and gradient buffers for every float input and every parameter.
+    bool error_in_backward = false;
     /// Check the backward kernel against finite differences (float64 copies of the inputs).
     bool check_gradient = false;
     /// Inputs (by index) whose gradient is checked; default: every float input and parameter.
@@ -51,7 +68,8 @@ struct KernelCase {
 };
 
 /// Runs the forward kernel of capsule `capsule_name` from `plugin` on `c`; returns "" on success
-/// or a description of the mismatch or error.
+/// (for an error case: the kernel failed with the expected message) or a description of the
+/// mismatch or error.
 std::string run_forward_case(const capsule_plugin& plugin, const std::string& capsule_name,
                              const KernelCase& c);
 

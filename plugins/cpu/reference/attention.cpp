@@ -20,9 +20,9 @@ struct AttnGeom {
     double scale = 1.0;
     bool causal = false;
     bool has_mask = false, bool_mask = false;
-    std::vector<int64_t> batch_shape;
-    std::vector<int64_t> mask_stride;  // per score dim (batch dims, L, S); 0 where broadcast
-    std::vector<int64_t> out_shape;
+    DimList batch_shape;
+    DimList mask_stride;  // per score dim (batch dims, L, S); 0 where broadcast
+    DimList out_shape;
 };
 
 template <typename Call>
@@ -30,25 +30,28 @@ AttnGeom attention_geometry(const Call& call) {
     const char* op = "scaled_dot_product_attention";
     const auto attrs = call.attrs();
     AttnGeom g;
-    require(call.num_inputs() == 3 || call.num_inputs() == 4,
-            std::string(op) + " expects 3 or 4 inputs, got " + std::to_string(call.num_inputs()));
-    require(call.num_params() == 0, std::string(op) + " takes no parameters");
+    require(call.num_inputs() == 3 || call.num_inputs() == 4, [&] {
+        return std::string(op) + " expects 3 or 4 inputs, got " +
+               std::to_string(call.num_inputs());
+    });
+    require(call.num_params() == 0, "scaled_dot_product_attention takes no parameters");
     const Tensor q = call.input(0), k = call.input(1), v = call.input(2);
     check_view(q, "attention query");
     check_tensor(k, q.dtype(), "attention key");
     check_tensor(v, q.dtype(), "attention value");
     const int r = q.rank();
     require(r >= 2 && k.rank() == r && v.rank() == r,
-            std::string(op) + ": query, key and value must have the same rank >= 2");
+            "scaled_dot_product_attention: query, key and value must have the same rank >= 2");
     for (int i = 0; i < r - 2; ++i)
         require(k.dim(i) == q.dim(i) && v.dim(i) == q.dim(i),
-                std::string(op) + ": query, key and value must have the same batch dimensions");
+                "scaled_dot_product_attention: query, key and value must have the same batch "
+                "dimensions");
     g.L = q.dim(-2);
     g.E = q.dim(-1);
     g.S = k.dim(-2);
     g.Ev = v.dim(-1);
-    require(k.dim(-1) == g.E, std::string(op) + ": query and key embeddings differ");
-    require(v.dim(-2) == g.S, std::string(op) + ": key and value lengths differ");
+    require(k.dim(-1) == g.E, "scaled_dot_product_attention: query and key embeddings differ");
+    require(v.dim(-2) == g.S, "scaled_dot_product_attention: key and value lengths differ");
     g.batch_shape.assign(q.shape().begin(), q.shape().end() - 2);
     g.batch = checked_product(g.batch_shape, op);
     g.out_shape = g.batch_shape;
@@ -57,22 +60,27 @@ AttnGeom attention_geometry(const Call& call) {
     g.causal = attrs.get_bool("is_causal", false);
     if (attrs.has("scale")) {
         g.scale = attrs.get_float("scale", 1.0);
-        require(std::isfinite(g.scale), std::string(op) + ": attribute 'scale' must be finite");
+        require(std::isfinite(g.scale),
+                "scaled_dot_product_attention: attribute 'scale' must be finite");
     } else {
         g.scale = g.E > 0 ? 1.0 / std::sqrt(double(g.E)) : 1.0;
     }
     if (call.num_inputs() == 4) {
-        require(!g.causal, std::string(op) + ": is_causal cannot be combined with a mask");
+        require(!g.causal,
+                "scaled_dot_product_attention: is_causal cannot be combined with a mask");
         const Tensor m = call.input(3);
         check_view(m, "attention mask");
         g.has_mask = true;
         g.bool_mask = m.dtype() == CAPSULE_DTYPE_BOOL;
-        require(g.bool_mask || m.dtype() == q.dtype(),
-                std::string(op) + ": mask must be bool or " + dtype_name(q.dtype()));
+        require(g.bool_mask || m.dtype() == q.dtype(), [&] {
+            return std::string(op) + ": mask must be bool or " + dtype_name(q.dtype());
+        });
         const int rm = m.rank();
-        require(rm <= r, std::string(op) + ": mask " + shape_string(m.shape()) +
-                             " does not broadcast to the scores");
-        std::vector<int64_t> scores = g.batch_shape;
+        require(rm <= r, [&] {
+            return std::string(op) + ": mask " + shape_string(m.shape()) +
+                   " does not broadcast to the scores";
+        });
+        DimList scores = g.batch_shape;
         scores.push_back(g.L);
         scores.push_back(g.S);
         g.mask_stride.assign(std::size_t(r), 0);
@@ -81,9 +89,10 @@ AttnGeom attention_geometry(const Call& call) {
             const int md = d - (r - rm);
             if (md < 0) continue;
             const int64_t size = m.dim(md);
-            require(size == scores[std::size_t(d)] || size == 1,
-                    std::string(op) + ": mask " + shape_string(m.shape()) +
-                        " does not broadcast to the scores " + shape_string(scores));
+            require(size == scores[std::size_t(d)] || size == 1, [&] {
+                return std::string(op) + ": mask " + shape_string(m.shape()) +
+                       " does not broadcast to the scores " + shape_string(scores);
+            });
             g.mask_stride[std::size_t(d)] = size == 1 ? 0 : stride;
             stride *= size;
         }

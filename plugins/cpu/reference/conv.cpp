@@ -29,7 +29,7 @@ struct ConvGeom {
     int64_t in_h = 1, in_w = 0, out_h = 1, out_w = 0;  // spatial sizes of the op's input / output
     int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
     bool bias = true, transposed = false;
-    std::vector<int64_t> weight_shape, out_shape;
+    DimList weight_shape, out_shape;
 };
 
 const char* op_name(int nd, bool transposed) {
@@ -39,18 +39,20 @@ const char* op_name(int nd, bool transposed) {
 
 template <typename Call>
 ConvGeom conv_geometry(const Call& call, int nd, bool transposed) {
-    const std::string op = op_name(nd, transposed);
+    const char* op = op_name(nd, transposed);
     const auto attrs = call.attrs();
     ConvGeom g;
     g.transposed = transposed;
     g.bias = attrs.get_bool("bias", true);
-    require_arity(call, 1, g.bias ? 2 : 1, op.c_str());
+    require_arity(call, 1, g.bias ? 2 : 1, op);
     const Tensor x = call.input(0);
-    check_view(x, op + " input");
-    require(x.rank() == nd + 2, op + ": input must have rank " + std::to_string(nd + 2) +
-                                    ", got shape " + shape_string(x.shape()));
+    check_view(x, {op, " input"});
+    require(x.rank() == nd + 2, [&] {
+        return std::string(op) + ": input must have rank " + std::to_string(nd + 2) +
+               ", got shape " + shape_string(x.shape());
+    });
     const std::size_t n = std::size_t(nd);
-    const std::vector<int64_t> ones(n, 1), zeros(n, 0);
+    const DimList ones(n, 1), zeros(n, 0);
     g.out_c = int_attr(attrs, "out_channels", 1, nullptr);
     const auto kernel = tuple_attr(attrs, "kernel_size", n, 1, nullptr);
     const auto stride = tuple_attr(attrs, "stride", n, 1, &ones);
@@ -62,10 +64,14 @@ ConvGeom conv_geometry(const Call& call, int nd, bool transposed) {
     g.groups = int_attr(attrs, "groups", 1, &one);
     g.n = x.dim(0);
     g.in_c = x.dim(1);
-    require(g.in_c % g.groups == 0, op + ": input channels " + std::to_string(g.in_c) +
-                                        " are not divisible by groups " + std::to_string(g.groups));
-    require(g.out_c % g.groups == 0, op + ": out_channels " + std::to_string(g.out_c) +
-                                         " is not divisible by groups " + std::to_string(g.groups));
+    require(g.in_c % g.groups == 0, [&] {
+        return std::string(op) + ": input channels " + std::to_string(g.in_c) +
+               " are not divisible by groups " + std::to_string(g.groups);
+    });
+    require(g.out_c % g.groups == 0, [&] {
+        return std::string(op) + ": out_channels " + std::to_string(g.out_c) +
+               " is not divisible by groups " + std::to_string(g.groups);
+    });
     // Spatial dims in 2-D form (1-D: height 1).
     const int o = nd == 2 ? 0 : -1;  // index shift for the height entries
     g.in_h = nd == 2 ? x.dim(2) : 1;
@@ -83,18 +89,23 @@ ConvGeom conv_geometry(const Call& call, int nd, bool transposed) {
     auto out_size = [&](int64_t size, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op_) {
         require(k <= (int64_t(1) << 40) && d <= (int64_t(1) << 20) && s <= (int64_t(1) << 40) &&
                     p <= (int64_t(1) << 40),
-                op + ": attribute values are too large");
+                [&] { return std::string(op) + ": attribute values are too large"; });
         const int64_t span = d * (k - 1) + 1;
         if (!transposed) {
             const int64_t padded = size + 2 * p;
-            require(padded >= span, op + ": padded input size " + std::to_string(padded) +
-                                        " is smaller than the dilated kernel " +
-                                        std::to_string(span));
+            require(padded >= span, [&] {
+                return std::string(op) + ": padded input size " + std::to_string(padded) +
+                       " is smaller than the dilated kernel " + std::to_string(span);
+            });
             return (padded - span) / s + 1;
         }
-        require(op_ < s || op_ < d, op + ": output_padding must be smaller than stride or dilation");
+        require(op_ < s || op_ < d, [&] {
+            return std::string(op) + ": output_padding must be smaller than stride or dilation";
+        });
         const int64_t r = (size - 1) * s - 2 * p + span - 1 + op_ + 1;
-        require(r >= 1, op + ": output size " + std::to_string(r) + " is too small");
+        require(r >= 1, [&] {
+            return std::string(op) + ": output size " + std::to_string(r) + " is too small";
+        });
         return r;
     };
     g.out_w = out_size(g.in_w, g.kw, g.sw, g.pw, g.dw, out_pad[std::size_t(1 + o)]);
@@ -102,12 +113,12 @@ ConvGeom conv_geometry(const Call& call, int nd, bool transposed) {
     g.out_shape = {g.n, g.out_c};
     if (nd == 2) g.out_shape.push_back(g.out_h);
     g.out_shape.push_back(g.out_w);
-    g.weight_shape = transposed ? std::vector<int64_t>{g.in_c, g.out_c / g.groups}
-                                : std::vector<int64_t>{g.out_c, g.in_c / g.groups};
-    g.weight_shape.insert(g.weight_shape.end(), kernel.begin(), kernel.end());
-    check_tensor(call.param(0), x.dtype(), g.weight_shape, op + " weight");
-    if (g.bias) check_tensor(call.param(1), x.dtype(), {g.out_c}, op + " bias");
-    checked_product(g.out_shape, op + " output");
+    g.weight_shape = transposed ? DimList{g.in_c, g.out_c / g.groups}
+                                : DimList{g.out_c, g.in_c / g.groups};
+    for (auto k : kernel) g.weight_shape.push_back(k);
+    check_tensor(call.param(0), x.dtype(), g.weight_shape, {op, " weight"});
+    if (g.bias) check_tensor(call.param(1), x.dtype(), {g.out_c}, {op, " bias"});
+    checked_product(g.out_shape, {op, " output"});
     return g;
 }
 
@@ -244,9 +255,9 @@ void bias_grad(const T* G, int64_t n, int64_t c, int64_t p, T* gb) {
 // Plain convolution: y[n, g·Cog + o, :] = W_g[o, :] · col_g(x[n]) (+ bias).
 
 template <typename T>
-void conv_fwd(const ForwardCall& call, const ConvGeom& g, const std::string& op) {
+void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
     const Tensor x = call.input(0), out = call.output(0);
-    check_tensor(out, x.dtype(), g.out_shape, op + " output");
+    check_tensor(out, x.dtype(), g.out_shape, {op, " output"});
     const Slide s = slide_of(g);
     const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
     const int64_t in_p = g.in_h * g.in_w;
@@ -274,13 +285,13 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const std::string& op)
 }
 
 template <typename T>
-void conv_bwd(const BackwardCall& call, const ConvGeom& g, const std::string& op) {
+void conv_bwd(const BackwardCall& call, const ConvGeom& g, const char* op) {
     const Tensor x = call.input(0);
     const Tensor gout = call.grad_output(0);
-    check_tensor(gout, x.dtype(), g.out_shape, op + " grad output");
-    T* gX = grad_target<T>(call.grad_input(0), x, op + " grad input");
-    T* gW = grad_target<T>(call.grad_param(0), call.param(0), op + " grad weight");
-    T* gB = g.bias ? grad_target<T>(call.grad_param(1), call.param(1), op + " grad bias") : nullptr;
+    check_tensor(gout, x.dtype(), g.out_shape, {op, " grad output"});
+    T* gX = grad_target<T>(call.grad_input(0), x, {op, " grad input"});
+    T* gW = grad_target<T>(call.grad_param(0), call.param(0), {op, " grad weight"});
+    T* gB = g.bias ? grad_target<T>(call.grad_param(1), call.param(1), {op, " grad bias"}) : nullptr;
     const Slide s = slide_of(g);
     const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
     const int64_t in_p = g.in_h * g.in_w;
@@ -326,9 +337,9 @@ void conv_bwd(const BackwardCall& call, const ConvGeom& g, const std::string& op
 // plain convolution that maps y's geometry to x's.
 
 template <typename T>
-void conv_t_fwd(const ForwardCall& call, const ConvGeom& g, const std::string& op) {
+void conv_t_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
     const Tensor x = call.input(0), out = call.output(0);
-    check_tensor(out, x.dtype(), g.out_shape, op + " output");
+    check_tensor(out, x.dtype(), g.out_shape, {op, " output"});
     const Slide s = slide_of(g);  // slides over the output (s.c = Cout/g), s.cols() = H·W of x
     const int64_t cig = g.in_c / g.groups, K = s.rows(), P = s.cols();
     const int64_t out_p = g.out_h * g.out_w;
@@ -358,13 +369,13 @@ void conv_t_fwd(const ForwardCall& call, const ConvGeom& g, const std::string& o
 }
 
 template <typename T>
-void conv_t_bwd(const BackwardCall& call, const ConvGeom& g, const std::string& op) {
+void conv_t_bwd(const BackwardCall& call, const ConvGeom& g, const char* op) {
     const Tensor x = call.input(0);
     const Tensor gout = call.grad_output(0);
-    check_tensor(gout, x.dtype(), g.out_shape, op + " grad output");
-    T* gX = grad_target<T>(call.grad_input(0), x, op + " grad input");
-    T* gW = grad_target<T>(call.grad_param(0), call.param(0), op + " grad weight");
-    T* gB = g.bias ? grad_target<T>(call.grad_param(1), call.param(1), op + " grad bias") : nullptr;
+    check_tensor(gout, x.dtype(), g.out_shape, {op, " grad output"});
+    T* gX = grad_target<T>(call.grad_input(0), x, {op, " grad input"});
+    T* gW = grad_target<T>(call.grad_param(0), call.param(0), {op, " grad weight"});
+    T* gB = g.bias ? grad_target<T>(call.grad_param(1), call.param(1), {op, " grad bias"}) : nullptr;
     const Slide s = slide_of(g);
     const int64_t cig = g.in_c / g.groups, K = s.rows(), P = s.cols();
     const int64_t out_p = g.out_h * g.out_w;
@@ -413,7 +424,7 @@ void conv_t_bwd(const BackwardCall& call, const ConvGeom& g, const std::string& 
 template <int ND, bool Transposed>
 void forward_impl(const ForwardCall& call) {
     const auto g = conv_geometry(call, ND, Transposed);
-    const std::string op = op_name(ND, Transposed);
+    const char* op = op_name(ND, Transposed);
     plugin::dispatch_float(call.input(0).dtype(), [&](auto t) {
         using T = decltype(t);
         if constexpr (Transposed)
@@ -426,7 +437,7 @@ void forward_impl(const ForwardCall& call) {
 template <int ND, bool Transposed>
 void backward_impl(const BackwardCall& call) {
     const auto g = conv_geometry(call, ND, Transposed);
-    const std::string op = op_name(ND, Transposed);
+    const char* op = op_name(ND, Transposed);
     plugin::dispatch_float(call.input(0).dtype(), [&](auto t) {
         using T = decltype(t);
         if constexpr (Transposed)

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "elementwise_common.hpp"
 #include "kernels.hpp"
@@ -25,12 +26,11 @@ using plugin::dispatch_float;
 /// y = f(x) elementwise; `f` is a generic callable evaluated in the tensor's dtype.
 template <typename F>
 void unary_forward(const ForwardCall& call, const char* op, F f) {
-    const std::string name(op);
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, name + ": input");
+    check_float(x, {op, ": input"});
     const Tensor y = call.output(0);
-    check_like(y, name + ": output", x, "the input");
+    check_like(y, {op, ": output"}, x, "the input");
     const int64_t n = x.numel();
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
@@ -42,15 +42,14 @@ void unary_forward(const ForwardCall& call, const char* op, F f) {
 /// grad_x = d(x, g) elementwise, where d returns g * f'(x).
 template <typename D>
 void unary_backward(const BackwardCall& call, const char* op, D d) {
-    const std::string name(op);
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, name + ": input");
+    check_float(x, {op, ": input"});
     const Tensor g = call.grad_output(0);
-    check_like(g, name + ": grad output", x, "the input");
+    check_like(g, {op, ": grad output"}, x, "the input");
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
-    check_like(gx, name + ": grad input", x, "the input");
+    check_like(gx, {op, ": grad input"}, x, "the input");
     const int64_t n = x.numel();
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
@@ -62,16 +61,19 @@ void unary_backward(const BackwardCall& call, const char* op, D d) {
 
 /// A float attribute that must be present and not NaN.
 double required_number(const plugin::Attributes& attrs, const char* op, const char* name) {
-    require(attrs.has(name), std::string(op) + ": missing attribute '" + name + "' (number)");
+    require(attrs.has(name),
+            [&] { return std::string(op) + ": missing attribute '" + name + "' (number)"; });
     const double v = attrs.get_float(name, 0.0);
-    require(!std::isnan(v), std::string(op) + ": attribute '" + name + "' must not be NaN");
+    require(!std::isnan(v),
+            [&] { return std::string(op) + ": attribute '" + name + "' must not be NaN"; });
     return v;
 }
 
 double optional_number(const plugin::Attributes& attrs, const char* op, const char* name,
                        double fallback) {
     const double v = attrs.get_float(name, fallback);
-    require(!std::isnan(v), std::string(op) + ": attribute '" + name + "' must not be NaN");
+    require(!std::isnan(v),
+            [&] { return std::string(op) + ": attribute '" + name + "' must not be NaN"; });
     return v;
 }
 
@@ -93,9 +95,11 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2/pi)
 constexpr double kGeluKappa = 0.044715;
 
 bool gelu_tanh(const plugin::Attributes& attrs) {
-    const std::string a = attrs.get_string("approximate", "none");
-    require(a == "none" || a == "tanh",
-            "gelu: attribute 'approximate' = '" + a + "' must be one of none, tanh");
+    const std::string_view a = attrs.get_string_view("approximate", "none");
+    require(a == "none" || a == "tanh", [&] {
+        return "gelu: attribute 'approximate' = '" + std::string(a) +
+               "' must be one of none, tanh";
+    });
     return a == "tanh";
 }
 
@@ -135,22 +139,21 @@ struct BinaryShapes {
 };
 
 BinaryShapes binary_inputs(std::size_t num_inputs, const Tensor& a, const Tensor& b,
-                           const std::string& name) {
-    require_arity(num_inputs, 2, name.c_str());
-    check_float(a, name + ": input 0");
-    check_view(b, name + ": input 1", a.dtype());
-    return {a, b, broadcast_shapes(a.shape(), b.shape(), name)};
+                           const char* op) {
+    require_arity(num_inputs, 2, op);
+    check_float(a, {op, ": input 0"});
+    check_view(b, {op, ": input 1"}, a.dtype());
+    return {a, b, broadcast_shapes(a.shape(), b.shape(), op)};
 }
 
 /// out = f(a, b) with NumPy broadcasting.
 template <typename F>
 void binary_forward(const ForwardCall& call, const char* op, F f) {
-    const std::string name(op);
     const auto s = binary_inputs(call.num_inputs(), call.input(0),
-                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), name);
+                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op);
     const Tensor out = call.output(0);
-    check_view(out, name + ": output", s.a.dtype());
-    check_shape(out, name + ": output", s.out);
+    check_view(out, {op, ": output"}, s.a.dtype());
+    check_shape(out, {op, ": output"}, s.out);
     dispatch_float(s.a.dtype(), [&]<typename T>(T) {
         const T* ap = s.a.template data<const T>();
         const T* bp = s.b.template data<const T>();
@@ -188,16 +191,15 @@ void binary_forward(const ForwardCall& call, const char* op, F f) {
 /// along which its operand was broadcast.
 template <typename DA, typename DB>
 void binary_backward(const BackwardCall& call, const char* op, DA da, DB db) {
-    const std::string name(op);
     const auto s = binary_inputs(call.num_inputs(), call.input(0),
-                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), name);
+                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op);
     const Tensor g = call.grad_output(0);
-    check_view(g, name + ": grad output", s.a.dtype());
-    check_shape(g, name + ": grad output", s.out);
+    check_view(g, {op, ": grad output"}, s.a.dtype());
+    check_shape(g, {op, ": grad output"}, s.out);
     const Tensor ga = call.grad_input(0), gb = call.grad_input(1);
     const bool want_a = ga.present(), want_b = gb.present();
-    if (want_a) check_like(ga, name + ": grad input 0", s.a, "input 0");
-    if (want_b) check_like(gb, name + ": grad input 1", s.b, "input 1");
+    if (want_a) check_like(ga, {op, ": grad input 0"}, s.a, "input 0");
+    if (want_b) check_like(gb, {op, ": grad input 1"}, s.b, "input 1");
     if (!want_a && !want_b) return;
     dispatch_float(s.a.dtype(), [&]<typename T>(T) {
         const T* ap = s.a.template data<const T>();
@@ -236,7 +238,7 @@ void binary_backward(const BackwardCall& call, const char* op, DA da, DB db) {
                                     });
                 return;
             }
-            std::vector<double> acc(static_cast<std::size_t>(operand_n), 0.0);
+            SmallBuffer<double> acc(static_cast<std::size_t>(operand_n), 0.0);
             for_each_strided<3>(s.out, {gs.data(), as.data(), bs.data()},
                                 [&](const int64_t* off, int64_t n, const int64_t* st) {
                                     const T* x = ap + off[1];

@@ -15,14 +15,19 @@
 #include <vector>
 
 #include "capsule/plugin.hpp"
+#include "check_util.hpp"
 
 namespace capsule::reference::ew {
 
+using plugin::fail;
 using plugin::KernelError;
 using plugin::require;
 using plugin::Tensor;
+using reference::kMaxRank;
+using reference::Label;
 
-using Dims = std::vector<int64_t>;
+/// A shape, stride or permutation: at most kMaxRank entries, stored inline (no allocation).
+using Dims = InlineVec<int64_t>;
 
 inline std::string dims_str(std::span<const int64_t> s) {
     std::string out = "[";
@@ -51,8 +56,7 @@ inline std::size_t element_size(capsule_dtype d) {
         case CAPSULE_DTYPE_INT64: return 8;
         case CAPSULE_DTYPE_BOOL: return 1;
     }
-    throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
-                      "unknown dtype " + std::to_string(static_cast<int>(d)));
+    plugin::fail(CAPSULE_ERROR_UNSUPPORTED, "unknown dtype " + std::to_string(static_cast<int>(d)));
 }
 
 inline bool is_float(capsule_dtype d) {
@@ -73,74 +77,91 @@ inline Dims contiguous_strides(std::span<const int64_t> shape) {
 /// Checks what every kernel relies on for one tensor view: a sane rank, non-negative dimensions,
 /// an element count without overflow, a known dtype, storage when it holds elements, and
 /// contiguous row-major strides. `what` names the tensor in messages ("input 0", "grad output").
-inline void check_view(const Tensor& t, const std::string& what) {
-    require(t.view != nullptr, what + " is missing");
-    require(t.view->rank >= 0, what + " has a negative rank");
-    require(t.view->rank == 0 || t.view->shape != nullptr, what + " has no shape");
+/// Nothing is allocated unless a check fails.
+inline void check_view(const Tensor& t, const Label& what) {
+    if (t.view == nullptr) [[unlikely]]
+        fail(what.str() + " is missing");
+    if (t.view->rank < 0) [[unlikely]]
+        fail(what.str() + " has a negative rank");
+    if (t.view->rank != 0 && t.view->shape == nullptr) [[unlikely]]
+        fail(what.str() + " has no shape");
+    if (t.view->rank > int32_t(kMaxRank)) [[unlikely]]
+        fail(what.str() + " has rank " + std::to_string(t.view->rank) +
+             "; the reference CPU kernels support at most " + std::to_string(kMaxRank) +
+             " dimensions");
     element_size(t.dtype());
     int64_t n = 1;
     bool empty = false;
     for (int i = 0; i < t.rank(); ++i) {
         const int64_t d = t.view->shape[i];
-        require(d >= 0, what + " has a negative dimension in shape " + dims_str(t.shape()));
+        if (d < 0) [[unlikely]]
+            fail(what.str() + " has a negative dimension in shape " + dims_str(t.shape()));
         if (d == 0) empty = true;
-        else if (!empty) require(!__builtin_mul_overflow(n, d, &n), what + " is too large");
+        else if (!empty && __builtin_mul_overflow(n, d, &n)) [[unlikely]]
+            fail(what.str() + " is too large");
     }
-    if (!empty) require(t.view->data != nullptr, what + " has no data");
+    if (!empty && t.view->data == nullptr) [[unlikely]]
+        fail(what.str() + " has no data");
     if (t.view->strides != nullptr && !empty) {
         int64_t stride = 1;
         for (int i = t.rank(); i-- > 0;) {
             const int64_t d = t.view->shape[i];
-            require(d == 1 || t.view->strides[i] == stride,
-                    what + " is not contiguous row-major (shape " + dims_str(t.shape()) + ")");
+            if (d != 1 && t.view->strides[i] != stride) [[unlikely]]
+                fail(what.str() + " is not contiguous row-major (shape " + dims_str(t.shape()) +
+                     ")");
             stride *= d;
         }
     }
 }
 
 /// check_view, and the dtype must be `dtype`.
-inline void check_view(const Tensor& t, const std::string& what, capsule_dtype dtype) {
+inline void check_view(const Tensor& t, const Label& what, capsule_dtype dtype) {
     check_view(t, what);
-    require(t.dtype() == dtype, what + " has dtype " + dtype_name(t.dtype()) + ", expected " +
-                                    dtype_name(dtype));
+    if (t.dtype() != dtype) [[unlikely]]
+        fail(what.str() + " has dtype " + dtype_name(t.dtype()) + ", expected " +
+             dtype_name(dtype));
 }
 
 /// check_view, and dtype and shape must equal `like`'s.
-inline void check_like(const Tensor& t, const std::string& what, const Tensor& like,
-                       const std::string& like_what) {
+inline void check_like(const Tensor& t, const Label& what, const Tensor& like,
+                       const Label& like_what) {
     check_view(t, what, like.dtype());
-    require(std::ranges::equal(t.shape(), like.shape()),
-            what + " has shape " + dims_str(t.shape()) + " but " + like_what + " has shape " +
-                dims_str(like.shape()));
+    if (!std::ranges::equal(t.shape(), like.shape())) [[unlikely]]
+        fail(what.str() + " has shape " + dims_str(t.shape()) + " but " + like_what.str() +
+             " has shape " + dims_str(like.shape()));
 }
 
-inline void check_shape(const Tensor& t, const std::string& what, std::span<const int64_t> want) {
-    require(std::ranges::equal(t.shape(), want),
-            what + " has shape " + dims_str(t.shape()) + ", expected " + dims_str(want));
+inline void check_shape(const Tensor& t, const Label& what, std::span<const int64_t> want) {
+    if (!std::ranges::equal(t.shape(), want)) [[unlikely]]
+        fail(what.str() + " has shape " + dims_str(t.shape()) + ", expected " + dims_str(want));
 }
 
-inline void check_float(const Tensor& t, const std::string& what) {
+inline void check_float(const Tensor& t, const Label& what) {
     check_view(t, what);
-    if (!is_float(t.dtype()))
-        throw KernelError(CAPSULE_ERROR_UNSUPPORTED, what + " has dtype " + dtype_name(t.dtype()) +
-                                                         "; expected float32 or float64");
+    if (!is_float(t.dtype())) [[unlikely]]
+        plugin::fail(CAPSULE_ERROR_UNSUPPORTED, what.str() + " has dtype " +
+                                                    dtype_name(t.dtype()) +
+                                                    "; expected float32 or float64");
 }
 
 inline void require_arity(std::size_t got, std::size_t want, const char* op) {
-    require(got == want, std::string(op) + " expects " + std::to_string(want) + " input" +
-                             (want == 1 ? "" : "s") + ", got " + std::to_string(got));
+    if (got != want) [[unlikely]]
+        fail(std::string(op) + " expects " + std::to_string(want) + " input" +
+             (want == 1 ? "" : "s") + ", got " + std::to_string(got));
 }
 
-/// Output of two shapes under NumPy broadcasting; raises when they do not broadcast.
+/// Output of two shapes under NumPy broadcasting; raises when they do not broadcast. `op`
+/// (may be null) prefixes the message.
 inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b,
-                             const std::string& op = {}) {
+                             const char* op = nullptr) {
     const std::size_t rank = std::max(a.size(), b.size());
     Dims out(rank);
     for (std::size_t i = 0; i < rank; ++i) {
         const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
         const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-        require(da == db || da == 1 || db == 1,
-                (op.empty() ? std::string() : op + ": ") + "shapes " + dims_str(a) + " and " + dims_str(b) + " do not broadcast");
+        if (!(da == db || da == 1 || db == 1)) [[unlikely]]
+            fail((op == nullptr || *op == '\0' ? std::string() : std::string(op) + ": ") +
+                 "shapes " + dims_str(a) + " and " + dims_str(b) + " do not broadcast");
         out[rank - 1 - i] = da == 1 ? db : da;
     }
     return out;
@@ -149,14 +170,14 @@ inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t
 /// Strides (in elements) of a contiguous tensor of shape `in`, aligned to the `out` rank, with 0
 /// on every broadcast dimension. Raises unless `in` broadcasts to `out`.
 inline Dims broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out) {
-    require(in.size() <= out.size(),
-            "cannot broadcast " + dims_str(in) + " to " + dims_str(out));
+    if (in.size() > out.size()) [[unlikely]]
+        fail("cannot broadcast " + dims_str(in) + " to " + dims_str(out));
     Dims s(out.size(), 0);
     int64_t stride = 1;
     for (std::size_t i = 0; i < in.size(); ++i) {
         const std::size_t ii = in.size() - 1 - i, oi = out.size() - 1 - i;
-        require(in[ii] == out[oi] || in[ii] == 1,
-                "cannot broadcast " + dims_str(in) + " to " + dims_str(out));
+        if (!(in[ii] == out[oi] || in[ii] == 1)) [[unlikely]]
+            fail("cannot broadcast " + dims_str(in) + " to " + dims_str(out));
         s[oi] = in[ii] == 1 ? 0 : stride;
         stride *= in[ii];
     }
@@ -183,9 +204,7 @@ void for_each_strided(std::span<const int64_t> shape, const std::array<const int
         if (d == 0) return;
     // Coalesce, innermost first.
     Dims sizes;
-    std::vector<std::array<int64_t, K>> st;
-    sizes.reserve(shape.size());
-    st.reserve(shape.size());
+    InlineVec<std::array<int64_t, K>> st;
     for (std::size_t i = shape.size(); i-- > 0;) {
         if (shape[i] == 1) continue;
         std::array<int64_t, K> s{};
@@ -238,8 +257,8 @@ void dispatch_bytes(capsule_dtype dtype, F&& f) {
         case 4: f(uint32_t{}); return;
         case 8: f(uint64_t{}); return;
         default:
-            throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
-                              std::string("dtype ") + dtype_name(dtype) + " is not supported");
+            plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
+                         std::string("dtype ") + dtype_name(dtype) + " is not supported");
     }
 }
 
@@ -311,7 +330,7 @@ void permute_copy(const U* src, std::span<const int64_t> src_shape, std::span<co
 template <typename T, typename V>
 void reduce_broadcast(std::span<const int64_t> big, std::span<const int64_t> dst_strides, T* dst,
                       int64_t dst_numel, V&& values, double scale = 1.0) {
-    std::vector<double> acc(static_cast<std::size_t>(dst_numel), 0.0);
+    SmallBuffer<double> acc(static_cast<std::size_t>(dst_numel), 0.0);
     const Dims big_strides = contiguous_strides(big);
     for_each_strided<2>(big, {big_strides.data(), dst_strides.data()},
                         [&](const int64_t* off, int64_t n, const int64_t* s) {
@@ -333,9 +352,9 @@ void reduce_broadcast(std::span<const int64_t> big, std::span<const int64_t> dst
 /// Normalises an axis as shape inference does: a rank-0 tensor is treated as rank 1.
 inline int64_t normalize_axis(int64_t axis, int rank, const char* name, const char* op) {
     const int64_t r = std::max<int64_t>(rank, 1);
-    require(axis >= -r && axis < r, std::string(op) + ": attribute '" + name + "' = " +
-                                        std::to_string(axis) + " out of range for rank " +
-                                        std::to_string(rank));
+    if (!(axis >= -r && axis < r)) [[unlikely]]
+        fail(std::string(op) + ": attribute '" + name + "' = " + std::to_string(axis) +
+             " out of range for rank " + std::to_string(rank));
     return axis < 0 ? axis + r : axis;
 }
 

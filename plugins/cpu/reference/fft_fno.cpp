@@ -31,14 +31,17 @@ FnoGeom fno_geometry(const Call& call) {
     require_arity(call, 1, 2, "fft_fno");
     const Tensor x = call.input(0);
     check_view(x, "fft_fno input");
-    require(x.rank() == 3, "fft_fno: input must be [B, C, L], got " + shape_string(x.shape()));
+    require(x.rank() == 3,
+            [&] { return "fft_fno: input must be [B, C, L], got " + shape_string(x.shape()); });
     g.b = x.dim(0);
     g.ci = x.dim(1);
     g.L = x.dim(2);
     g.modes = int_attr(attrs, "modes", 1, nullptr);
     g.co = int_attr(attrs, "out_channels", 1, nullptr);
-    require(g.modes <= g.L / 2 + 1, "fft_fno: modes " + std::to_string(g.modes) +
-                                        " exceeds L/2 + 1 for length " + std::to_string(g.L));
+    require(g.modes <= g.L / 2 + 1, [&] {
+        return "fft_fno: modes " + std::to_string(g.modes) + " exceeds L/2 + 1 for length " +
+               std::to_string(g.L);
+    });
     check_tensor(call.param(0), x.dtype(), {g.ci, g.co, g.modes}, "fft_fno weight_real");
     check_tensor(call.param(1), x.dtype(), {g.ci, g.co, g.modes}, "fft_fno weight_imag");
     return g;

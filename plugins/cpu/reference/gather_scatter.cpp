@@ -27,36 +27,40 @@ using plugin::dispatch_float;
 
 /// A Python-style index attribute, normalised into [0, n).
 int64_t attr_index(const plugin::Attributes& attrs, int64_t n, const char* op) {
-    require(attrs.has("index"), std::string(op) + ": missing attribute 'index' (integer)");
+    require(attrs.has("index"),
+            [&] { return std::string(op) + ": missing attribute 'index' (integer)"; });
     const int64_t i = attrs.get_int("index", 0);
-    require(i >= -n && i < n, std::string(op) + ": attribute 'index' = " + std::to_string(i) +
-                                  " out of range for length " + std::to_string(n));
+    require(i >= -n && i < n, [&] {
+        return std::string(op) + ": attribute 'index' = " + std::to_string(i) +
+               " out of range for length " + std::to_string(n);
+    });
     return i < 0 ? i + n : i;
 }
 
 /// Validates an int64 index tensor of rank `rank` against length `n`; returns its data.
 const int64_t* index_tensor(const Tensor& idx, int rank, int64_t n, const char* op) {
-    const std::string name(op);
-    check_view(idx, name + ": index (input 1)", CAPSULE_DTYPE_INT64);
-    require(idx.rank() == rank, name + ": index (input 1) must have rank " + std::to_string(rank) +
-                                    ", got shape " + dims_str(idx.shape()));
+    check_view(idx, {op, ": index (input 1)"}, CAPSULE_DTYPE_INT64);
+    require(idx.rank() == rank, [&] {
+        return std::string(op) + ": index (input 1) must have rank " + std::to_string(rank) +
+               ", got shape " + dims_str(idx.shape());
+    });
     const int64_t* ip = idx.data<const int64_t>();
     const int64_t k = idx.numel();
     for (int64_t j = 0; j < k; ++j)
-        require(ip[j] >= 0 && ip[j] < n,
-                name + ": index " + std::to_string(ip[j]) +
-                    (rank == 0 ? std::string() : " at position " + std::to_string(j)) +
-                    " is out of range for length " + std::to_string(n) +
-                    (n > 0 ? " (valid: 0.." + std::to_string(n - 1) + ")" : std::string()));
+        if (!(ip[j] >= 0 && ip[j] < n)) [[unlikely]]
+            fail(std::string(op) + ": index " + std::to_string(ip[j]) +
+                 (rank == 0 ? std::string() : " at position " + std::to_string(j)) +
+                 " is out of range for length " + std::to_string(n) +
+                 (n > 0 ? " (valid: 0.." + std::to_string(n - 1) + ")" : std::string()));
     return ip;
 }
 
 void check_x(const Tensor& x, int rank, const char* op, bool at_least = false) {
-    const std::string name(op);
-    check_view(x, name + ": input 0");
-    require(at_least ? x.rank() >= rank : x.rank() == rank,
-            name + ": input 0 must have rank " + (at_least ? ">= " : "") + std::to_string(rank) +
-                ", got shape " + dims_str(x.shape()));
+    check_view(x, {op, ": input 0"});
+    require(at_least ? x.rank() >= rank : x.rank() == rank, [&] {
+        return std::string(op) + ": input 0 must have rank " + (at_least ? ">= " : "") +
+               std::to_string(rank) + ", got shape " + dims_str(x.shape());
+    });
 }
 
 int64_t row_size(const Tensor& x) {
@@ -93,19 +97,18 @@ void scatter_rows_grad(const Tensor& gx, const Tensor& g, const int64_t* rows, i
 }
 
 void gather_output(const Tensor& y, const Tensor& x, const Dims& shape, const char* op) {
-    check_view(y, std::string(op) + ": output", x.dtype());
-    check_shape(y, std::string(op) + ": output", shape);
+    check_view(y, {op, ": output"}, x.dtype());
+    check_shape(y, {op, ": output"}, shape);
 }
 
 void gather_grads(const BackwardCall& call, const Tensor& x, const Dims& out_shape, const int64_t* rows,
                   int64_t k, int64_t row, const char* op) {
-    const std::string name(op);
     const Tensor g = call.grad_output(0);
-    check_view(g, name + ": grad output", x.dtype());
-    check_shape(g, name + ": grad output", out_shape);
+    check_view(g, {op, ": grad output"}, x.dtype());
+    check_shape(g, {op, ": grad output"}, out_shape);
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
-    check_like(gx, name + ": grad input 0", x, "input 0");
+    check_like(gx, {op, ": grad input 0"}, x, "input 0");
     scatter_rows_grad(gx, g, rows, k, row);
 }
 
@@ -118,25 +121,25 @@ struct ScatterArgs {
 };
 
 ScatterArgs scatter_args(std::size_t num_inputs, const auto& input, bool rows, const char* op) {
-    const std::string name(op);
     require_arity(num_inputs, 3, op);
     const Tensor base = input(0), index = input(1), source = input(2);
-    check_float(base, name + ": base (input 0)");
-    require(base.rank() == (rows ? 2 : 1), name + ": base (input 0) must have rank " +
-                                               (rows ? "2" : "1") + ", got shape " +
-                                               dims_str(base.shape()));
+    check_float(base, {op, ": base (input 0)"});
+    require(base.rank() == (rows ? 2 : 1), [&] {
+        return std::string(op) + ": base (input 0) must have rank " + (rows ? "2" : "1") +
+               ", got shape " + dims_str(base.shape());
+    });
     const int64_t* ip = index_tensor(index, 1, base.dim(0), op);
-    check_view(source, name + ": source (input 2)", base.dtype());
+    check_view(source, {op, ": source (input 2)"}, base.dtype());
     Dims want{index.dim(0)};
     if (rows) want.push_back(base.dim(1));
-    check_shape(source, name + ": source (input 2)", want);
+    check_shape(source, {op, ": source (input 2)"}, want);
     return {base, index, source, ip, index.dim(0), rows ? base.dim(1) : 1};
 }
 
 void scatter_add_forward(const ForwardCall& call, bool rows, const char* op) {
     const auto a = scatter_args(call.num_inputs(), [&](std::size_t i) { return call.input(i); }, rows, op);
     const Tensor y = call.output(0);
-    check_like(y, std::string(op) + ": output", a.base, "the base");
+    check_like(y, {op, ": output"}, a.base, "the base");
     dispatch_float(a.base.dtype(), [&]<typename T>(T) {
         const T* bp = a.base.template data<const T>();
         const T* sp = a.source.template data<const T>();
@@ -153,13 +156,12 @@ void scatter_add_forward(const ForwardCall& call, bool rows, const char* op) {
 
 /// grad base = g; grad source[j] = g[index[j]] (row-wise).
 void scatter_add_backward(const BackwardCall& call, bool rows, const char* op) {
-    const std::string name(op);
     const auto a = scatter_args(call.num_inputs(), [&](std::size_t i) { return call.input(i); }, rows, op);
     const Tensor g = call.grad_output(0);
-    check_like(g, name + ": grad output", a.base, "the base");
+    check_like(g, {op, ": grad output"}, a.base, "the base");
     const Tensor gb = call.grad_input(0), gs = call.grad_input(2);
-    if (gb.present()) check_like(gb, name + ": grad input 0", a.base, "the base");
-    if (gs.present()) check_like(gs, name + ": grad input 2", a.source, "the source");
+    if (gb.present()) check_like(gb, {op, ": grad input 0"}, a.base, "the base");
+    if (gs.present()) check_like(gs, {op, ": grad input 2"}, a.source, "the source");
     dispatch_float(a.base.dtype(), [&]<typename T>(T) {
         const T* gp = g.data<const T>();
         if (gb.present()) {

@@ -42,8 +42,9 @@ void pack_a(bool trans, const T* a, int64_t lda, int64_t i0, int64_t mc, int64_t
                 const T* __restrict src = a + (i0 + s + r) * lda + p0;
                 for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = src[p];
             }
-            for (int64_t r = mr; r < MR; ++r)
-                for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = T(0);
+            if (mr < MR)
+                for (int64_t p = 0; p < kc; ++p)
+                    for (int64_t r = mr; r < MR; ++r) dst[p * MR + r] = T(0);
         } else {
             for (int64_t p = 0; p < kc; ++p) {
                 const T* __restrict src = a + (p0 + p) * lda + i0 + s;
@@ -79,8 +80,9 @@ void pack_b(bool trans, const T* b, int64_t ldb, int64_t p0, int64_t kc, int64_t
                 const T* __restrict src = b + (j0 + s + j) * ldb + p0;
                 for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = src[p];
             }
-            for (int64_t j = nr; j < NR; ++j)
-                for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = T(0);
+            if (nr < NR)
+                for (int64_t p = 0; p < kc; ++p)
+                    for (int64_t j = nr; j < NR; ++j) dst[p * NR + j] = T(0);
         }
     }
 }
@@ -154,7 +156,59 @@ struct GemmArgs {
     void* c;
     int64_t ldc;
     bool accumulate;
+    bool dot;  // use dot_driver (A·Bᵀ with both operands K-contiguous)
 };
+
+/// C = A·Bᵀ (or C += A·Bᵀ) for row-major A [m × k] and B [n × k]: every C entry is a dot product
+/// of two contiguous rows. Used when m is small and k long (e.g. weight gradients dY·colᵀ), where
+/// packing Bᵀ would cost more than the arithmetic. RM × RN dot products share each loaded
+/// vector; rows past the edge are clamped to the last row and their results dropped.
+template <typename T, int VB, int RM, int RN>
+[[gnu::always_inline]] inline void dot_driver(const GemmArgs& g) {
+    using V = typename VecOf<T, VB>::type;
+    constexpr int W = VB / int(sizeof(T));
+    const T* A = static_cast<const T*>(g.a);
+    const T* B = static_cast<const T*>(g.b);
+    T* C = static_cast<T*>(g.c);
+    const int64_t kv = g.k / W * W;
+    for (int64_t i0 = 0; i0 < g.m; i0 += RM)
+        for (int64_t j0 = 0; j0 < g.n; j0 += RN) {
+            const T* a[RM];
+            const T* b[RN];
+#pragma GCC unroll 8
+            for (int r = 0; r < RM; ++r) a[r] = A + std::min<int64_t>(i0 + r, g.m - 1) * g.lda;
+#pragma GCC unroll 8
+            for (int c = 0; c < RN; ++c) b[c] = B + std::min<int64_t>(j0 + c, g.n - 1) * g.ldb;
+            V acc[RM][RN];
+            V zero;
+#pragma GCC unroll 64
+            for (int l = 0; l < W; ++l) zero[l] = T(0);
+#pragma GCC unroll 8
+            for (int r = 0; r < RM; ++r)
+#pragma GCC unroll 8
+                for (int c = 0; c < RN; ++c) acc[r][c] = zero;
+            for (int64_t p = 0; p < kv; p += W) {
+                V av[RM], bv[RN];
+#pragma GCC unroll 8
+                for (int r = 0; r < RM; ++r) std::memcpy(&av[r], a[r] + p, VB);
+#pragma GCC unroll 8
+                for (int c = 0; c < RN; ++c) std::memcpy(&bv[c], b[c] + p, VB);
+#pragma GCC unroll 8
+                for (int r = 0; r < RM; ++r)
+#pragma GCC unroll 8
+                    for (int c = 0; c < RN; ++c) acc[r][c] += av[r] * bv[c];
+            }
+            const int64_t mr = std::min<int64_t>(RM, g.m - i0), nr = std::min<int64_t>(RN, g.n - j0);
+            for (int64_t r = 0; r < mr; ++r)
+                for (int64_t c = 0; c < nr; ++c) {
+                    T sum = T(0);
+                    for (int l = 0; l < W; ++l) sum += acc[r][c][l];
+                    for (int64_t p = kv; p < g.k; ++p) sum += a[r][p] * b[c][p];
+                    T& dst = C[(i0 + r) * g.ldc + j0 + c];
+                    dst = g.accumulate ? dst + sum : sum;
+                }
+        }
+}
 
 /// Cache blocking: KC deep slices, MC rows of A per L2 block, NC columns of B per L3 panel.
 template <typename T, int VB, int MR, int NV>
@@ -204,13 +258,25 @@ template <typename T, int VB, int MR, int NV>
     __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512")))
 #define CAPSULE_TARGET_AVX2 __attribute__((target("avx2,fma")))
 
-CAPSULE_TARGET_AVX512 void gemm_avx512_f32(const GemmArgs& g) { gemm_driver<float, 64, 8, 3>(g); }
-CAPSULE_TARGET_AVX512 void gemm_avx512_f64(const GemmArgs& g) { gemm_driver<double, 64, 8, 3>(g); }
-CAPSULE_TARGET_AVX2 void gemm_avx2_f32(const GemmArgs& g) { gemm_driver<float, 32, 6, 2>(g); }
-CAPSULE_TARGET_AVX2 void gemm_avx2_f64(const GemmArgs& g) { gemm_driver<double, 32, 6, 2>(g); }
+CAPSULE_TARGET_AVX512 void gemm_avx512_f32(const GemmArgs& g) {
+    g.dot ? dot_driver<float, 64, 4, 4>(g) : gemm_driver<float, 64, 8, 3>(g);
+}
+CAPSULE_TARGET_AVX512 void gemm_avx512_f64(const GemmArgs& g) {
+    g.dot ? dot_driver<double, 64, 4, 4>(g) : gemm_driver<double, 64, 8, 3>(g);
+}
+CAPSULE_TARGET_AVX2 void gemm_avx2_f32(const GemmArgs& g) {
+    g.dot ? dot_driver<float, 32, 2, 4>(g) : gemm_driver<float, 32, 6, 2>(g);
+}
+CAPSULE_TARGET_AVX2 void gemm_avx2_f64(const GemmArgs& g) {
+    g.dot ? dot_driver<double, 32, 2, 4>(g) : gemm_driver<double, 32, 6, 2>(g);
+}
 #endif
-void gemm_generic_f32(const GemmArgs& g) { gemm_driver<float, 16, 4, 2>(g); }
-void gemm_generic_f64(const GemmArgs& g) { gemm_driver<double, 16, 4, 2>(g); }
+void gemm_generic_f32(const GemmArgs& g) {
+    g.dot ? dot_driver<float, 16, 2, 4>(g) : gemm_driver<float, 16, 4, 2>(g);
+}
+void gemm_generic_f64(const GemmArgs& g) {
+    g.dot ? dot_driver<double, 16, 2, 4>(g) : gemm_driver<double, 16, 4, 2>(g);
+}
 
 enum class Isa { generic, avx2, avx512 };
 
@@ -263,7 +329,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
             for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
         return;
     }
-    run_gemm<T>(GemmArgs{trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate});
+    // A·Bᵀ with few rows and a long k: packing Bᵀ (a strided transpose) would cost more than
+    // the multiplication, so take the dot-product path.
+    const bool dot = !trans_a && trans_b && m < 32 && k >= 64;
+    run_gemm<T>(GemmArgs{trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate, dot});
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
@@ -280,23 +349,27 @@ namespace {
 /// [K, 1]) and the promoted dimension is dropped from the result; batch dimensions broadcast.
 struct MatmulPlan {
     int64_t m = 1, n = 1, k = 1;
-    std::vector<int64_t> batch;           // broadcast batch shape of the result
-    std::vector<int64_t> a_stride, b_stride;  // per batch dim, in matrices (0 when broadcast)
+    DimList batch;                        // broadcast batch shape of the result
+    DimList a_stride, b_stride;           // per batch dim, in matrices (0 when broadcast)
     int64_t batch_count = 1, a_batches = 1, b_batches = 1;
-    std::vector<int64_t> out_shape;
+    DimList out_shape;
 };
 
 MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
     MatmulPlan p;
     const int ra = a.rank(), rb = b.rank();
-    require(ra >= 1 && rb >= 1, "matmul: both operands must have rank >= 1, got " +
-                                    shape_string(a.shape()) + " x " + shape_string(b.shape()));
+    require(ra >= 1 && rb >= 1, [&] {
+        return "matmul: both operands must have rank >= 1, got " + shape_string(a.shape()) +
+               " x " + shape_string(b.shape());
+    });
     p.k = a.dim(-1);
     p.m = ra >= 2 ? a.dim(-2) : 1;
     const int64_t kb = rb >= 2 ? b.dim(-2) : b.dim(0);
     p.n = rb >= 2 ? b.dim(-1) : 1;
-    require(p.k == kb, "matmul: inner dimensions differ: " + shape_string(a.shape()) + " x " +
-                           shape_string(b.shape()));
+    require(p.k == kb, [&] {
+        return "matmul: inner dimensions differ: " + shape_string(a.shape()) + " x " +
+               shape_string(b.shape());
+    });
     const int ba = std::max(ra - 2, 0), bb = std::max(rb - 2, 0);
     const int nb = std::max(ba, bb);
     p.batch.assign(nb, 1);
@@ -307,9 +380,10 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
         const int ia = i - (nb - ba), ib = i - (nb - bb);
         const int64_t da = ia >= 0 ? a.view->shape[ia] : 1;
         const int64_t db = ib >= 0 ? b.view->shape[ib] : 1;
-        require(da == db || da == 1 || db == 1,
-                "matmul: batch dimensions do not broadcast: " + shape_string(a.shape()) + " x " +
-                    shape_string(b.shape()));
+        require(da == db || da == 1 || db == 1, [&] {
+            return "matmul: batch dimensions do not broadcast: " + shape_string(a.shape()) +
+                   " x " + shape_string(b.shape());
+        });
         p.batch[i] = da == 1 ? db : da;
         p.a_stride[i] = da == 1 ? 0 : sa;
         p.b_stride[i] = db == 1 ? 0 : sb;
@@ -329,7 +403,7 @@ MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
 template <typename F>
 void for_each_batch(const MatmulPlan& p, F&& f) {
     const std::size_t nb = p.batch.size();
-    std::vector<int64_t> idx(nb, 0);
+    DimList idx(nb, 0);
     int64_t ia = 0, ib = 0;
     for (int64_t t = 0; t < p.batch_count; ++t) {
         f(t, ia, ib);
@@ -397,11 +471,11 @@ void matmul_bwd(const BackwardCall& call) {
 }
 
 void check_binary_inputs(const Tensor& a, const Tensor& b, const char* op) {
-    check_view(a, std::string(op) + " input 0");
-    check_view(b, std::string(op) + " input 1");
-    require(a.dtype() == b.dtype(), std::string(op) + ": inputs have different dtypes (" +
-                                        dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()) +
-                                        ")");
+    check_view(a, {op, " input 0"});
+    check_view(b, {op, " input 1"});
+    if (a.dtype() != b.dtype()) [[unlikely]]
+        fail(std::string(op) + ": inputs have different dtypes (" + dtype_name(a.dtype()) +
+             " and " + dtype_name(b.dtype()) + ")");
 }
 
 }  // namespace
@@ -428,13 +502,18 @@ struct BmmDims {
 };
 
 BmmDims bmm_dims(const Tensor& a, const Tensor& b) {
-    require(a.rank() == 3 && b.rank() == 3, "bmm: both operands must have rank 3, got " +
-                                                shape_string(a.shape()) + " x " +
-                                                shape_string(b.shape()));
-    require(a.dim(0) == b.dim(0), "bmm: batch dimensions differ: " + shape_string(a.shape()) +
-                                      " x " + shape_string(b.shape()));
-    require(a.dim(2) == b.dim(1), "bmm: inner dimensions differ: " + shape_string(a.shape()) +
-                                      " x " + shape_string(b.shape()));
+    require(a.rank() == 3 && b.rank() == 3, [&] {
+        return "bmm: both operands must have rank 3, got " + shape_string(a.shape()) + " x " +
+               shape_string(b.shape());
+    });
+    require(a.dim(0) == b.dim(0), [&] {
+        return "bmm: batch dimensions differ: " + shape_string(a.shape()) + " x " +
+               shape_string(b.shape());
+    });
+    require(a.dim(2) == b.dim(1), [&] {
+        return "bmm: inner dimensions differ: " + shape_string(a.shape()) + " x " +
+               shape_string(b.shape());
+    });
     return {a.dim(0), a.dim(1), a.dim(2), b.dim(2)};
 }
 
@@ -495,7 +574,7 @@ namespace {
 struct LinearDims {
     int64_t rows, in, out;
     bool bias;
-    std::vector<int64_t> out_shape;
+    DimList out_shape;
 };
 
 template <typename Call>

@@ -14,14 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "check_util.hpp"
 #include "kernels.hpp"
 
 namespace capsule::reference {
 
 using plugin::Attributes;
+using plugin::fail;
 using plugin::KernelError;
 using plugin::require;
 using plugin::Tensor;
+
+/// A shape or per-dimension attribute list: at most kMaxRank entries, stored inline.
+using DimList = InlineVec<int64_t>;
 
 // ---------------------------------------------------------------------------------------------
 // GEMM
@@ -109,66 +114,76 @@ inline const char* dtype_name(capsule_dtype d) {
 }
 
 /// Product of the dimensions, failing on overflow.
-inline int64_t checked_product(std::span<const int64_t> dims, const std::string& what) {
+inline int64_t checked_product(std::span<const int64_t> dims, const Label& what) {
     int64_t n = 1;
     for (auto d : dims) {
-        require(d >= 0, what + ": negative dimension in " + shape_string(dims));
+        if (d < 0) [[unlikely]]
+            fail(what.str() + ": negative dimension in " + shape_string(dims));
         if (d == 0) return 0;
     }
     for (auto d : dims)
-        require(!__builtin_mul_overflow(n, d, &n), what + ": element count overflows");
+        if (__builtin_mul_overflow(n, d, &n)) [[unlikely]]
+            fail(what.str() + ": element count overflows");
     return n;
 }
 
 /// Checks that `t` is a well-formed host tensor: CPU, non-negative shape, contiguous row-major
-/// strides, data present when it has elements. Returns its element count.
-inline int64_t check_view(const Tensor& t, const std::string& what) {
-    require(t.view != nullptr, what + " is missing");
-    require(t.view->rank >= 0 && t.view->rank <= 64, what + " has an invalid rank");
-    require(t.view->rank == 0 || t.view->shape != nullptr, what + " has no shape");
-    require(t.view->device == CAPSULE_DEVICE_CPU, what + " is not a CPU tensor");
+/// strides, data present when it has elements. Returns its element count. Nothing is allocated
+/// unless a check fails.
+inline int64_t check_view(const Tensor& t, const Label& what) {
+    if (t.view == nullptr) [[unlikely]]
+        fail(what.str() + " is missing");
+    if (!(t.view->rank >= 0 && t.view->rank <= int32_t(kMaxRank))) [[unlikely]]
+        fail(what.str() + " has an invalid rank");
+    if (t.view->rank != 0 && t.view->shape == nullptr) [[unlikely]]
+        fail(what.str() + " has no shape");
+    if (t.view->device != CAPSULE_DEVICE_CPU) [[unlikely]]
+        fail(what.str() + " is not a CPU tensor");
     const int64_t n = checked_product(t.shape(), what);
     if (t.view->strides && n > 0) {
         int64_t stride = 1;
         for (int i = t.rank() - 1; i >= 0; --i) {
-            if (t.view->shape[i] != 1)
-                require(t.view->strides[i] == stride,
-                        what + " is not contiguous row-major (strides do not match shape " +
-                            shape_string(t.shape()) + ")");
+            if (t.view->shape[i] != 1 && t.view->strides[i] != stride) [[unlikely]]
+                fail(what.str() + " is not contiguous row-major (strides do not match shape " +
+                     shape_string(t.shape()) + ")");
             stride *= t.view->shape[i];
         }
     }
-    require(n == 0 || t.view->data != nullptr, what + " has no data");
+    if (n != 0 && t.view->data == nullptr) [[unlikely]]
+        fail(what.str() + " has no data");
     return n;
 }
 
 /// check_view plus a dtype requirement.
-inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype, const std::string& what) {
+inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype, const Label& what) {
     const int64_t n = check_view(t, what);
-    require(t.dtype() == dtype, what + " has dtype " + dtype_name(t.dtype()) + ", expected " +
-                                    dtype_name(dtype));
+    if (t.dtype() != dtype) [[unlikely]]
+        fail(what.str() + " has dtype " + dtype_name(t.dtype()) + ", expected " +
+             dtype_name(dtype));
     return n;
 }
 
 /// check_tensor plus an exact shape requirement.
 inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype, std::span<const int64_t> shape,
-                            const std::string& what) {
+                            const Label& what) {
     const int64_t n = check_tensor(t, dtype, what);
     auto got = t.shape();
-    require(got.size() == shape.size() && std::equal(got.begin(), got.end(), shape.begin()),
-            what + " has shape " + shape_string(got) + ", expected " + shape_string(shape));
+    if (!(got.size() == shape.size() && std::equal(got.begin(), got.end(), shape.begin())))
+        [[unlikely]]
+        fail(what.str() + " has shape " + shape_string(got) + ", expected " +
+             shape_string(shape));
     return n;
 }
 
 inline int64_t check_tensor(const Tensor& t, capsule_dtype dtype,
-                            std::initializer_list<int64_t> shape, const std::string& what) {
+                            std::initializer_list<int64_t> shape, const Label& what) {
     return check_tensor(t, dtype, std::span<const int64_t>(shape.begin(), shape.size()), what);
 }
 
 /// A gradient view to write, or nullptr when the host does not want it (data NULL). A present
 /// gradient must match the shape and dtype of the tensor it is the gradient of.
 template <typename T>
-T* grad_target(const Tensor& grad, const Tensor& of, const std::string& what) {
+T* grad_target(const Tensor& grad, const Tensor& of, const Label& what) {
     if (!grad.present()) return nullptr;
     check_tensor(grad, of.dtype(), of.shape(), what);
     return grad.data<T>();
@@ -177,41 +192,50 @@ T* grad_target(const Tensor& grad, const Tensor& of, const std::string& what) {
 /// Number of inputs / parameters must be exactly `n`.
 template <typename Call>
 void require_arity(const Call& call, std::size_t inputs, std::size_t params, const char* op) {
-    require(call.num_inputs() == inputs,
-            std::string(op) + " expects " + std::to_string(inputs) + " input(s), got " +
-                std::to_string(call.num_inputs()));
-    require(call.num_params() == params,
-            std::string(op) + " expects " + std::to_string(params) + " parameter(s), got " +
-                std::to_string(call.num_params()));
+    if (call.num_inputs() != inputs) [[unlikely]]
+        fail(std::string(op) + " expects " + std::to_string(inputs) + " input(s), got " +
+             std::to_string(call.num_inputs()));
+    if (call.num_params() != params) [[unlikely]]
+        fail(std::string(op) + " expects " + std::to_string(params) + " parameter(s), got " +
+             std::to_string(call.num_params()));
 }
 
 /// An attribute given as one integer or a list of `n` integers (kernel_size, stride, ...), each
 /// at least `min`.
-inline std::vector<int64_t> tuple_attr(const Attributes& attrs, const char* name, std::size_t n,
-                                       int64_t min, const std::vector<int64_t>* fallback) {
-    std::vector<int64_t> v;
+inline DimList tuple_attr(const Attributes& attrs, const char* name, std::size_t n, int64_t min,
+                          const DimList* fallback) {
+    DimList v;
     if (!attrs.has(name)) {
-        require(fallback != nullptr, std::string("missing attribute '") + name + "'");
+        require(fallback != nullptr,
+                [&] { return std::string("missing attribute '") + name + "'"; });
         v = *fallback;
     } else {
-        v = attrs.get_ints(name, {});
-        if (v.size() == 1 && n > 1) v.assign(n, v[0]);
+        const auto given = attrs.get_ints_view(name);
+        if (given.size() == 1 && n > 1) v.assign(n, given[0]);
+        else if (given.size() == n) v.assign(given.begin(), given.end());
     }
-    require(v.size() == n, std::string("attribute '") + name + "' must be an integer or a list of " +
-                               std::to_string(n) + " integers");
+    require(v.size() == n, [&] {
+        return std::string("attribute '") + name + "' must be an integer or a list of " +
+               std::to_string(n) + " integers";
+    });
     for (auto x : v)
-        require(x >= min, std::string("attribute '") + name + "' = " + std::to_string(x) +
-                              " must be >= " + std::to_string(min));
+        require(x >= min, [&] {
+            return std::string("attribute '") + name + "' = " + std::to_string(x) +
+                   " must be >= " + std::to_string(min);
+        });
     return v;
 }
 
 /// An integer attribute with a lower bound.
 inline int64_t int_attr(const Attributes& attrs, const char* name, int64_t min,
                         const int64_t* fallback) {
-    require(attrs.has(name) || fallback, std::string("missing attribute '") + name + "'");
+    require(attrs.has(name) || fallback,
+            [&] { return std::string("missing attribute '") + name + "'"; });
     const int64_t v = attrs.get_int(name, fallback ? *fallback : 0);
-    require(v >= min, std::string("attribute '") + name + "' = " + std::to_string(v) +
-                          " must be >= " + std::to_string(min));
+    require(v >= min, [&] {
+        return std::string("attribute '") + name + "' = " + std::to_string(v) + " must be >= " +
+               std::to_string(min);
+    });
     return v;
 }
 

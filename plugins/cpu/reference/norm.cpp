@@ -26,7 +26,7 @@ LayerNormDims layer_norm_dims(const Call& call) {
     const auto attrs = call.attrs();
     LayerNormDims d;
     require(attrs.has("normalized_shape"), "layer_norm: missing attribute 'normalized_shape'");
-    const auto normalized = attrs.get_ints("normalized_shape", {});
+    const auto normalized = attrs.get_ints_view("normalized_shape");
     require(!normalized.empty(), "layer_norm: attribute 'normalized_shape' is empty");
     d.eps = attrs.get_float("eps", 1e-5);
     require(d.eps > 0 && std::isfinite(d.eps), "layer_norm: attribute 'eps' must be > 0");
@@ -39,8 +39,10 @@ LayerNormDims layer_norm_dims(const Call& call) {
     require(normalized.size() <= shape.size() &&
                 std::equal(normalized.begin(), normalized.end(),
                            shape.end() - std::ptrdiff_t(normalized.size())),
-            "layer_norm: normalized_shape " + shape_string(normalized) +
-                " does not match the trailing dimensions of " + shape_string(shape));
+            [&] {
+                return "layer_norm: normalized_shape " + shape_string(normalized) +
+                       " does not match the trailing dimensions of " + shape_string(shape);
+            });
     d.n = checked_product(normalized, "layer_norm normalized_shape");
     d.rows = checked_product(shape.first(shape.size() - normalized.size()), "layer_norm input");
     if (d.affine) check_tensor(call.param(0), x.dtype(), normalized, "layer_norm weight");
@@ -98,7 +100,8 @@ void layer_norm_bwd(const BackwardCall& call, const LayerNormDims& d) {
     const T* X = x.data<T>();
     const T* G = gout.data<T>();
     const T* w = d.affine ? call.param(0).data<T>() : nullptr;
-    Scratch<double> accW(gW ? d.n : 0, true), accB(gB ? d.n : 0, true);
+    SmallBuffer<double> accW(gW ? std::size_t(d.n) : 0, 0.0);
+    SmallBuffer<double> accB(gB ? std::size_t(d.n) : 0, 0.0);
     for (int64_t r = 0; r < d.rows && d.n > 0; ++r) {
         const T* xr = X + r * d.n;
         const T* gr = G + r * d.n;
@@ -168,37 +171,38 @@ BatchNormDims batch_norm_dims(const Call& call, const char* op) {
     const auto attrs = call.attrs();
     BatchNormDims d;
     d.eps = attrs.get_float("eps", 1e-5);
-    require(d.eps > 0 && std::isfinite(d.eps), std::string(op) + ": attribute 'eps' must be > 0");
+    require(d.eps > 0 && std::isfinite(d.eps),
+            [&] { return std::string(op) + ": attribute 'eps' must be > 0"; });
     const double momentum = attrs.get_float("momentum", 0.1);
     require(momentum >= 0 && momentum <= 1,
-            std::string(op) + ": attribute 'momentum' must be in [0, 1]");
+            [&] { return std::string(op) + ": attribute 'momentum' must be in [0, 1]"; });
     d.training = attrs.get_bool("training", false);
     d.affine = attrs.get_bool("affine", true);
     require_arity(call, 1, d.affine ? 4 : 2, op);
     d.mean_index = d.affine ? 2 : 0;
     d.var_index = d.mean_index + 1;
     const Tensor x = call.input(0);
-    check_view(x, std::string(op) + " input");
-    require(x.rank() >= 2, std::string(op) + ": input must have rank >= 2 ([N, C, ...]), got " +
-                               shape_string(x.shape()));
+    check_view(x, {op, " input"});
+    require(x.rank() >= 2, [&] {
+        return std::string(op) + ": input must have rank >= 2 ([N, C, ...]), got " +
+               shape_string(x.shape());
+    });
     d.n = x.dim(0);
     d.c = x.dim(1);
-    d.s = checked_product(x.shape().subspan(2), std::string(op) + " input");
+    d.s = checked_product(x.shape().subspan(2), {op, " input"});
     for (std::size_t i = 0; i < call.num_params(); ++i)
-        check_tensor(call.param(i), x.dtype(), {d.c}, std::string(op) + " parameter " +
-                                                          std::to_string(i));
+        check_tensor(call.param(i), x.dtype(), {d.c}, {op, " parameter ", int64_t(i)});
     if (d.training)
-        require(d.n * d.s != 1 || d.c == 0,
-                std::string(op) + ": training needs more than 1 value per channel");
+        require(d.n * d.s != 1 || d.c == 0, [&] {
+            return std::string(op) + ": training needs more than 1 value per channel";
+        });
     return d;
 }
 
 /// Per-channel mean and 1/sqrt(var + eps): batch statistics (training) or the running ones.
 template <typename T, typename Call>
-void channel_stats(const Call& call, const BatchNormDims& d, const T* X, Scratch<double>& mean,
-                   Scratch<double>& rstd) {
-    mean.reset(d.c);
-    rstd.reset(d.c);
+void channel_stats(const Call& call, const BatchNormDims& d, const T* X, double* mean,
+                   double* rstd) {
     if (!d.training) {
         const T* rm = call.param(d.mean_index).template data<T>();
         const T* rv = call.param(d.var_index).template data<T>();
@@ -232,11 +236,11 @@ void channel_stats(const Call& call, const BatchNormDims& d, const T* X, Scratch
 template <typename T>
 void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char* op) {
     const Tensor x = call.input(0), out = call.output(0);
-    check_tensor(out, x.dtype(), x.shape(), std::string(op) + " output");
+    check_tensor(out, x.dtype(), x.shape(), {op, " output"});
     const T* X = x.data<T>();
     T* Y = out.data<T>();
-    Scratch<double> mean, rstd;
-    channel_stats<T>(call, d, X, mean, rstd);
+    SmallBuffer<double> mean(static_cast<std::size_t>(d.c)), rstd(static_cast<std::size_t>(d.c));
+    channel_stats<T>(call, d, X, mean.data(), rstd.data());
     const T* w = d.affine ? call.param(0).data<T>() : nullptr;
     const T* b = d.affine ? call.param(1).data<T>() : nullptr;
     for (int64_t bi = 0; bi < d.n; ++bi)
@@ -251,23 +255,22 @@ void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char*
 
 template <typename T>
 void batch_norm_bwd(const BackwardCall& call, const BatchNormDims& d, const char* op) {
-    const std::string name(op);
     const Tensor x = call.input(0);
     const Tensor gout = call.grad_output(0);
-    check_tensor(gout, x.dtype(), x.shape(), name + " grad output");
-    T* gX = grad_target<T>(call.grad_input(0), x, name + " grad input");
-    T* gW = d.affine ? grad_target<T>(call.grad_param(0), call.param(0), name + " grad weight")
+    check_tensor(gout, x.dtype(), x.shape(), {op, " grad output"});
+    T* gX = grad_target<T>(call.grad_input(0), x, {op, " grad input"});
+    T* gW = d.affine ? grad_target<T>(call.grad_param(0), call.param(0), {op, " grad weight"})
                      : nullptr;
-    T* gB = d.affine ? grad_target<T>(call.grad_param(1), call.param(1), name + " grad bias")
+    T* gB = d.affine ? grad_target<T>(call.grad_param(1), call.param(1), {op, " grad bias"})
                      : nullptr;
     for (int i : {d.mean_index, d.var_index})
-        if (T* g = grad_target<T>(call.grad_param(i), call.param(i), name + " grad running stat"))
+        if (T* g = grad_target<T>(call.grad_param(i), call.param(i), {op, " grad running stat"}))
             std::fill(g, g + d.c, T(0));
     const T* X = x.data<T>();
     const T* G = gout.data<T>();
     const T* w = d.affine ? call.param(0).data<T>() : nullptr;
-    Scratch<double> mean, rstd;
-    channel_stats<T>(call, d, X, mean, rstd);
+    SmallBuffer<double> mean(static_cast<std::size_t>(d.c)), rstd(static_cast<std::size_t>(d.c));
+    channel_stats<T>(call, d, X, mean.data(), rstd.data());
     const double count = double(d.n * d.s);
     for (int64_t ch = 0; ch < d.c; ++ch) {
         // Σ dy and Σ dy·x̂ over the channel.

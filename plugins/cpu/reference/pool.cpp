@@ -24,8 +24,8 @@ struct PoolGeom {
     int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
     bool count_include_pad = true;
     double temperature = 1.0;
-    std::vector<int64_t> out_shape;
-    std::string op;
+    DimList out_shape;
+    const char* op = "";
 };
 
 /// One window: clamped bounds [y0, y1) × [x0, x1) and the average divisor.
@@ -56,35 +56,43 @@ PoolGeom pool_geometry(const Call& call, const char* op, int nd, Kind kind, bool
     g.op = op;
     require_arity(call, 1, 0, op);
     const Tensor x = call.input(0);
-    check_view(x, g.op + " input");
-    require(x.rank() == nd + 2, g.op + ": input must have rank " + std::to_string(nd + 2) +
-                                    ", got shape " + shape_string(x.shape()));
+    check_view(x, {op, " input"});
+    require(x.rank() == nd + 2, [&] {
+        return std::string(op) + ": input must have rank " + std::to_string(nd + 2) +
+               ", got shape " + shape_string(x.shape());
+    });
     const std::size_t n = std::size_t(nd);
     const auto kernel = tuple_attr(attrs, "kernel_size", n, 1, nullptr);
     const auto stride = tuple_attr(attrs, "stride", n, 1, &kernel);
-    const std::vector<int64_t> zeros(n, 0);
+    const DimList zeros(n, 0);
     const auto padding = padded ? tuple_attr(attrs, "padding", n, 0, &zeros) : zeros;
     const bool ceil_mode = padded && attrs.get_bool("ceil_mode", false);
     if (kind == Kind::avg && padded) g.count_include_pad = attrs.get_bool("count_include_pad", true);
     if (kind == Kind::smooth) {
         g.temperature = attrs.get_float("temperature", 1.0);
         require(g.temperature > 0 && std::isfinite(g.temperature),
-                g.op + ": attribute 'temperature' must be a finite number > 0");
+                [&] {
+                    return std::string(op) + ": attribute 'temperature' must be a finite number > 0";
+                });
     }
     for (std::size_t i = 0; i < n; ++i) {
         require(kernel[i] <= (int64_t(1) << 40) && stride[i] <= (int64_t(1) << 40),
-                g.op + ": attribute values are too large");
+                [&] { return std::string(op) + ": attribute values are too large"; });
         require(padding[i] <= kernel[i] / 2,
-                g.op + ": padding must be at most half the kernel size");
+                [&] {
+                    return std::string(op) + ": padding must be at most half the kernel size";
+                });
     }
     g.n = x.dim(0);
     g.c = x.dim(1);
-    std::vector<int64_t> outs;
+    DimList outs;
     for (std::size_t i = 0; i < n; ++i) {
         const int64_t in = x.dim(int(2 + i));
         const int64_t size = in + 2 * padding[i];
-        require(size >= kernel[i], g.op + ": input size " + std::to_string(size) +
-                                       " is smaller than the kernel " + std::to_string(kernel[i]));
+        require(size >= kernel[i], [&] {
+            return std::string(op) + ": input size " + std::to_string(size) +
+                   " is smaller than the kernel " + std::to_string(kernel[i]);
+        });
         const int64_t span = size - kernel[i];
         int64_t o = span / stride[i] + (ceil_mode && span % stride[i] != 0 ? 1 : 0) + 1;
         if (ceil_mode && (o - 1) * stride[i] >= in + padding[i]) --o;
@@ -103,7 +111,7 @@ PoolGeom pool_geometry(const Call& call, const char* op, int nd, Kind kind, bool
     g.pw = padding[n - 1];
     g.ow = outs[n - 1];
     g.out_shape = {g.n, g.c};
-    g.out_shape.insert(g.out_shape.end(), outs.begin(), outs.end());
+    for (auto o : outs) g.out_shape.push_back(o);
     return g;
 }
 
@@ -141,7 +149,7 @@ inline void smooth_stats(const T* plane, const PoolGeom& g, const Window& win, d
 template <typename T>
 void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     const Tensor x = call.input(0), out = call.output(0);
-    check_tensor(out, x.dtype(), g.out_shape, g.op + " output");
+    check_tensor(out, x.dtype(), g.out_shape, {g.op, " output"});
     const T* X = x.data<T>();
     T* Y = out.data<T>();
     const int64_t planes = g.n * g.c;
@@ -181,8 +189,8 @@ template <typename T>
 void pool_bwd(const BackwardCall& call, const PoolGeom& g, Kind kind) {
     const Tensor x = call.input(0);
     const Tensor gout = call.grad_output(0);
-    check_tensor(gout, x.dtype(), g.out_shape, g.op + " grad output");
-    T* gX = grad_target<T>(call.grad_input(0), x, g.op + " grad input");
+    check_tensor(gout, x.dtype(), g.out_shape, {g.op, " grad output"});
+    T* gX = grad_target<T>(call.grad_input(0), x, {g.op, " grad input"});
     if (!gX) return;
     const T* X = x.data<T>();
     const T* G = gout.data<T>();

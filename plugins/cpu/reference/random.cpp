@@ -20,6 +20,7 @@
 // can match torch's Philox/MT streams without reimplementing them); the distribution is the same.
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include "elementwise_common.hpp"
 #include "kernels.hpp"
@@ -54,15 +55,18 @@ inline double uniform_f64(uint64_t bits) { return double(bits >> 11) * 0x1.0p-53
 // rand_uniform: no inputs; attributes shape (required), seed (default 0), dtype ("float32" or
 // "float64", default float32). Values uniform in [0, 1).
 void rand_uniform_forward(const ForwardCall& call) {
-    require(call.num_inputs() == 0,
-            "rand_uniform expects no inputs, got " + std::to_string(call.num_inputs()));
+    require(call.num_inputs() == 0, [&] {
+        return "rand_uniform expects no inputs, got " + std::to_string(call.num_inputs());
+    });
     const auto attrs = call.attrs();
     require(attrs.has("shape"), "rand_uniform: missing attribute 'shape' (list of integers)");
-    const auto shape = attrs.get_ints("shape", {});
+    const auto shape = attrs.get_ints_view("shape");
     const int64_t seed = attrs.get_int("seed", 0);
-    const std::string dtype = attrs.get_string("dtype", "float32");
-    require(dtype == "float32" || dtype == "float64",
-            "rand_uniform: attribute 'dtype' = '" + dtype + "' must be one of float32, float64");
+    const std::string_view dtype = attrs.get_string_view("dtype", "float32");
+    require(dtype == "float32" || dtype == "float64", [&] {
+        return "rand_uniform: attribute 'dtype' = '" + std::string(dtype) +
+               "' must be one of float32, float64";
+    });
     const Tensor out = call.output(0);
     check_view(out, "rand_uniform: output",
                dtype == "float64" ? CAPSULE_DTYPE_FLOAT64 : CAPSULE_DTYPE_FLOAT32);
@@ -93,11 +97,9 @@ void bernoulli_mask_forward(const ForwardCall& call) {
         T* o = out.data<T>();
         for (int64_t i = 0; i < n; ++i) {
             const double prob = double(pp[i]);
-            if (!(prob >= 0.0 && prob <= 1.0))
-                throw plugin::KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
-                                          "bernoulli_mask: probability " + std::to_string(prob) +
-                                              " at element " + std::to_string(i) +
-                                              " is outside [0, 1]");
+            if (!(prob >= 0.0 && prob <= 1.0)) [[unlikely]]
+                fail("bernoulli_mask: probability " + std::to_string(prob) + " at element " +
+                     std::to_string(i) + " is outside [0, 1]");
             o[i] = uniform_f64(bits_at(key, uint64_t(i))) < prob ? T(1) : T(0);
         }
     });

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "elementwise_common.hpp"
 #include "kernels.hpp"
@@ -35,12 +36,11 @@ AxisLayout axis_layout(const Tensor& x, const plugin::Attributes& attrs, const c
 
 /// Forward of softmax (log = false) or log_softmax (log = true).
 void softmax_family_forward(const ForwardCall& call, const char* op, bool log) {
-    const std::string name(op);
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, name + ": input");
+    check_float(x, {op, ": input"});
     const Tensor y = call.output(0);
-    check_like(y, name + ": output", x, "the input");
+    check_like(y, {op, ": output"}, x, "the input");
     const AxisLayout l = axis_layout(x, call.attrs(), op);
     if (x.numel() == 0) return;
     dispatch_float(x.dtype(), [&]<typename T>(T) {
@@ -73,8 +73,8 @@ void softmax_family_forward(const ForwardCall& call, const char* op, bool log) {
             return;
         }
         // Strided axis: process one outer block at a time, the inner positions side by side.
-        std::vector<T> m(static_cast<std::size_t>(l.inner));
-        std::vector<double> sum(static_cast<std::size_t>(l.inner));
+        SmallBuffer<T> m(static_cast<std::size_t>(l.inner));
+        SmallBuffer<double> sum(static_cast<std::size_t>(l.inner));
         for (int64_t o = 0; o < l.outer; ++o) {
             const T* xb = xp + o * l.len * l.inner;
             T* yb = yp + o * l.len * l.inner;
@@ -108,25 +108,25 @@ void softmax_family_forward(const ForwardCall& call, const char* op, bool log) {
 /// Backward from the forward output y: softmax gx = y * (g - sum(g * y)); log_softmax
 /// gx = g - exp(y) * sum(g), sums along the axis.
 void softmax_family_backward(const BackwardCall& call, const char* op, bool log) {
-    const std::string name(op);
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, name + ": input");
+    check_float(x, {op, ": input"});
     const Tensor y = call.output(0);
-    require(y.present() || x.numel() == 0, name + ": backward needs the forward output");
-    check_like(y, name + ": output", x, "the input");
+    require(y.present() || x.numel() == 0,
+            [&] { return std::string(op) + ": backward needs the forward output"; });
+    check_like(y, {op, ": output"}, x, "the input");
     const Tensor g = call.grad_output(0);
-    check_like(g, name + ": grad output", x, "the input");
+    check_like(g, {op, ": grad output"}, x, "the input");
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
-    check_like(gx, name + ": grad input", x, "the input");
+    check_like(gx, {op, ": grad input"}, x, "the input");
     const AxisLayout l = axis_layout(x, call.attrs(), op);
     if (x.numel() == 0) return;
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         const T* yp = y.data<const T>();
         const T* gp = g.data<const T>();
         T* out = gx.data<T>();
-        std::vector<double> dot(static_cast<std::size_t>(l.inner));
+        SmallBuffer<double> dot(static_cast<std::size_t>(l.inner));
         for (int64_t o = 0; o < l.outer; ++o) {
             const int64_t base = o * l.len * l.inner;
             const T* yb = yp + base;
@@ -158,13 +158,17 @@ struct ReducePlan {
 
 ReducePlan reduce_plan(const Tensor& x, const plugin::Attributes& attrs, const char* op) {
     const int rank = x.rank();
-    std::vector<bool> reduced(static_cast<std::size_t>(std::max(rank, 1)), false);
+    InlineVec<bool> reduced(static_cast<std::size_t>(std::max(rank, 1)), false);
     if (attrs.has("axes")) {
-        const auto axes = attrs.get_ints("axes", {});
-        require(!axes.empty(), std::string(op) + ": attribute 'axes' is empty; omit it to reduce over every axis");
+        const auto axes = attrs.get_ints_view("axes");
+        require(!axes.empty(), [&] {
+            return std::string(op) + ": attribute 'axes' is empty; omit it to reduce over every axis";
+        });
         for (auto a : axes) {
             const auto n = static_cast<std::size_t>(normalize_axis(a, rank, "axes", op));
-            require(!reduced[n], std::string(op) + ": attribute 'axes' repeats axis " + std::to_string(n));
+            require(!reduced[n], [&] {
+                return std::string(op) + ": attribute 'axes' repeats axis " + std::to_string(n);
+            });
             reduced[n] = true;
         }
     } else {
@@ -187,14 +191,13 @@ ReducePlan reduce_plan(const Tensor& x, const plugin::Attributes& attrs, const c
 }
 
 void reduce_forward(const ForwardCall& call, const char* op, bool mean) {
-    const std::string name(op);
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, name + ": input");
+    check_float(x, {op, ": input"});
     const ReducePlan p = reduce_plan(x, call.attrs(), op);
     const Tensor y = call.output(0);
-    check_view(y, name + ": output", x.dtype());
-    check_shape(y, name + ": output", p.out_shape);
+    check_view(y, {op, ": output"}, x.dtype());
+    check_shape(y, {op, ": output"}, p.out_shape);
     // mean of zero elements is NaN (0 / 0), as torch.mean
     const double scale = mean ? 1.0 / double(p.count) : 1.0;
     dispatch_float(x.dtype(), [&]<typename T>(T) {
@@ -210,17 +213,16 @@ void reduce_forward(const ForwardCall& call, const char* op, bool mean) {
 }
 
 void reduce_backward(const BackwardCall& call, const char* op, bool mean) {
-    const std::string name(op);
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, name + ": input");
+    check_float(x, {op, ": input"});
     const ReducePlan p = reduce_plan(x, call.attrs(), op);
     const Tensor g = call.grad_output(0);
-    check_view(g, name + ": grad output", x.dtype());
-    check_shape(g, name + ": grad output", p.out_shape);
+    check_view(g, {op, ": grad output"}, x.dtype());
+    check_shape(g, {op, ": grad output"}, p.out_shape);
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
-    check_like(gx, name + ": grad input", x, "the input");
+    check_like(gx, {op, ": grad input"}, x, "the input");
     const double scale = mean ? 1.0 / double(p.count) : 1.0;
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         const T* gp = g.data<const T>();
@@ -249,13 +251,12 @@ void reduce_backward(const BackwardCall& call, const char* op, bool mean) {
 enum class Reduction { mean, sum, none };
 
 Reduction mse_reduction(const plugin::Attributes& attrs) {
-    const std::string r = attrs.get_string("reduction", "mean");
+    const std::string_view r = attrs.get_string_view("reduction", "mean");
     if (r == "mean") return Reduction::mean;
     if (r == "sum") return Reduction::sum;
     if (r == "none") return Reduction::none;
-    throw plugin::KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
-                              "mse_loss: attribute 'reduction' = '" + r +
-                                  "' must be one of mean, sum, none");
+    fail("mse_loss: attribute 'reduction' = '" + std::string(r) +
+         "' must be one of mean, sum, none");
 }
 
 }  // namespace

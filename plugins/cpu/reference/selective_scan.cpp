@@ -27,13 +27,15 @@ ScanGeom scan_geometry(const Call& call) {
     require_arity(call, 5, 0, "selective_scan");
     const Tensor u = call.input(0);
     check_view(u, "selective_scan u");
-    require(u.rank() == 3, "selective_scan: u must be [B, D, L], got " + shape_string(u.shape()));
+    require(u.rank() == 3,
+            [&] { return "selective_scan: u must be [B, D, L], got " + shape_string(u.shape()); });
     g.b = u.dim(0);
     g.d = u.dim(1);
     g.L = u.dim(2);
     const Tensor A = call.input(2);
     check_tensor(A, u.dtype(), "selective_scan A");
-    require(A.rank() == 2, "selective_scan: A must be [D, N], got " + shape_string(A.shape()));
+    require(A.rank() == 2,
+            [&] { return "selective_scan: A must be [D, N], got " + shape_string(A.shape()); });
     g.n = A.dim(1);
     check_tensor(call.input(1), u.dtype(), {g.b, g.d, g.L}, "selective_scan delta");
     check_tensor(A, u.dtype(), {g.d, g.n}, "selective_scan A");

@@ -26,32 +26,33 @@ char* bytes_of(const Tensor& t) { return static_cast<char*>(t.view->data); }
 
 /// Forward of an op that keeps the elements in order and only changes the shape.
 void same_order_forward(const ForwardCall& call, const char* op, const Dims& expected) {
-    const std::string name(op);
     const Tensor x = call.input(0);
     const Tensor y = call.output(0);
-    check_view(y, name + ": output", x.dtype());
-    check_shape(y, name + ": output", expected);
-    require(y.numel() == x.numel(), name + ": output has " + std::to_string(y.numel()) +
-                                        " elements, the input " + std::to_string(x.numel()));
+    check_view(y, {op, ": output"}, x.dtype());
+    check_shape(y, {op, ": output"}, expected);
+    require(y.numel() == x.numel(), [&] {
+        return std::string(op) + ": output has " + std::to_string(y.numel()) +
+               " elements, the input " + std::to_string(x.numel());
+    });
     copy_elements(y.view->data, x.view->data, x.numel(), x.dtype());
 }
 
 void same_order_backward(const BackwardCall& call, const char* op, const Dims& expected) {
-    const std::string name(op);
     const Tensor x = call.input(0);
     const Tensor g = call.grad_output(0);
-    check_view(g, name + ": grad output", x.dtype());
-    check_shape(g, name + ": grad output", expected);
-    require(g.numel() == x.numel(), name + ": grad output has the wrong element count");
+    check_view(g, {op, ": grad output"}, x.dtype());
+    check_shape(g, {op, ": grad output"}, expected);
+    require(g.numel() == x.numel(),
+            [&] { return std::string(op) + ": grad output has the wrong element count"; });
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
-    check_like(gx, name + ": grad input", x, "the input");
+    check_like(gx, {op, ": grad input"}, x, "the input");
     copy_elements(gx.view->data, g.view->data, x.numel(), x.dtype());
 }
 
 Tensor single_input(const Tensor& x, std::size_t num_inputs, const char* op) {
     require_arity(num_inputs, 1, op);
-    check_view(x, std::string(op) + ": input");
+    check_view(x, {op, ": input"});
     return x;
 }
 
@@ -60,8 +61,10 @@ Dims flatten_shape(const Tensor& x, const plugin::Attributes& attrs) {
     const int64_t start = normalize_axis(attrs.get_int("start_dim", 1), x.rank(), "start_dim", "flatten");
     const int64_t end = normalize_axis(attrs.get_int("end_dim", -1), x.rank(), "end_dim", "flatten");
     if (x.rank() == 0) return {1};
-    require(start <= end, "flatten: start_dim " + std::to_string(start) + " comes after end_dim " +
-                              std::to_string(end) + " for shape " + dims_str(x.shape()));
+    require(start <= end, [&] {
+        return "flatten: start_dim " + std::to_string(start) + " comes after end_dim " +
+               std::to_string(end) + " for shape " + dims_str(x.shape());
+    });
     Dims out;
     int64_t merged = 1;
     for (int i = 0; i < x.rank(); ++i) {
@@ -75,27 +78,34 @@ Dims flatten_shape(const Tensor& x, const plugin::Attributes& attrs) {
 // ---- reshape(shape), one entry may be -1 ----
 Dims reshape_shape(const Tensor& x, const plugin::Attributes& attrs) {
     require(attrs.has("shape"), "reshape: missing attribute 'shape' (list of integers)");
-    Dims target = attrs.get_ints("shape", {});
+    Dims target(attrs.get_ints_view("shape"));
     const int64_t total = x.numel();
     int64_t known = 1;
     int infer_at = -1;
     for (std::size_t i = 0; i < target.size(); ++i) {
         if (target[i] == -1) {
-            require(infer_at < 0, "reshape: attribute 'shape' = " + dims_str(target) + " has more than one -1");
+            require(infer_at < 0, [&] {
+                return "reshape: attribute 'shape' = " + dims_str(target) + " has more than one -1";
+            });
             infer_at = int(i);
         } else {
-            require(target[i] >= 0, "reshape: attribute 'shape' = " + dims_str(target) +
-                                        " has a negative dimension other than -1");
+            require(target[i] >= 0, [&] {
+                return "reshape: attribute 'shape' = " + dims_str(target) +
+                       " has a negative dimension other than -1";
+            });
             require(!__builtin_mul_overflow(known, target[i], &known), "reshape: shape too large");
         }
     }
     if (infer_at >= 0) {
-        require(known != 0 && total % known == 0,
-                "reshape: cannot reshape " + dims_str(x.shape()) + " to " + dims_str(target));
+        require(known != 0 && total % known == 0, [&] {
+            return "reshape: cannot reshape " + dims_str(x.shape()) + " to " + dims_str(target);
+        });
         target[std::size_t(infer_at)] = total / known;
     } else {
-        require(known == total, "reshape: cannot reshape " + dims_str(x.shape()) + " (" +
-                                    std::to_string(total) + " elements) to " + dims_str(target));
+        require(known == total, [&] {
+            return "reshape: cannot reshape " + dims_str(x.shape()) + " (" +
+                   std::to_string(total) + " elements) to " + dims_str(target);
+        });
     }
     return target;
 }
@@ -103,16 +113,19 @@ Dims reshape_shape(const Tensor& x, const plugin::Attributes& attrs) {
 // ---- permutations ----
 
 /// Normalised permutation from `dims` for a tensor of rank `rank`.
-Dims checked_permutation(const Dims& dims, int rank, const char* op) {
-    require(dims.size() == std::size_t(rank),
-            std::string(op) + ": attribute 'dims' = " + dims_str(dims) + " has " +
-                std::to_string(dims.size()) + " entries for rank " + std::to_string(rank));
+Dims checked_permutation(std::span<const int64_t> dims, int rank, const char* op) {
+    require(dims.size() == std::size_t(rank), [&] {
+        return std::string(op) + ": attribute 'dims' = " + dims_str(dims) + " has " +
+               std::to_string(dims.size()) + " entries for rank " + std::to_string(rank);
+    });
     Dims perm;
-    std::vector<bool> seen(std::size_t(rank), false);
+    InlineVec<bool> seen(std::size_t(rank), false);
     for (auto d : dims) {
         const int64_t n = normalize_axis(d, rank, "dims", op);
-        require(!seen[std::size_t(n)], std::string(op) + ": attribute 'dims' = " + dims_str(dims) +
-                                           " repeats axis " + std::to_string(n));
+        require(!seen[std::size_t(n)], [&] {
+            return std::string(op) + ": attribute 'dims' = " + dims_str(dims) + " repeats axis " +
+                   std::to_string(n);
+        });
         seen[std::size_t(n)] = true;
         perm.push_back(n);
     }
@@ -126,11 +139,10 @@ Dims permuted(std::span<const int64_t> shape, const Dims& perm) {
 }
 
 void permute_forward_with(const ForwardCall& call, const char* op, const Dims& perm) {
-    const std::string name(op);
     const Tensor x = call.input(0);
     const Tensor y = call.output(0);
-    check_view(y, name + ": output", x.dtype());
-    check_shape(y, name + ": output", permuted(x.shape(), perm));
+    check_view(y, {op, ": output"}, x.dtype());
+    check_shape(y, {op, ": output"}, permuted(x.shape(), perm));
     if (x.numel() == 0) return;
     dispatch_bytes(x.dtype(), [&]<typename U>(U) {
         permute_copy(x.data<const U>(), x.shape(), perm, y.data<U>());
@@ -139,15 +151,14 @@ void permute_forward_with(const ForwardCall& call, const char* op, const Dims& p
 
 /// The backward of a permutation is the inverse permutation of the gradient.
 void permute_backward_with(const BackwardCall& call, const char* op, const Dims& perm) {
-    const std::string name(op);
     const Tensor x = call.input(0);
     const Dims out_shape = permuted(x.shape(), perm);
     const Tensor g = call.grad_output(0);
-    check_view(g, name + ": grad output", x.dtype());
-    check_shape(g, name + ": grad output", out_shape);
+    check_view(g, {op, ": grad output"}, x.dtype());
+    check_shape(g, {op, ": grad output"}, out_shape);
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
-    check_like(gx, name + ": grad input", x, "the input");
+    check_like(gx, {op, ": grad input"}, x, "the input");
     if (x.numel() == 0) return;
     Dims inverse(perm.size());
     for (std::size_t i = 0; i < perm.size(); ++i) inverse[std::size_t(perm[i])] = int64_t(i);
@@ -157,18 +168,21 @@ void permute_backward_with(const BackwardCall& call, const char* op, const Dims&
 }
 
 Dims fixed_perm(const Tensor& x, int rank, Dims perm, const char* op) {
-    require(x.rank() == rank, std::string(op) + " expects an input of rank " + std::to_string(rank) +
-                                  ", got shape " + dims_str(x.shape()));
+    require(x.rank() == rank, [&] {
+        return std::string(op) + " expects an input of rank " + std::to_string(rank) +
+               ", got shape " + dims_str(x.shape());
+    });
     return perm;
 }
 
 Dims swap_perm(const Tensor& x, const plugin::Attributes& attrs) {
     require(attrs.has("depth"), "swapAdjacentAtDepth: missing attribute 'depth' (integer)");
     const int64_t depth = attrs.get_int("depth", 0);
-    require(depth >= 0 && depth < int64_t(x.rank()) - 1,
-            "swapAdjacentAtDepth: attribute 'depth' = " + std::to_string(depth) +
-                " out of range for rank " + std::to_string(x.rank()) +
-                " (needs 0 <= depth <= rank - 2)");
+    require(depth >= 0 && depth < int64_t(x.rank()) - 1, [&] {
+        return "swapAdjacentAtDepth: attribute 'depth' = " + std::to_string(depth) +
+               " out of range for rank " + std::to_string(x.rank()) +
+               " (needs 0 <= depth <= rank - 2)";
+    });
     Dims perm(std::size_t(x.rank()));
     for (int i = 0; i < x.rank(); ++i) perm[std::size_t(i)] = i;
     std::swap(perm[std::size_t(depth)], perm[std::size_t(depth) + 1]);
@@ -180,23 +194,27 @@ Dims swap_perm(const Tensor& x, const plugin::Attributes& attrs) {
 /// Validates the parents of concat_vectors (`vectors`) or concat_leading_axis; returns the
 /// output shape.
 Dims concat_shape(std::size_t num_inputs, const auto& input, bool vectors, const char* op) {
-    const std::string name(op);
-    require(num_inputs >= 2, name + " expects at least 2 inputs, got " + std::to_string(num_inputs));
+    require(num_inputs >= 2, [&] {
+        return std::string(op) + " expects at least 2 inputs, got " + std::to_string(num_inputs);
+    });
     const Tensor first = input(0);
-    check_view(first, name + ": input 0");
-    require(first.rank() >= 1 && (!vectors || first.rank() == 1),
-            name + ": input 0 has shape " + dims_str(first.shape()) +
-                (vectors ? "; expected rank 1" : "; expected rank >= 1"));
+    check_view(first, {op, ": input 0"});
+    require(first.rank() >= 1 && (!vectors || first.rank() == 1), [&] {
+        return std::string(op) + ": input 0 has shape " + dims_str(first.shape()) +
+               (vectors ? "; expected rank 1" : "; expected rank >= 1");
+    });
     Dims out(first.shape().begin(), first.shape().end());
     for (std::size_t i = 1; i < num_inputs; ++i) {
         const Tensor t = input(i);
-        const std::string what = name + ": input " + std::to_string(i);
+        const Label what{op, ": input ", int64_t(i)};
         check_view(t, what, first.dtype());
         require(t.rank() == first.rank() &&
                     std::equal(t.shape().begin() + 1, t.shape().end(), first.shape().begin() + 1),
-                what + " has shape " + dims_str(t.shape()) +
-                    "; every input must have input 0's shape " + dims_str(first.shape()) +
-                    " apart from the leading dimension");
+                [&] {
+                    return what.str() + " has shape " + dims_str(t.shape()) +
+                           "; every input must have input 0's shape " + dims_str(first.shape()) +
+                           " apart from the leading dimension";
+                });
         out[0] += t.dim(0);
     }
     return out;
@@ -206,8 +224,8 @@ void concat_forward(const ForwardCall& call, bool vectors, const char* op) {
     const Dims shape = concat_shape(call.num_inputs(), [&](std::size_t i) { return call.input(i); },
                                     vectors, op);
     const Tensor y = call.output(0);
-    check_view(y, std::string(op) + ": output", call.input(0).dtype());
-    check_shape(y, std::string(op) + ": output", shape);
+    check_view(y, {op, ": output"}, call.input(0).dtype());
+    check_shape(y, {op, ": output"}, shape);
     const std::size_t es = element_size(y.dtype());
     char* dst = bytes_of(y);
     for (std::size_t i = 0; i < call.num_inputs(); ++i) {
@@ -221,16 +239,15 @@ void concat_backward(const BackwardCall& call, bool vectors, const char* op) {
     const Dims shape = concat_shape(call.num_inputs(), [&](std::size_t i) { return call.input(i); },
                                     vectors, op);
     const Tensor g = call.grad_output(0);
-    check_view(g, std::string(op) + ": grad output", call.input(0).dtype());
-    check_shape(g, std::string(op) + ": grad output", shape);
+    check_view(g, {op, ": grad output"}, call.input(0).dtype());
+    check_shape(g, {op, ": grad output"}, shape);
     const std::size_t es = element_size(g.dtype());
     const char* src = bytes_of(g);
     for (std::size_t i = 0; i < call.num_inputs(); ++i) {
         const Tensor t = call.input(i);
         const Tensor gt = call.grad_input(i);
         if (gt.present()) {
-            check_like(gt, std::string(op) + ": grad input " + std::to_string(i), t,
-                       "input " + std::to_string(i));
+            check_like(gt, {op, ": grad input ", int64_t(i)}, t, {"input ", "", int64_t(i)});
             copy_elements(gt.view->data, src, t.numel(), t.dtype());
         }
         src += static_cast<std::size_t>(t.numel()) * es;
@@ -244,8 +261,10 @@ struct SliceRange {
 };
 
 SliceRange slice_range(const Tensor& x, const plugin::Attributes& attrs) {
-    require(x.rank() >= 1, "slice_leading_axis_range expects an input of rank >= 1, got shape " +
-                               dims_str(x.shape()));
+    require(x.rank() >= 1, [&] {
+        return "slice_leading_axis_range expects an input of rank >= 1, got shape " +
+               dims_str(x.shape());
+    });
     const int64_t n = x.dim(0);
     auto clamp_index = [n](int64_t v) {
         if (v < 0) v += n;
@@ -283,13 +302,13 @@ void permute_forward(const ForwardCall& call) {
     const Tensor x = single_input(call.input(0), call.num_inputs(), "permute");
     require(call.attrs().has("dims"), "permute: missing attribute 'dims' (list of integers)");
     permute_forward_with(call, "permute",
-                         checked_permutation(call.attrs().get_ints("dims", {}), x.rank(), "permute"));
+                         checked_permutation(call.attrs().get_ints_view("dims"), x.rank(), "permute"));
 }
 void permute_backward(const BackwardCall& call) {
     const Tensor x = single_input(call.input(0), call.num_inputs(), "permute");
     require(call.attrs().has("dims"), "permute: missing attribute 'dims' (list of integers)");
     permute_backward_with(call, "permute",
-                          checked_permutation(call.attrs().get_ints("dims", {}), x.rank(), "permute"));
+                          checked_permutation(call.attrs().get_ints_view("dims"), x.rank(), "permute"));
 }
 
 void transpose2d_forward(const ForwardCall& call) {
@@ -351,7 +370,7 @@ void transpose3d_last_two_backward(const BackwardCall& call) {
 void broadcastTo_forward(const ForwardCall& call) {
     const Tensor x = single_input(call.input(0), call.num_inputs(), "broadcastTo");
     require(call.attrs().has("shape"), "broadcastTo: missing attribute 'shape' (list of integers)");
-    const Dims target = call.attrs().get_ints("shape", {});
+    const Dims target(call.attrs().get_ints_view("shape"));
     const Tensor y = call.output(0);
     check_view(y, "broadcastTo: output", x.dtype());
     check_shape(y, "broadcastTo: output", target);
@@ -377,7 +396,7 @@ void broadcastTo_forward(const ForwardCall& call) {
 void broadcastTo_backward(const BackwardCall& call) {
     const Tensor x = single_input(call.input(0), call.num_inputs(), "broadcastTo");
     require(call.attrs().has("shape"), "broadcastTo: missing attribute 'shape' (list of integers)");
-    const Dims target = call.attrs().get_ints("shape", {});
+    const Dims target(call.attrs().get_ints_view("shape"));
     const Tensor g = call.grad_output(0);
     check_view(g, "broadcastTo: grad output", x.dtype());
     check_shape(g, "broadcastTo: grad output", target);
