@@ -15,41 +15,23 @@
 #include <string>
 #include <vector>
 
+#include "conformance/case_builders.hpp"
 #include "conformance/harness.hpp"
 
 namespace capsule::conformance {
 namespace {
 
-using V = std::vector<double>;
-using Ints = std::vector<std::int64_t>;
+using builders::count;
+using builders::Ints;
+using builders::kInf;
+using builders::make;
+using builders::V;
+using builders::with_grad;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 /// The value as the kernel sees it: float32 inputs are rounded to float.
 double seen(const CaseTensor& t, std::size_t i) {
     return t.dtype == DType::float32 ? double(float(t.values[i])) : t.values[i];
-}
-
-std::int64_t count(const Shape& s) {
-    std::int64_t n = 1;
-    for (auto d : s) n *= d;
-    return n;
-}
-
-KernelCase make(std::string name, BackendOp op, std::vector<CaseTensor> inputs, CaseTensor expected,
-                Attributes attrs = {}) {
-    KernelCase c;
-    c.name = std::move(name);
-    c.op = op;
-    c.inputs = std::move(inputs);
-    c.expected = std::move(expected);
-    c.attrs = std::move(attrs);
-    return c;
-}
-
-KernelCase with_grad(KernelCase c) {
-    c.check_gradient = true;
-    return c;
 }
 
 KernelCase unary(std::string name, BackendOp op, CaseTensor x, const std::function<double(double)>& f,

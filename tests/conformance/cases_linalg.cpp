@@ -11,67 +11,28 @@
 #include <string>
 #include <vector>
 
+#include "conformance/case_builders.hpp"
 #include "conformance/harness.hpp"
 
 namespace capsule::conformance {
 namespace {
 
-using V = std::vector<double>;
-using Ints = std::vector<std::int64_t>;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using builders::count;
+using builders::Ints;
+using builders::kInf;
+using builders::seen;
+using builders::V;
+constexpr auto& grad = builders::with_grad;
 
-std::int64_t count(const Shape& s) {
-    std::int64_t n = 1;
-    for (auto d : s) n *= d;
-    return n;
-}
-
-/// Deterministic values in [-1, 1], multiples of 1/64 (exact in float32), from a small LCG.
-V values(std::int64_t n, std::uint64_t seed) {
-    V out(static_cast<std::size_t>(n));
-    std::uint64_t s = seed * 2654435761u + 12345u;
-    for (auto& v : out) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        v = double(std::int64_t((s >> 33) % 129) - 64) / 64.0;
-    }
-    return out;
-}
-
-/// The values as the kernel sees them.
-V seen(const CaseTensor& t) {
-    V out = t.values;
-    if (t.dtype == DType::float32)
-        for (auto& v : out) v = double(float(v));
-    return out;
-}
-
+/// A tensor of deterministic values in [-1, 1], multiples of 1/64 (exact in float32).
 CaseTensor random(DType d, Shape s, std::uint64_t seed) {
-    const auto n = count(s);
-    return {d, std::move(s), values(n, seed)};
+    return builders::random(d, std::move(s), seed, 12345u);
 }
 
 KernelCase make(std::string name, BackendOp op, std::vector<CaseTensor> inputs,
                 std::vector<CaseTensor> params, CaseTensor expected, Attributes attrs = {}) {
-    KernelCase c;
-    c.name = std::move(name);
-    c.op = op;
-    c.inputs = std::move(inputs);
-    c.params = std::move(params);
-    c.expected = std::move(expected);
-    c.attrs = std::move(attrs);
-    if (c.expected.dtype == DType::float32) {
-        c.rtol = 1e-5;
-        c.atol = 1e-5;
-    } else {
-        c.rtol = 1e-12;
-        c.atol = 1e-12;
-    }
-    return c;
-}
-
-KernelCase grad(KernelCase c) {
-    c.check_gradient = true;
-    return c;
+    return builders::make(std::move(name), op, std::move(inputs), std::move(params),
+                          std::move(expected), std::move(attrs), {1e-5, 1e-12});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,29 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "conformance/case_builders.hpp"
 #include "conformance/harness.hpp"
 
 namespace capsule::conformance {
 namespace {
 
-using V = std::vector<double>;
-using Ints = std::vector<std::int64_t>;
-
-KernelCase make(std::string name, BackendOp op, std::vector<CaseTensor> inputs, CaseTensor expected,
-                Attributes attrs = {}) {
-    KernelCase c;
-    c.name = std::move(name);
-    c.op = op;
-    c.inputs = std::move(inputs);
-    c.expected = std::move(expected);
-    c.attrs = std::move(attrs);
-    return c;
-}
-
-KernelCase with_grad(KernelCase c) {
-    c.check_gradient = true;
-    return c;
-}
+using builders::Ints;
+using builders::make;
+using builders::V;
+using builders::with_grad;
 
 V ramp(std::size_t n, double start = 0, double step = 1) {
     V v(n);

@@ -153,4 +153,25 @@ struct Label {
     }
 };
 
+/// "[2, 3, 4]": a shape (or any dimension list) for error messages.
+inline std::string shape_string(std::span<const int64_t> shape) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i) out += ", ";
+        out += std::to_string(shape[i]);
+    }
+    return out + "]";
+}
+
+/// The name of a dtype for error messages ("float32", ...; "unknown" for any other value).
+inline const char* dtype_name(capsule_dtype d) {
+    switch (d) {
+        case CAPSULE_DTYPE_FLOAT32: return "float32";
+        case CAPSULE_DTYPE_FLOAT64: return "float64";
+        case CAPSULE_DTYPE_INT64: return "int64";
+        case CAPSULE_DTYPE_BOOL: return "bool";
+    }
+    return "unknown";
+}
+
 }  // namespace capsule::reference

@@ -24,29 +24,12 @@ using plugin::KernelError;
 using plugin::require;
 using plugin::Tensor;
 using reference::kMaxRank;
+using reference::dtype_name;
 using reference::Label;
+using reference::shape_string;
 
 /// A shape, stride or permutation: at most kMaxRank entries, stored inline (no allocation).
 using Dims = InlineVec<int64_t>;
-
-inline std::string dims_str(std::span<const int64_t> s) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (i) out += ", ";
-        out += std::to_string(s[i]);
-    }
-    return out + "]";
-}
-
-inline const char* dtype_name(capsule_dtype d) {
-    switch (d) {
-        case CAPSULE_DTYPE_FLOAT32: return "float32";
-        case CAPSULE_DTYPE_FLOAT64: return "float64";
-        case CAPSULE_DTYPE_INT64: return "int64";
-        case CAPSULE_DTYPE_BOOL: return "bool";
-    }
-    return "unknown";
-}
 
 /// Size in bytes of one element; raises for an unknown dtype.
 inline std::size_t element_size(capsule_dtype d) {
@@ -95,7 +78,7 @@ inline void check_view(const Tensor& t, const Label& what) {
     for (int i = 0; i < t.rank(); ++i) {
         const int64_t d = t.view->shape[i];
         if (d < 0) [[unlikely]]
-            fail(what.str() + " has a negative dimension in shape " + dims_str(t.shape()));
+            fail(what.str() + " has a negative dimension in shape " + shape_string(t.shape()));
         if (d == 0) empty = true;
         else if (!empty && __builtin_mul_overflow(n, d, &n)) [[unlikely]]
             fail(what.str() + " is too large");
@@ -107,7 +90,7 @@ inline void check_view(const Tensor& t, const Label& what) {
         for (int i = t.rank(); i-- > 0;) {
             const int64_t d = t.view->shape[i];
             if (d != 1 && t.view->strides[i] != stride) [[unlikely]]
-                fail(what.str() + " is not contiguous row-major (shape " + dims_str(t.shape()) +
+                fail(what.str() + " is not contiguous row-major (shape " + shape_string(t.shape()) +
                      ")");
             stride *= d;
         }
@@ -127,13 +110,13 @@ inline void check_like(const Tensor& t, const Label& what, const Tensor& like,
                        const Label& like_what) {
     check_view(t, what, like.dtype());
     if (!std::ranges::equal(t.shape(), like.shape())) [[unlikely]]
-        fail(what.str() + " has shape " + dims_str(t.shape()) + " but " + like_what.str() +
-             " has shape " + dims_str(like.shape()));
+        fail(what.str() + " has shape " + shape_string(t.shape()) + " but " + like_what.str() +
+             " has shape " + shape_string(like.shape()));
 }
 
 inline void check_shape(const Tensor& t, const Label& what, std::span<const int64_t> want) {
     if (!std::ranges::equal(t.shape(), want)) [[unlikely]]
-        fail(what.str() + " has shape " + dims_str(t.shape()) + ", expected " + dims_str(want));
+        fail(what.str() + " has shape " + shape_string(t.shape()) + ", expected " + shape_string(want));
 }
 
 inline void check_float(const Tensor& t, const Label& what) {
@@ -161,7 +144,7 @@ inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t
         const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
         if (!(da == db || da == 1 || db == 1)) [[unlikely]]
             fail((op == nullptr || *op == '\0' ? std::string() : std::string(op) + ": ") +
-                 "shapes " + dims_str(a) + " and " + dims_str(b) + " do not broadcast");
+                 "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
         out[rank - 1 - i] = da == 1 ? db : da;
     }
     return out;
@@ -171,13 +154,13 @@ inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t
 /// on every broadcast dimension. Raises unless `in` broadcasts to `out`.
 inline Dims broadcast_strides(std::span<const int64_t> in, std::span<const int64_t> out) {
     if (in.size() > out.size()) [[unlikely]]
-        fail("cannot broadcast " + dims_str(in) + " to " + dims_str(out));
+        fail("cannot broadcast " + shape_string(in) + " to " + shape_string(out));
     Dims s(out.size(), 0);
     int64_t stride = 1;
     for (std::size_t i = 0; i < in.size(); ++i) {
         const std::size_t ii = in.size() - 1 - i, oi = out.size() - 1 - i;
         if (!(in[ii] == out[oi] || in[ii] == 1)) [[unlikely]]
-            fail("cannot broadcast " + dims_str(in) + " to " + dims_str(out));
+            fail("cannot broadcast " + shape_string(in) + " to " + shape_string(out));
         s[oi] = in[ii] == 1 ? 0 : stride;
         stride *= in[ii];
     }

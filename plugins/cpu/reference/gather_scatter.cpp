@@ -42,7 +42,7 @@ const int64_t* index_tensor(const Tensor& idx, int rank, int64_t n, const char* 
     check_view(idx, {op, ": index (input 1)"}, CAPSULE_DTYPE_INT64);
     require(idx.rank() == rank, [&] {
         return std::string(op) + ": index (input 1) must have rank " + std::to_string(rank) +
-               ", got shape " + dims_str(idx.shape());
+               ", got shape " + shape_string(idx.shape());
     });
     const int64_t* ip = idx.data<const int64_t>();
     const int64_t k = idx.numel();
@@ -59,7 +59,7 @@ void check_x(const Tensor& x, int rank, const char* op, bool at_least = false) {
     check_view(x, {op, ": input 0"});
     require(at_least ? x.rank() >= rank : x.rank() == rank, [&] {
         return std::string(op) + ": input 0 must have rank " + (at_least ? ">= " : "") +
-               std::to_string(rank) + ", got shape " + dims_str(x.shape());
+               std::to_string(rank) + ", got shape " + shape_string(x.shape());
     });
 }
 
@@ -126,7 +126,7 @@ ScatterArgs scatter_args(std::size_t num_inputs, const auto& input, bool rows, c
     check_float(base, {op, ": base (input 0)"});
     require(base.rank() == (rows ? 2 : 1), [&] {
         return std::string(op) + ": base (input 0) must have rank " + (rows ? "2" : "1") +
-               ", got shape " + dims_str(base.shape());
+               ", got shape " + shape_string(base.shape());
     });
     const int64_t* ip = index_tensor(index, 1, base.dim(0), op);
     check_view(source, {op, ": source (input 2)"}, base.dtype());

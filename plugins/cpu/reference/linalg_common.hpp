@@ -94,25 +94,6 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Validation
 
-inline std::string shape_string(std::span<const int64_t> shape) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (i) out += ", ";
-        out += std::to_string(shape[i]);
-    }
-    return out + "]";
-}
-
-inline const char* dtype_name(capsule_dtype d) {
-    switch (d) {
-        case CAPSULE_DTYPE_FLOAT32: return "float32";
-        case CAPSULE_DTYPE_FLOAT64: return "float64";
-        case CAPSULE_DTYPE_INT64: return "int64";
-        case CAPSULE_DTYPE_BOOL: return "bool";
-    }
-    return "unknown";
-}
-
 /// Product of the dimensions, failing on overflow.
 inline int64_t checked_product(std::span<const int64_t> dims, const Label& what) {
     int64_t n = 1;

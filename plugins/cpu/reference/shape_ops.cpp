@@ -63,7 +63,7 @@ Dims flatten_shape(const Tensor& x, const plugin::Attributes& attrs) {
     if (x.rank() == 0) return {1};
     require(start <= end, [&] {
         return "flatten: start_dim " + std::to_string(start) + " comes after end_dim " +
-               std::to_string(end) + " for shape " + dims_str(x.shape());
+               std::to_string(end) + " for shape " + shape_string(x.shape());
     });
     Dims out;
     int64_t merged = 1;
@@ -85,12 +85,12 @@ Dims reshape_shape(const Tensor& x, const plugin::Attributes& attrs) {
     for (std::size_t i = 0; i < target.size(); ++i) {
         if (target[i] == -1) {
             require(infer_at < 0, [&] {
-                return "reshape: attribute 'shape' = " + dims_str(target) + " has more than one -1";
+                return "reshape: attribute 'shape' = " + shape_string(target) + " has more than one -1";
             });
             infer_at = int(i);
         } else {
             require(target[i] >= 0, [&] {
-                return "reshape: attribute 'shape' = " + dims_str(target) +
+                return "reshape: attribute 'shape' = " + shape_string(target) +
                        " has a negative dimension other than -1";
             });
             require(!__builtin_mul_overflow(known, target[i], &known), "reshape: shape too large");
@@ -98,13 +98,13 @@ Dims reshape_shape(const Tensor& x, const plugin::Attributes& attrs) {
     }
     if (infer_at >= 0) {
         require(known != 0 && total % known == 0, [&] {
-            return "reshape: cannot reshape " + dims_str(x.shape()) + " to " + dims_str(target);
+            return "reshape: cannot reshape " + shape_string(x.shape()) + " to " + shape_string(target);
         });
         target[std::size_t(infer_at)] = total / known;
     } else {
         require(known == total, [&] {
-            return "reshape: cannot reshape " + dims_str(x.shape()) + " (" +
-                   std::to_string(total) + " elements) to " + dims_str(target);
+            return "reshape: cannot reshape " + shape_string(x.shape()) + " (" +
+                   std::to_string(total) + " elements) to " + shape_string(target);
         });
     }
     return target;
@@ -115,7 +115,7 @@ Dims reshape_shape(const Tensor& x, const plugin::Attributes& attrs) {
 /// Normalised permutation from `dims` for a tensor of rank `rank`.
 Dims checked_permutation(std::span<const int64_t> dims, int rank, const char* op) {
     require(dims.size() == std::size_t(rank), [&] {
-        return std::string(op) + ": attribute 'dims' = " + dims_str(dims) + " has " +
+        return std::string(op) + ": attribute 'dims' = " + shape_string(dims) + " has " +
                std::to_string(dims.size()) + " entries for rank " + std::to_string(rank);
     });
     Dims perm;
@@ -123,7 +123,7 @@ Dims checked_permutation(std::span<const int64_t> dims, int rank, const char* op
     for (auto d : dims) {
         const int64_t n = normalize_axis(d, rank, "dims", op);
         require(!seen[std::size_t(n)], [&] {
-            return std::string(op) + ": attribute 'dims' = " + dims_str(dims) + " repeats axis " +
+            return std::string(op) + ": attribute 'dims' = " + shape_string(dims) + " repeats axis " +
                    std::to_string(n);
         });
         seen[std::size_t(n)] = true;
@@ -170,7 +170,7 @@ void permute_backward_with(const BackwardCall& call, const char* op, const Dims&
 Dims fixed_perm(const Tensor& x, int rank, Dims perm, const char* op) {
     require(x.rank() == rank, [&] {
         return std::string(op) + " expects an input of rank " + std::to_string(rank) +
-               ", got shape " + dims_str(x.shape());
+               ", got shape " + shape_string(x.shape());
     });
     return perm;
 }
@@ -200,7 +200,7 @@ Dims concat_shape(std::size_t num_inputs, const auto& input, bool vectors, const
     const Tensor first = input(0);
     check_view(first, {op, ": input 0"});
     require(first.rank() >= 1 && (!vectors || first.rank() == 1), [&] {
-        return std::string(op) + ": input 0 has shape " + dims_str(first.shape()) +
+        return std::string(op) + ": input 0 has shape " + shape_string(first.shape()) +
                (vectors ? "; expected rank 1" : "; expected rank >= 1");
     });
     Dims out(first.shape().begin(), first.shape().end());
@@ -211,8 +211,8 @@ Dims concat_shape(std::size_t num_inputs, const auto& input, bool vectors, const
         require(t.rank() == first.rank() &&
                     std::equal(t.shape().begin() + 1, t.shape().end(), first.shape().begin() + 1),
                 [&] {
-                    return what.str() + " has shape " + dims_str(t.shape()) +
-                           "; every input must have input 0's shape " + dims_str(first.shape()) +
+                    return what.str() + " has shape " + shape_string(t.shape()) +
+                           "; every input must have input 0's shape " + shape_string(first.shape()) +
                            " apart from the leading dimension";
                 });
         out[0] += t.dim(0);
@@ -263,7 +263,7 @@ struct SliceRange {
 SliceRange slice_range(const Tensor& x, const plugin::Attributes& attrs) {
     require(x.rank() >= 1, [&] {
         return "slice_leading_axis_range expects an input of rank >= 1, got shape " +
-               dims_str(x.shape());
+               shape_string(x.shape());
     });
     const int64_t n = x.dim(0);
     auto clamp_index = [n](int64_t v) {
