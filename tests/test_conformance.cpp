@@ -71,8 +71,9 @@ TEST(ConformanceCoverage, EveryOpHasForwardCasesAndEveryDifferentiableOpAGradien
     }
     for (auto op : all_values<BackendOp>()) {
         EXPECT_TRUE(forward.count(op)) << "no forward case for " << to_string(op);
-        if (!op_needs_no_vjp(op))
+        if (!op_needs_no_vjp(op)) {
             EXPECT_TRUE(gradient.count(op)) << "no gradient case for " << to_string(op);
+        }
     }
 }
 
