@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "capsule/attribute_views.hpp"
 #include "capsule/tensor_io.hpp"
 
 namespace capsule {
@@ -54,44 +55,6 @@ struct Slot {
     std::vector<std::int64_t> strides;
 };
 
-/// Attribute views for one node; owns the values the views point into.
-struct AttrStorage {
-    Attributes values;
-    std::vector<string> strings;
-    std::vector<capsule_attribute> views;
-
-    explicit AttrStorage(const Attributes& attrs) : values(attrs) {
-        strings.reserve(values.size());
-        for (const auto& [name, value] : values) {
-            capsule_attribute a{};
-            a.struct_size = sizeof a;
-            a.name = name.c_str();
-            if (auto* i = std::get_if<std::int64_t>(&value)) {
-                a.kind = CAPSULE_ATTR_INT;
-                a.int_value = *i;
-            } else if (auto* d = std::get_if<double>(&value)) {
-                a.kind = CAPSULE_ATTR_FLOAT;
-                a.float_value = *d;
-            } else if (auto* b = std::get_if<bool>(&value)) {
-                a.kind = CAPSULE_ATTR_BOOL;
-                a.int_value = *b ? 1 : 0;
-            } else if (auto* s = std::get_if<string>(&value)) {
-                a.kind = CAPSULE_ATTR_STRING;
-                a.string_value = s->c_str();
-            } else if (auto* is = std::get_if<std::vector<std::int64_t>>(&value)) {
-                a.kind = CAPSULE_ATTR_INTS;
-                a.ints = is->data();
-                a.count = is->size();
-            } else if (auto* fs = std::get_if<std::vector<double>>(&value)) {
-                a.kind = CAPSULE_ATTR_FLOATS;
-                a.floats = fs->data();
-                a.count = fs->size();
-            }
-            views.push_back(a);
-        }
-    }
-};
-
 /// One kernel call; view indices refer to Impl::views.
 struct Step {
     std::int64_t node_id = 0;
@@ -100,7 +63,7 @@ struct Step {
     std::size_t first_input = 0, num_inputs = 0;
     std::size_t first_param = 0, num_params = 0;
     std::size_t output = 0;
-    std::unique_ptr<AttrStorage> attrs;
+    std::unique_ptr<AttributeViews> attrs;
 };
 
 constexpr std::size_t kArenaAlignment = 64;
@@ -307,7 +270,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.num_params = param_slots.size();
         auto out = impl->add_slot(type, SlotKind::arena);
         step.output = impl->add_view(out);
-        step.attrs = std::make_unique<AttrStorage>(node.attrs);
+        step.attrs = std::make_unique<AttributeViews>(node.attrs);
         slot_of[node.id] = out;
         impl->steps.push_back(std::move(step));
     }
@@ -395,8 +358,8 @@ std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
         args.params = views.data() + step.first_param;
         args.num_params = step.num_params;
         args.outputs = views.data() + step.output;
-        args.attrs = step.attrs->views.data();
-        args.num_attrs = step.attrs->views.size();
+        args.attrs = step.attrs->data();
+        args.num_attrs = step.attrs->size();
         capsule_status status{sizeof(capsule_status), 0, {}};
         if (step.forward(&args, &status) != CAPSULE_OK) {
             status.message[sizeof status.message - 1] = '\0';

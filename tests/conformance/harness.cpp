@@ -1,5 +1,7 @@
 #include "harness.hpp"
 
+#include "capsule/attribute_views.hpp"
+
 #include <dlfcn.h>
 
 #include <cmath>
@@ -75,35 +77,6 @@ Buffer make_buffer(const CaseTensor& t, bool as_f64 = false) {
     return b;
 }
 
-/// Attribute views over a capsule::Attributes map; keeps the storage alive.
-struct AttrViews {
-    std::vector<std::string> names;
-    std::vector<std::string> strings;
-    std::vector<capsule_attribute> views;
-
-    explicit AttrViews(const Attributes& attrs) {
-        names.reserve(attrs.size());
-        strings.reserve(attrs.size());
-        for (const auto& [name, value] : attrs) {
-            names.push_back(name);
-            capsule_attribute a{};
-            a.struct_size = sizeof a;
-            if (auto* i = std::get_if<std::int64_t>(&value)) { a.kind = CAPSULE_ATTR_INT; a.int_value = *i; }
-            else if (auto* d = std::get_if<double>(&value)) { a.kind = CAPSULE_ATTR_FLOAT; a.float_value = *d; }
-            else if (auto* b = std::get_if<bool>(&value)) { a.kind = CAPSULE_ATTR_BOOL; a.int_value = *b; }
-            else if (auto* s = std::get_if<std::string>(&value)) { a.kind = CAPSULE_ATTR_STRING; strings.push_back(*s); }
-            else if (auto* is = std::get_if<std::vector<std::int64_t>>(&value)) { a.kind = CAPSULE_ATTR_INTS; a.ints = is->data(); a.count = is->size(); }
-            else if (auto* fs = std::get_if<std::vector<double>>(&value)) { a.kind = CAPSULE_ATTR_FLOATS; a.floats = fs->data(); a.count = fs->size(); }
-            views.push_back(a);
-        }
-        std::size_t s = 0;
-        for (std::size_t i = 0; i < views.size(); ++i) {
-            views[i].name = names[i].c_str();
-            if (views[i].kind == CAPSULE_ATTR_STRING) views[i].string_value = strings[s++].c_str();
-        }
-    }
-};
-
 const capsule_kernel* find_kernel(const capsule_plugin& plugin, const std::string& name) {
     for (std::size_t i = 0; i < plugin.num_kernels; ++i)
         if (name == plugin.kernels[i].capsule_name) return &plugin.kernels[i];
@@ -125,7 +98,7 @@ TensorType output_type(const KernelCase& c, bool as_f64) {
 struct Call {
     std::vector<Buffer> inputs, params, outputs;
     std::vector<capsule_tensor_view> in_views, param_views, out_views;
-    AttrViews attrs;
+    AttributeViews attrs;
 
     /// `inferred` (may be null) receives whether shape inference accepted the inputs; with it, an
     /// output that inference rejects is allocated from `c.expected` instead of raising.
@@ -160,7 +133,7 @@ struct Call {
         a.inputs = in_views.data(); a.num_inputs = in_views.size();
         a.params = param_views.data(); a.num_params = param_views.size();
         a.outputs = out_views.data(); a.num_outputs = out_views.size();
-        a.attrs = attrs.views.data(); a.num_attrs = attrs.views.size();
+        a.attrs = attrs.data(); a.num_attrs = attrs.size();
         capsule_status st{};
         st.struct_size = sizeof st;
         if (k.forward(&a, &st) != CAPSULE_OK)
@@ -195,7 +168,7 @@ std::string backward_without_output(const capsule_kernel& k, Call& call) {
     a.grad_outputs = &gout.view;
     a.grad_inputs = gin_views.data();
     a.grad_params = gparam_views.data();
-    a.attrs = call.attrs.views.data(); a.num_attrs = call.attrs.views.size();
+    a.attrs = call.attrs.data(); a.num_attrs = call.attrs.size();
     capsule_status st{};
     st.struct_size = sizeof st;
     if (k.backward(&a, &st) != CAPSULE_OK)
@@ -299,7 +272,7 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
         a.grad_outputs = &gout.view;
         a.grad_inputs = gin_views.data();
         a.grad_params = gparam_views.data();
-        a.attrs = base.attrs.views.data(); a.num_attrs = base.attrs.views.size();
+        a.attrs = base.attrs.data(); a.num_attrs = base.attrs.size();
         capsule_status st{};
         st.struct_size = sizeof st;
         if (k->backward(&a, &st) != CAPSULE_OK)
