@@ -162,6 +162,8 @@ const std::vector<ShapeCase>& shape_cases() {
         {"mse_loss", {F({4, 3}), F({4, 3})}, {}, F({})},
         {"mse_loss", {F({4, 3}), F({4, 3})}, {{"reduction", s("none")}}, F({4, 3})},
         {"mse_loss", {F({4, 3}), F({4, 3})}, {{"reduction", s("sum")}}, F({})},
+        {"cross_entropy", {F({4, 10}), I64({4})}, {}, F({})},
+        {"cross_entropy", {F64({4, 10}), I64({4})}, {{"reduction", s("none")}, {"ignore_index", n(0)}}, F64({4})},
         {"layer_norm", {F({2, 5, 8})}, {{"normalized_shape", l({8})}}, F({2, 5, 8})},
         {"layer_norm", {F({2, 5, 8})}, {{"normalized_shape", l({5, 8})}, {"eps", x(1e-6)}},
          F({2, 5, 8})},
@@ -258,9 +260,9 @@ TEST(ShapeInference, EveryBackendOpHasACase) {
     std::set<std::string> covered;
     for (const auto& c : shape_cases()) covered.insert(c.op);
     for (auto op : all_values<BackendOp>())
-        EXPECT_TRUE(covered.count(std::string(to_string(op))))
+        EXPECT_TRUE(is_optimizer_step(op) || covered.count(std::string(to_string(op))))
             << "no shape case for " << to_string(op);
-    EXPECT_EQ(all_values<BackendOp>().size(), 68u);
+    EXPECT_EQ(all_values<BackendOp>().size(), 71u);
 }
 
 TEST(ShapeInference, StructuralNodes) {
@@ -408,6 +410,13 @@ TEST(ShapeInference, ShapeErrors) {
                     "expects parent 2 (source) of shape [3, 4]");
     EXPECT_CONTAINS(infer_error("mse_loss", {F({4, 3}), F({3})}),
                     "input shape [4, 3] and target shape [3] differ");
+    EXPECT_CONTAINS(infer_error("cross_entropy", {F({4, 3}), I64({5})}),
+                    "target shape [5] does not match the batch of input shape [4, 3]");
+    EXPECT_CONTAINS(infer_error("cross_entropy", {F({4, 3}), F({4})}),
+                    "parent 1 (index) has dtype float32; expected int64");
+    EXPECT_CONTAINS(infer_error("sgd", {F({3}), F({3}), F({3})}, {{"lr", x(0.1)}}),
+                    "sgd is an optimizer step");
+    EXPECT_CONTAINS(infer_error("adam", {F({3}), F({3}), F({3}), F({3})}), "a graph cannot hold it");
     EXPECT_CONTAINS(infer_error("layer_norm", {F({2, 3})}, {{"normalized_shape", l({4})}}),
                     "does not match the trailing dimensions of [2, 3]");
     EXPECT_CONTAINS(infer_error("batch_norm", {F({1, 3})}, {{"training", b(true)}}),

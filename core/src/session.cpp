@@ -5,8 +5,9 @@
 #include <set>
 #include <unordered_map>
 
-#include "capsule/attribute_views.hpp"
 #include "capsule/tensor_io.hpp"
+#include "kernel_binding.hpp"
+#include "session_impl.hpp"
 
 namespace capsule {
 
@@ -41,34 +42,9 @@ ParameterMap load_graph_parameters(const Graph& graph) {
     return read_safetensors(path);
 }
 
+using namespace detail;
+
 namespace {
-
-/// Where a tensor's bytes live during a run.
-enum class SlotKind : std::uint8_t { input, fixed, arena };
-
-struct Slot {
-    TensorType type;
-    SlotKind kind = SlotKind::arena;
-    std::size_t offset = 0;        // arena: byte offset
-    std::size_t input_index = 0;   // input: index into Impl::inputs
-    const void* fixed = nullptr;   // fixed: parameter or const data (host or device)
-    std::vector<std::int64_t> strides;
-};
-
-/// One kernel call; view indices refer to Impl::views.
-struct Step {
-    std::int64_t node_id = 0;
-    const KernelCapsule* capsule = nullptr;
-    capsule_forward_fn forward = nullptr;
-    std::size_t first_input = 0, num_inputs = 0;
-    std::size_t first_param = 0, num_params = 0;
-    std::size_t output = 0;
-    std::unique_ptr<AttributeViews> attrs;
-};
-
-constexpr std::size_t kArenaAlignment = 64;
-
-std::size_t align_up(std::size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 
 string node_label(const Node& n) {
     return "node " + std::to_string(n.id) + " (" + n.op_spelling() + ")";
@@ -76,89 +52,78 @@ string node_label(const Node& n) {
 
 }  // namespace
 
-struct Session::Impl {
-    Device device = Device::cpu;
-    const capsule_device_interface* device_interface = nullptr;  // non-CPU only
-    std::vector<std::shared_ptr<const LoadedPlugin>> plugins;     // keep libraries mapped
-    std::vector<Slot> slots;
-    std::vector<capsule_tensor_view> views;   // templates; data patched per run
-    std::vector<std::size_t> view_slot;       // slot of each view
-    std::vector<Step> steps;
-    std::vector<TensorSlot> inputs, outputs;
-    std::vector<std::size_t> input_slots, output_slots;
-    std::vector<Tensor> fixed_storage;        // parameters and consts (device copies on non-CPU)
-    std::size_t arena_bytes = 0;
+std::size_t Session::Impl::add_view(std::size_t slot) {
+    const auto& s = slots[slot];
+    capsule_tensor_view v{};
+    v.struct_size = sizeof v;
+    v.dtype = static_cast<int32_t>(s.type.dtype);
+    v.device = static_cast<int32_t>(device);
+    v.rank = static_cast<int32_t>(s.type.shape.size());
+    v.shape = s.type.shape.data();
+    v.strides = s.strides.data();
+    views.push_back(v);
+    view_slot.push_back(slot);
+    return views.size() - 1;
+}
 
-    std::size_t add_view(std::size_t slot) {
-        const auto& s = slots[slot];
-        capsule_tensor_view v{};
-        v.struct_size = sizeof v;
-        v.dtype = static_cast<int32_t>(s.type.dtype);
-        v.device = static_cast<int32_t>(device);
-        v.rank = static_cast<int32_t>(s.type.shape.size());
-        v.shape = s.type.shape.data();
-        v.strides = s.strides.data();
-        views.push_back(v);
-        view_slot.push_back(slot);
-        return views.size() - 1;
+std::size_t Session::Impl::add_slot(TensorType type, SlotKind kind) {
+    Slot s;
+    s.strides = contiguous_strides(type.shape);
+    s.type = std::move(type);
+    s.kind = kind;
+    if (kind == SlotKind::arena) {
+        s.offset = arena_bytes;
+        arena_bytes += align_up(static_cast<std::size_t>(element_count(s.type.shape)) *
+                                dtype_size(s.type.dtype));
     }
+    slots.push_back(std::move(s));
+    return slots.size() - 1;
+}
 
-    std::size_t add_slot(TensorType type, SlotKind kind) {
-        Slot s;
-        s.strides = contiguous_strides(type.shape);
-        s.type = std::move(type);
-        s.kind = kind;
-        if (kind == SlotKind::arena) {
-            s.offset = arena_bytes;
-            arena_bytes += align_up(static_cast<std::size_t>(element_count(s.type.shape)) *
-                                    dtype_size(s.type.dtype));
-        }
-        slots.push_back(std::move(s));
-        return slots.size() - 1;
+Tensor Session::Impl::to_device(const Tensor& host) const {
+    if (device == Device::cpu) return host;
+    Tensor t = Tensor::on_device(host.dtype(), host.shape(), device, *device_interface);
+    capsule_status status{sizeof(capsule_status), 0, {}};
+    if (host.nbytes() &&
+        device_interface->copy_to_device(t.data(), host.data(), host.nbytes(), &status) != CAPSULE_OK)
+        throw Error(string("upload to ") + string(to_string(device)) + " failed: " + status.message);
+    return t;
+}
+
+std::shared_ptr<unsigned char> Session::Impl::allocate(std::size_t bytes, bool zero) const {
+    bytes = std::max(bytes, kArenaAlignment);
+    if (device == Device::cpu) {
+        auto* p = static_cast<unsigned char*>(std::aligned_alloc(kArenaAlignment, align_up(bytes)));
+        if (!p)
+            throw ExecutionError("cannot allocate " + std::to_string(bytes) +
+                                 " bytes for the graph's intermediate tensors");
+        if (zero) std::memset(p, 0, bytes);
+        return {p, [](unsigned char* q) { std::free(q); }};
     }
-
-    Tensor to_device(const Tensor& host) const {
-        if (device == Device::cpu) return host;
-        Tensor t = Tensor::on_device(host.dtype(), host.shape(), device, *device_interface);
+    auto t = Tensor::on_device(DType::boolean, {static_cast<std::int64_t>(bytes)}, device,
+                               *device_interface);
+    if (zero) {
+        std::vector<unsigned char> zeros(bytes, 0);
         capsule_status status{sizeof(capsule_status), 0, {}};
-        if (host.nbytes() &&
-            device_interface->copy_to_device(t.data(), host.data(), host.nbytes(), &status) != CAPSULE_OK)
-            throw Error(string("upload to ") + string(to_string(device)) + " failed: " + status.message);
-        return t;
+        if (device_interface->copy_to_device(t.data(), zeros.data(), bytes, &status) != CAPSULE_OK)
+            throw ExecutionError(string("zero-filling device memory failed: ") + status.message);
     }
-};
-
-namespace {
-
-void check_host_matches_target(const BackendProfile& profile) {
-    const auto& t = profile.target;
-    const auto os = host_operating_system();
-    const auto arch = host_architecture();
-    if ((t.os != OperatingSystem::unknown && t.os != os) ||
-        (t.arch != Architecture::unknown && t.arch != arch))
-        throw ProbeError("profile " + profile.name + " targets " + string(to_string(t.os)) + "/" +
-                         string(to_string(t.arch)) + ", but this host is " +
-                         string(to_string(os)) + "/" + string(to_string(arch)));
+    auto* p = static_cast<unsigned char*>(t.data());
+    return {p, [t](unsigned char*) mutable { t = Tensor(); }};
 }
 
-/// The usable plugin behind a capsule, or ProbeError naming why it cannot run.
-const PluginRecord& runnable_plugin(const PluginHost& host, const KernelCapsule& k,
-                                    const SessionOptions& options) {
-    if (k.runtime == RuntimeSupport::planner_only || k.runtime == RuntimeSupport::not_wired)
-        throw ProbeError("capsule " + k.name + " is " + string(to_string(k.runtime)) +
-                         ": it can be planned and audited, but no kernel is wired to run it");
-    if (k.runtime == RuntimeSupport::test_only && !options.allow_test_only)
-        throw ProbeError("capsule " + k.name + " is test-only; sessions refuse it unless "
-                         "SessionOptions::allow_test_only is set");
-    const PluginRecord* record = host.plugin_of(k.name);
-    if (!record) throw ProbeError("no loaded plugin declares capsule " + k.name);
-    if (record->status != PluginStatus::loaded || !record->loaded)
-        throw ProbeError("capsule " + k.name + " belongs to plugin " + record->name + ", which is " +
-                         record->status_text());
-    return *record;
+Tensor Session::Impl::download(const TensorType& type, const void* src, const string& what) const {
+    Tensor out = Tensor::zeros(type.dtype, type.shape);
+    if (!out.nbytes()) return out;
+    if (device == Device::cpu) {
+        std::memcpy(out.data(), src, out.nbytes());
+        return out;
+    }
+    capsule_status status{sizeof(capsule_status), 0, {}};
+    if (device_interface->copy_to_host(out.data(), src, out.nbytes(), &status) != CAPSULE_OK)
+        throw ExecutionError("download of " + what + " failed: " + status.message);
+    return out;
 }
-
-}  // namespace
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::Session(Session&&) noexcept = default;
@@ -179,6 +144,8 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                         const ParameterMap& parameters, const SessionOptions& options) {
     check_host_matches_target(profile);
     auto impl = std::make_unique<Impl>();
+    impl->profile_name = profile.name;
+    impl->vjp_mode = profile.config.vjp_mode;
     impl->device = profile.config.device;
 
     // Which capsule runs each node, from the accepted plan.
@@ -200,13 +167,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         if (k->device != impl->device)
             throw ProbeError("capsule " + k->name + " runs on " + string(to_string(k->device)) +
                              ", the profile's device is " + string(to_string(impl->device)));
-        const auto& record = runnable_plugin(host, *k, options);
+        const auto& record = runnable_plugin(host, *k, options.allow_test_only);
         used.emplace(record.name, &record);
     }
     for (const auto& [name, record] : used) {
-        auto probe = record->loaded->probe();
-        if (!probe.usable)
-            throw ProbeError("plugin " + name + " cannot run on this machine: " + probe.reason);
+        require_usable(*record);
         impl->plugins.push_back(record->loaded);
         if (impl->device != Device::cpu && !impl->device_interface)
             impl->device_interface = record->loaded->table->device_interface;
@@ -229,6 +194,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                              string(to_string(spec.type.dtype)) + to_string(spec.type.shape));
         used_parameters.insert(spec.key);
         impl->fixed_storage.push_back(impl->to_device(t));
+        impl->parameter_storage[spec.key] = impl->fixed_storage.back();
         auto slot = impl->add_slot(spec.type, SlotKind::fixed);
         impl->slots[slot].fixed = impl->fixed_storage.back().data();
         return slot;
@@ -256,15 +222,21 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
             throw InputError("the accepted plan does not cover " + node_label(node) +
                              "; was it planned from another graph?");
         const KernelCapsule& k = *found->second;
+        const capsule_kernel* kernel = host.plugin_of(k.name)->loaded->kernel(k.name);
         Step step;
         step.node_id = node.id;
         step.capsule = found->second.get();
-        step.forward = host.plugin_of(k.name)->loaded->kernel(k.name)->forward;
+        step.forward = kernel->forward;
+        step.backward = kernel->backward;
         step.first_input = impl->views.size();
         for (auto p : node.parents) impl->add_view(slot_of.at(p));
         step.num_inputs = node.parents.size();
+        step.parents = node.parents;
         std::vector<std::size_t> param_slots;
-        for (const auto& spec : specs) param_slots.push_back(fixed_slot(spec, node));
+        for (const auto& spec : specs) {
+            param_slots.push_back(fixed_slot(spec, node));
+            step.param_keys.push_back(spec.key);
+        }
         step.first_param = impl->views.size();
         for (auto s : param_slots) impl->add_view(s);
         step.num_params = param_slots.size();
@@ -294,70 +266,62 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         impl->views[v].shape = s.type.shape.data();
         impl->views[v].strides = s.strides.data();
     }
+    impl->backward = build_backward_program(*impl, graph);
     return Session(std::move(impl));
 }
 
-std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
-    const Impl& m = *impl_;
+std::vector<Tensor> Session::Impl::bind_inputs(const std::map<string, Tensor>& given) const {
     // Inputs: every graph input present, typed as declared; nothing unknown.
-    std::vector<Tensor> bound(m.inputs.size());
-    for (std::size_t i = 0; i < m.inputs.size(); ++i) {
-        const auto& want = m.inputs[i];
-        auto it = inputs.find(want.name);  // by name, or by id (docs/ops.md)
-        if (it == inputs.end()) it = inputs.find(std::to_string(want.node_id));
-        if (it == inputs.end()) throw InputError("missing input '" + want.name + "'");
+    std::vector<Tensor> bound(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const auto& want = inputs[i];
+        auto it = given.find(want.name);  // by name, or by id (docs/ops.md)
+        if (it == given.end()) it = given.find(std::to_string(want.node_id));
+        if (it == given.end()) throw InputError("missing input '" + want.name + "'");
         const Tensor& t = it->second;
         if (t.device() != Device::cpu) throw InputError("input '" + want.name + "' must be a host tensor");
         if (t.dtype() != want.type.dtype || t.shape() != want.type.shape)
             throw InputError("input '" + want.name + "' is " + string(to_string(t.dtype())) +
                              to_string(t.shape()) + ", the graph declares " +
                              string(to_string(want.type.dtype)) + to_string(want.type.shape));
-        bound[i] = m.to_device(t);
+        bound[i] = to_device(t);
     }
-    if (inputs.size() != m.inputs.size())
-        for (const auto& [name, t] : inputs) {
+    if (given.size() != inputs.size())
+        for (const auto& [name, t] : given) {
             bool known = false;
-            for (const auto& slot : m.inputs)
+            for (const auto& slot : inputs)
                 known = known || slot.name == name || std::to_string(slot.node_id) == name;
             if (!known) throw InputError("unknown input '" + name + "'");
         }
+    return bound;
+}
 
-    // One arena per run: runs on different threads never share intermediate buffers.
-    Tensor arena_tensor;
-    std::unique_ptr<void, decltype(&std::free)> host_arena(nullptr, &std::free);
-    unsigned char* arena = nullptr;
-    if (m.device == Device::cpu) {
-        host_arena.reset(std::aligned_alloc(kArenaAlignment, std::max<std::size_t>(m.arena_bytes, kArenaAlignment)));
-        if (!host_arena)
-            throw ExecutionError("cannot allocate " + std::to_string(m.arena_bytes) +
-                                 " bytes for the graph's intermediate tensors");
-        arena = static_cast<unsigned char*>(host_arena.get());
-    } else if (m.arena_bytes) {
-        arena_tensor = Tensor::on_device(DType::boolean, {static_cast<std::int64_t>(m.arena_bytes)},
-                                         m.device, *m.device_interface);
-        arena = static_cast<unsigned char*>(arena_tensor.data());
-    }
-    std::vector<void*> slot_data(m.slots.size());
-    for (std::size_t s = 0; s < m.slots.size(); ++s) {
-        const auto& slot = m.slots[s];
+std::vector<void*> Session::Impl::slot_data(const std::vector<Tensor>& bound,
+                                            unsigned char* arena) const {
+    std::vector<void*> data(slots.size());
+    for (std::size_t s = 0; s < slots.size(); ++s) {
+        const auto& slot = slots[s];
         switch (slot.kind) {
-            case SlotKind::input: slot_data[s] = bound[slot.input_index].data(); break;
-            case SlotKind::fixed: slot_data[s] = const_cast<void*>(slot.fixed); break;
-            case SlotKind::arena: slot_data[s] = arena + slot.offset; break;
+            case SlotKind::input: data[s] = const_cast<void*>(bound[slot.input_index].data()); break;
+            case SlotKind::fixed: data[s] = const_cast<void*>(slot.fixed); break;
+            case SlotKind::arena: data[s] = arena + slot.offset; break;
         }
     }
-    std::vector<capsule_tensor_view> views(m.views);
-    for (std::size_t v = 0; v < views.size(); ++v) views[v].data = slot_data[m.view_slot[v]];
+    return data;
+}
 
+void Session::Impl::execute(const std::vector<void*>& data) const {
+    std::vector<capsule_tensor_view> run_views(views);
+    for (std::size_t v = 0; v < run_views.size(); ++v) run_views[v].data = data[view_slot[v]];
     capsule_forward_args args{};
     args.struct_size = sizeof args;
     args.num_outputs = 1;
-    for (const auto& step : m.steps) {
-        args.inputs = views.data() + step.first_input;
+    for (const auto& step : steps) {
+        args.inputs = run_views.data() + step.first_input;
         args.num_inputs = step.num_inputs;
-        args.params = views.data() + step.first_param;
+        args.params = run_views.data() + step.first_param;
         args.num_params = step.num_params;
-        args.outputs = views.data() + step.output;
+        args.outputs = run_views.data() + step.output;
         args.attrs = step.attrs->data();
         args.num_attrs = step.attrs->size();
         capsule_status status{sizeof(capsule_status), 0, {}};
@@ -369,24 +333,24 @@ std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
                                  "): " + status.message);
         }
     }
+}
 
+std::vector<Tensor> Session::Impl::collect_outputs(const std::vector<void*>& data) const {
     std::vector<Tensor> results;
-    for (std::size_t o = 0; o < m.outputs.size(); ++o) {
-        const auto& type = m.outputs[o].type;
-        Tensor out = Tensor::zeros(type.dtype, type.shape);
-        const void* src = slot_data[m.output_slots[o]];
-        if (!out.nbytes()) {
-        } else if (m.device == Device::cpu) {
-            std::memcpy(out.data(), src, out.nbytes());
-        } else {
-            capsule_status status{sizeof(capsule_status), 0, {}};
-            if (m.device_interface->copy_to_host(out.data(), src, out.nbytes(), &status) != CAPSULE_OK)
-                throw ExecutionError(string("download of output '") + m.outputs[o].name +
-                                     "' failed: " + status.message);
-        }
-        results.push_back(std::move(out));
-    }
+    for (std::size_t o = 0; o < outputs.size(); ++o)
+        results.push_back(download(outputs[o].type, data[output_slots[o]],
+                                   "output '" + outputs[o].name + "'"));
     return results;
+}
+
+std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
+    const Impl& m = *impl_;
+    const auto bound = m.bind_inputs(inputs);
+    // One arena per run: runs on different threads never share intermediate buffers.
+    const auto arena = m.allocate(m.arena_bytes, false);
+    const auto data = m.slot_data(bound, arena.get());
+    m.execute(data);
+    return m.collect_outputs(data);
 }
 
 }  // namespace capsule

@@ -652,6 +652,22 @@ TensorType mse_loss(Context& c) {
     return {{}, dtype};
 }
 
+TensorType cross_entropy(Context& c) {
+    c.arity(2);
+    c.attributes({"reduction", "ignore_index"});
+    const auto dtype = c.floats({0});
+    c.index_dtype(1);
+    c.rank_is(0, 2, "input");
+    c.rank_is(1, 1, "target");
+    const auto reduction = c.string_or("reduction", "mean", {"mean", "sum", "none"});
+    c.int_or("ignore_index", -100);
+    if (c.shape(1)[0] != c.shape(0)[0])
+        fail("target shape " + to_string(c.shape(1)) + " does not match the batch of input shape " +
+             to_string(c.shape(0)));
+    if (reduction == "none") return {{c.shape(0)[0]}, dtype};
+    return {{}, dtype};
+}
+
 TensorType layer_norm(Context& c) {
     c.arity(1);
     c.attributes({"normalized_shape", "eps", "elementwise_affine", "bias"});
@@ -1088,6 +1104,12 @@ TensorType infer(Context& c) {
         case BackendOp::fft_fno: return fft_fno(c);
         case BackendOp::selective_scan: return selective_scan(c);
         case BackendOp::scaled_dot_product_attention: return attention(c);
+        case BackendOp::cross_entropy: return cross_entropy(c);
+        case BackendOp::sgd:
+        case BackendOp::adam:
+            fail(node.op_spelling() + " is an optimizer step (it updates a parameter and its state "
+                 "buffers in place, several outputs); capsule::Optimizer runs it, a graph cannot "
+                 "hold it");
     }
     fail("invalid op value " + std::to_string(static_cast<int>(*node.op)));
 }

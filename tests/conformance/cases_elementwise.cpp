@@ -653,6 +653,32 @@ void reduction_cases(std::vector<KernelCase>& out) {
         out.push_back(make("mse_loss/scalar_inf", BackendOp::mse_loss, {f32({}, {kInf}), f32({}, {1})},
                            f32({}, {kInf}), {{"reduction", std::string("none")}}));
     }
+    // cross_entropy: loss_i = log(sum_c exp(x_ic)) - x_i[t_i], by hand for rows [1, 2, 3] and
+    // [1, 1, 1] (torch.nn.functional.cross_entropy).
+    {
+        const double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3;
+        const double l1 = std::log(3.0);
+        auto x = f32({2, 3}, {1, 2, 3, 1, 1, 1});
+        auto t = i64({2}, {2, 0});
+        out.push_back(with_grad(make("cross_entropy/mean_default", BackendOp::cross_entropy, {x, t},
+                                     f32({}, {(l0 + l1) / 2}))));
+        out.push_back(with_grad(make("cross_entropy/sum", BackendOp::cross_entropy, {x, t},
+                                     f32({}, {l0 + l1}), {{"reduction", std::string("sum")}})));
+        out.push_back(with_grad(make("cross_entropy/none_f64", BackendOp::cross_entropy,
+                                     {f64({2, 3}, {1, 2, 3, 1, 1, 1}), t}, f64({2}, {l0, l1}),
+                                     {{"reduction", std::string("none")}})));
+        out.push_back(with_grad(make("cross_entropy/ignore_index", BackendOp::cross_entropy,
+                                     {x, i64({2}, {2, -1})}, f32({}, {l0}),
+                                     {{"ignore_index", std::int64_t{-1}}})));
+        // Large logits: the maximum is subtracted first, so nothing overflows.
+        out.push_back(make("cross_entropy/large_logits", BackendOp::cross_entropy,
+                           {f32({1, 2}, {1000, 0}), i64({1}, {1})}, f32({}, {1000})));
+        out.push_back(make("cross_entropy/all_ignored_is_nan", BackendOp::cross_entropy,
+                           {x, i64({2}, {-100, -100})}, f32({}, {kNaN})));
+        out.push_back(error_case("cross_entropy/error_target_out_of_range", BackendOp::cross_entropy,
+                                 {x, i64({2}, {3, 0})},
+                                 "cross_entropy: target[0] = 3 is not a class index in [0, 3)"));
+    }
 }
 
 /// Inputs the kernels must refuse, with (part of) the message they give.

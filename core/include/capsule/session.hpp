@@ -31,6 +31,14 @@ public:
     using Error::Error;
 };
 
+/// Backward was requested from a session that cannot provide it: the profile's VJP mode is
+/// `none` (inference only) or `external-autograd` (no provider autograd is wired), a capsule on
+/// the gradient path has no backward kernel, or the tape/upstream gradients do not fit.
+class AutogradError : public Error {
+public:
+    using Error::Error;
+};
+
 /// Parameters (and `const` node values) by key, e.g. `fc1.weight`; host tensors.
 using ParameterMap = std::map<std::string, Tensor>;
 
@@ -41,6 +49,36 @@ ParameterMap load_graph_parameters(const Graph& graph);
 struct SessionOptions {
     /// Allow capsules whose runtime support is `test-only` (tests do; deployments should not).
     bool allow_test_only = false;
+};
+
+/// What one recorded forward run keeps for its backward pass: every intermediate tensor and the
+/// bound inputs (memory: the session's intermediate tensors, once per tape). Belongs to the
+/// session that recorded it; move-only.
+class Tape {
+public:
+    Tape(Tape&&) noexcept;
+    Tape& operator=(Tape&&) noexcept;
+    ~Tape();
+
+private:
+    friend class Session;
+    struct State;
+    explicit Tape(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+};
+
+/// The outputs of a recorded forward run, in the order of the graph's outputs, and its tape.
+struct RecordedRun {
+    std::vector<Tensor> outputs;
+    Tape tape;
+};
+
+/// Gradients of one backward pass, as host tensors with the shapes and dtypes of what they
+/// differentiate: float graph inputs by name, parameters by key (e.g. `fc1.weight`). A value
+/// that no output depends on gets a zero gradient.
+struct Gradients {
+    std::map<std::string, Tensor> inputs;
+    ParameterMap parameters;
 };
 
 /// A named graph input or output with its type.
@@ -65,6 +103,28 @@ public:
     /// ExecutionError when a kernel fails. Thread-safe.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
 
+    /// Runs forward like `run` and records the tape for `backward`. Raises AutogradError, before
+    /// running anything, when backward is refused for this session (VJP mode `none` or
+    /// `external-autograd`, or a capsule on the gradient path without a backward kernel), else
+    /// what `run` raises. Thread-safe: every tape has its own memory.
+    RecordedRun run_recording(const std::map<std::string, Tensor>& inputs) const;
+
+    /// Reverse-mode pass over `tape` (DESIGN.md section 5: the runtime's tape calls the capsules'
+    /// backward kernels in reverse execution order; fan-out gradients are summed).
+    /// `output_grads` are host tensors, one per graph output with its shape and dtype (the
+    /// upstream gradient, e.g. a rank-0 1.0 for a scalar loss). Raises AutogradError for a tape
+    /// of another session or mis-shaped upstream gradients, ExecutionError when a backward kernel
+    /// fails (naming node and capsule). Thread-safe.
+    Gradients backward(const Tape& tape, const std::vector<Tensor>& output_grads) const;
+
+    /// Why backward is refused for this session, or an empty string when it is available.
+    const std::string& backward_refusal() const;
+
+    /// The tensors the session reads for each parameter key. On CPU these share storage with the
+    /// ParameterMap given to `create` (no copy): writing their values between runs changes the
+    /// model, which is how capsule::Optimizer trains. Never write while a run is in flight.
+    ParameterMap parameters() const;
+
     const std::vector<TensorSlot>& inputs() const;
     const std::vector<TensorSlot>& outputs() const;
     /// Capsule names the session calls, one per planned node, in execution order.
@@ -74,8 +134,10 @@ public:
     Session& operator=(Session&&) noexcept;
     ~Session();
 
-private:
+    /// Opaque; defined in core/src (session_impl.hpp).
     struct Impl;
+
+private:
     explicit Session(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };

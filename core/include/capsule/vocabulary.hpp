@@ -38,7 +38,7 @@ enum class BackendOp : std::uint8_t {
     scatter_add_row, matmul, bmm, linear, mse_loss, layer_norm, batch_norm,
     batchnorm_channel_first, conv, conv2d, conv_transpose, conv_transpose2d, max_pool, max_pool2d,
     max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
-    fft_fno, selective_scan, scaled_dot_product_attention
+    fft_fno, selective_scan, scaled_dot_product_attention, cross_entropy, sgd, adam
 };
 
 /// How much a capsule's claims are trusted.
@@ -66,7 +66,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 68)
+CAPSULE_SPELLINGS(BackendOp, "op", 71)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
@@ -113,8 +113,13 @@ std::vector<E> all_values() {
 /// Raises VocabularyError listing the valid names and aliases.
 Device parse_device_alias(std::string_view text);
 
-/// True for the ops whose backward pass is never needed (`rand_uniform`, `bernoulli_mask`).
+/// True for the ops whose backward pass is never needed (`rand_uniform`, `bernoulli_mask` and the
+/// optimizer steps).
 bool op_needs_no_vjp(BackendOp op);
+
+/// True for the optimizer steps `sgd` and `adam`: several outputs (the parameter and its state
+/// buffers), updated in place by capsule::Optimizer; never nodes of a graph (docs/ops.md).
+bool is_optimizer_step(BackendOp op);
 
 /// Whether `policy` admits a capsule of trust `level` (DESIGN.md section 2):
 /// verified-only ⊂ checked ⊂ fuzzed-ok ⊂ trusted-external-ok.

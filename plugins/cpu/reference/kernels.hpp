@@ -144,5 +144,10 @@ void selective_scan_forward(const ForwardCall& call);
 void selective_scan_backward(const BackwardCall& call);
 void scaled_dot_product_attention_forward(const ForwardCall& call);
 void scaled_dot_product_attention_backward(const BackwardCall& call);
+// training.cpp
+void cross_entropy_forward(const ForwardCall& call);
+void cross_entropy_backward(const BackwardCall& call);
+void sgd_forward(const ForwardCall& call);
+void adam_forward(const ForwardCall& call);
 
 }  // namespace capsule::reference

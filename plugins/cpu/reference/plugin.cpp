@@ -77,6 +77,9 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.fft_fno", forward_entry<fft_fno_forward>, backward_entry<fft_fno_backward>),
     kernel("reference.selective_scan", forward_entry<selective_scan_forward>, backward_entry<selective_scan_backward>),
     kernel("reference.scaled_dot_product_attention", forward_entry<scaled_dot_product_attention_forward>, backward_entry<scaled_dot_product_attention_backward>),
+    kernel("reference.cross_entropy", forward_entry<cross_entropy_forward>, backward_entry<cross_entropy_backward>),
+    kernel("reference.sgd", forward_entry<sgd_forward>),
+    kernel("reference.adam", forward_entry<adam_forward>),
 };
 
 int32_t probe(capsule_status*) { return CAPSULE_OK; }  // the CPU is always usable

@@ -1,0 +1,333 @@
+// Autograd for sessions (DESIGN.md section 5): under VJP modes `torchlean-tape` and `backend-vjp`
+// a recorded forward run keeps its intermediate tensors (the tape), and `backward` calls each
+// capsule's backward kernel in reverse execution order. Everything that depends only on the
+// graph's structure (which values need gradients, where each gradient lives, which kernel call
+// writes it directly and which must be summed into it for fan-out) is decided once, at session
+// creation, in a BackwardProgram; a backward pass only patches pointers and calls kernels.
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "session_impl.hpp"
+
+namespace capsule {
+
+using std::string;
+using namespace detail;
+
+namespace {
+
+bool is_float(DType d) { return d == DType::float32 || d == DType::float64; }
+
+std::size_t byte_size(const TensorType& type) {
+    return static_cast<std::size_t>(element_count(type.shape)) * dtype_size(type.dtype);
+}
+
+string vjp_refusal(const string& profile, VJPMode mode) {
+    if (mode == VJPMode::none)
+        return "profile " + profile + " has VJP mode none (inference only): backward is refused; "
+               "use a profile whose VJP mode is torchlean-tape or backend-vjp";
+    if (mode == VJPMode::external_autograd)
+        return "profile " + profile + " has VJP mode external-autograd: the provider's own "
+               "autograd owns the backward pass, and no provider autograd is wired in this build";
+    return {};
+}
+
+/// Builds the program while walking the graph; `regions` give each differentiable value (a node
+/// id, or a parameter key) its place in the gradient arena.
+class ProgramBuilder {
+public:
+    ProgramBuilder(const Session::Impl& impl, const Graph& graph) : impl_(impl), graph_(graph) {}
+
+    BackwardProgram build() {
+        program_.refusal = vjp_refusal(impl_.profile_name, impl_.vjp_mode);
+        mark_differentiable_values();
+        mark_reached_values();
+        seed_outputs();
+        for (std::size_t s = impl_.steps.size(); s-- > 0;)
+            if (reached_.count(impl_.steps[s].node_id)) add_step(s);
+        collect_results();
+        if (program_.refusal.empty() && impl_.device != Device::cpu && accumulates_)
+            program_.refusal = "gradient accumulation (a value used more than once) is only "
+                               "implemented for cpu sessions, this one runs on " +
+                               string(to_string(impl_.device));
+        return std::move(program_);
+    }
+
+private:
+    static string node_key(std::int64_t id) { return "node:" + std::to_string(id); }
+
+    std::size_t new_region(const TensorType& type) {
+        const auto at = program_.grad_bytes;
+        program_.grad_bytes += align_up(byte_size(type));
+        return at;
+    }
+
+    // A value needs a gradient when it is a float input, or a float op output computed from a
+    // value that needs one or from parameters. Constants and detach nodes stop gradients.
+    void mark_differentiable_values() {
+        std::unordered_map<std::int64_t, std::size_t> step_of;
+        for (std::size_t s = 0; s < impl_.steps.size(); ++s) step_of[impl_.steps[s].node_id] = s;
+        for (const auto& node : graph_.nodes) {
+            bool needs = false;
+            if (node.kind == NodeKind::input) {
+                needs = is_float(node.dtype);
+            } else if (node.kind == NodeKind::op && is_float(node.dtype) && !op_needs_no_vjp(*node.op)) {
+                const auto& step = impl_.steps[step_of.at(node.id)];
+                needs = !step.param_keys.empty();
+                for (auto p : node.parents) needs = needs || region_.count(p);
+            }
+            if (needs) {
+                region_[node.id] = new_region({node.shape, node.dtype});
+                type_[node.id] = {node.shape, node.dtype};
+            }
+        }
+    }
+
+    // Only steps whose output some graph output depends on are differentiated.
+    void mark_reached_values() {
+        for (auto id : graph_.outputs)
+            if (region_.count(id)) reached_.insert(id);
+        for (std::size_t s = impl_.steps.size(); s-- > 0;) {
+            const auto& step = impl_.steps[s];
+            if (!reached_.count(step.node_id)) continue;
+            for (auto p : step.parents)
+                if (region_.count(p)) reached_.insert(p);
+        }
+    }
+
+    void seed_outputs() {
+        for (std::size_t o = 0; o < graph_.outputs.size(); ++o) {
+            const auto id = graph_.outputs[o];
+            auto it = region_.find(id);
+            if (it == region_.end()) continue;
+            const bool accumulate = !initialized_.insert(node_key(id)).second;
+            accumulates_ = accumulates_ || accumulate;
+            program_.seeds.push_back({o, it->second, accumulate});
+        }
+    }
+
+    /// The first write into a gradient goes straight to its region; later ones go to scratch
+    /// and are summed in after the kernel returns.
+    GradTarget target(const string& value, std::size_t region, const TensorType& type,
+                      std::size_t view, std::size_t& scratch) {
+        GradTarget t;
+        t.region = region;
+        t.view = view;
+        if (initialized_.insert(value).second) {
+            t.kind = GradTarget::Kind::direct;
+        } else {
+            t.kind = GradTarget::Kind::accumulate;
+            t.scratch = scratch;
+            scratch += align_up(byte_size(type));
+            accumulates_ = true;
+        }
+        return t;
+    }
+
+    void add_step(std::size_t s) {
+        const auto& step = impl_.steps[s];
+        if (!step.backward && program_.refusal.empty())
+            program_.refusal = "node " + std::to_string(step.node_id) + " (" +
+                               string(to_string(step.capsule->op)) + ") runs capsule " +
+                               step.capsule->name + ", which has no backward kernel";
+        BackwardStep b;
+        b.step = s;
+        b.grad_output_region = region_.at(step.node_id);
+        std::size_t scratch = 0;
+        for (std::size_t i = 0; i < step.num_inputs; ++i) {
+            const auto p = step.parents[i];
+            auto it = region_.find(p);
+            if (it == region_.end()) {
+                b.inputs.emplace_back();
+                continue;
+            }
+            b.inputs.push_back(target(node_key(p), it->second, type_.at(p), step.first_input + i, scratch));
+        }
+        for (std::size_t i = 0; i < step.num_params; ++i) {
+            const auto& key = step.param_keys[i];
+            const auto& type = impl_.slots[impl_.view_slot[step.first_param + i]].type;
+            if (!is_float(type.dtype)) {
+                b.params.emplace_back();
+                continue;
+            }
+            auto [it, fresh] = param_region_.try_emplace(key, 0);
+            if (fresh) {
+                it->second = new_region(type);
+                param_type_[key] = type;
+            }
+            b.params.push_back(target("param:" + key, it->second, type, step.first_param + i, scratch));
+        }
+        program_.scratch_bytes = std::max(program_.scratch_bytes, scratch);
+        program_.steps.push_back(std::move(b));
+    }
+
+    void collect_results() {
+        for (std::size_t i = 0; i < impl_.inputs.size(); ++i) {
+            const auto& in = impl_.inputs[i];
+            auto it = region_.find(in.node_id);
+            if (it != region_.end()) program_.input_grads.push_back({in.name, it->second, in.type});
+        }
+        for (const auto& [key, region] : param_region_)
+            program_.param_grads.push_back({key, region, param_type_.at(key)});
+    }
+
+    const Session::Impl& impl_;
+    const Graph& graph_;
+    BackwardProgram program_;
+    std::unordered_map<std::int64_t, std::size_t> region_;
+    std::unordered_map<std::int64_t, TensorType> type_;
+    std::map<string, std::size_t> param_region_;
+    std::map<string, TensorType> param_type_;
+    std::unordered_set<std::int64_t> reached_;
+    std::unordered_set<string> initialized_;  // gradients written so far: node_key or "param:<key>"
+    bool accumulates_ = false;
+};
+
+/// dst += src, elementwise, for a float gradient (host memory).
+void accumulate(void* dst, const void* src, const TensorType& type) {
+    const auto n = static_cast<std::size_t>(element_count(type.shape));
+    if (type.dtype == DType::float32) {
+        auto* d = static_cast<float*>(dst);
+        const auto* s = static_cast<const float*>(src);
+        for (std::size_t i = 0; i < n; ++i) d[i] += s[i];
+    } else {
+        auto* d = static_cast<double*>(dst);
+        const auto* s = static_cast<const double*>(src);
+        for (std::size_t i = 0; i < n; ++i) d[i] += s[i];
+    }
+}
+
+}  // namespace
+
+BackwardProgram detail::build_backward_program(const Session::Impl& impl, const Graph& graph) {
+    return ProgramBuilder(impl, graph).build();
+}
+
+struct Tape::State {
+    const Session::Impl* owner = nullptr;
+    std::vector<Tensor> bound;
+    std::shared_ptr<unsigned char> arena;
+    std::vector<void*> slot_data;
+};
+
+Tape::Tape(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Tape::Tape(Tape&&) noexcept = default;
+Tape& Tape::operator=(Tape&&) noexcept = default;
+Tape::~Tape() = default;
+
+const string& Session::backward_refusal() const { return impl_->backward.refusal; }
+
+ParameterMap Session::parameters() const { return impl_->parameter_storage; }
+
+RecordedRun Session::run_recording(const std::map<string, Tensor>& inputs) const {
+    const Impl& m = *impl_;
+    if (!m.backward.refusal.empty()) throw AutogradError(m.backward.refusal);
+    auto state = std::make_unique<Tape::State>();
+    state->owner = &m;
+    state->bound = m.bind_inputs(inputs);
+    state->arena = m.allocate(m.arena_bytes, false);
+    state->slot_data = m.slot_data(state->bound, state->arena.get());
+    m.execute(state->slot_data);
+    auto outputs = m.collect_outputs(state->slot_data);
+    return {std::move(outputs), Tape(std::move(state))};
+}
+
+Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_grads) const {
+    const Impl& m = *impl_;
+    const BackwardProgram& program = m.backward;
+    if (!m.backward.refusal.empty()) throw AutogradError(m.backward.refusal);
+    if (!tape.state_ || tape.state_->owner != &m)
+        throw AutogradError("the tape was recorded by another session (or moved from)");
+    if (output_grads.size() != m.outputs.size())
+        throw AutogradError("backward needs one upstream gradient per graph output (" +
+                            std::to_string(m.outputs.size()) + "), got " +
+                            std::to_string(output_grads.size()));
+    for (std::size_t o = 0; o < m.outputs.size(); ++o) {
+        const auto& want = m.outputs[o].type;
+        const Tensor& g = output_grads[o];
+        if (g.device() != Device::cpu || g.dtype() != want.dtype || g.shape() != want.shape)
+            throw AutogradError("upstream gradient of output '" + m.outputs[o].name + "' is " +
+                                string(to_string(g.dtype())) + to_string(g.shape()) +
+                                ", expected a host " + string(to_string(want.dtype)) +
+                                to_string(want.shape));
+    }
+
+    const auto grads = m.allocate(program.grad_bytes, true);
+    const auto scratch = m.allocate(program.scratch_bytes, false);
+    unsigned char* g = grads.get();
+    for (const auto& seed : program.seeds) {
+        const Tensor& up = output_grads[seed.output];
+        if (seed.accumulate) {
+            accumulate(g + seed.region, up.data(), m.outputs[seed.output].type);
+        } else if (!up.nbytes()) {
+        } else if (m.device == Device::cpu) {
+            std::memcpy(g + seed.region, up.data(), up.nbytes());
+        } else {
+            capsule_status status{sizeof(capsule_status), 0, {}};
+            if (m.device_interface->copy_to_device(g + seed.region, up.data(), up.nbytes(),
+                                                   &status) != CAPSULE_OK)
+                throw ExecutionError(string("upload of an upstream gradient failed: ") + status.message);
+        }
+    }
+
+    std::vector<capsule_tensor_view> views(m.views);
+    for (std::size_t v = 0; v < views.size(); ++v) views[v].data = tape.state_->slot_data[m.view_slot[v]];
+    std::vector<capsule_tensor_view> grad_inputs, grad_params;
+    auto grad_view = [&](const GradTarget& t) {
+        capsule_tensor_view v = views[t.view];
+        using Kind = GradTarget::Kind;
+        v.data = t.kind == Kind::none ? nullptr
+                 : t.kind == Kind::direct ? static_cast<void*>(g + t.region)
+                                          : static_cast<void*>(scratch.get() + t.scratch);
+        return v;
+    };
+    for (const auto& b : program.steps) {
+        const Step& step = m.steps[b.step];
+        grad_inputs.clear();
+        grad_params.clear();
+        for (const auto& t : b.inputs) grad_inputs.push_back(grad_view(t));
+        for (const auto& t : b.params) grad_params.push_back(grad_view(t));
+        capsule_tensor_view grad_output = views[step.output];
+        grad_output.data = g + b.grad_output_region;
+
+        capsule_backward_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = views.data() + step.first_input;
+        args.num_inputs = step.num_inputs;
+        args.params = views.data() + step.first_param;
+        args.num_params = step.num_params;
+        args.outputs = views.data() + step.output;
+        args.num_outputs = 1;
+        args.grad_outputs = &grad_output;
+        args.grad_inputs = grad_inputs.data();
+        args.grad_params = grad_params.data();
+        args.attrs = step.attrs->data();
+        args.num_attrs = step.attrs->size();
+        capsule_status status{sizeof(capsule_status), 0, {}};
+        if (step.backward(&args, &status) != CAPSULE_OK) {
+            status.message[sizeof status.message - 1] = '\0';
+            throw ExecutionError("backward of node " + std::to_string(step.node_id) + " (" +
+                                 string(to_string(step.capsule->op)) + ") failed in capsule " +
+                                 step.capsule->name + " (code " + std::to_string(status.code) +
+                                 "): " + status.message);
+        }
+        for (std::size_t i = 0; i < b.inputs.size(); ++i)
+            if (b.inputs[i].kind == GradTarget::Kind::accumulate)
+                accumulate(g + b.inputs[i].region, grad_inputs[i].data,
+                           m.slots[m.view_slot[b.inputs[i].view]].type);
+        for (std::size_t i = 0; i < b.params.size(); ++i)
+            if (b.params[i].kind == GradTarget::Kind::accumulate)
+                accumulate(g + b.params[i].region, grad_params[i].data,
+                           m.slots[m.view_slot[b.params[i].view]].type);
+    }
+
+    Gradients out;
+    for (const auto& r : program.input_grads)
+        out.inputs.emplace(r.name, m.download(r.type, g + r.region, "gradient of input '" + r.name + "'"));
+    for (const auto& r : program.param_grads)
+        out.parameters.emplace(r.name, m.download(r.type, g + r.region, "gradient of '" + r.name + "'"));
+    return out;
+}
+
+}  // namespace capsule

@@ -1,0 +1,42 @@
+#include "kernel_binding.hpp"
+
+#include "capsule/session.hpp"
+
+namespace capsule::detail {
+
+using std::string;
+
+void check_host_matches_target(const BackendProfile& profile) {
+    const auto& t = profile.target;
+    const auto os = host_operating_system();
+    const auto arch = host_architecture();
+    if ((t.os != OperatingSystem::unknown && t.os != os) ||
+        (t.arch != Architecture::unknown && t.arch != arch))
+        throw ProbeError("profile " + profile.name + " targets " + string(to_string(t.os)) + "/" +
+                         string(to_string(t.arch)) + ", but this host is " +
+                         string(to_string(os)) + "/" + string(to_string(arch)));
+}
+
+const PluginRecord& runnable_plugin(const PluginHost& host, const KernelCapsule& k,
+                                    bool allow_test_only) {
+    if (k.runtime == RuntimeSupport::planner_only || k.runtime == RuntimeSupport::not_wired)
+        throw ProbeError("capsule " + k.name + " is " + string(to_string(k.runtime)) +
+                         ": it can be planned and audited, but no kernel is wired to run it");
+    if (k.runtime == RuntimeSupport::test_only && !allow_test_only)
+        throw ProbeError("capsule " + k.name + " is test-only; sessions refuse it unless "
+                         "SessionOptions::allow_test_only is set");
+    const PluginRecord* record = host.plugin_of(k.name);
+    if (!record) throw ProbeError("no loaded plugin declares capsule " + k.name);
+    if (record->status != PluginStatus::loaded || !record->loaded)
+        throw ProbeError("capsule " + k.name + " belongs to plugin " + record->name + ", which is " +
+                         record->status_text());
+    return *record;
+}
+
+void require_usable(const PluginRecord& record) {
+    auto probe = record.loaded->probe();
+    if (!probe.usable)
+        throw ProbeError("plugin " + record.name + " cannot run on this machine: " + probe.reason);
+}
+
+}  // namespace capsule::detail

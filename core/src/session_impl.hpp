@@ -1,0 +1,137 @@
+// The inside of a Session, shared by session.cpp (creation, forward runs) and autograd.cpp (the
+// tape and the backward pass). Not installed: nothing outside core/src sees it.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capsule/attribute_views.hpp"
+#include "capsule/session.hpp"
+
+namespace capsule::detail {
+
+/// Where a tensor's bytes live during a run.
+enum class SlotKind : std::uint8_t { input, fixed, arena };
+
+struct Slot {
+    TensorType type;
+    SlotKind kind = SlotKind::arena;
+    std::size_t offset = 0;        // arena: byte offset
+    std::size_t input_index = 0;   // input: index into Impl::inputs
+    const void* fixed = nullptr;   // fixed: parameter or const data (host or device)
+    std::vector<std::int64_t> strides;
+};
+
+/// One kernel call; view indices refer to Impl::views.
+struct Step {
+    std::int64_t node_id = 0;
+    const KernelCapsule* capsule = nullptr;
+    capsule_forward_fn forward = nullptr;
+    capsule_backward_fn backward = nullptr;  // null when the capsule has no backward kernel
+    std::size_t first_input = 0, num_inputs = 0;
+    std::size_t first_param = 0, num_params = 0;
+    std::size_t output = 0;
+    std::unique_ptr<AttributeViews> attrs;
+    std::vector<std::int64_t> parents;    // node ids, one per input view
+    std::vector<std::string> param_keys;  // one per parameter view
+};
+
+constexpr std::size_t kArenaAlignment = 64;
+
+inline std::size_t align_up(std::size_t n) {
+    return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+/// Where one gradient view of a backward call points (autograd.cpp).
+struct GradTarget {
+    enum class Kind : std::uint8_t { none, direct, accumulate };
+    Kind kind = Kind::none;
+    std::size_t region = 0;   // byte offset in the gradient arena of the value's gradient
+    std::size_t scratch = 0;  // accumulate: byte offset in the scratch arena
+    std::size_t view = 0;     // view template (shape, strides) of the value
+};
+
+/// One backward kernel call, in reverse execution order.
+struct BackwardStep {
+    std::size_t step = 0;                     // index into Impl::steps
+    std::size_t grad_output_region = 0;       // gradient of the step's output
+    std::vector<GradTarget> inputs, params;   // one per input / parameter view of the step
+};
+
+/// A graph output's upstream gradient: copied into (or added to) the value's gradient region.
+struct GradSeed {
+    std::size_t output = 0;  // index into Impl::outputs
+    std::size_t region = 0;
+    bool accumulate = false;
+};
+
+/// A gradient handed back to the caller: an input by name or a parameter by key.
+struct GradResult {
+    std::string name;
+    std::size_t region = 0;
+    TensorType type;
+};
+
+/// The backward program, fixed at session creation from the graph's structure: which values
+/// need gradients, where each gradient lives, and which kernel writes or accumulates it.
+struct BackwardProgram {
+    std::vector<BackwardStep> steps;
+    std::vector<GradSeed> seeds;
+    std::vector<GradResult> input_grads, param_grads;
+    std::size_t grad_bytes = 0, scratch_bytes = 0;
+    /// Why backward is refused for this session (VJP mode, missing backward kernel); empty when
+    /// backward can run.
+    std::string refusal;
+};
+
+}  // namespace capsule::detail
+
+namespace capsule {
+
+struct Session::Impl {
+    std::string profile_name;
+    VJPMode vjp_mode = VJPMode::none;
+    Device device = Device::cpu;
+    const capsule_device_interface* device_interface = nullptr;  // non-CPU only
+    std::vector<std::shared_ptr<const LoadedPlugin>> plugins;     // keep libraries mapped
+    std::vector<detail::Slot> slots;
+    std::vector<capsule_tensor_view> views;   // templates; data patched per run
+    std::vector<std::size_t> view_slot;       // slot of each view
+    std::vector<detail::Step> steps;
+    std::vector<TensorSlot> inputs, outputs;
+    std::vector<std::size_t> input_slots, output_slots;
+    std::vector<Tensor> fixed_storage;        // parameters and consts (device copies on non-CPU)
+    ParameterMap parameter_storage;           // the same tensors by key
+    std::size_t arena_bytes = 0;
+    detail::BackwardProgram backward;
+
+    std::size_t add_view(std::size_t slot);
+    std::size_t add_slot(TensorType type, detail::SlotKind kind);
+    /// A device copy of a host tensor (the tensor itself on CPU). Raises Error on upload failure.
+    Tensor to_device(const Tensor& host) const;
+    /// Device memory of `bytes`, zero-filled when `zero` (host memory on CPU).
+    std::shared_ptr<unsigned char> allocate(std::size_t bytes, bool zero) const;
+    /// Host tensor of `type` copied from device (or host) memory at `src`.
+    Tensor download(const TensorType& type, const void* src, const std::string& what) const;
+    /// Binds and checks the caller's inputs (by name or id). Raises InputError.
+    std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
+    /// Per-slot data pointers of one run, given its bound inputs and arena.
+    std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
+    /// Calls every step's forward kernel. Raises ExecutionError naming the failing node.
+    void execute(const std::vector<void*>& slot_data) const;
+    /// The graph outputs of a run, as host tensors.
+    std::vector<Tensor> collect_outputs(const std::vector<void*>& slot_data) const;
+};
+
+}  // namespace capsule
+
+namespace capsule::detail {
+
+/// The backward program of a freshly built session (autograd.cpp). Records a refusal instead of
+/// raising, so that inference-only sessions are unaffected.
+BackwardProgram build_backward_program(const Session::Impl& impl, const Graph& graph);
+
+}  // namespace capsule::detail
