@@ -256,3 +256,19 @@ TEST(ExamplePlugin, LoadsPlansAndRuns) {
     auto out = session.run({{"x", Tensor::from_values(DType::float32, {4}, {-1.5, 0, 2.25, -0.0})}});
     EXPECT_EQ(out.at(0).to_doubles(), (std::vector<double>{0, 0, 2.25, 0}));
 }
+
+// fixture_good.relu claims VJP mode torchlean-tape but ships no backward kernel: inference runs,
+// backward is refused before anything runs, naming the node and the capsule.
+TEST(Session, CapsuleWithoutBackwardKernelRefusesBackward) {
+    auto host = host_for({kFixtures / "fixture_good"});
+    auto profile = external_cpu_profile();
+    auto graph = unary_graph("relu");
+    auto accepted = profile.accept_graph(host, graph);
+    ASSERT_TRUE(accepted.accepted);
+    auto session = Session::create(profile, *accepted.accepted, graph, host, {});
+    const auto x = Tensor::from_values(DType::float32, {4}, {-1, 2, -3, 4});
+    EXPECT_EQ(session.run({{"x", x}})[0].to_doubles(), (std::vector<double>{0, 2, 0, 4}));
+    const std::string why = "node 1 (relu) runs capsule fixture_good.relu, which has no backward kernel";
+    EXPECT_EQ(session.backward_refusal(), why);
+    EXPECT_EQ(error_of([&] { session.run_recording({{"x", x}}); }), why);
+}

@@ -64,7 +64,8 @@ private:
     }
 
     // A value needs a gradient when it is a float input, or a float op output computed from a
-    // value that needs one or from parameters. Constants and detach nodes stop gradients.
+    // value that needs one or from parameters. Constants and detach nodes stop gradients. Every
+    // float parameter of such a node gets a gradient (zero when no output depends on it).
     void mark_differentiable_values() {
         std::unordered_map<std::int64_t, std::size_t> step_of;
         for (std::size_t s = 0; s < impl_.steps.size(); ++s) step_of[impl_.steps[s].node_id] = s;
@@ -77,9 +78,17 @@ private:
                 needs = !step.param_keys.empty();
                 for (auto p : node.parents) needs = needs || region_.count(p);
             }
-            if (needs) {
-                region_[node.id] = new_region({node.shape, node.dtype});
-                type_[node.id] = {node.shape, node.dtype};
+            if (!needs) continue;
+            region_[node.id] = new_region({node.shape, node.dtype});
+            type_[node.id] = {node.shape, node.dtype};
+            if (node.kind != NodeKind::op) continue;
+            const auto& step = impl_.steps[step_of.at(node.id)];
+            for (std::size_t i = 0; i < step.num_params; ++i) {
+                const auto& type = impl_.slots[impl_.view_slot[step.first_param + i]].type;
+                if (is_float(type.dtype) && !param_region_.count(step.param_keys[i])) {
+                    param_region_[step.param_keys[i]] = new_region(type);
+                    param_type_[step.param_keys[i]] = type;
+                }
             }
         }
     }
@@ -151,12 +160,7 @@ private:
                 b.params.emplace_back();
                 continue;
             }
-            auto [it, fresh] = param_region_.try_emplace(key, 0);
-            if (fresh) {
-                it->second = new_region(type);
-                param_type_[key] = type;
-            }
-            b.params.push_back(target("param:" + key, it->second, type, step.first_param + i, scratch));
+            b.params.push_back(target("param:" + key, param_region_.at(key), type, step.first_param + i, scratch));
         }
         program_.scratch_bytes = std::max(program_.scratch_bytes, scratch);
         program_.steps.push_back(std::move(b));
