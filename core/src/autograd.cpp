@@ -72,7 +72,7 @@ private:
         for (const auto& node : graph_.nodes) {
             bool needs = false;
             if (node.kind == NodeKind::input) {
-                needs = is_float(node.dtype);
+                needs = impl_.input_gradients && is_float(node.dtype);
             } else if (node.kind == NodeKind::op && is_float(node.dtype) && !op_needs_no_vjp(*node.op)) {
                 const auto& step = impl_.steps[step_of.at(node.id)];
                 needs = !step.param_keys.empty();

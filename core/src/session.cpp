@@ -146,6 +146,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     auto impl = std::make_unique<Impl>();
     impl->profile_name = profile.name;
     impl->vjp_mode = profile.config.vjp_mode;
+    impl->input_gradients = options.input_gradients;
     impl->device = profile.config.device;
 
     // Which capsule runs each node, from the accepted plan.

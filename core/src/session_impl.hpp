@@ -94,6 +94,7 @@ namespace capsule {
 struct Session::Impl {
     std::string profile_name;
     VJPMode vjp_mode = VJPMode::none;
+    bool input_gradients = true;
     Device device = Device::cpu;
     const capsule_device_interface* device_interface = nullptr;  // non-CPU only
     std::vector<std::shared_ptr<const LoadedPlugin>> plugins;     // keep libraries mapped

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
         {"profiles", add_profiles_command(app, options)},
         {"plan", add_plan_command(app, options)},
         {"run", add_run_command(app, options)},
+        {"train", add_train_command(app, options)},
+        {"eval", add_eval_command(app, options)},
     };
 
     try {
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
     } catch (const ProbeError& e) {
         std::cerr << "capsule: cannot run here: " << e.what() << "\n";
         return kProbeFailed;
+    } catch (const AutogradError& e) {
+        std::cerr << "capsule: backward refused: " << e.what() << "\n";
+        return kOther;
     } catch (const PlanningError& e) {
         std::cerr << "capsule: planning failed: " << e.what() << "\n";
         return kPlanningFailed;

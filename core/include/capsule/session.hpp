@@ -49,6 +49,9 @@ ParameterMap load_graph_parameters(const Graph& graph);
 struct SessionOptions {
     /// Allow capsules whose runtime support is `test-only` (tests do; deployments should not).
     bool allow_test_only = false;
+    /// Whether backward returns gradients for the float graph inputs. Training loops turn it off:
+    /// the first layer's backward then skips the gradient of the data.
+    bool input_gradients = true;
 };
 
 /// What one recorded forward run keeps for its backward pass: every intermediate tensor and the

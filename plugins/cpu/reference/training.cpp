@@ -3,6 +3,7 @@
 // torch.optim.Adam update rules). Optimizer steps update in place: their outputs may be the very
 // buffers passed as inputs, so each element is read before it is written and nothing else is.
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -98,9 +99,12 @@ void check_optimizer_views(const ForwardCall& call, const char* op, std::size_t 
 double finite_attr(const plugin::Attributes& attrs, const char* op, const char* name, double fallback,
                    double min) {
     const double v = attrs.get_float(name, fallback);
-    if (!std::isfinite(v) || v < min)
-        fail(std::string(op) + ": attribute '" + name + "' = " + std::to_string(v) +
-             " must be a finite number >= " + std::to_string(min));
+    if (!std::isfinite(v) || v < min) {
+        char text[160];
+        std::snprintf(text, sizeof text, "%s: attribute '%s' = %g must be a finite number >= %g", op,
+                      name, v, min);
+        fail(text);
+    }
     return v;
 }
 
