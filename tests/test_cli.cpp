@@ -223,3 +223,51 @@ TEST(Cli, RunWritesOutputsAndProbeFailureExits5) {
     EXPECT_TRUE(contains(missing.out, "missing input 'x'")) << missing.out;
     fs::remove_all(dir);
 }
+
+// `capsule train` on the first 512 Fashion-MNIST images: plan report, plain progress lines (not
+// a terminal), per-epoch figures, and a saved model that `capsule eval`, `capsule plan` and
+// `capsule run` accept.
+TEST(Cli, TrainSavesAModelThatEvalPlanAndRunAccept) {
+    const auto dir = temp_dir("train");
+    const auto model = (dir / "model.json").string();
+    auto r = capsule_tool("train --model mlp --epochs 2 --batch-size 64 --train-limit 512 --seed 1 --output " + model);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "  cross_entropy: reference.cross_entropy provider=reference")) << r.out;
+    EXPECT_TRUE(contains(r.out, "  sgd: reference.sgd provider=reference")) << r.out;
+    EXPECT_TRUE(contains(r.out, "epoch 1/2: 100% (8/8 batches) running loss")) << r.out;
+    EXPECT_TRUE(contains(r.out, "epoch 2/2: train loss ")) << r.out;
+    EXPECT_FALSE(contains(r.out, "\r")) << "no carriage returns when stdout is not a terminal";
+    auto at = r.out.rfind("test accuracy: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string accuracy = r.out.substr(at + 15, r.out.find('%', at) - at - 15);
+    EXPECT_GT(std::stod(accuracy), 30.0) << "512 images, 2 epochs: far above chance (10%)";
+    ASSERT_TRUE(fs::exists(dir / "model.safetensors"));
+
+    auto e = capsule_tool("eval " + model);
+    EXPECT_EQ(e.code, 0) << e.out;
+    EXPECT_TRUE(contains(e.out, "test accuracy: " + accuracy + "% (")) << e.out << "\nvs " << accuracy;
+
+    auto p = capsule_tool("plan --profile checked_cpu " + model);
+    EXPECT_EQ(p.code, 0) << p.out;
+    auto images = Tensor::zeros(DType::float32, {64, 1, 28, 28});
+    write_npy(dir / "images.npy", images);
+    auto run = capsule_tool("run --quiet " + model + " --input image=" + (dir / "images.npy").string() +
+                            " --output-dir " + dir.string());
+    EXPECT_EQ(run.code, 0) << run.out;
+    EXPECT_EQ(read_npy(dir / "fc3.npy").shape(), (Shape{64, 10}));
+    fs::remove_all(dir);
+}
+
+TEST(Cli, TrainRefusesAnInferenceOnlyProfileAndMissingData) {
+    const auto dir = temp_dir("train-refusals");
+    const auto profile = dir / "inference.json";
+    std::ofstream(profile) << R"({"name": "inference_cpu", "base": "checked_cpu", "config": {"vjp_mode": "none"}})";
+    auto r = capsule_tool("train --profile " + profile.string() + " --epochs 1 --train-limit 64 --output " +
+                          (dir / "m.json").string());
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "capsule: backward refused: profile inference_cpu has VJP mode none")) << r.out;
+    auto m = capsule_tool("train --data " + dir.string() + " --epochs 1");
+    EXPECT_EQ(m.code, 2) << m.out;
+    EXPECT_TRUE(contains(m.out, "train-images-idx3-ubyte.gz: no such file")) << m.out;
+    fs::remove_all(dir);
+}

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "capsule/error.hpp"
@@ -109,6 +110,16 @@ const std::vector<std::string_view>& fashion_mnist_classes() {
                                                      "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
                                                      "Ankle boot"};
     return names;
+}
+
+ImageDataset take_first(const ImageDataset& data, std::int64_t n) {
+    if (n <= 0 || n >= data.size()) return data;
+    Shape image_shape = data.images.shape();
+    image_shape[0] = n;
+    ImageDataset out{Tensor::zeros(DType::float32, image_shape), Tensor::zeros(DType::int64, {n})};
+    std::memcpy(out.images.data(), data.images.data(), out.images.nbytes());
+    std::memcpy(out.labels.data(), data.labels.data(), out.labels.nbytes());
+    return out;
 }
 
 ImageDataset load_fashion_mnist(const std::filesystem::path& dir, std::string_view split) {

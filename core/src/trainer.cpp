@@ -114,6 +114,7 @@ Trainer Trainer::create(const BackendProfile& profile, const PluginHost& host,
     // Both sessions read `params` in place (CPU), so optimizer steps reach inference too.
     auto training = Session::create(profile, *plans.training_plan.accepted, plans.training, host,
                                     params, no_input_grads);
+    if (!training.backward_refusal().empty()) throw AutogradError(training.backward_refusal());
     auto inference = Session::create(profile, *plans.inference_plan.accepted, plans.model, host, params);
     auto optimizer = Optimizer::create(profile, *plans.optimizer_plan.accepted, host, config.optimizer);
     // The shuffling stream is separate from initialisation's, derived from the same seed.

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <cstdio>
 #include <iostream>
@@ -22,7 +21,7 @@ namespace {
 struct TrainArgs {
     std::string profile = "checked_cpu";
     std::string model = "mlp";
-    int epochs = 3;
+    int epochs = 5;
     std::int64_t batch_size = 64;
     std::string optimizer = "sgd";
     std::optional<double> lr;
@@ -44,15 +43,6 @@ OptimizerOptions optimizer_options(const TrainArgs& a) {
     if (a.optimizer == "sgd")
         return SgdOptions{.lr = a.lr.value_or(0.05), .momentum = a.momentum, .weight_decay = a.weight_decay};
     return AdamOptions{.lr = a.lr.value_or(1e-3), .weight_decay = a.weight_decay};
-}
-
-/// Keeps the first `limit` images (0: all).
-ImageDataset first(ImageDataset data, std::int64_t limit) {
-    if (limit <= 0 || limit >= data.size()) return data;
-    ImageDataset out{Tensor::zeros(DType::float32, {limit, 1, 28, 28}), Tensor::zeros(DType::int64, {limit})};
-    std::memcpy(out.images.data(), data.images.data(), out.images.nbytes());
-    std::memcpy(out.labels.data(), data.labels.data(), out.labels.nbytes());
-    return out;
 }
 
 /// A progress bar redrawn in place on a terminal; otherwise a plain line every 10%.
@@ -131,8 +121,6 @@ Command add_train_command(CLI::App& app, const GlobalOptions& options) {
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
         TrainingConfig config{args->batch_size, optimizer_options(*args), args->seed};
-        const auto train = first(load_fashion_mnist(args->data, "train"), args->train_limit);
-        const auto test = load_fashion_mnist(args->data, "t10k");
         const auto plans = plan_training(profile, ctx.host(), parse_model_kind(args->model), config);
         std::cout << "training graph (" << args->model << ", batch " << args->batch_size << "):\n"
                   << gate_report(profile, plans.training_plan.gate, false)
@@ -140,6 +128,8 @@ Command add_train_command(CLI::App& app, const GlobalOptions& options) {
                   << "inference graph:\n" << gate_report(profile, plans.inference_plan.gate, false);
         if (!plans.accepted()) return int(kGateRejected);
         auto trainer = Trainer::create(profile, ctx.host(), plans, config);
+        const auto train = take_first(load_fashion_mnist(args->data, "train"), args->train_limit);
+        const auto test = load_fashion_mnist(args->data, "t10k");
         std::cout << "training on " << train.size() << " images, testing on " << test.size() << "\n";
         double accuracy = 0;
         for (int epoch = 1; epoch <= args->epochs; ++epoch) {

@@ -35,6 +35,9 @@ struct ImageDataset {
     std::int64_t size() const { return labels.numel(); }
 };
 
+/// The first `n` images and labels of `data` (a copy); all of them when n <= 0 or n >= size.
+ImageDataset take_first(const ImageDataset& data, std::int64_t n);
+
 /// Loads split `train` (60,000) or `t10k` (10,000) from `dir`:
 /// `<split>-images-idx3-ubyte.gz` ([N, 28, 28]) and `<split>-labels-idx1-ubyte.gz` ([N]).
 /// Raises InputError for an unknown split, a missing file (naming the package that provides

@@ -77,8 +77,9 @@ struct EpochResult {
 /// Deterministic: the same seed, data and profile give bit-identical parameters.
 class Trainer {
 public:
-    /// Raises InputError when `plans` were not accepted, else what Session::create and
-    /// Optimizer::create raise (ProbeError, InputError).
+    /// Raises InputError when `plans` were not accepted, AutogradError when the profile refuses
+    /// backward (Session::backward_refusal), else what Session::create and Optimizer::create
+    /// raise (ProbeError, InputError).
     static Trainer create(const BackendProfile& profile, const PluginHost& host,
                           const TrainingPlans& plans, const TrainingConfig& config);
 
