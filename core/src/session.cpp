@@ -90,15 +90,38 @@ Tensor Session::Impl::to_device(const Tensor& host) const {
     return t;
 }
 
+ArenaPool::~ArenaPool() {
+    for (auto& [size, buffers] : free_)
+        for (auto* b : buffers) std::free(b);
+}
+
+std::shared_ptr<unsigned char> ArenaPool::take(const std::shared_ptr<ArenaPool>& pool, std::size_t bytes) {
+    bytes = align_up(std::max(bytes, kArenaAlignment));
+    unsigned char* p = nullptr;
+    {
+        std::lock_guard lock(pool->mutex_);
+        auto& buffers = pool->free_[bytes];
+        if (!buffers.empty()) {
+            p = buffers.back();
+            buffers.pop_back();
+        }
+    }
+    if (!p) p = static_cast<unsigned char*>(std::aligned_alloc(kArenaAlignment, bytes));
+    if (!p)
+        throw ExecutionError("cannot allocate " + std::to_string(bytes) +
+                             " bytes for the graph's intermediate tensors");
+    return {p, [pool, bytes](unsigned char* q) {
+                std::lock_guard lock(pool->mutex_);
+                pool->free_[bytes].push_back(q);
+            }};
+}
+
 std::shared_ptr<unsigned char> Session::Impl::allocate(std::size_t bytes, bool zero) const {
     bytes = std::max(bytes, kArenaAlignment);
     if (device == Device::cpu) {
-        auto* p = static_cast<unsigned char*>(std::aligned_alloc(kArenaAlignment, align_up(bytes)));
-        if (!p)
-            throw ExecutionError("cannot allocate " + std::to_string(bytes) +
-                                 " bytes for the graph's intermediate tensors");
-        if (zero) std::memset(p, 0, bytes);
-        return {p, [](unsigned char* q) { std::free(q); }};
+        auto p = ArenaPool::take(arenas, bytes);
+        if (zero) std::memset(p.get(), 0, bytes);
+        return p;
     }
     auto t = Tensor::on_device(DType::boolean, {static_cast<std::int64_t>(bytes)}, device,
                                *device_interface);

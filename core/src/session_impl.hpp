@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,22 @@ struct Step {
 };
 
 constexpr std::size_t kArenaAlignment = 64;
+
+/// Host buffers of a session's few arena sizes (intermediates, gradients, scratch), kept for
+/// reuse: a fresh multi-megabyte allocation per run costs a page fault per 4 KiB page, which
+/// dominated training steps. Shared with the buffers' deleters, so a buffer may outlive the
+/// session. Thread-safe.
+class ArenaPool {
+public:
+    ~ArenaPool();
+    /// A buffer of at least `bytes` (64-byte aligned), returned to the pool when released.
+    /// Raises ExecutionError when memory is exhausted.
+    static std::shared_ptr<unsigned char> take(const std::shared_ptr<ArenaPool>& pool, std::size_t bytes);
+
+private:
+    std::mutex mutex_;
+    std::map<std::size_t, std::vector<unsigned char*>> free_;  // by size
+};
 
 inline std::size_t align_up(std::size_t n) {
     return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
@@ -108,6 +126,7 @@ struct Session::Impl {
     ParameterMap parameter_storage;           // the same tensors by key
     std::size_t arena_bytes = 0;
     detail::BackwardProgram backward;
+    std::shared_ptr<detail::ArenaPool> arenas = std::make_shared<detail::ArenaPool>();
 
     std::size_t add_view(std::size_t slot);
     std::size_t add_slot(TensorType type, detail::SlotKind kind);

@@ -55,8 +55,9 @@ struct SessionOptions {
 };
 
 /// What one recorded forward run keeps for its backward pass: every intermediate tensor and the
-/// bound inputs (memory: the session's intermediate tensors, once per tape). Belongs to the
-/// session that recorded it; move-only.
+/// bound inputs (memory: the session's intermediate tensors, once per tape). Host inputs are
+/// kept by reference (shared storage), so do not change them before the backward pass. Belongs
+/// to the session that recorded it; move-only.
 class Tape {
 public:
     Tape(Tape&&) noexcept;
