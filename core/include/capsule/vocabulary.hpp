@@ -38,7 +38,13 @@ enum class BackendOp : std::uint8_t {
     scatter_add_row, matmul, bmm, linear, mse_loss, layer_norm, batch_norm,
     batchnorm_channel_first, conv, conv2d, conv_transpose, conv_transpose2d, max_pool, max_pool2d,
     max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
-    fft_fno, selective_scan, scaled_dot_product_attention, cross_entropy, sgd, adam
+    fft_fno, selective_scan, scaled_dot_product_attention,
+    // ONNX import (issue 5)
+    div, pow, neg, erf, where, concat, gather, slice, pad, reduce_max, reduce_min, reduce_prod,
+    argmax, argmin, floor, ceil, sign, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
+    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish,
+    // Training (issue 4)
+    cross_entropy, sgd, adam
 };
 
 /// How much a capsule's claims are trusted.
@@ -66,7 +72,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 71)
+CAPSULE_SPELLINGS(BackendOp, "op", 106)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
@@ -113,6 +119,8 @@ std::vector<E> all_values() {
 /// Raises VocabularyError listing the valid names and aliases.
 Device parse_device_alias(std::string_view text);
 
+/// True for the ops whose backward pass is never needed: random sampling (`rand_uniform`,
+/// `bernoulli_mask`) and ops with integer outputs (`argmax`, `argmin`).
 /// True for the ops whose backward pass is never needed (`rand_uniform`, `bernoulli_mask` and the
 /// optimizer steps).
 bool op_needs_no_vjp(BackendOp op);
