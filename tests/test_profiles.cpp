@@ -44,8 +44,8 @@ TEST(ShippedManifests, AllLoadAndStubsAreLibraryFree) {
         cuda += k->provider == Provider::native_cuda;
         EXPECT_NE(k->provider, Provider::libtorch) << "libtorch joins with-libtorch only";
     }
-    EXPECT_EQ(reference, 106);
-    EXPECT_EQ(cuda, 106);
+    EXPECT_EQ(reference, 120);
+    EXPECT_EQ(cuda, 120);
 }
 
 TEST(ShippedManifests, ReferenceCapsulesFollowTheIssue) {

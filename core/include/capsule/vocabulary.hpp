@@ -42,7 +42,9 @@ enum class BackendOp : std::uint8_t {
     // ONNX import (issue 5)
     div, pow, neg, erf, where, concat, gather, slice, pad, reduce_max, reduce_min, reduce_prod,
     argmax, argmin, floor, ceil, sign, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
-    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish,
+    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish, equal,
+    less, less_equal, greater, greater_equal, logical_not, logical_and, logical_or, logical_xor,
+    cast, cumsum, tile, triu, tril,
     // Training (issue 4)
     cross_entropy, sgd, adam
 };
@@ -72,7 +74,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 106)
+CAPSULE_SPELLINGS(BackendOp, "op", 120)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
@@ -120,9 +122,8 @@ std::vector<E> all_values() {
 Device parse_device_alias(std::string_view text);
 
 /// True for the ops whose backward pass is never needed: random sampling (`rand_uniform`,
-/// `bernoulli_mask`) and ops with integer outputs (`argmax`, `argmin`).
-/// True for the ops whose backward pass is never needed (`rand_uniform`, `bernoulli_mask` and the
-/// optimizer steps).
+/// `bernoulli_mask`), ops with integer or bool outputs (`argmax`, `argmin`, the comparisons
+/// and the logical ops) and the optimizer steps.
 bool op_needs_no_vjp(BackendOp op);
 
 /// True for the optimizer steps `sgd` and `adam`: several outputs (the parameter and its state
