@@ -51,5 +51,6 @@ Command add_capsules_command(CLI::App& app, const GlobalOptions& options);
 Command add_profiles_command(CLI::App& app, const GlobalOptions& options);
 Command add_plan_command(CLI::App& app, const GlobalOptions& options);
 Command add_run_command(CLI::App& app, const GlobalOptions& options);
+Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options);
 
 }  // namespace capsule::cli

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
         {"profiles", add_profiles_command(app, options)},
         {"plan", add_plan_command(app, options)},
         {"run", add_run_command(app, options)},
+        {"onnx-test", add_onnx_test_command(app, options)},
     };
 
     try {
