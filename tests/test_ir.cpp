@@ -238,6 +238,32 @@ const std::vector<ShapeCase>& shape_cases() {
          {{"scale", x(0.125)}}, F({2, 8, 32})},
         {"scaled_dot_product_attention",
          {F({4, 16}), F({4, 16}), F({4, 16})}, {{"is_causal", b(true)}}, F({4, 16})},
+        {"div", {F({2, 3}), F({3})}, {}, F({2, 3})},
+        {"pow", {F64({4, 1}), F64({1, 5})}, {}, F64({4, 5})},
+        {"neg", {F({2})}, {}, F({2})},
+        {"erf", {F64({3, 3})}, {}, F64({3, 3})},
+        {"where", {Bool({2, 1}), F({3}), F({})}, {}, F({2, 3})},
+        {"where", {Bool({}), I64({4}), I64({4})}, {}, I64({4})},
+        {"concat", {F({2, 3}), F({2, 5})}, {{"axis", n(1)}}, F({2, 8})},
+        {"concat", {I64({1, 2}), I64({3, 2}), I64({0, 2})}, {{"axis", n(-2)}}, I64({4, 2})},
+        {"concat", {Bool({4})}, {{"axis", n(0)}}, Bool({4})},
+        // data[:axis] + indices.shape + data[axis+1:]
+        {"gather", {F({5, 4, 3}), I64({2, 6})}, {{"axis", n(1)}}, F({5, 2, 6, 3})},
+        {"gather", {I64({7}), I64({})}, {}, I64({})},
+        // [1:3], [0:INT64_MAX:2] of 5 -> 2 and 3
+        {"slice", {F({4, 5})}, {{"starts", l({1, 0})}, {"ends", l({3, INT64_MAX})}, {"steps", l({1, 2})}},
+         F({2, 3})},
+        // axis 1 from 4 down to (not including) INT64_MIN -> all 5, reversed; axis 0 untouched
+        {"slice", {F({4, 5})}, {{"starts", l({-1})}, {"ends", l({INT64_MIN})}, {"axes", l({-1})},
+          {"steps", l({-1})}}, F({4, 5})},
+        // clamped: start 10 -> 5 gives nothing
+        {"slice", {I64({5})}, {{"starts", l({10})}, {"ends", l({20})}}, I64({0})},
+        // 1000 .. -1000 with step -3 on size 10: start clamps to 9, end to -1: 9, 6, 3, 0
+        {"slice", {F({10})}, {{"starts", l({1000})}, {"ends", l({-1000})}, {"steps", l({-3})}}, F({4})},
+        {"pad", {F({2, 3})}, {{"pads", l({1, 0, 1, 2})}}, F({4, 5})},
+        {"pad", {F({3, 4})}, {{"pads", l({0, 2, 0, 3})}, {"mode", s("reflect")}}, F({3, 9})},
+        {"pad", {I64({3, 4})}, {{"pads", l({-1, 1, 0, 1})}, {"mode", s("edge")}}, I64({2, 6})},
+        {"pad", {I64({2})}, {{"pads", l({1, 1})}, {"value", n(-7)}}, I64({4})},
     };
     return cases;
 }
@@ -260,7 +286,60 @@ TEST(ShapeInference, EveryBackendOpHasACase) {
     for (auto op : all_values<BackendOp>())
         EXPECT_TRUE(covered.count(std::string(to_string(op))))
             << "no shape case for " << to_string(op);
-    EXPECT_EQ(all_values<BackendOp>().size(), 68u);
+    EXPECT_EQ(all_values<BackendOp>().size(), 77u);
+}
+
+TEST(ShapeInference, OnnxImportOpErrors) {
+    EXPECT_CONTAINS(infer_error("div", {F({2}), F64({2})}), "parents have different dtypes");
+    EXPECT_CONTAINS(infer_error("pow", {I64({2}), I64({2})}),
+                    "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("where", {F({2}), F({2}), F({2})}),
+                    "parent 0 (condition) has dtype float32; expected bool");
+    EXPECT_CONTAINS(infer_error("where", {Bool({2}), F({2}), I64({2})}),
+                    "parents have different dtypes: parent 1 is float32, parent 2 is int64");
+    EXPECT_CONTAINS(infer_error("where", {Bool({3}), F({2}), F({2})}),
+                    "shapes [3] and [2] do not broadcast");
+    EXPECT_CONTAINS(infer_error("concat", {}, {{"axis", n(0)}}), "expects at least 1 parent, got 0");
+    EXPECT_CONTAINS(infer_error("concat", {F({2, 3}), F({2, 3})}),
+                    "missing attribute 'axis' (integer)");
+    EXPECT_CONTAINS(infer_error("concat", {F({2, 3}), F({3, 4})}, {{"axis", n(1)}}),
+                    "parent 1 has shape [3, 4]; every parent must have parent 0's shape [2, 3] "
+                    "apart from axis 1");
+    EXPECT_CONTAINS(infer_error("concat", {F({2, 3}), F({2, 3})}, {{"axis", n(2)}}),
+                    "attribute 'axis' = 2 out of range for rank 2");
+    EXPECT_CONTAINS(infer_error("concat", {F({}), F({})}, {{"axis", n(0)}}),
+                    "expects parent 0 of rank >= 1, got shape []");
+    EXPECT_CONTAINS(infer_error("gather", {F({3}), F({2})}),
+                    "parent 1 (index) has dtype float32; expected int64");
+    EXPECT_CONTAINS(infer_error("gather", {F({3, 2}), I64({2})}, {{"axis", n(-3)}}),
+                    "attribute 'axis' = -3 out of range for rank 2");
+    EXPECT_CONTAINS(infer_error("slice", {F({4})}, {{"starts", l({0})}}),
+                    "missing attribute 'ends'");
+    EXPECT_CONTAINS(infer_error("slice", {F({4})}, {{"starts", l({0})}, {"ends", l({1, 2})}}),
+                    "attributes 'starts' and 'ends' have different lengths (1 and 2)");
+    EXPECT_CONTAINS(infer_error("slice", {F({4})}, {{"starts", l({0})}, {"ends", l({1})}, {"steps", l({0})}}),
+                    "attribute 'steps' = [0] has a 0 step");
+    EXPECT_CONTAINS(infer_error("slice", {F({4, 4})},
+                                {{"starts", l({0, 0})}, {"ends", l({1, 1})}, {"axes", l({1, -1})}}),
+                    "attribute 'axes' = [1, -1] repeats axis 1");
+    EXPECT_CONTAINS(infer_error("slice", {F({4})}, {{"starts", l({0, 0})}, {"ends", l({1, 1})}}),
+                    "attribute 'starts' has 2 entries for rank 1");
+    EXPECT_CONTAINS(infer_error("pad", {F({2, 3})}, {{"pads", l({1, 1})}}),
+                    "attribute 'pads' has 2 entries; rank 2 needs 4");
+    EXPECT_CONTAINS(infer_error("pad", {F({2})}, {{"pads", l({-2, -1})}}),
+                    "crops axis 0 (size 2) below 0");
+    EXPECT_CONTAINS(infer_error("pad", {F({3})}, {{"pads", l({3, 0})}, {"mode", s("reflect")}}),
+                    "mode 'reflect' needs pads smaller than the padded axis");
+    EXPECT_CONTAINS(infer_error("pad", {F({0})}, {{"pads", l({1, 0})}, {"mode", s("edge")}}),
+                    "mode 'edge' cannot pad axis 0 of size 0");
+    EXPECT_CONTAINS(infer_error("pad", {F({2})}, {{"pads", l({1, 0})}, {"mode", s("wrap")}}),
+                    "attribute 'mode' = 'wrap' must be one of constant, reflect, edge");
+    EXPECT_CONTAINS(infer_error("pad", {F({2})}, {{"pads", l({1, 0})}, {"mode", s("edge")}, {"value", x(1.0)}}),
+                    "attribute 'value' is only valid with mode 'constant'");
+    EXPECT_CONTAINS(infer_error("pad", {I64({2})}, {{"pads", l({1, 0})}, {"value", x(0.5)}}),
+                    "attribute 'value' = 0.5 is not an int64 value");
+    EXPECT_CONTAINS(infer_error("pad", {F({2})}, {{"pads", l({INT64_MAX, 1})}}),
+                    "integer overflow in shape arithmetic");
 }
 
 TEST(ShapeInference, StructuralNodes) {
@@ -587,7 +666,13 @@ TEST(ShapeInference, RandomInputsNeverCrash) {
                                             "beta",
                                             "threshold",
                                             "delta_softplus",
-                                            "affine"};
+                                            "affine",
+                                            "starts",
+                                            "ends",
+                                            "steps",
+                                            "pads",
+                                            "mode",
+                                            "value"};
     auto random_attr = [&]() -> AttrValue {
         switch (pick(0, 6)) {
             case 0: return n(pick(-3, 6));

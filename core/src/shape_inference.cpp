@@ -574,6 +574,23 @@ TensorType slice_leading(Context& c) {
     return {out, c.in(0).dtype};
 }
 
+/// Length of an ONNX Slice along an axis of size `dim`: negative starts/ends count from the end,
+/// then starts and ends are clamped to [0, dim] (step > 0) or [-1, dim - 1] (step < 0).
+int64_t slice_length(int64_t dim, int64_t start, int64_t end, int64_t step) {
+    if (start < 0) start += dim;  // start >= INT64_MIN and dim >= 0: no overflow
+    if (end < 0) end += dim;
+    int64_t diff;
+    if (step > 0) {
+        diff = std::clamp<int64_t>(end, 0, dim) - std::clamp<int64_t>(start, 0, dim);
+    } else {
+        if (dim == 0) return 0;
+        diff = std::clamp<int64_t>(start, 0, dim - 1) - std::clamp<int64_t>(end, -1, dim - 1);
+        step = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max()
+                                                            : -step;
+    }
+    return diff <= 0 ? 0 : (diff - 1) / step + 1;
+}
+
 int64_t checked_index(const char* name, int64_t index, int64_t length) {
     if (index < -length || index >= length)
         fail("attribute " + quoted(name) + " = " + str(index) + " out of range for length " +
@@ -899,6 +916,136 @@ TensorType attention(Context& c) {
     return {out, dtype};
 }
 
+// ---- ops for ONNX import ----
+
+/// Parents `which` broadcast together (NumPy rules, left to right).
+Shape broadcast_all(const Context& c, std::initializer_list<size_t> which) {
+    Shape out;
+    for (auto i : which) out = broadcast(out, c.shape(i));
+    return out;
+}
+
+TensorType where(Context& c) {
+    c.arity(3);
+    c.attributes({});
+    if (c.in(0).dtype != DType::boolean)
+        fail(c.parent_label(0, "condition") + " has dtype " + string(to_string(c.in(0).dtype)) +
+             "; expected bool");
+    const auto dtype = c.same_dtype({1, 2});
+    return {broadcast_all(c, {0, 1, 2}), dtype};
+}
+
+TensorType concat(Context& c) {
+    c.arity_at_least(1);
+    c.attributes({"axis"});
+    c.rank_at_least(0, 1);
+    const auto& first = c.shape(0);
+    const auto axis = size_t(axis_for("axis", c.req_int("axis"), first.size()));
+    Shape out = first;
+    for (size_t i = 1; i < c.count(); ++i) {
+        const auto& s = c.shape(i);
+        bool ok = s.size() == first.size();
+        for (size_t d = 0; ok && d < s.size(); ++d) ok = d == axis || s[d] == first[d];
+        if (!ok)
+            fail("parent " + std::to_string(i) + " has shape " + to_string(s) +
+                 "; every parent must have parent 0's shape " + to_string(first) +
+                 " apart from axis " + str(int64_t(axis)));
+        out[axis] = add(out[axis], s[axis]);
+    }
+    std::optional<DType> dtype;
+    for (size_t i = 0; i < c.count(); ++i) dtype = c.same_dtype({0, i});
+    product(out);
+    return {out, *dtype};
+}
+
+TensorType gather(Context& c) {
+    c.arity(2);
+    c.attributes({"axis"});
+    c.rank_at_least(0, 1);
+    c.index_dtype(1);
+    const auto& data = c.shape(0);
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), data.size()));
+    Shape out(data.begin(), data.begin() + std::ptrdiff_t(axis));
+    out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
+    out.insert(out.end(), data.begin() + std::ptrdiff_t(axis) + 1, data.end());
+    product(out);
+    return {out, c.in(0).dtype};
+}
+
+TensorType slice(Context& c) {
+    c.arity(1);
+    c.attributes({"starts", "ends", "axes", "steps"});
+    c.rank_at_least(0, 1);
+    const auto& in = c.shape(0);
+    const auto starts = c.req_ints("starts");
+    const auto ends = c.req_ints("ends");
+    if (ends.size() != starts.size())
+        fail("attributes 'starts' and 'ends' have different lengths (" +
+             str(int64_t(starts.size())) + " and " + str(int64_t(ends.size())) + ")");
+    std::vector<int64_t> axes;
+    if (auto given = c.opt_ints("axes")) {
+        if (given->size() != starts.size())
+            fail("attribute 'axes' has " + str(int64_t(given->size())) + " entries, 'starts' " +
+                 str(int64_t(starts.size())));
+        axes = axes_for("axes", *given, in.size());
+    } else {
+        if (starts.size() > in.size())
+            fail("attribute 'starts' has " + str(int64_t(starts.size())) +
+                 " entries for rank " + str(int64_t(in.size())));
+        for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+    }
+    std::vector<int64_t> steps(starts.size(), 1);
+    if (auto given = c.opt_ints("steps")) {
+        if (given->size() != starts.size())
+            fail("attribute 'steps' has " + str(int64_t(given->size())) + " entries, 'starts' " +
+                 str(int64_t(starts.size())));
+        steps = *given;
+    }
+    Shape out = in;
+    for (size_t i = 0; i < starts.size(); ++i) {
+        if (steps[i] == 0) fail("attribute 'steps' = " + to_string(steps) + " has a 0 step");
+        const auto a = size_t(axes[i]);
+        out[a] = slice_length(in[a], starts[i], ends[i], steps[i]);
+    }
+    return {out, c.in(0).dtype};
+}
+
+TensorType pad(Context& c) {
+    c.arity(1);
+    c.attributes({"pads", "mode", "value"});
+    const auto& in = c.shape(0);
+    const auto pads = c.req_ints("pads");
+    if (pads.size() != 2 * in.size())
+        fail("attribute 'pads' has " + str(int64_t(pads.size())) + " entries; rank " +
+             str(int64_t(in.size())) + " needs " + str(int64_t(2 * in.size())) +
+             " ([x1_begin, x2_begin, ..., x1_end, x2_end, ...])");
+    const auto mode = c.string_or("mode", "constant", {"constant", "reflect", "edge"});
+    const double value = c.double_or("value", 0.0);
+    if (mode != "constant" && c.opt_double("value"))
+        fail("attribute 'value' is only valid with mode 'constant'");
+    const DType dtype = c.in(0).dtype;
+    if (dtype == DType::int64 && (value != std::trunc(value) || std::fabs(value) > 9.0e18))
+        fail("attribute 'value' = " + num(value) + " is not an int64 value (the input is int64)");
+    if (dtype == DType::boolean && value != 0 && value != 1)
+        fail("attribute 'value' = " + num(value) + " must be 0 or 1 for a bool input");
+    Shape out(in.size());
+    for (size_t d = 0; d < in.size(); ++d) {
+        const int64_t begin = pads[d], end = pads[d + in.size()];
+        out[d] = add(add(in[d], begin), end);
+        if (out[d] < 0)
+            fail("attribute 'pads' = " + to_string(pads) + " crops axis " + str(int64_t(d)) +
+                 " (size " + str(in[d]) + ") below 0");
+        const int64_t grow = std::max(begin, end);
+        if (mode == "reflect" && grow > 0 && grow >= in[d])
+            fail("mode 'reflect' needs pads smaller than the padded axis: axis " + str(int64_t(d)) +
+                 " has size " + str(in[d]) + ", pads " + str(begin) + " and " + str(end));
+        if (mode == "edge" && grow > 0 && in[d] == 0)
+            fail("mode 'edge' cannot pad axis " + str(int64_t(d)) + " of size 0");
+    }
+    product(out);
+    return {out, dtype};
+}
+
 TensorType infer(Context& c) {
     const Node& node = c.node();
     for (size_t i = 0; i < c.count(); ++i)
@@ -1088,6 +1235,15 @@ TensorType infer(Context& c) {
         case BackendOp::fft_fno: return fft_fno(c);
         case BackendOp::selective_scan: return selective_scan(c);
         case BackendOp::scaled_dot_product_attention: return attention(c);
+        case BackendOp::div:
+        case BackendOp::pow: return binary_broadcast(c);
+        case BackendOp::neg:
+        case BackendOp::erf: return unary_float(c);
+        case BackendOp::where: return where(c);
+        case BackendOp::concat: return concat(c);
+        case BackendOp::gather: return gather(c);
+        case BackendOp::slice: return slice(c);
+        case BackendOp::pad: return pad(c);
     }
     fail("invalid op value " + std::to_string(static_cast<int>(*node.op)));
 }

@@ -21,7 +21,7 @@ const std::array<pair<Provider, string_view>, 15> Spellings<Provider>::values{{
 }};
 
 #define OP(name) {BackendOp::name, #name}
-const std::array<pair<BackendOp, string_view>, 68> Spellings<BackendOp>::values{{
+const std::array<pair<BackendOp, string_view>, 77> Spellings<BackendOp>::values{{
     OP(rand_uniform), OP(bernoulli_mask), OP(add), OP(sub), OP(mul), OP(scale), OP(abs),
     OP(sqrt), OP(clamp), OP(max), OP(min), OP(relu), OP(gelu), OP(sigmoid), OP(tanh),
     OP(softplus), OP(exp), OP(log), OP(sin), OP(cos), OP(inv), OP(safe_log), OP(log_softmax),
@@ -35,6 +35,7 @@ const std::array<pair<BackendOp, string_view>, 68> Spellings<BackendOp>::values{
     OP(conv_transpose), OP(conv_transpose2d), OP(max_pool), OP(max_pool2d), OP(max_pool2d_pad),
     OP(smooth_max_pool), OP(smooth_max_pool2d), OP(avg_pool), OP(avg_pool2d),
     OP(avg_pool2d_pad), OP(fft_fno), OP(selective_scan), OP(scaled_dot_product_attention),
+    OP(div), OP(pow), OP(neg), OP(erf), OP(where), OP(concat), OP(gather), OP(slice), OP(pad),
 }};
 #undef OP
 

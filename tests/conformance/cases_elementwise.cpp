@@ -1,5 +1,5 @@
 // Conformance cases of the elementwise family: random ops, binary ops with broadcasting, unary
-// ops, softmax/log_softmax, reductions and mse_loss.
+// ops, softmax/log_softmax, reductions, mse_loss, and div/pow/neg/erf.
 //
 // Expected values are computed here from the case's input values with std:: math in double
 // (after rounding float32 inputs to float, as the kernel sees them), or are literal numbers worked
@@ -655,6 +655,55 @@ void reduction_cases(std::vector<KernelCase>& out) {
     }
 }
 
+// ---- div, pow, neg, erf (ONNX import) ----
+
+void arithmetic_cases(std::vector<KernelCase>& out) {
+    auto divide = [](double a, double b) { return a / b; };
+    auto power = [](double a, double b) { return std::pow(a, b); };
+    out.push_back(with_grad(make("div/same_shape", BackendOp::div,
+                                 {f32({2, 3}, {1, 2, 3, 4, 5, 6}), f32({2, 3}, {2, -4, 0.5, 8, -10, 4})},
+                                 f32({2, 3}, {0.5, -0.5, 6, 0.5, -0.5, 1.5}))));
+    out.push_back(with_grad(binary("div/broadcast_row_f64", BackendOp::div,
+                                   f64({2, 3}, ramp(6, -1.5, 0.7)), f64({3}, {1.5, -2, 4}), divide)));
+    out.push_back(with_grad(make("div/broadcast_scalar_divisor", BackendOp::div,
+                                 {f32({3}, {1, 2, 3}), f32({}, {4})}, f32({3}, {0.25, 0.5, 0.75}))));
+    out.push_back(make("div/by_zero", BackendOp::div,
+                       {f32({4}, {1, -1, 0, kNaN}), f32({4}, {0, 0, 0, 1})},
+                       f32({4}, {kInf, -kInf, kNaN, kNaN})));
+    out.push_back(with_grad(make("pow/same_shape", BackendOp::pow,
+                                 {f32({4}, {2, 0.5, 4, 2.25}), f32({4}, {3, 2, -1, 0.5})},
+                                 f32({4}, {8, 0.25, 0.25, 1.5}))));
+    out.push_back(with_grad(binary("pow/broadcast_exponent_f64", BackendOp::pow,
+                                   f64({2, 2}, {1.5, 2, 2.5, 3}), f64({2}, {2, -0.5}), power)));
+    // pow(x, 0) = 1 (gradient w.r.t. x is 0 there); d/db = a^b ln a = ln a
+    out.push_back(with_grad(make("pow/zero_exponent_f64", BackendOp::pow,
+                                 {f64({2}, {0.5, 3}), f64({2}, {0, 0})}, f64({2}, {1, 1}))));
+    // 0^0 = 1, (-2)^3 = -8, (-8)^(1/3) = NaN (non-integer exponent), NaN^0 = 1, 0^-1 = inf
+    out.push_back(make("pow/special_values", BackendOp::pow,
+                       {f32({5}, {0, -2, -8, kNaN, 0}), f32({5}, {0, 3, 1.0 / 3, 0, -1})},
+                       f32({5}, {1, -8, kNaN, 1, kInf})));
+    out.push_back(with_grad(make("neg/values", BackendOp::neg, {f32({4}, {1, -2.5, 0, 3})},
+                                 f32({4}, {-1, 2.5, 0, -3}))));
+    out.push_back(make("neg/special_f64", BackendOp::neg, {f64({3}, {kInf, kNaN, -kInf})},
+                       f64({3}, {-kInf, kNaN, kInf})));
+    out.push_back(with_grad(unary("erf/values", BackendOp::erf, f32({5}, {-2, -0.5, 0, 0.5, 2}),
+                                  [](double x) { return std::erf(x); })));
+    // erf(0.5) = 0.5204998778130465 (tables)
+    out.push_back(with_grad(make("erf/table_value_f64", BackendOp::erf, {f64({2}, {0.5, -0.5})},
+                                 f64({2}, {0.5204998778130465, -0.5204998778130465}))));
+    out.push_back(make("erf/special_f64", BackendOp::erf, {f64({3}, {kInf, -kInf, kNaN})},
+                       f64({3}, {1, -1, kNaN})));
+    out.push_back(error_case("div/error_dtype_mismatch", BackendOp::div,
+                             {f32({2}, {1, 2}), f64({2}, {3, 4})},
+                             "div: input 1 has dtype float64, expected float32", f32({2}, {})));
+    out.push_back(error_case("pow/error_int64", BackendOp::pow, {i64({2}, {1, 2}), i64({2}, {3, 4})},
+                             "pow: input 0 has dtype int64; expected float32 or float64",
+                             i64({2}, {})));
+    out.push_back(error_case("neg/error_int64", BackendOp::neg, {i64({2}, {1, 2})},
+                             "neg: input has dtype int64; expected float32 or float64",
+                             i64({2}, {})));
+}
+
 /// Inputs the kernels must refuse, with (part of) the message they give.
 void error_cases(std::vector<KernelCase>& out) {
     using I = std::int64_t;
@@ -747,6 +796,7 @@ std::vector<KernelCase> elementwise_cases() {
     unary_cases(out);
     softmax_cases(out);
     reduction_cases(out);
+    arithmetic_cases(out);
     error_cases(out);
     return out;
 }

@@ -38,7 +38,9 @@ enum class BackendOp : std::uint8_t {
     scatter_add_row, matmul, bmm, linear, mse_loss, layer_norm, batch_norm,
     batchnorm_channel_first, conv, conv2d, conv_transpose, conv_transpose2d, max_pool, max_pool2d,
     max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
-    fft_fno, selective_scan, scaled_dot_product_attention
+    fft_fno, selective_scan, scaled_dot_product_attention,
+    // ONNX import (issue 5)
+    div, pow, neg, erf, where, concat, gather, slice, pad
 };
 
 /// How much a capsule's claims are trusted.
@@ -66,7 +68,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 68)
+CAPSULE_SPELLINGS(BackendOp, "op", 77)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)

@@ -1,7 +1,7 @@
 // Reference kernels of the elementwise ops: binary ops with NumPy broadcasting (add, sub, mul,
-// max, min) and unary ops (scale, abs, sqrt, clamp, relu, gelu, sigmoid, tanh, softplus, exp,
-// log, sin, cos, inv, safe_log). float32 and float64; values follow PyTorch (docs/ops.md), each
-// computed in the tensor's own dtype as PyTorch's CPU kernels do.
+// max, min, div, pow) and unary ops (scale, abs, sqrt, clamp, relu, gelu, sigmoid, tanh, softplus,
+// exp, log, sin, cos, inv, safe_log, neg, erf). float32 and float64; values follow PyTorch
+// (docs/ops.md), each computed in the tensor's own dtype as PyTorch's CPU kernels do.
 //
 // Backward kernels overwrite grad_inputs; a binary op's gradient for a broadcast operand is summed
 // over the broadcast dimensions (accumulated in double). Tie and edge conventions follow
@@ -11,88 +11,18 @@
 #include <string>
 #include <string_view>
 
-#include "elementwise_common.hpp"
-#include "kernels.hpp"
+#include "elementwise_kernels.hpp"
 
 namespace capsule::reference {
 namespace {
 
 using namespace ew;
-using plugin::dispatch_float;
-
-// ---------------------------------------------------------------------------------------------
-// Unary
-
-/// y = f(x) elementwise; `f` is a generic callable evaluated in the tensor's dtype.
-template <typename F>
-void unary_forward(const ForwardCall& call, const char* op, F f) {
-    require_arity(call.num_inputs(), 1, op);
-    const Tensor x = call.input(0);
-    check_float(x, {op, ": input"});
-    const Tensor y = call.output(0);
-    check_like(y, {op, ": output"}, x, "the input");
-    const int64_t n = x.numel();
-    dispatch_float(x.dtype(), [&]<typename T>(T) {
-        const T* xp = x.data<const T>();
-        T* yp = y.data<T>();
-        for (int64_t i = 0; i < n; ++i) yp[i] = f(xp[i]);
-    });
-}
-
-/// grad_x = d(x, g) elementwise, where d returns g * f'(x).
-template <typename D>
-void unary_backward(const BackwardCall& call, const char* op, D d) {
-    require_arity(call.num_inputs(), 1, op);
-    const Tensor x = call.input(0);
-    check_float(x, {op, ": input"});
-    const Tensor g = call.grad_output(0);
-    check_like(g, {op, ": grad output"}, x, "the input");
-    const Tensor gx = call.grad_input(0);
-    if (!gx.present()) return;
-    check_like(gx, {op, ": grad input"}, x, "the input");
-    const int64_t n = x.numel();
-    dispatch_float(x.dtype(), [&]<typename T>(T) {
-        const T* xp = x.data<const T>();
-        const T* gp = g.data<const T>();
-        T* out = gx.data<T>();
-        for (int64_t i = 0; i < n; ++i) out[i] = d(xp[i], gp[i]);
-    });
-}
-
-/// A float attribute that must be present and not NaN.
-double required_number(const plugin::Attributes& attrs, const char* op, const char* name) {
-    require(attrs.has(name),
-            [&] { return std::string(op) + ": missing attribute '" + name + "' (number)"; });
-    const double v = attrs.get_float(name, 0.0);
-    require(!std::isnan(v),
-            [&] { return std::string(op) + ": attribute '" + name + "' must not be NaN"; });
-    return v;
-}
-
-double optional_number(const plugin::Attributes& attrs, const char* op, const char* name,
-                       double fallback) {
-    const double v = attrs.get_float(name, fallback);
-    require(!std::isnan(v),
-            [&] { return std::string(op) + ": attribute '" + name + "' must not be NaN"; });
-    return v;
-}
-
-template <typename T>
-T sign_of(T x) {  // torch.sign: 0 at 0 (and at NaN)
-    return static_cast<T>((T(0) < x) - (x < T(0)));
-}
-
-template <typename T>
-T sigmoid_of(T x) {  // stable on both tails
-    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-    const T e = std::exp(x);
-    return e / (T(1) + e);
-}
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;    // 1/sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794; // 1/sqrt(2*pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2/pi)
 constexpr double kGeluKappa = 0.044715;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390; // 2/sqrt(pi)
 
 bool gelu_tanh(const plugin::Attributes& attrs) {
     const std::string_view a = attrs.get_string_view("approximate", "none");
@@ -130,138 +60,6 @@ ClampBounds clamp_bounds(const plugin::Attributes& attrs) {
     return b;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Binary with broadcasting
-
-struct BinaryShapes {
-    Tensor a, b;
-    Dims out;
-};
-
-BinaryShapes binary_inputs(std::size_t num_inputs, const Tensor& a, const Tensor& b,
-                           const char* op) {
-    require_arity(num_inputs, 2, op);
-    check_float(a, {op, ": input 0"});
-    check_view(b, {op, ": input 1"}, a.dtype());
-    return {a, b, broadcast_shapes(a.shape(), b.shape(), op)};
-}
-
-/// out = f(a, b) with NumPy broadcasting.
-template <typename F>
-void binary_forward(const ForwardCall& call, const char* op, F f) {
-    const auto s = binary_inputs(call.num_inputs(), call.input(0),
-                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op);
-    const Tensor out = call.output(0);
-    check_view(out, {op, ": output"}, s.a.dtype());
-    check_shape(out, {op, ": output"}, s.out);
-    dispatch_float(s.a.dtype(), [&]<typename T>(T) {
-        const T* ap = s.a.template data<const T>();
-        const T* bp = s.b.template data<const T>();
-        T* op_ = out.data<T>();
-        if (std::ranges::equal(s.a.shape(), s.out) && std::ranges::equal(s.b.shape(), s.out)) {
-            const int64_t n = out.numel();
-            for (int64_t i = 0; i < n; ++i) op_[i] = f(ap[i], bp[i]);
-            return;
-        }
-        const Dims os = contiguous_strides(s.out);
-        const Dims as = broadcast_strides(s.a.shape(), s.out);
-        const Dims bs = broadcast_strides(s.b.shape(), s.out);
-        for_each_strided<3>(s.out, {os.data(), as.data(), bs.data()},
-                            [&](const int64_t* off, int64_t n, const int64_t* st) {
-                                T* o = op_ + off[0];
-                                const T* x = ap + off[1];
-                                const T* y = bp + off[2];
-                                const int64_t so = st[0], sa = st[1], sb = st[2];
-                                if (so == 1 && sa == 1 && sb == 0) {
-                                    const T yv = *y;
-                                    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-                                } else if (so == 1 && sa == 0 && sb == 1) {
-                                    const T xv = *x;
-                                    for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
-                                } else if (so == 1 && sa == 1 && sb == 1) {
-                                    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-                                } else {
-                                    for (int64_t i = 0; i < n; ++i) o[i * so] = f(x[i * sa], y[i * sb]);
-                                }
-                            });
-    });
-}
-
-/// grad_a = reduce(da(a, b, g)), grad_b = reduce(db(a, b, g)), each summed over the dimensions
-/// along which its operand was broadcast.
-template <typename DA, typename DB>
-void binary_backward(const BackwardCall& call, const char* op, DA da, DB db) {
-    const auto s = binary_inputs(call.num_inputs(), call.input(0),
-                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op);
-    const Tensor g = call.grad_output(0);
-    check_view(g, {op, ": grad output"}, s.a.dtype());
-    check_shape(g, {op, ": grad output"}, s.out);
-    const Tensor ga = call.grad_input(0), gb = call.grad_input(1);
-    const bool want_a = ga.present(), want_b = gb.present();
-    if (want_a) check_like(ga, {op, ": grad input 0"}, s.a, "input 0");
-    if (want_b) check_like(gb, {op, ": grad input 1"}, s.b, "input 1");
-    if (!want_a && !want_b) return;
-    dispatch_float(s.a.dtype(), [&]<typename T>(T) {
-        const T* ap = s.a.template data<const T>();
-        const T* bp = s.b.template data<const T>();
-        const T* gp = g.data<const T>();
-        if (std::ranges::equal(s.a.shape(), s.out) && std::ranges::equal(s.b.shape(), s.out)) {
-            const int64_t n = g.numel();
-            if (want_a) {
-                T* o = ga.data<T>();
-                for (int64_t i = 0; i < n; ++i) o[i] = da(ap[i], bp[i], gp[i]);
-            }
-            if (want_b) {
-                T* o = gb.data<T>();
-                for (int64_t i = 0; i < n; ++i) o[i] = db(ap[i], bp[i], gp[i]);
-            }
-            return;
-        }
-        const Dims gs = contiguous_strides(s.out);
-        const Dims as = broadcast_strides(s.a.shape(), s.out);
-        const Dims bs = broadcast_strides(s.b.shape(), s.out);
-        const int64_t out_n = numel(s.out);
-        // One pass per wanted operand. An operand with as many elements as the output gets each
-        // element exactly once and is written directly; a broadcast one is accumulated in double.
-        auto pass = [&](auto fn, int which, const Tensor& grad, int64_t operand_n) {
-            T* dst = grad.data<T>();
-            if (operand_n == out_n) {
-                for_each_strided<3>(s.out, {gs.data(), as.data(), bs.data()},
-                                    [&](const int64_t* off, int64_t n, const int64_t* st) {
-                                        const T* x = ap + off[1];
-                                        const T* y = bp + off[2];
-                                        const T* gg = gp + off[0];
-                                        T* d = dst + off[which];
-                                        const int64_t sg = st[0], sa = st[1], sb = st[2], sd = st[which];
-                                        for (int64_t i = 0; i < n; ++i)
-                                            d[i * sd] = fn(x[i * sa], y[i * sb], gg[i * sg]);
-                                    });
-                return;
-            }
-            SmallBuffer<double> acc(static_cast<std::size_t>(operand_n), 0.0);
-            for_each_strided<3>(s.out, {gs.data(), as.data(), bs.data()},
-                                [&](const int64_t* off, int64_t n, const int64_t* st) {
-                                    const T* x = ap + off[1];
-                                    const T* y = bp + off[2];
-                                    const T* gg = gp + off[0];
-                                    double* d = acc.data() + off[which];
-                                    const int64_t sg = st[0], sa = st[1], sb = st[2], sd = st[which];
-                                    if (sd == 0) {
-                                        double sum = 0;
-                                        for (int64_t i = 0; i < n; ++i)
-                                            sum += double(fn(x[i * sa], y[i * sb], gg[i * sg]));
-                                        *d += sum;
-                                    } else {
-                                        for (int64_t i = 0; i < n; ++i)
-                                            d[i * sd] += double(fn(x[i * sa], y[i * sb], gg[i * sg]));
-                                    }
-                                });
-            for (int64_t i = 0; i < operand_n; ++i) dst[i] = static_cast<T>(acc[static_cast<std::size_t>(i)]);
-        };
-        if (want_a) pass(da, 1, ga, s.a.numel());
-        if (want_b) pass(db, 2, gb, s.b.numel());
-    });
-}
 
 template <typename T>
 T max_of(T a, T b) {  // torch.maximum: NaN if either is NaN
@@ -521,6 +319,55 @@ void safe_log_backward(const BackwardCall& call) {
     unary_backward(call, "safe_log", [eps](auto x, auto g) {
         using T = decltype(x);
         return x >= T(eps) ? g / x : T(0);
+    });
+}
+
+// ---- ONNX import: div, pow, neg, erf ----
+
+// div: torch.div(a, b) true division (IEEE: x/0 = ±inf, 0/0 = NaN). Gradients g / b and
+// -g * a / b^2 (derivatives.yaml).
+void div_forward(const ForwardCall& call) {
+    binary_forward(call, "div", [](auto a, auto b) { return a / b; });
+}
+void div_backward(const BackwardCall& call) {
+    binary_backward(call, "div", [](auto, auto b, auto g) { return g / b; },
+                    [](auto a, auto b, auto g) { return -g * a / (b * b); });
+}
+
+// pow: torch.pow(a, b) = std::pow (pow(x, 0) = 1 even for NaN x; a negative base with a
+// non-integer exponent is NaN). Gradients as derivatives.yaml: w.r.t. a, g * b * a^(b-1), and 0
+// where b == 0; w.r.t. b, g * a^b * log(a), and 0 where a == 0 and b >= 0.
+void pow_forward(const ForwardCall& call) {
+    binary_forward(call, "pow", [](auto a, auto b) { return std::pow(a, b); });
+}
+void pow_backward(const BackwardCall& call) {
+    binary_backward(
+        call, "pow",
+        [](auto a, auto b, auto g) {
+            using T = decltype(g);
+            return b == T(0) ? T(0) : g * b * std::pow(a, b - T(1));
+        },
+        [](auto a, auto b, auto g) {
+            using T = decltype(g);
+            return a == T(0) && b >= T(0) ? T(0) : g * std::pow(a, b) * std::log(a);
+        });
+}
+
+void neg_forward(const ForwardCall& call) {
+    unary_forward(call, "neg", [](auto x) { return -x; });
+}
+void neg_backward(const BackwardCall& call) {
+    unary_backward(call, "neg", [](auto, auto g) { return -g; });
+}
+
+// erf: gradient g * 2/sqrt(pi) * exp(-x^2).
+void erf_forward(const ForwardCall& call) {
+    unary_forward(call, "erf", [](auto x) { return std::erf(x); });
+}
+void erf_backward(const BackwardCall& call) {
+    unary_backward(call, "erf", [](auto x, auto g) {
+        using T = decltype(x);
+        return g * T(kTwoOverSqrtPi) * std::exp(-x * x);
     });
 }
 

@@ -245,6 +245,19 @@ void dispatch_bytes(capsule_dtype dtype, F&& f) {
     }
 }
 
+/// Calls `f(T{})` with the element type of `dtype`: float, double, int64_t or bool (one byte).
+template <typename F>
+void dispatch_all(capsule_dtype dtype, F&& f) {
+    switch (dtype) {
+        case CAPSULE_DTYPE_FLOAT32: f(float{}); return;
+        case CAPSULE_DTYPE_FLOAT64: f(double{}); return;
+        case CAPSULE_DTYPE_INT64: f(int64_t{}); return;
+        case CAPSULE_DTYPE_BOOL: f(bool{}); return;
+    }
+    plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
+                 "unknown dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
 /// Copies `src` (contiguous, shape `src_shape`) into `dst` laid out as the permutation `perm` of
 /// it: dst shape[i] = src_shape[perm[i]]. `perm` must be a valid permutation.
 template <typename U>

@@ -7,12 +7,14 @@
 //   gather_rows_nat(x[n, ...], i[k])    index_select(x, 0, i)      0 <= i[j] < n
 //   scatter_add_vec(b[n], i[k], s[k])   index_add(b, 0, i, s)      0 <= i[j] < n, float only
 //   scatter_add_row(b[n, m], i[k], s[k, m])  index_add(b, 0, i, s)
+//   gather(data, i[...]; axis)        numpy.take(data, i, axis)  -n <= i < n along axis (ONNX Gather)
 //
 // Index attributes follow Python indexing (-n <= index < n). Index tensors ("nat": natural
 // numbers) must hold 0 <= i < n, as torch.index_select / index_add require; a negative or too
 // large index is refused with a message naming it, and nothing is read or written out of bounds.
 // Gathers move elements and work for every dtype; their backward (and every scatter) needs a float
 // dtype. Gradients of repeated indices accumulate. Index inputs get no gradient.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -180,6 +182,54 @@ void scatter_add_backward(const BackwardCall& call, bool rows, const char* op) {
     });
 }
 
+// ---- gather(data, indices; axis = 0): ONNX Gather / numpy.take ----
+
+struct GatherPlan {
+    int64_t outer = 1, n = 0, inner = 1, k = 0;  // data viewed as [outer, n, inner]; k indices
+    Dims out_shape;                              // data[:axis] + indices.shape + data[axis+1:]
+    const int64_t* index = nullptr;
+};
+
+GatherPlan gather_plan(std::size_t num_inputs, const Tensor& data, const Tensor& idx,
+                       const plugin::Attributes& attrs) {
+    require_arity(num_inputs, 2, "gather");
+    check_view(data, "gather: data (input 0)");
+    require(data.rank() >= 1, [&] {
+        return "gather: data (input 0) has shape " + shape_string(data.shape()) +
+               "; expected rank >= 1";
+    });
+    check_view(idx, "gather: indices (input 1)", CAPSULE_DTYPE_INT64);
+    const int64_t axis = normalize_axis(attrs.get_int("axis", 0), data.rank(), "axis", "gather");
+    GatherPlan p;
+    for (int d = 0; d < data.rank(); ++d) {
+        if (d < axis) {
+            p.outer *= data.dim(d);
+            p.out_shape.push_back(data.dim(d));
+        } else if (d == axis) {
+            p.n = data.dim(d);
+            for (auto e : idx.shape()) p.out_shape.push_back(e);
+        } else {
+            p.inner *= data.dim(d);
+            p.out_shape.push_back(data.dim(d));
+        }
+    }
+    p.k = idx.numel();
+    p.index = idx.data<const int64_t>();
+    for (int64_t j = 0; j < p.k; ++j)
+        if (!(p.index[j] >= -p.n && p.index[j] < p.n)) [[unlikely]]
+            fail("gather: index " + std::to_string(p.index[j]) + " at position " +
+                 std::to_string(j) + " is out of range for axis " + std::to_string(axis) +
+                 " of size " + std::to_string(p.n) +
+                 (p.n > 0 ? " (valid: " + std::to_string(-p.n) + ".." + std::to_string(p.n - 1) + ")"
+                          : std::string()));
+    return p;
+}
+
+/// The data row that index j reads (negative indices count from the end).
+int64_t gather_row_of(const GatherPlan& p, int64_t j) {
+    return p.index[j] < 0 ? p.index[j] + p.n : p.index[j];
+}
+
 }  // namespace
 
 // gather_scalar(index): x[index] of a vector, rank-0 output.
@@ -280,5 +330,45 @@ void scatter_add_vec_forward(const ForwardCall& call) { scatter_add_forward(call
 void scatter_add_vec_backward(const BackwardCall& call) { scatter_add_backward(call, false, "scatter_add_vec"); }
 void scatter_add_row_forward(const ForwardCall& call) { scatter_add_forward(call, true, "scatter_add_row"); }
 void scatter_add_row_backward(const BackwardCall& call) { scatter_add_backward(call, true, "scatter_add_row"); }
+
+// gather: out[o, j, i] = data[o, indices[j], i] with data viewed as [outer, n, inner] around
+// `axis` (ONNX Gather, numpy.take). Indices in [-n, n), negative ones counting from the end; any
+// other index is an error. The backward kernel scatter-adds the gradient (repeats accumulate).
+void gather_forward(const ForwardCall& call) {
+    const Tensor data = call.input(0);
+    const auto p = gather_plan(call.num_inputs(), data, call.input(1), call.attrs());
+    const Tensor y = call.output(0);
+    gather_output(y, data, p.out_shape, "gather");
+    const std::size_t bytes = static_cast<std::size_t>(p.inner) * element_size(data.dtype());
+    if (bytes == 0) return;
+    const char* src = static_cast<const char*>(data.view->data);
+    char* dst = static_cast<char*>(y.view->data);
+    for (int64_t o = 0; o < p.outer; ++o)
+        for (int64_t j = 0; j < p.k; ++j)
+            std::memcpy(dst + static_cast<std::size_t>(o * p.k + j) * bytes,
+                        src + static_cast<std::size_t>(o * p.n + gather_row_of(p, j)) * bytes, bytes);
+}
+void gather_backward(const BackwardCall& call) {
+    const Tensor data = call.input(0);
+    check_float(data, "gather: data (input 0)");
+    const auto p = gather_plan(call.num_inputs(), data, call.input(1), call.attrs());
+    const Tensor g = call.grad_output(0);
+    check_view(g, "gather: grad output", data.dtype());
+    check_shape(g, "gather: grad output", p.out_shape);
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, "gather: grad input 0", data, "input 0");
+    dispatch_float(data.dtype(), [&]<typename T>(T) {
+        T* out = gx.data<T>();
+        const T* gp = g.data<const T>();
+        std::fill(out, out + data.numel(), T(0));
+        for (int64_t o = 0; o < p.outer; ++o)
+            for (int64_t j = 0; j < p.k; ++j) {
+                T* d = out + (o * p.n + gather_row_of(p, j)) * p.inner;
+                const T* s = gp + (o * p.k + j) * p.inner;
+                for (int64_t c = 0; c < p.inner; ++c) d[c] += s[c];
+            }
+    });
+}
 
 }  // namespace capsule::reference

@@ -144,5 +144,24 @@ void selective_scan_forward(const ForwardCall& call);
 void selective_scan_backward(const BackwardCall& call);
 void scaled_dot_product_attention_forward(const ForwardCall& call);
 void scaled_dot_product_attention_backward(const BackwardCall& call);
+// ONNX import (issue 5)
+void div_forward(const ForwardCall& call);
+void div_backward(const BackwardCall& call);
+void pow_forward(const ForwardCall& call);
+void pow_backward(const BackwardCall& call);
+void neg_forward(const ForwardCall& call);
+void neg_backward(const BackwardCall& call);
+void erf_forward(const ForwardCall& call);
+void erf_backward(const BackwardCall& call);
+void where_forward(const ForwardCall& call);
+void where_backward(const BackwardCall& call);
+void concat_forward(const ForwardCall& call);
+void concat_backward(const BackwardCall& call);
+void gather_forward(const ForwardCall& call);
+void gather_backward(const BackwardCall& call);
+void slice_forward(const ForwardCall& call);
+void slice_backward(const BackwardCall& call);
+void pad_forward(const ForwardCall& call);
+void pad_backward(const BackwardCall& call);
 
 }  // namespace capsule::reference

@@ -77,6 +77,15 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.fft_fno", forward_entry<fft_fno_forward>, backward_entry<fft_fno_backward>),
     kernel("reference.selective_scan", forward_entry<selective_scan_forward>, backward_entry<selective_scan_backward>),
     kernel("reference.scaled_dot_product_attention", forward_entry<scaled_dot_product_attention_forward>, backward_entry<scaled_dot_product_attention_backward>),
+    kernel("reference.div", forward_entry<div_forward>, backward_entry<div_backward>),
+    kernel("reference.pow", forward_entry<pow_forward>, backward_entry<pow_backward>),
+    kernel("reference.neg", forward_entry<neg_forward>, backward_entry<neg_backward>),
+    kernel("reference.erf", forward_entry<erf_forward>, backward_entry<erf_backward>),
+    kernel("reference.where", forward_entry<where_forward>, backward_entry<where_backward>),
+    kernel("reference.concat", forward_entry<concat_forward>, backward_entry<concat_backward>),
+    kernel("reference.gather", forward_entry<gather_forward>, backward_entry<gather_backward>),
+    kernel("reference.slice", forward_entry<slice_forward>, backward_entry<slice_backward>),
+    kernel("reference.pad", forward_entry<pad_forward>, backward_entry<pad_backward>),
 };
 
 int32_t probe(capsule_status*) { return CAPSULE_OK; }  // the CPU is always usable
