@@ -5,6 +5,7 @@
 // and stored in the node's output dtype.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "import_context.hpp"
@@ -240,16 +241,16 @@ std::vector<std::array<std::int64_t, 3>> slice_ranges(ImportContext& ctx, const 
         if (seen[a]) unsupported("Slice names axis " + std::to_string(a) + " twice");
         seen[a] = true;
         const std::int64_t n = in[a], step = steps[k];
-        if (step == 0) unsupported("Slice step 0");
+        if (step == 0 || step == std::numeric_limits<std::int64_t>::min()) unsupported("Slice step " + std::to_string(step));
         std::int64_t s = starts[k], e = ends[k];
         if (step > 0) {
             s = s < 0 ? std::max<std::int64_t>(0, s + n) : std::min(s, n);
             e = e < 0 ? std::max<std::int64_t>(0, e + n) : std::min(e, n);
-            r[a] = {s, step, e > s ? (e - s + step - 1) / step : 0};
+            r[a] = {s, step, e > s ? (e - s - 1) / step + 1 : 0};
         } else {
             s = s < 0 ? std::max<std::int64_t>(-1, s + n) : std::min(s, n - 1);
             e = e < 0 ? std::max<std::int64_t>(-1, e + n) : std::min(e, n - 1);
-            r[a] = {s, step, s > e ? (s - e + (-step) - 1) / (-step) : 0};
+            r[a] = {s, step, s > e ? (s - e - 1) / -step + 1 : 0};
         }
     }
     return r;
