@@ -264,6 +264,34 @@ const std::vector<ShapeCase>& shape_cases() {
         {"pad", {F({3, 4})}, {{"pads", l({0, 2, 0, 3})}, {"mode", s("reflect")}}, F({3, 9})},
         {"pad", {I64({3, 4})}, {{"pads", l({-1, 1, 0, 1})}, {"mode", s("edge")}}, I64({2, 6})},
         {"pad", {I64({2})}, {{"pads", l({1, 1})}, {"value", n(-7)}}, I64({4})},
+        {"reduce_max", {F({2, 3, 4})}, {{"axes", l({1})}}, F({2, 4})},
+        {"reduce_min", {F64({2, 3})}, {{"keepdims", b(true)}}, F64({1, 1})},
+        {"reduce_prod", {F({2, 3, 4})}, {{"axes", l({0, -1})}}, F({3})},
+        {"argmax", {F({2, 3, 4})}, {}, I64({1, 3, 4})},
+        {"argmax", {I64({2, 3})}, {{"axis", n(-1)}, {"keepdims", b(false)}}, I64({2})},
+        {"argmin", {F64({5})}, {{"select_last_index", b(true)}, {"keepdims", b(false)}}, I64({})},
+        {"argmin", {F({})}, {}, I64({})},
+        {"floor", {F({2})}, {}, F({2})},
+        {"ceil", {F64({2})}, {}, F64({2})},
+        {"sign", {F({3, 1})}, {}, F({3, 1})},
+        {"tan", {F({2})}, {}, F({2})},
+        {"asin", {F({2})}, {}, F({2})},
+        {"acos", {F({2})}, {}, F({2})},
+        {"atan", {F({2})}, {}, F({2})},
+        {"sinh", {F({2})}, {}, F({2})},
+        {"cosh", {F({2})}, {}, F({2})},
+        {"asinh", {F({2})}, {}, F({2})},
+        {"acosh", {F({2})}, {}, F({2})},
+        {"atanh", {F64({})}, {}, F64({})},
+        {"leaky_relu", {F({2, 2})}, {{"negative_slope", x(0.1)}}, F({2, 2})},
+        {"elu", {F({2})}, {{"alpha", n(2)}}, F({2})},
+        {"selu", {F({2})}, {}, F({2})},
+        {"celu", {F({2})}, {{"alpha", x(0.5)}}, F({2})},
+        {"hardsigmoid", {F({2})}, {{"alpha", x(0.25)}, {"beta", x(0.25)}}, F({2})},
+        {"hardswish", {F({2})}, {}, F({2})},
+        {"softsign", {F({2})}, {}, F({2})},
+        {"thresholded_relu", {F64({4})}, {{"alpha", x(0.5)}}, F64({4})},
+        {"mish", {F({3})}, {}, F({3})},
     };
     return cases;
 }
@@ -286,7 +314,7 @@ TEST(ShapeInference, EveryBackendOpHasACase) {
     for (auto op : all_values<BackendOp>())
         EXPECT_TRUE(covered.count(std::string(to_string(op))))
             << "no shape case for " << to_string(op);
-    EXPECT_EQ(all_values<BackendOp>().size(), 77u);
+    EXPECT_EQ(all_values<BackendOp>().size(), 103u);
 }
 
 TEST(ShapeInference, OnnxImportOpErrors) {
@@ -340,6 +368,24 @@ TEST(ShapeInference, OnnxImportOpErrors) {
                     "attribute 'value' = 0.5 is not an int64 value");
     EXPECT_CONTAINS(infer_error("pad", {F({2})}, {{"pads", l({INT64_MAX, 1})}}),
                     "integer overflow in shape arithmetic");
+    EXPECT_CONTAINS(infer_error("reduce_max", {I64({2})}),
+                    "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("reduce_prod", {F({2, 3})}, {{"axes", l({})}}),
+                    "attribute 'axes' is empty; omit it to reduce over every axis");
+    EXPECT_CONTAINS(infer_error("argmax", {F({2, 0})}, {{"axis", n(1)}}),
+                    "axis 1 has size 0 (input shape [2, 0]); there is no element to pick");
+    EXPECT_CONTAINS(infer_error("argmin", {Bool({2})}),
+                    "parent 0 has dtype bool; expected float32, float64 or int64");
+    EXPECT_CONTAINS(infer_error("argmax", {F({2})}, {{"axes", l({0})}}),
+                    "unknown attribute 'axes'; valid: axis, keepdims, select_last_index");
+    EXPECT_CONTAINS(infer_error("celu", {F({2})}, {{"alpha", x(0.0)}}),
+                    "attribute 'alpha' = 0 must be a finite nonzero number");
+    EXPECT_CONTAINS(infer_error("leaky_relu", {F({2})}, {{"negative_slope", x(std::numeric_limits<double>::infinity())}}),
+                    "attribute 'negative_slope' = inf must be a finite number");
+    EXPECT_CONTAINS(infer_error("leaky_relu", {F({2})}, {{"alpha", x(0.1)}}),
+                    "unknown attribute 'alpha'; valid: negative_slope");
+    EXPECT_CONTAINS(infer_error("floor", {I64({2})}),
+                    "parent 0 has dtype int64; expected float32 or float64");
 }
 
 TEST(ShapeInference, StructuralNodes) {
@@ -672,7 +718,11 @@ TEST(ShapeInference, RandomInputsNeverCrash) {
                                             "steps",
                                             "pads",
                                             "mode",
-                                            "value"};
+                                            "value",
+                                            "select_last_index",
+                                            "negative_slope",
+                                            "alpha",
+                                            "gamma"};
     auto random_attr = [&]() -> AttrValue {
         switch (pick(0, 6)) {
             case 0: return n(pick(-3, 6));

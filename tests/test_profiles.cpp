@@ -44,8 +44,8 @@ TEST(ShippedManifests, AllLoadAndStubsAreLibraryFree) {
         cuda += k->provider == Provider::native_cuda;
         EXPECT_NE(k->provider, Provider::libtorch) << "libtorch joins with-libtorch only";
     }
-    EXPECT_EQ(reference, 77);
-    EXPECT_EQ(cuda, 77);
+    EXPECT_EQ(reference, 103);
+    EXPECT_EQ(cuda, 103);
 }
 
 TEST(ShippedManifests, ReferenceCapsulesFollowTheIssue) {

@@ -1046,6 +1046,38 @@ TensorType pad(Context& c) {
     return {out, dtype};
 }
 
+TensorType arg_reduce(Context& c) {
+    c.arity(1);
+    c.attributes({"axis", "keepdims", "select_last_index"});
+    const DType dtype = c.in(0).dtype;
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected float32, float64 or int64");
+    const auto& in = c.shape(0);
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), in.size()));
+    const bool keep = c.bool_or("keepdims", true);
+    c.bool_or("select_last_index", false);
+    if (!in.empty() && in[axis] == 0)
+        fail("axis " + str(int64_t(axis)) + " has size 0 (input shape " + to_string(in) +
+             "); there is no element to pick");
+    Shape out;
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (i != axis) out.push_back(in[i]);
+        else if (keep) out.push_back(1);
+    }
+    return {out, DType::int64};
+}
+
+/// A unary float op whose attributes are optional finite numbers (`nonzero`: and not 0).
+TensorType unary_with_numbers(Context& c, std::initializer_list<const char*> names,
+                              bool nonzero = false) {
+    c.arity(1);
+    c.attributes(names);
+    for (auto name : names)
+        if (auto v = c.opt_double(name); v && (!std::isfinite(*v) || (nonzero && *v == 0)))
+            fail("attribute " + quoted(name) + " = " + num(*v) + " must be a finite " +
+                 (nonzero ? "nonzero " : "") + "number");
+    return {c.shape(0), c.floats({0})};
+}
+
 TensorType infer(Context& c) {
     const Node& node = c.node();
     for (size_t i = 0; i < c.count(); ++i)
@@ -1244,6 +1276,32 @@ TensorType infer(Context& c) {
         case BackendOp::gather: return gather(c);
         case BackendOp::slice: return slice(c);
         case BackendOp::pad: return pad(c);
+        case BackendOp::reduce_max:
+        case BackendOp::reduce_min:
+        case BackendOp::reduce_prod: return reduce(c);
+        case BackendOp::argmax:
+        case BackendOp::argmin: return arg_reduce(c);
+        case BackendOp::floor:
+        case BackendOp::ceil:
+        case BackendOp::sign:
+        case BackendOp::tan:
+        case BackendOp::asin:
+        case BackendOp::acos:
+        case BackendOp::atan:
+        case BackendOp::sinh:
+        case BackendOp::cosh:
+        case BackendOp::asinh:
+        case BackendOp::acosh:
+        case BackendOp::atanh:
+        case BackendOp::hardswish:
+        case BackendOp::softsign:
+        case BackendOp::mish: return unary_float(c);
+        case BackendOp::leaky_relu: return unary_with_numbers(c, {"negative_slope"});
+        case BackendOp::elu:
+        case BackendOp::thresholded_relu: return unary_with_numbers(c, {"alpha"});
+        case BackendOp::celu: return unary_with_numbers(c, {"alpha"}, true);
+        case BackendOp::selu: return unary_with_numbers(c, {"alpha", "gamma"});
+        case BackendOp::hardsigmoid: return unary_with_numbers(c, {"alpha", "beta"});
     }
     fail("invalid op value " + std::to_string(static_cast<int>(*node.op)));
 }

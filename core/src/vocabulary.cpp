@@ -21,7 +21,7 @@ const std::array<pair<Provider, string_view>, 15> Spellings<Provider>::values{{
 }};
 
 #define OP(name) {BackendOp::name, #name}
-const std::array<pair<BackendOp, string_view>, 77> Spellings<BackendOp>::values{{
+const std::array<pair<BackendOp, string_view>, 103> Spellings<BackendOp>::values{{
     OP(rand_uniform), OP(bernoulli_mask), OP(add), OP(sub), OP(mul), OP(scale), OP(abs),
     OP(sqrt), OP(clamp), OP(max), OP(min), OP(relu), OP(gelu), OP(sigmoid), OP(tanh),
     OP(softplus), OP(exp), OP(log), OP(sin), OP(cos), OP(inv), OP(safe_log), OP(log_softmax),
@@ -36,6 +36,10 @@ const std::array<pair<BackendOp, string_view>, 77> Spellings<BackendOp>::values{
     OP(smooth_max_pool), OP(smooth_max_pool2d), OP(avg_pool), OP(avg_pool2d),
     OP(avg_pool2d_pad), OP(fft_fno), OP(selective_scan), OP(scaled_dot_product_attention),
     OP(div), OP(pow), OP(neg), OP(erf), OP(where), OP(concat), OP(gather), OP(slice), OP(pad),
+    OP(reduce_max), OP(reduce_min), OP(reduce_prod), OP(argmax), OP(argmin), OP(floor), OP(ceil),
+    OP(sign), OP(tan), OP(asin), OP(acos), OP(atan), OP(sinh), OP(cosh), OP(asinh), OP(acosh),
+    OP(atanh), OP(leaky_relu), OP(elu), OP(selu), OP(celu), OP(hardsigmoid), OP(hardswish),
+    OP(softsign), OP(thresholded_relu), OP(mish),
 }};
 #undef OP
 
@@ -81,7 +85,13 @@ Device parse_device_alias(string_view text) {
 }
 
 bool op_needs_no_vjp(BackendOp op) {
-    return op == BackendOp::rand_uniform || op == BackendOp::bernoulli_mask;
+    switch (op) {
+        case BackendOp::rand_uniform:
+        case BackendOp::bernoulli_mask: return true;  // sampling is not differentiated
+        case BackendOp::argmax:
+        case BackendOp::argmin: return true;  // int64 indices: no gradient flows through them
+        default: return false;
+    }
 }
 
 bool trust_policy_admits(TrustPolicy policy, TrustLevel level) {

@@ -1,5 +1,6 @@
 // Conformance cases of the elementwise family: random ops, binary ops with broadcasting, unary
-// ops, softmax/log_softmax, reductions, mse_loss, and div/pow/neg/erf.
+// ops, softmax/log_softmax, reductions (sum, mean, max, min, prod, argmax, argmin), mse_loss,
+// and div/pow/neg/erf.
 //
 // Expected values are computed here from the case's input values with std:: math in double
 // (after rounding float32 inputs to float, as the kernel sees them), or are literal numbers worked
@@ -704,6 +705,81 @@ void arithmetic_cases(std::vector<KernelCase>& out) {
                              i64({2}, {})));
 }
 
+// ---- reduce_max, reduce_min, reduce_prod, argmax, argmin (ONNX import) ----
+
+void extremum_cases(std::vector<KernelCase>& out) {
+    using I = std::int64_t;
+    const auto m23 = f32({2, 3}, {1, 5, 3, -4, 2, 2});
+    // Ties: the gradient is split evenly, which is also what central differences measure.
+    out.push_back(with_grad(make("reduce_max/rows_with_tie", BackendOp::reduce_max, {m23},
+                                 f32({2}, {5, 2}), {{"axes", Ints{1}}})));
+    out.push_back(with_grad(make("reduce_max/columns_keepdims", BackendOp::reduce_max, {m23},
+                                 f32({1, 3}, {1, 5, 3}), {{"axes", Ints{0}}, {"keepdims", true}})));
+    out.push_back(make("reduce_max/all_default", BackendOp::reduce_max, {m23}, f32({}, {5})));
+    // [2, 2, 2] over axes 0 and 2: j = 0 reads {1, 8, 5, 6}, j = 1 reads {3, 4, 7, 2}
+    out.push_back(with_grad(make("reduce_max/outer_axes_f64", BackendOp::reduce_max,
+                                 {f64({2, 2, 2}, {1, 8, 3, 4, 5, 6, 7, 2})}, f64({2}, {8, 7}),
+                                 {{"axes", Ints{0, -1}}})));
+    out.push_back(make("reduce_max/nan_propagates", BackendOp::reduce_max,
+                       {f32({2, 2}, {1, kNaN, 3, 4})}, f32({2}, {kNaN, 4}), {{"axes", Ints{1}}}));
+    out.push_back(make("reduce_max/empty_group_is_minus_inf", BackendOp::reduce_max,
+                       {f32({2, 0}, {})}, f32({2}, {-kInf, -kInf}), {{"axes", Ints{1}}}));
+    out.push_back(with_grad(make("reduce_min/rows", BackendOp::reduce_min, {m23},
+                                 f32({2}, {1, -4}), {{"axes", Ints{-1}}})));
+    out.push_back(with_grad(make("reduce_min/tie_f64", BackendOp::reduce_min,
+                                 {f64({3}, {2, 1, 1})}, f64({}, {1}))));
+    out.push_back(make("reduce_min/empty_group_is_inf", BackendOp::reduce_min, {f64({0, 3}, {})},
+                       f64({3}, {kInf, kInf, kInf}), {{"axes", Ints{0}}}));
+    out.push_back(with_grad(make("reduce_prod/rows", BackendOp::reduce_prod,
+                                 {f32({2, 3}, {1, 2, 3, 4, 0.5, -2})}, f32({2}, {6, -4}),
+                                 {{"axes", Ints{1}}})));
+    out.push_back(with_grad(make("reduce_prod/columns_keepdims", BackendOp::reduce_prod,
+                                 {f32({2, 2}, {1, 2, 3, 4})}, f32({1, 2}, {3, 8}),
+                                 {{"axes", Ints{0}}, {"keepdims", true}})));
+    // one zero: only the zero gets a gradient, g * 2 * 3 * -1
+    out.push_back(with_grad(make("reduce_prod/one_zero_f64", BackendOp::reduce_prod,
+                                 {f64({4}, {2, 0, 3, -1})}, f64({}, {0}))));
+    out.push_back(with_grad(make("reduce_prod/two_zeros_f64", BackendOp::reduce_prod,
+                                 {f64({3}, {0, 0, 5})}, f64({}, {0}))));
+    out.push_back(make("reduce_prod/empty_group_is_one", BackendOp::reduce_prod,
+                       {f32({2, 0}, {})}, f32({2}, {1, 1}), {{"axes", Ints{1}}}));
+
+    const auto a23 = f32({2, 3}, {1, 5, 3, 4, 2, 6});
+    out.push_back(make("argmax/default_axis0_keepdims", BackendOp::argmax, {a23},
+                       i64({1, 3}, {1, 0, 1})));
+    out.push_back(make("argmax/axis1", BackendOp::argmax, {a23}, i64({2}, {1, 2}),
+                       {{"axis", I(1)}, {"keepdims", false}}));
+    out.push_back(make("argmax/tie_first", BackendOp::argmax, {f32({4}, {1, 3, 3, 2})},
+                       i64({}, {1}), {{"keepdims", false}}));
+    out.push_back(make("argmax/tie_select_last", BackendOp::argmax, {f32({4}, {1, 3, 3, 2})},
+                       i64({}, {2}), {{"keepdims", false}, {"select_last_index", true}}));
+    out.push_back(make("argmax/nan_wins_first", BackendOp::argmax,
+                       {f64({4}, {1, kNaN, 5, kNaN})}, i64({1}, {1})));
+    out.push_back(make("argmax/nan_wins_last", BackendOp::argmax,
+                       {f64({4}, {1, kNaN, 5, kNaN})}, i64({1}, {3}),
+                       {{"select_last_index", true}}));
+    out.push_back(make("argmax/int64_last_axis", BackendOp::argmax,
+                       {i64({2, 2}, {5, -1, 5, 7})}, i64({2, 1}, {0, 1}), {{"axis", I(-1)}}));
+    out.push_back(make("argmin/axis1", BackendOp::argmin, {a23}, i64({2}, {0, 1}),
+                       {{"axis", I(1)}, {"keepdims", false}}));
+    out.push_back(make("argmin/tie_select_last_f64", BackendOp::argmin, {f64({3}, {2, 1, 1})},
+                       i64({1}, {2}), {{"select_last_index", true}}));
+    out.push_back(make("argmin/nan_wins", BackendOp::argmin, {f32({3}, {1, kNaN, -5})},
+                       i64({1}, {1})));
+    out.push_back(make("argmin/rank0", BackendOp::argmin, {f32({}, {3})}, i64({}, {0})));
+    out.push_back(make("argmin/empty_other_axis", BackendOp::argmin, {f32({0, 2}, {})},
+                       i64({0}, {}), {{"axis", I(1)}, {"keepdims", false}}));
+
+    out.push_back(error_case("argmax/error_empty_axis", BackendOp::argmax, {f32({0, 2}, {})},
+                             "argmax: axis 0 has size 0 (input shape [0, 2])", i64({1, 2}, {})));
+    out.push_back(error_case("argmin/error_bool", BackendOp::argmin, {boolean({2}, {1, 0})},
+                             "argmin: input has dtype bool; expected float32, float64 or int64",
+                             i64({1}, {})));
+    out.push_back(error_case("reduce_max/error_int64", BackendOp::reduce_max, {i64({2}, {1, 2})},
+                             "reduce_max: input has dtype int64; expected float32 or float64",
+                             i64({}, {})));
+}
+
 /// Inputs the kernels must refuse, with (part of) the message they give.
 void error_cases(std::vector<KernelCase>& out) {
     using I = std::int64_t;
@@ -797,6 +873,7 @@ std::vector<KernelCase> elementwise_cases() {
     softmax_cases(out);
     reduction_cases(out);
     arithmetic_cases(out);
+    extremum_cases(out);
     error_cases(out);
     return out;
 }

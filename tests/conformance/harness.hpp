@@ -85,6 +85,7 @@ std::vector<KernelCase> shape_cases();        // reshape/permute/concat/slice/ga
 std::vector<KernelCase> linalg_cases();       // matmul, bmm, linear, norms, attention
 std::vector<KernelCase> conv_pool_cases();    // conv, conv_transpose, pools, fft_fno, scan
 std::vector<KernelCase> indexing_cases();     // where, concat, gather, slice, pad (ONNX import)
+std::vector<KernelCase> activation_cases();   // rounding, trigonometric, hyperbolic, activations
 
 /// Every case of every family.
 std::vector<KernelCase> all_cases();

@@ -40,7 +40,9 @@ enum class BackendOp : std::uint8_t {
     max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
     fft_fno, selective_scan, scaled_dot_product_attention,
     // ONNX import (issue 5)
-    div, pow, neg, erf, where, concat, gather, slice, pad
+    div, pow, neg, erf, where, concat, gather, slice, pad, reduce_max, reduce_min, reduce_prod,
+    argmax, argmin, floor, ceil, sign, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
+    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish
 };
 
 /// How much a capsule's claims are trusted.
@@ -68,7 +70,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 77)
+CAPSULE_SPELLINGS(BackendOp, "op", 103)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
@@ -115,7 +117,8 @@ std::vector<E> all_values() {
 /// Raises VocabularyError listing the valid names and aliases.
 Device parse_device_alias(std::string_view text);
 
-/// True for the ops whose backward pass is never needed (`rand_uniform`, `bernoulli_mask`).
+/// True for the ops whose backward pass is never needed: random sampling (`rand_uniform`,
+/// `bernoulli_mask`) and ops with integer outputs (`argmax`, `argmin`).
 bool op_needs_no_vjp(BackendOp op);
 
 /// Whether `policy` admits a capsule of trust `level` (DESIGN.md section 2):

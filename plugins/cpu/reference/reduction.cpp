@@ -1,10 +1,13 @@
-// Reference kernels of softmax, log_softmax, sum, reduce_sum, reduce_mean and mse_loss (float32
-// and float64). Softmax subtracts the maximum along the axis before exponentiating, so large
+// Reference kernels of softmax, log_softmax, sum, reduce_sum, reduce_mean, reduce_max,
+// reduce_min, reduce_prod, argmax, argmin and mse_loss (float32 and float64; argmax/argmin also
+// int64). Softmax subtracts the maximum along the axis before exponentiating, so large
 // inputs do not overflow; sums accumulate in double.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "elementwise_common.hpp"
 #include "kernels.hpp"
@@ -246,6 +249,155 @@ void reduce_backward(const BackwardCall& call, const char* op, bool mean) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// reduce_max / reduce_min / reduce_prod over `axes` (as reduce_sum), argmax / argmin along `axis`.
+
+/// Calls fn(input offset, output offset) for every input element, in row-major input order.
+template <typename Fn>
+void for_each_reduced(const Tensor& x, const ReducePlan& p, Fn&& fn) {
+    const Dims xs = contiguous_strides(x.shape());
+    for_each_strided<2>(x.shape(), {xs.data(), p.out_strides.data()},
+                        [&](const int64_t* off, int64_t n, const int64_t* s) {
+                            for (int64_t i = 0; i < n; ++i) fn(off[0] + i * s[0], off[1] + i * s[1]);
+                        });
+}
+
+/// max (or min) of every reduction group, NaN-propagating; -inf (+inf) for an empty group.
+template <typename T>
+void extremum_of_groups(const Tensor& x, const ReducePlan& p, bool max, T* out, int64_t n_out) {
+    const T start = max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    std::fill(out, out + n_out, start);
+    const T* xp = x.data<const T>();
+    for_each_reduced(x, p, [&](int64_t i, int64_t o) {
+        const T v = xp[i];
+        T& acc = out[o];
+        if (std::isnan(acc)) return;
+        if (std::isnan(v) || (max ? v > acc : v < acc)) acc = v;
+    });
+}
+
+struct ReduceCall {
+    Tensor x;
+    ReducePlan plan;
+};
+
+template <typename Call>
+ReduceCall reduce_inputs(const Call& call, const char* op) {
+    require_arity(call.num_inputs(), 1, op);
+    const Tensor x = call.input(0);
+    check_float(x, {op, ": input"});
+    return {x, reduce_plan(x, call.attrs(), op)};
+}
+
+void extremum_forward(const ForwardCall& call, const char* op, bool max) {
+    const auto r = reduce_inputs(call, op);
+    const Tensor y = call.output(0);
+    check_view(y, {op, ": output"}, r.x.dtype());
+    check_shape(y, {op, ": output"}, r.plan.out_shape);
+    dispatch_float(r.x.dtype(), [&]<typename T>(T) {
+        extremum_of_groups(r.x, r.plan, max, y.data<T>(), y.numel());
+    });
+}
+
+/// The gradient goes to the elements equal to their group's max (min), split evenly among ties,
+/// as torch.amax / torch.amin.
+void extremum_backward(const BackwardCall& call, const char* op, bool max) {
+    const auto r = reduce_inputs(call, op);
+    const Tensor g = call.grad_output(0);
+    check_view(g, {op, ": grad output"}, r.x.dtype());
+    check_shape(g, {op, ": grad output"}, r.plan.out_shape);
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, {op, ": grad input"}, r.x, "the input");
+    dispatch_float(r.x.dtype(), [&]<typename T>(T) {
+        const int64_t n_out = g.numel();
+        SmallBuffer<T> best(static_cast<std::size_t>(n_out));
+        SmallBuffer<int64_t> ties(static_cast<std::size_t>(n_out), 0);
+        extremum_of_groups(r.x, r.plan, max, best.data(), n_out);
+        const T* xp = r.x.data<const T>();
+        for_each_reduced(r.x, r.plan, [&](int64_t i, int64_t o) { ties[std::size_t(o)] += xp[i] == best[std::size_t(o)]; });
+        const T* gp = g.data<const T>();
+        T* out = gx.data<T>();
+        for_each_reduced(r.x, r.plan, [&](int64_t i, int64_t o) {
+            const auto k = std::size_t(o);
+            out[i] = xp[i] == best[k] ? gp[o] / T(ties[k]) : T(0);
+        });
+    });
+}
+
+/// Product of every reduction group (1 for an empty group), accumulated in double.
+template <typename T>
+void product_of_groups(const Tensor& x, const ReducePlan& p, T* out, int64_t n_out) {
+    SmallBuffer<double> acc(static_cast<std::size_t>(n_out), 1.0);
+    const T* xp = x.data<const T>();
+    for_each_reduced(x, p, [&](int64_t i, int64_t o) { acc[std::size_t(o)] *= double(xp[i]); });
+    for (int64_t o = 0; o < n_out; ++o) out[o] = T(acc[std::size_t(o)]);
+}
+
+// ---- argmax / argmin(axis = 0, keepdims = true, select_last_index = false) ----
+
+struct ArgPlan {
+    int64_t outer = 1, len = 1, inner = 1;
+    Dims out_shape;
+    bool last = false;
+};
+
+ArgPlan arg_plan(const ForwardCall& call, const char* op) {
+    require_arity(call.num_inputs(), 1, op);
+    const Tensor x = call.input(0);
+    check_view(x, {op, ": input"});
+    require(x.dtype() != CAPSULE_DTYPE_BOOL, [&] {
+        return std::string(op) + ": input has dtype bool; expected float32, float64 or int64";
+    });
+    const auto attrs = call.attrs();
+    const int64_t axis = normalize_axis(attrs.get_int("axis", 0), x.rank(), "axis", op);
+    const bool keep = attrs.get_bool("keepdims", true);
+    ArgPlan p;
+    p.last = attrs.get_bool("select_last_index", false);
+    for (int d = 0; d < x.rank(); ++d) {
+        if (d < axis) p.outer *= x.dim(d);
+        else if (d == axis) p.len = x.dim(d);
+        else p.inner *= x.dim(d);
+        if (d != axis) p.out_shape.push_back(x.dim(d));
+        else if (keep) p.out_shape.push_back(1);
+    }
+    require(p.len > 0, [&] {
+        return std::string(op) + ": axis " + std::to_string(axis) + " has size 0 (input shape " +
+               shape_string(x.shape()) + "); there is no element to pick";
+    });
+    return p;
+}
+
+/// Index of the largest (`max`) or smallest element along the axis; NaN counts as the extreme
+/// (torch.argmax/argmin, numpy); ties go to the first index, or the last with select_last_index.
+void arg_extremum_forward(const ForwardCall& call, const char* op, bool max) {
+    const ArgPlan p = arg_plan(call, op);
+    const Tensor x = call.input(0);
+    const Tensor y = call.output(0);
+    check_view(y, {op, ": output"}, CAPSULE_DTYPE_INT64);
+    check_shape(y, {op, ": output"}, p.out_shape);
+    dispatch_all(x.dtype(), [&]<typename T>(T) {
+        const T* xp = x.data<const T>();
+        int64_t* out = y.data<int64_t>();
+        auto is_nan = [](T v) {
+            if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+            else return false;
+        };
+        for (int64_t o = 0; o < p.outer; ++o)
+            for (int64_t j = 0; j < p.inner; ++j) {
+                const T* row = xp + o * p.len * p.inner + j;
+                int64_t best = 0;
+                for (int64_t k = 1; k < p.len; ++k) {
+                    const T v = row[k * p.inner], b = row[best * p.inner];
+                    const bool wins = p.last ? is_nan(v) || (!is_nan(b) && (max ? v >= b : v <= b))
+                                             : !is_nan(b) && (is_nan(v) || (max ? v > b : v < b));
+                    if (wins) best = k;
+                }
+                out[o * p.inner + j] = best;
+            }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 // mse_loss(input, target, reduction = "mean" | "sum" | "none")
 
 enum class Reduction { mean, sum, none };
@@ -368,5 +520,59 @@ void mse_loss_backward(const BackwardCall& call) {
         }
     });
 }
+
+// reduce_max / reduce_min: torch.amax / torch.amin over `axes` (NaN propagates); an empty group
+// gives -inf / +inf (ONNX ReduceMax / ReduceMin; PyTorch refuses it). The gradient is split
+// evenly among the elements equal to the result (torch.amax's rule for ties).
+void reduce_max_forward(const ForwardCall& call) { extremum_forward(call, "reduce_max", true); }
+void reduce_max_backward(const BackwardCall& call) { extremum_backward(call, "reduce_max", true); }
+void reduce_min_forward(const ForwardCall& call) { extremum_forward(call, "reduce_min", false); }
+void reduce_min_backward(const BackwardCall& call) { extremum_backward(call, "reduce_min", false); }
+
+// reduce_prod: torch.prod over `axes` (1 for an empty group). Gradient per group (torch's
+// prod_backward): without zeros g * prod / x; with exactly one zero, g * (product of the others)
+// at the zero and 0 elsewhere; with two or more zeros, 0.
+void reduce_prod_forward(const ForwardCall& call) {
+    const auto r = reduce_inputs(call, "reduce_prod");
+    const Tensor y = call.output(0);
+    check_view(y, "reduce_prod: output", r.x.dtype());
+    check_shape(y, "reduce_prod: output", r.plan.out_shape);
+    dispatch_float(r.x.dtype(), [&]<typename T>(T) {
+        product_of_groups(r.x, r.plan, y.data<T>(), y.numel());
+    });
+}
+void reduce_prod_backward(const BackwardCall& call) {
+    const auto r = reduce_inputs(call, "reduce_prod");
+    const Tensor g = call.grad_output(0);
+    check_view(g, "reduce_prod: grad output", r.x.dtype());
+    check_shape(g, "reduce_prod: grad output", r.plan.out_shape);
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, "reduce_prod: grad input", r.x, "the input");
+    dispatch_float(r.x.dtype(), [&]<typename T>(T) {
+        const auto n_out = static_cast<std::size_t>(g.numel());
+        SmallBuffer<double> others(n_out, 1.0);  // product of the nonzero elements
+        SmallBuffer<int64_t> zeros(n_out, 0);
+        const T* xp = r.x.data<const T>();
+        for_each_reduced(r.x, r.plan, [&](int64_t i, int64_t o) {
+            if (xp[i] == T(0)) ++zeros[std::size_t(o)];
+            else others[std::size_t(o)] *= double(xp[i]);
+        });
+        const T* gp = g.data<const T>();
+        T* out = gx.data<T>();
+        for_each_reduced(r.x, r.plan, [&](int64_t i, int64_t o) {
+            const auto k = std::size_t(o);
+            const double v = zeros[k] == 0   ? others[k] / double(xp[i])
+                             : zeros[k] == 1 ? (xp[i] == T(0) ? others[k] : 0.0)
+                                             : 0.0;
+            out[i] = gp[o] * T(v);
+        });
+    });
+}
+
+// argmax / argmin: int64 indices along `axis` (ONNX ArgMax / ArgMin; torch.argmax with
+// keepdim); no backward (op_needs_no_vjp).
+void argmax_forward(const ForwardCall& call) { arg_extremum_forward(call, "argmax", true); }
+void argmin_forward(const ForwardCall& call) { arg_extremum_forward(call, "argmin", false); }
 
 }  // namespace capsule::reference
