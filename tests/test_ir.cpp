@@ -292,6 +292,23 @@ const std::vector<ShapeCase>& shape_cases() {
         {"softsign", {F({2})}, {}, F({2})},
         {"thresholded_relu", {F64({4})}, {{"alpha", x(0.5)}}, F64({4})},
         {"mish", {F({3})}, {}, F({3})},
+        {"equal", {I64({2, 1}), I64({3})}, {}, Bool({2, 3})},
+        {"less", {F({2}), F({})}, {}, Bool({2})},
+        {"less_equal", {F64({2}), F64({2})}, {}, Bool({2})},
+        {"greater", {Bool({4}), Bool({4})}, {}, Bool({4})},
+        {"greater_equal", {F({1, 2}), F({3, 1})}, {}, Bool({3, 2})},
+        {"logical_not", {Bool({2, 2})}, {}, Bool({2, 2})},
+        {"logical_and", {Bool({2, 1}), Bool({2})}, {}, Bool({2, 2})},
+        {"logical_or", {Bool({}), Bool({3})}, {}, Bool({3})},
+        {"logical_xor", {Bool({3}), Bool({3})}, {}, Bool({3})},
+        {"cast", {F({2, 3})}, {{"to", s("int64")}}, I64({2, 3})},
+        {"cast", {Bool({2})}, {{"to", s("float64")}}, F64({2})},
+        {"cumsum", {F({2, 3})}, {{"axis", n(-1)}, {"exclusive", b(true)}}, F({2, 3})},
+        {"cumsum", {I64({4})}, {{"axis", n(0)}, {"reverse", b(true)}}, I64({4})},
+        {"tile", {F({2, 3})}, {{"repeats", l({2, 0})}}, F({4, 0})},
+        {"tile", {I64({1, 2, 3})}, {{"repeats", l({3, 1, 2})}}, I64({3, 2, 6})},
+        {"triu", {F({3, 4})}, {{"k", n(1)}}, F({3, 4})},
+        {"tril", {Bool({2, 3, 3})}, {}, Bool({2, 3, 3})},
     };
     return cases;
 }
@@ -314,7 +331,7 @@ TEST(ShapeInference, EveryBackendOpHasACase) {
     for (auto op : all_values<BackendOp>())
         EXPECT_TRUE(covered.count(std::string(to_string(op))))
             << "no shape case for " << to_string(op);
-    EXPECT_EQ(all_values<BackendOp>().size(), 103u);
+    EXPECT_EQ(all_values<BackendOp>().size(), 117u);
 }
 
 TEST(ShapeInference, OnnxImportOpErrors) {
@@ -386,6 +403,22 @@ TEST(ShapeInference, OnnxImportOpErrors) {
                     "unknown attribute 'alpha'; valid: negative_slope");
     EXPECT_CONTAINS(infer_error("floor", {I64({2})}),
                     "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("equal", {F({2}), I64({2})}),
+                    "parents have different dtypes: parent 0 is float32, parent 1 is int64");
+    EXPECT_CONTAINS(infer_error("logical_and", {Bool({2}), F({2})}),
+                    "parent 1 has dtype float32; expected bool");
+    EXPECT_CONTAINS(infer_error("logical_not", {I64({2})}), "parent 0 has dtype int64; expected bool");
+    EXPECT_CONTAINS(infer_error("cast", {F({2})}), "missing attribute 'to' (string)");
+    EXPECT_CONTAINS(infer_error("cast", {F({2})}, {{"to", s("float16")}}),
+                    "attribute 'to' = 'float16' must be one of float32, float64, int64, bool");
+    EXPECT_CONTAINS(infer_error("cumsum", {F({2})}), "missing attribute 'axis' (integer)");
+    EXPECT_CONTAINS(infer_error("cumsum", {Bool({2})}, {{"axis", n(0)}}),
+                    "parent 0 has dtype bool; expected float32, float64 or int64");
+    EXPECT_CONTAINS(infer_error("tile", {F({2, 3})}, {{"repeats", l({2})}}),
+                    "attribute 'repeats' has 1 entries for rank 2");
+    EXPECT_CONTAINS(infer_error("tile", {F({2})}, {{"repeats", l({-1})}}),
+                    "attribute 'repeats' = [-1] has a negative entry");
+    EXPECT_CONTAINS(infer_error("triu", {F({3})}), "expects parent 0 of rank >= 2, got shape [3]");
 }
 
 TEST(ShapeInference, StructuralNodes) {
@@ -722,7 +755,12 @@ TEST(ShapeInference, RandomInputsNeverCrash) {
                                             "select_last_index",
                                             "negative_slope",
                                             "alpha",
-                                            "gamma"};
+                                            "gamma",
+                                            "to",
+                                            "exclusive",
+                                            "reverse",
+                                            "repeats",
+                                            "k"};
     auto random_attr = [&]() -> AttrValue {
         switch (pick(0, 6)) {
             case 0: return n(pick(-3, 6));

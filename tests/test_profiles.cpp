@@ -44,8 +44,8 @@ TEST(ShippedManifests, AllLoadAndStubsAreLibraryFree) {
         cuda += k->provider == Provider::native_cuda;
         EXPECT_NE(k->provider, Provider::libtorch) << "libtorch joins with-libtorch only";
     }
-    EXPECT_EQ(reference, 103);
-    EXPECT_EQ(cuda, 103);
+    EXPECT_EQ(reference, 117);
+    EXPECT_EQ(cuda, 117);
 }
 
 TEST(ShippedManifests, ReferenceCapsulesFollowTheIssue) {

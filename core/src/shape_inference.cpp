@@ -1078,6 +1078,64 @@ TensorType unary_with_numbers(Context& c, std::initializer_list<const char*> nam
     return {c.shape(0), c.floats({0})};
 }
 
+/// Comparisons (`bool_only` false: any one dtype) and logical ops (bool parents): broadcast,
+/// bool result.
+TensorType predicate(Context& c, size_t parents, bool bool_only) {
+    c.arity(parents);
+    c.attributes({});
+    for (size_t i = 0; bool_only && i < parents; ++i)
+        if (c.in(i).dtype != DType::boolean)
+            fail(c.parent_label(i) + " has dtype " + string(to_string(c.in(i).dtype)) +
+                 "; expected bool");
+    if (parents == 1) return {c.shape(0), DType::boolean};
+    c.same_dtype({0, 1});
+    return {broadcast(c.shape(0), c.shape(1)), DType::boolean};
+}
+
+TensorType cast(Context& c) {
+    c.arity(1);
+    c.attributes({"to"});
+    if (!c.find("to")) Context::missing("to", "string");
+    return {c.shape(0), parse<DType>(c.string_or("to", "", {"float32", "float64", "int64", "bool"}))};
+}
+
+TensorType cumsum(Context& c) {
+    c.arity(1);
+    c.attributes({"axis", "exclusive", "reverse"});
+    const DType dtype = c.in(0).dtype;
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected float32, float64 or int64");
+    axis_for("axis", c.req_int("axis"), c.rank(0));
+    c.bool_or("exclusive", false);
+    c.bool_or("reverse", false);
+    return c.in(0);
+}
+
+TensorType tile(Context& c) {
+    c.arity(1);
+    c.attributes({"repeats"});
+    const auto& in = c.shape(0);
+    const auto repeats = c.req_ints("repeats");
+    if (repeats.size() != in.size())
+        fail("attribute 'repeats' has " + str(int64_t(repeats.size())) + " entries for rank " +
+             str(int64_t(in.size())));
+    Shape out;
+    for (size_t d = 0; d < in.size(); ++d) {
+        if (repeats[d] < 0)
+            fail("attribute 'repeats' = " + to_string(repeats) + " has a negative entry");
+        out.push_back(mul(in[d], repeats[d]));
+    }
+    product(out);
+    return {out, c.in(0).dtype};
+}
+
+TensorType triangle(Context& c) {
+    c.arity(1);
+    c.attributes({"k"});
+    c.rank_at_least(0, 2);
+    c.int_or("k", 0);
+    return c.in(0);
+}
+
 TensorType infer(Context& c) {
     const Node& node = c.node();
     for (size_t i = 0; i < c.count(); ++i)
@@ -1302,6 +1360,20 @@ TensorType infer(Context& c) {
         case BackendOp::celu: return unary_with_numbers(c, {"alpha"}, true);
         case BackendOp::selu: return unary_with_numbers(c, {"alpha", "gamma"});
         case BackendOp::hardsigmoid: return unary_with_numbers(c, {"alpha", "beta"});
+        case BackendOp::equal:
+        case BackendOp::less:
+        case BackendOp::less_equal:
+        case BackendOp::greater:
+        case BackendOp::greater_equal: return predicate(c, 2, false);
+        case BackendOp::logical_not: return predicate(c, 1, true);
+        case BackendOp::logical_and:
+        case BackendOp::logical_or:
+        case BackendOp::logical_xor: return predicate(c, 2, true);
+        case BackendOp::cast: return cast(c);
+        case BackendOp::cumsum: return cumsum(c);
+        case BackendOp::tile: return tile(c);
+        case BackendOp::triu:
+        case BackendOp::tril: return triangle(c);
     }
     fail("invalid op value " + std::to_string(static_cast<int>(*node.op)));
 }

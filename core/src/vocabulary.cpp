@@ -21,7 +21,7 @@ const std::array<pair<Provider, string_view>, 15> Spellings<Provider>::values{{
 }};
 
 #define OP(name) {BackendOp::name, #name}
-const std::array<pair<BackendOp, string_view>, 103> Spellings<BackendOp>::values{{
+const std::array<pair<BackendOp, string_view>, 117> Spellings<BackendOp>::values{{
     OP(rand_uniform), OP(bernoulli_mask), OP(add), OP(sub), OP(mul), OP(scale), OP(abs),
     OP(sqrt), OP(clamp), OP(max), OP(min), OP(relu), OP(gelu), OP(sigmoid), OP(tanh),
     OP(softplus), OP(exp), OP(log), OP(sin), OP(cos), OP(inv), OP(safe_log), OP(log_softmax),
@@ -39,7 +39,9 @@ const std::array<pair<BackendOp, string_view>, 103> Spellings<BackendOp>::values
     OP(reduce_max), OP(reduce_min), OP(reduce_prod), OP(argmax), OP(argmin), OP(floor), OP(ceil),
     OP(sign), OP(tan), OP(asin), OP(acos), OP(atan), OP(sinh), OP(cosh), OP(asinh), OP(acosh),
     OP(atanh), OP(leaky_relu), OP(elu), OP(selu), OP(celu), OP(hardsigmoid), OP(hardswish),
-    OP(softsign), OP(thresholded_relu), OP(mish),
+    OP(softsign), OP(thresholded_relu), OP(mish), OP(equal), OP(less), OP(less_equal),
+    OP(greater), OP(greater_equal), OP(logical_not), OP(logical_and), OP(logical_or),
+    OP(logical_xor), OP(cast), OP(cumsum), OP(tile), OP(triu), OP(tril),
 }};
 #undef OP
 
@@ -90,6 +92,15 @@ bool op_needs_no_vjp(BackendOp op) {
         case BackendOp::bernoulli_mask: return true;  // sampling is not differentiated
         case BackendOp::argmax:
         case BackendOp::argmin: return true;  // int64 indices: no gradient flows through them
+        case BackendOp::equal:
+        case BackendOp::less:
+        case BackendOp::less_equal:
+        case BackendOp::greater:
+        case BackendOp::greater_equal:
+        case BackendOp::logical_not:
+        case BackendOp::logical_and:
+        case BackendOp::logical_or:
+        case BackendOp::logical_xor: return true;  // bool outputs: piecewise constant
         default: return false;
     }
 }

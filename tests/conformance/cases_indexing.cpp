@@ -1,6 +1,7 @@
 // Conformance cases of the indexing ops of ONNX import: where, concat (any axis), gather (ONNX
-// Gather), slice (ONNX Slice) and pad (ONNX Pad). They move elements, so they are also checked on
-// int64 and bool tensors; index inputs are int64 and get no gradient.
+// Gather), slice (ONNX Slice), pad (ONNX Pad), cumsum (ONNX CumSum), tile and triu / tril. They
+// move (or add up) elements, so they are also checked on int64 and bool tensors; index inputs are
+// int64 and get no gradient.
 //
 // Every expected value is written out by hand (the index arithmetic is in the comments); none is
 // produced by a kernel.
@@ -186,6 +187,63 @@ void pad_cases(std::vector<KernelCase>& out) {
                        {{"pads", Ints{1, 0, 0, 0}}}));
 }
 
+void cumsum_cases(std::vector<KernelCase>& out) {
+    const auto m23 = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+    out.push_back(with_grad(make("cumsum/axis1", BackendOp::cumsum, {m23},
+                                 f32({2, 3}, {1, 3, 6, 4, 9, 15}), {{"axis", I(1)}})));
+    out.push_back(with_grad(make("cumsum/axis0_exclusive", BackendOp::cumsum, {m23},
+                                 f32({2, 3}, {0, 0, 0, 1, 2, 3}),
+                                 {{"axis", I(0)}, {"exclusive", true}})));
+    const auto v4 = f64({4}, {1, 2, 3, 4});
+    out.push_back(with_grad(make("cumsum/reverse_f64", BackendOp::cumsum, {v4},
+                                 f64({4}, {10, 9, 7, 4}), {{"axis", I(0)}, {"reverse", true}})));
+    out.push_back(with_grad(make("cumsum/reverse_exclusive_f64", BackendOp::cumsum, {v4},
+                                 f64({4}, {9, 7, 4, 0}),
+                                 {{"axis", I(-1)}, {"reverse", true}, {"exclusive", true}})));
+    out.push_back(make("cumsum/int64", BackendOp::cumsum, {i64({4}, {1, -2, 3, 10})},
+                       i64({4}, {1, -1, 2, 12}), {{"axis", I(-1)}}));
+    out.push_back(make("cumsum/nan_propagates", BackendOp::cumsum, {f32({3}, {1, kNaN, 2})},
+                       f32({3}, {1, kNaN, kNaN}), {{"axis", I(0)}}));
+    out.push_back(make("cumsum/empty", BackendOp::cumsum, {f32({0, 2}, {})}, f32({0, 2}, {}),
+                       {{"axis", I(0)}}));
+}
+
+void tile_triangle_cases(std::vector<KernelCase>& out) {
+    out.push_back(with_grad(make("tile/columns", BackendOp::tile, {f32({2, 2}, {1, 2, 3, 4})},
+                                 f32({2, 4}, {1, 2, 1, 2, 3, 4, 3, 4}), {{"repeats", Ints{1, 2}}})));
+    // [1, 2] repeated [3, 2]: three rows of [5, 6, 5, 6]; each input element is read 6 times
+    out.push_back(with_grad(make("tile/both_axes_f64", BackendOp::tile, {f64({1, 2}, {5, 6})},
+                                 f64({3, 4}, {5, 6, 5, 6, 5, 6, 5, 6, 5, 6, 5, 6}),
+                                 {{"repeats", Ints{3, 2}}})));
+    out.push_back(make("tile/int64", BackendOp::tile, {i64({3}, {1, 2, 3})},
+                       i64({6}, {1, 2, 3, 1, 2, 3}), {{"repeats", Ints{2}}}));
+    out.push_back(make("tile/zero_repeat", BackendOp::tile, {f32({2}, {1, 2})}, f32({0}, {}),
+                       {{"repeats", Ints{0}}}));
+    out.push_back(make("tile/bool_rank0", BackendOp::tile, {boolean({}, {1})}, boolean({}, {1}),
+                       {{"repeats", Ints{}}}));
+    const auto m33 = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    out.push_back(with_grad(make("triu/square", BackendOp::triu, {m33},
+                                 f32({3, 3}, {1, 2, 3, 0, 5, 6, 0, 0, 9}))));
+    out.push_back(with_grad(make("tril/square", BackendOp::tril, {m33},
+                                 f32({3, 3}, {1, 0, 0, 4, 5, 0, 7, 8, 9}))));
+    // k = 1: keep column - row >= 1
+    out.push_back(with_grad(make("triu/k1_rectangular_f64", BackendOp::triu,
+                                 {f64({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})},
+                                 f64({3, 4}, {0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12}),
+                                 {{"k", I(1)}})));
+    // k = -1 on two 2x2 matrices: only element (1, 0) of each stays
+    out.push_back(make("tril/k_minus1_batched_int64", BackendOp::tril,
+                       {i64({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8})},
+                       i64({2, 2, 2}, {0, 0, 3, 0, 0, 0, 7, 0}), {{"k", I(-1)}}));
+    // k = -1 on 3x2: row 2 keeps only column >= 1
+    out.push_back(make("triu/bool_k_minus1", BackendOp::triu, {boolean({3, 2}, {1, 1, 1, 1, 1, 1})},
+                       boolean({3, 2}, {1, 1, 1, 1, 0, 1}), {{"k", I(-1)}}));
+    out.push_back(make("tril/huge_k_keeps_all", BackendOp::tril, {f32({2, 2}, {1, 2, 3, 4})},
+                       f32({2, 2}, {1, 2, 3, 4}), {{"k", kMax}}));
+    out.push_back(make("triu/huge_negative_k_keeps_all", BackendOp::triu,
+                       {f32({2, 2}, {1, 2, 3, 4})}, f32({2, 2}, {1, 2, 3, 4}), {{"k", kMin}}));
+}
+
 void error_cases(std::vector<KernelCase>& out) {
     out.push_back(error_case("where/error_float_condition", BackendOp::where,
                              {f32({2}, {1, 0}), f32({2}, {1, 2}), f32({2}, {3, 4})},
@@ -237,6 +295,13 @@ void error_cases(std::vector<KernelCase>& out) {
     out.push_back(error_case("pad/error_pads_length", BackendOp::pad, {f32({2, 2}, V(4, 1.0))},
                              "pad: attribute 'pads' has 2 entries; rank 2 needs 4", f32({2, 2}, {}),
                              {{"pads", Ints{1, 1}}}));
+    out.push_back(error_case("cumsum/error_missing_axis", BackendOp::cumsum, {f32({2}, {1, 2})},
+                             "cumsum: missing attribute 'axis' (integer)", f32({2}, {})));
+    out.push_back(error_case("tile/error_negative_repeat", BackendOp::tile, {f32({2}, {1, 2})},
+                             "tile: attribute 'repeats' = [-1] has a negative entry", f32({0}, {}),
+                             {{"repeats", Ints{-1}}}));
+    out.push_back(error_case("triu/error_rank1", BackendOp::triu, {f32({3}, {1, 2, 3})},
+                             "triu: input has shape [3]; expected rank >= 2", f32({3}, {})));
 }
 
 }  // namespace
@@ -248,6 +313,8 @@ std::vector<KernelCase> indexing_cases() {
     gather_cases(out);
     slice_cases(out);
     pad_cases(out);
+    cumsum_cases(out);
+    tile_triangle_cases(out);
     error_cases(out);
     return out;
 }

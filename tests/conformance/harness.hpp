@@ -84,7 +84,8 @@ std::vector<KernelCase> elementwise_cases();  // unary, binary, random, softmax,
 std::vector<KernelCase> shape_cases();        // reshape/permute/concat/slice/gather/scatter
 std::vector<KernelCase> linalg_cases();       // matmul, bmm, linear, norms, attention
 std::vector<KernelCase> conv_pool_cases();    // conv, conv_transpose, pools, fft_fno, scan
-std::vector<KernelCase> indexing_cases();     // where, concat, gather, slice, pad (ONNX import)
+std::vector<KernelCase> indexing_cases();     // where, concat, gather, slice, pad, cumsum, tile, triu
+std::vector<KernelCase> logic_cases();        // comparisons, logical ops, cast
 std::vector<KernelCase> activation_cases();   // rounding, trigonometric, hyperbolic, activations
 
 /// Every case of every family.

@@ -42,7 +42,9 @@ enum class BackendOp : std::uint8_t {
     // ONNX import (issue 5)
     div, pow, neg, erf, where, concat, gather, slice, pad, reduce_max, reduce_min, reduce_prod,
     argmax, argmin, floor, ceil, sign, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
-    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish
+    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish, equal,
+    less, less_equal, greater, greater_equal, logical_not, logical_and, logical_or, logical_xor,
+    cast, cumsum, tile, triu, tril
 };
 
 /// How much a capsule's claims are trusted.
@@ -70,7 +72,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 103)
+CAPSULE_SPELLINGS(BackendOp, "op", 117)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
@@ -118,7 +120,8 @@ std::vector<E> all_values() {
 Device parse_device_alias(std::string_view text);
 
 /// True for the ops whose backward pass is never needed: random sampling (`rand_uniform`,
-/// `bernoulli_mask`) and ops with integer outputs (`argmax`, `argmin`).
+/// `bernoulli_mask`) and ops with integer or bool outputs (`argmax`, `argmin`, the comparisons
+/// and the logical ops).
 bool op_needs_no_vjp(BackendOp op);
 
 /// Whether `policy` admits a capsule of trust `level` (DESIGN.md section 2):

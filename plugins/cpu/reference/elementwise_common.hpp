@@ -245,6 +245,23 @@ void dispatch_bytes(capsule_dtype dtype, F&& f) {
     }
 }
 
+/// dst[o] = src[s] for every index of `shape`, where o and s are the index's element offsets under
+/// `dst_strides` and `src_strides` (each aligned to `shape`; negative and 0 strides allowed), for
+/// every dtype. For slices, tiles and other strided views.
+inline void copy_strided(capsule_dtype dtype, std::span<const int64_t> shape, void* dst,
+                         std::span<const int64_t> dst_strides, const void* src,
+                         std::span<const int64_t> src_strides) {
+    dispatch_bytes(dtype, [&]<typename U>(U) {
+        U* d = static_cast<U*>(dst);
+        const U* s = static_cast<const U*>(src);
+        for_each_strided<2>(shape, {dst_strides.data(), src_strides.data()},
+                            [&](const int64_t* off, int64_t n, const int64_t* st) {
+                                for (int64_t i = 0; i < n; ++i)
+                                    d[off[0] + i * st[0]] = s[off[1] + i * st[1]];
+                            });
+    });
+}
+
 /// Calls `f(T{})` with the element type of `dtype`: float, double, int64_t or bool (one byte).
 template <typename F>
 void dispatch_all(capsule_dtype dtype, F&& f) {

@@ -213,5 +213,24 @@ void thresholded_relu_forward(const ForwardCall& call);
 void thresholded_relu_backward(const BackwardCall& call);
 void mish_forward(const ForwardCall& call);
 void mish_backward(const BackwardCall& call);
+void equal_forward(const ForwardCall& call);
+void less_forward(const ForwardCall& call);
+void less_equal_forward(const ForwardCall& call);
+void greater_forward(const ForwardCall& call);
+void greater_equal_forward(const ForwardCall& call);
+void logical_not_forward(const ForwardCall& call);
+void logical_and_forward(const ForwardCall& call);
+void logical_or_forward(const ForwardCall& call);
+void logical_xor_forward(const ForwardCall& call);
+void cast_forward(const ForwardCall& call);
+void cast_backward(const BackwardCall& call);
+void cumsum_forward(const ForwardCall& call);
+void cumsum_backward(const BackwardCall& call);
+void tile_forward(const ForwardCall& call);
+void tile_backward(const BackwardCall& call);
+void triu_forward(const ForwardCall& call);
+void triu_backward(const BackwardCall& call);
+void tril_forward(const ForwardCall& call);
+void tril_backward(const BackwardCall& call);
 
 }  // namespace capsule::reference

@@ -1,6 +1,7 @@
-// Reference kernels of the ops on bool tensors: where(condition, x, y) (torch.where / ONNX
-// Where), with NumPy broadcasting of all three inputs. x and y may have any dtype (the same);
-// the backward kernel needs a float dtype and sums each gradient over its broadcast dimensions.
+// Reference kernels of the ops on bool tensors, all with NumPy broadcasting: where(condition, x,
+// y) (torch.where / ONNX Where; x and y of any one dtype; the backward kernel needs a float dtype
+// and sums each gradient over its broadcast dimensions), the comparisons (bool results) and the
+// logical ops (bool inputs and results).
 #include <string>
 
 #include "elementwise_common.hpp"
@@ -27,6 +28,34 @@ WhereShapes where_inputs(std::size_t num_inputs, const Tensor& cond, const Tenso
     return {cond, x, y, broadcast_shapes(cx, y.shape(), "where")};
 }
 
+
+/// out = f(a, b) with NumPy broadcasting and a bool output; a and b have one dtype (any, or bool
+/// only when `bool_only`).
+template <typename F>
+void predicate_forward(const ForwardCall& call, const char* op, bool bool_only, F f) {
+    require_arity(call.num_inputs(), 2, op);
+    const Tensor a = call.input(0), b = call.input(1);
+    if (bool_only) check_view(a, {op, ": input 0"}, CAPSULE_DTYPE_BOOL);
+    else check_view(a, {op, ": input 0"});
+    check_view(b, {op, ": input 1"}, a.dtype());
+    const Dims shape = broadcast_shapes(a.shape(), b.shape(), op);
+    const Tensor out = call.output(0);
+    check_view(out, {op, ": output"}, CAPSULE_DTYPE_BOOL);
+    check_shape(out, {op, ": output"}, shape);
+    const Dims os = contiguous_strides(shape);
+    const Dims as = broadcast_strides(a.shape(), shape);
+    const Dims bs = broadcast_strides(b.shape(), shape);
+    dispatch_all(a.dtype(), [&]<typename T>(T) {
+        const T* ap = a.data<const T>();
+        const T* bp = b.data<const T>();
+        bool* op_ = out.data<bool>();
+        for_each_strided<3>(shape, {os.data(), as.data(), bs.data()},
+                            [&](const int64_t* off, int64_t n, const int64_t* s) {
+                                for (int64_t i = 0; i < n; ++i)
+                                    op_[off[0] + i * s[0]] = f(ap[off[1] + i * s[1]], bp[off[2] + i * s[2]]);
+                            });
+    });
+}
 }  // namespace
 
 // where: out = condition ? x : y elementwise. Gradients: x gets g where the condition holds,
@@ -90,6 +119,47 @@ void where_backward(const BackwardCall& call) {
             reduce_broadcast(w.out, broadcast_strides(w.y.shape(), w.out), gy.data<T>(),
                              w.y.numel(), [&](int64_t i) { return mask[std::size_t(i)] ? T(0) : gp[i]; });
     });
+}
+
+// Comparisons: torch.eq / lt / le / gt / ge (ONNX Equal, Less, LessOrEqual, Greater,
+// GreaterOrEqual) of two tensors of one dtype (any; bool orders false < true), broadcast, bool
+// output; IEEE rules for NaN (every comparison with NaN is false). No backward (op_needs_no_vjp).
+void equal_forward(const ForwardCall& call) {
+    predicate_forward(call, "equal", false, [](auto a, auto b) { return a == b; });
+}
+void less_forward(const ForwardCall& call) {
+    predicate_forward(call, "less", false, [](auto a, auto b) { return a < b; });
+}
+void less_equal_forward(const ForwardCall& call) {
+    predicate_forward(call, "less_equal", false, [](auto a, auto b) { return a <= b; });
+}
+void greater_forward(const ForwardCall& call) {
+    predicate_forward(call, "greater", false, [](auto a, auto b) { return a > b; });
+}
+void greater_equal_forward(const ForwardCall& call) {
+    predicate_forward(call, "greater_equal", false, [](auto a, auto b) { return a >= b; });
+}
+
+// Logical ops on bool tensors (ONNX Not, And, Or, Xor; torch.logical_*), broadcast.
+void logical_and_forward(const ForwardCall& call) {
+    predicate_forward(call, "logical_and", true, [](auto a, auto b) { return bool(a) && bool(b); });
+}
+void logical_or_forward(const ForwardCall& call) {
+    predicate_forward(call, "logical_or", true, [](auto a, auto b) { return bool(a) || bool(b); });
+}
+void logical_xor_forward(const ForwardCall& call) {
+    predicate_forward(call, "logical_xor", true, [](auto a, auto b) { return bool(a) != bool(b); });
+}
+void logical_not_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 1, "logical_not");
+    const Tensor x = call.input(0);
+    check_view(x, "logical_not: input", CAPSULE_DTYPE_BOOL);
+    const Tensor y = call.output(0);
+    check_like(y, "logical_not: output", x, "the input");
+    const bool* xp = x.data<const bool>();
+    bool* yp = y.data<bool>();
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) yp[i] = !xp[i];
 }
 
 }  // namespace capsule::reference

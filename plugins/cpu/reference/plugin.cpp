@@ -112,6 +112,20 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.softsign", forward_entry<softsign_forward>, backward_entry<softsign_backward>),
     kernel("reference.thresholded_relu", forward_entry<thresholded_relu_forward>, backward_entry<thresholded_relu_backward>),
     kernel("reference.mish", forward_entry<mish_forward>, backward_entry<mish_backward>),
+    kernel("reference.equal", forward_entry<equal_forward>),
+    kernel("reference.less", forward_entry<less_forward>),
+    kernel("reference.less_equal", forward_entry<less_equal_forward>),
+    kernel("reference.greater", forward_entry<greater_forward>),
+    kernel("reference.greater_equal", forward_entry<greater_equal_forward>),
+    kernel("reference.logical_not", forward_entry<logical_not_forward>),
+    kernel("reference.logical_and", forward_entry<logical_and_forward>),
+    kernel("reference.logical_or", forward_entry<logical_or_forward>),
+    kernel("reference.logical_xor", forward_entry<logical_xor_forward>),
+    kernel("reference.cast", forward_entry<cast_forward>, backward_entry<cast_backward>),
+    kernel("reference.cumsum", forward_entry<cumsum_forward>, backward_entry<cumsum_backward>),
+    kernel("reference.tile", forward_entry<tile_forward>, backward_entry<tile_backward>),
+    kernel("reference.triu", forward_entry<triu_forward>, backward_entry<triu_backward>),
+    kernel("reference.tril", forward_entry<tril_forward>, backward_entry<tril_backward>),
 };
 
 int32_t probe(capsule_status*) { return CAPSULE_OK; }  // the CPU is always usable

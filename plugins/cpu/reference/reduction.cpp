@@ -1,7 +1,7 @@
 // Reference kernels of softmax, log_softmax, sum, reduce_sum, reduce_mean, reduce_max,
-// reduce_min, reduce_prod, argmax, argmin and mse_loss (float32 and float64; argmax/argmin also
-// int64). Softmax subtracts the maximum along the axis before exponentiating, so large
-// inputs do not overflow; sums accumulate in double.
+// reduce_min, reduce_prod, argmax, argmin, cumsum and mse_loss (float32 and float64;
+// argmax/argmin/cumsum also int64). Softmax subtracts the maximum along the axis before
+// exponentiating, so large inputs do not overflow; sums accumulate in double.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -397,6 +397,44 @@ void arg_extremum_forward(const ForwardCall& call, const char* op, bool max) {
     });
 }
 
+// ---- cumsum(axis, exclusive = false, reverse = false): ONNX CumSum ----
+
+struct ScanPlan {
+    int64_t outer = 1, len = 1, inner = 1;
+    bool exclusive = false, reverse = false;
+};
+
+ScanPlan scan_plan(const Tensor& x, const plugin::Attributes& attrs) {
+    require(attrs.has("axis"), "cumsum: missing attribute 'axis' (integer)");
+    const int64_t axis = normalize_axis(attrs.get_int("axis", 0), x.rank(), "axis", "cumsum");
+    ScanPlan p;
+    p.exclusive = attrs.get_bool("exclusive", false);
+    p.reverse = attrs.get_bool("reverse", false);
+    for (int d = 0; d < x.rank(); ++d) {
+        if (d < axis) p.outer *= x.dim(d);
+        else if (d == axis) p.len = x.dim(d);
+        else p.inner *= x.dim(d);
+    }
+    return p;
+}
+
+/// Running sums along the axis, accumulated in Acc; `reverse` runs from the back, `exclusive`
+/// leaves the current element out.
+template <typename Acc, typename T>
+void running_sums(const ScanPlan& p, const T* src, T* dst, bool reverse) {
+    for (int64_t o = 0; o < p.outer; ++o)
+        for (int64_t j = 0; j < p.inner; ++j) {
+            Acc acc = 0;
+            for (int64_t k = 0; k < p.len; ++k) {
+                const int64_t e = (o * p.len + (reverse ? p.len - 1 - k : k)) * p.inner + j;
+                const Acc v = static_cast<Acc>(src[e]);
+                if (p.exclusive) dst[e] = static_cast<T>(acc);
+                acc += v;
+                if (!p.exclusive) dst[e] = static_cast<T>(acc);
+            }
+        }
+}
+
 // ---------------------------------------------------------------------------------------------
 // mse_loss(input, target, reduction = "mean" | "sum" | "none")
 
@@ -574,5 +612,41 @@ void reduce_prod_backward(const BackwardCall& call) {
 // keepdim); no backward (op_needs_no_vjp).
 void argmax_forward(const ForwardCall& call) { arg_extremum_forward(call, "argmax", true); }
 void argmin_forward(const ForwardCall& call) { arg_extremum_forward(call, "argmin", false); }
+
+
+// cumsum: ONNX CumSum / torch.cumsum along `axis`; floats accumulate in double, int64 wraps
+// around on overflow (as torch). The gradient is the cumsum of g run the other way with the same
+// `exclusive`.
+void cumsum_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 1, "cumsum");
+    const Tensor x = call.input(0);
+    check_view(x, "cumsum: input");
+    require(x.dtype() != CAPSULE_DTYPE_BOOL,
+            "cumsum: input has dtype bool; expected float32, float64 or int64");
+    const ScanPlan p = scan_plan(x, call.attrs());
+    const Tensor y = call.output(0);
+    check_like(y, "cumsum: output", x, "the input");
+    if (x.dtype() == CAPSULE_DTYPE_INT64) {
+        running_sums<uint64_t>(p, x.data<const int64_t>(), y.data<int64_t>(), p.reverse);
+        return;
+    }
+    dispatch_float(x.dtype(), [&]<typename T>(T) {
+        running_sums<double>(p, x.data<const T>(), y.data<T>(), p.reverse);
+    });
+}
+void cumsum_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 1, "cumsum");
+    const Tensor x = call.input(0);
+    check_float(x, "cumsum: input");
+    const ScanPlan p = scan_plan(x, call.attrs());
+    const Tensor g = call.grad_output(0);
+    check_like(g, "cumsum: grad output", x, "the input");
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, "cumsum: grad input", x, "the input");
+    dispatch_float(x.dtype(), [&]<typename T>(T) {
+        running_sums<double>(p, g.data<const T>(), gx.data<T>(), !p.reverse);
+    });
+}
 
 }  // namespace capsule::reference

@@ -291,16 +291,9 @@ void slice_forward(const ForwardCall& call) {
     const Tensor y = call.output(0);
     check_view(y, "slice: output", x.dtype());
     check_shape(y, "slice: output", p.out_shape);
-    const Dims out_strides = contiguous_strides(p.out_shape);
-    dispatch_bytes(x.dtype(), [&]<typename U>(U) {
-        const U* src = x.data<const U>() + p.src_offset;
-        U* dst = y.data<U>();
-        for_each_strided<2>(p.out_shape, {out_strides.data(), p.src_strides.data()},
-                            [&](const int64_t* off, int64_t n, const int64_t* s) {
-                                for (int64_t i = 0; i < n; ++i)
-                                    dst[off[0] + i * s[0]] = src[off[1] + i * s[1]];
-                            });
-    });
+    if (y.numel() == 0) return;
+    copy_strided(x.dtype(), p.out_shape, y.view->data, contiguous_strides(p.out_shape),
+                 bytes_of(x) + p.src_offset * int64_t(element_size(x.dtype())), p.src_strides);
 }
 void slice_backward(const BackwardCall& call) {
     require_arity(call.num_inputs(), 1, "slice");
@@ -313,16 +306,12 @@ void slice_backward(const BackwardCall& call) {
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
     check_like(gx, "slice: grad input", x, "the input");
-    const Dims g_strides = contiguous_strides(p.out_shape);
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         T* out = gx.data<T>();
         std::fill(out, out + x.numel(), T(0));
-        const T* gp = g.data<const T>();
-        for_each_strided<2>(p.out_shape, {g_strides.data(), p.src_strides.data()},
-                            [&](const int64_t* off, int64_t n, const int64_t* s) {
-                                for (int64_t i = 0; i < n; ++i)
-                                    out[p.src_offset + off[1] + i * s[1]] = gp[off[0] + i * s[0]];
-                            });
+        if (g.numel() == 0) return;
+        copy_strided(x.dtype(), p.out_shape, out + p.src_offset, p.src_strides, g.view->data,
+                     contiguous_strides(p.out_shape));
     });
 }
 
