@@ -373,6 +373,22 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     const string& op = node.op_type();
     auto out = [&](const CT& c) { ctx.define_constant(node.output(0), to_tensor(c)); return true; };
     if (op == "Constant") return out(*constant_attribute(node));
+    if (op == "EyeLike") {
+        // Depends only on the input's static shape: ones on diagonal k.
+        const auto& t = ctx.type(input_name(node, 0));
+        if (t.shape.size() != 2) unsupported("EyeLike needs a 2-D input");
+        DType dtype = t.dtype;
+        if (const auto* a = find_attr(node, "dtype")) {
+            auto d = dtype_of_onnx(static_cast<int>(a->i()));
+            if (!d) unsupported("dtype " + onnx_type_name(static_cast<int>(a->i())) + " (supported: float, double, int64, bool)");
+            dtype = *d;
+        }
+        const auto k = attr_int(node, "k", 0);
+        CT c = make(dtype, t.shape);
+        for (std::int64_t r = 0; r < t.shape[0]; ++r)
+            if (r + k >= 0 && r + k < t.shape[1]) set(c, r * t.shape[1] + r + k, 1.0, 1);
+        return out(c);
+    }
     if (op == "Shape" || op == "Size") {
         const auto& t = ctx.type(input_name(node, 0));  // static by construction
         const auto rank = static_cast<std::int64_t>(t.shape.size());

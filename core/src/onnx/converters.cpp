@@ -93,7 +93,14 @@ void conv_mean(ImportContext& c, const onnx::NodeProto& n) {
 void conv_identity(ImportContext& c, const onnx::NodeProto& n) { alias(c, out0(n), n.input(0)); }
 
 void conv_dropout(ImportContext& c, const onnx::NodeProto& n) {
-    only_first_output(n, "Dropout's mask");
+    // Inference: the output is the input and the mask (opset ≥ 12: bool) is all true.
+    if (n.output_size() > 1 && !n.output(1).empty()) {
+        if (c.opset() < 12) unsupported("Dropout's mask output before opset 12 (not bool)");
+        const Shape shape = c.type(n.input(0)).shape;
+        Tensor ones = Tensor::zeros(DType::boolean, shape);
+        for (auto& b : ones.values<unsigned char>()) b = 1;
+        c.define_constant(n.output(1), ones);
+    }
     if (c.opset() >= 12 && !input_name(n, 2).empty() && scalar_value(c, n.input(2), "Dropout's training_mode") != 0)
         unsupported("Dropout in training mode (random) is not supported");
     if (c.opset() < 7 && attr_int(n, "is_test", 0) == 0) unsupported("Dropout with is_test = 0");
@@ -602,7 +609,7 @@ void conv_cast(ImportContext& c, const onnx::NodeProto& n) {
     if (!dtype) unsupported("Cast to " + onnx_type_name(to) + " (supported: float, double, int64, bool)");
     Id x = x0(c, n);
     if (c.node_type(x).dtype == *dtype) return alias(c, out0(n), n.input(0));
-    c.define_node(out0(n), c.add("cast", {x}, {{"dtype", string(to_string(*dtype))}}, out0(n)));
+    c.define_node(out0(n), c.add("cast", {x}, {{"to", string(to_string(*dtype))}}, out0(n)));
 }
 
 void conv_arg(ImportContext& c, const onnx::NodeProto& n, const string& op) {
@@ -615,7 +622,7 @@ void conv_trilu(ImportContext& c, const onnx::NodeProto& n) {
     std::int64_t k = 0;
     if (!input_name(n, 1).empty()) k = static_cast<std::int64_t>(scalar_value(c, n.input(1), "Trilu's k"));
     const bool upper = attr_int(n, "upper", 1) != 0;
-    c.define_node(out0(n), c.add(upper ? "triu" : "tril", {x0(c, n)}, {{"diagonal", k}}, out0(n)));
+    c.define_node(out0(n), c.add(upper ? "triu" : "tril", {x0(c, n)}, {{"k", k}}, out0(n)));
 }
 
 void conv_cumsum(ImportContext& c, const onnx::NodeProto& n) {
@@ -629,6 +636,121 @@ void conv_cumsum(ImportContext& c, const onnx::NodeProto& n) {
 void conv_tile(ImportContext& c, const onnx::NodeProto& n) {
     auto repeats = int_values(c.constant(n.input(1), "Tile's repeats"));
     c.define_node(out0(n), c.add("tile", {x0(c, n)}, {{"repeats", repeats}}, out0(n)));
+}
+
+
+/// DepthToSpace / SpaceToDepth: a reshape, a permutation and a reshape, as ONNX defines them.
+void conv_depth_space(ImportContext& c, const onnx::NodeProto& n, bool to_space) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() != 4) unsupported("input must be 4-D");
+    const auto bs = attr_int(n, "blocksize", 0);
+    if (bs <= 0) unsupported("blocksize must be positive");
+    const auto N = in[0], C = in[1], H = in[2], W = in[3];
+    Shape split, out;
+    vector<std::int64_t> perm;
+    if (to_space) {
+        if (C % (bs * bs) != 0) unsupported("channels not divisible by blocksize²");
+        const bool crd = attr_string(n, "mode", "DCR") == "CRD";
+        split = crd ? Shape{N, C / (bs * bs), bs, bs, H, W} : Shape{N, bs, bs, C / (bs * bs), H, W};
+        perm = crd ? vector<std::int64_t>{0, 1, 4, 2, 5, 3} : vector<std::int64_t>{0, 3, 4, 1, 5, 2};
+        out = {N, C / (bs * bs), H * bs, W * bs};
+    } else {
+        if (H % bs != 0 || W % bs != 0) unsupported("spatial size not divisible by blocksize");
+        split = {N, C, H / bs, bs, W / bs, bs};
+        perm = {0, 3, 5, 1, 2, 4};
+        out = {N, C * bs * bs, H / bs, W / bs};
+    }
+    Id y = c.add("permute", {reshape(c, x, split)}, {{"dims", perm}});
+    c.define_node(out0(n), reshape(c, y, out, out0(n)));
+}
+
+/// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial
+/// axes, with the biased variance, scale and B of shape [C] (viewed as [C, 1, ...]).
+void conv_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() < 3) unsupported("input must have spatial dimensions");
+    const auto dtype = c.node_type(x).dtype;
+    vector<std::int64_t> axes;
+    for (std::size_t k = 2; k < in.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
+    Shape channel_shape(in.size() - 1, 1);
+    channel_shape[0] = in[1];
+    auto channel_view = [&](const string& name) {
+        Id v = c.runtime(name);
+        if (shape_of(c, v) != Shape{in[1]}) unsupported("scale and B must have shape [C]");
+        return reshape(c, v, channel_shape);
+    };
+    Id mean = c.add("reduce_mean", {x}, {{"axes", axes}, {"keepdims", true}});
+    Id d = c.add("sub", {x, mean});
+    Id var = c.add("reduce_mean", {c.add("mul", {d, d})}, {{"axes", axes}, {"keepdims", true}});
+    const string eps_name = out0(n) + "#eps";
+    c.define_constant(eps_name, Tensor::from_values(dtype, {}, {double(attr_float(n, "epsilon", 1e-5f))}));
+    Id norm = c.add("div", {d, c.add("sqrt", {c.add("add", {var, c.runtime(eps_name)})})});
+    Id y = c.add("add", {c.add("mul", {norm, channel_view(n.input(1))}), channel_view(n.input(2))}, {}, out0(n));
+    c.define_node(out0(n), y);
+}
+
+
+/// NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and int64 target [N, d...]:
+/// the picked value x[n, target, d] is selected exactly with a one-hot mask
+/// (equal(target, arange(C))) and `where` (never multiplied by 0, so ±inf stays as it is), then
+/// summed over C (one value plus zeros). A target equal to ignore_index, or outside [0, C),
+/// selects nothing (loss 0, weight 0). reduction none / sum / mean (mean = Σ loss / Σ weight).
+Id nll_loss(ImportContext& c, const onnx::NodeProto& n, Id x, const string& out_name) {
+    const Shape in = shape_of(c, x);
+    if (in.size() < 2) unsupported("input must be [N, C, ...]");
+    const auto dtype = c.node_type(x).dtype;
+    const std::int64_t C = in[1];
+    Id target = c.runtime(n.input(1));
+    if (c.node_type(target).dtype != DType::int64) unsupported("target must be int64");
+    Shape t_view = shape_of(c, target);
+    t_view.insert(t_view.begin() + 1, 1);
+    Shape class_view(in.size(), 1);
+    class_view[1] = C;
+    vector<double> classes(C);
+    for (std::int64_t k = 0; k < C; ++k) classes[k] = double(k);
+    const string base = out_name.empty() ? out0(n) : out_name;
+    c.define_constant(base + "#classes", Tensor::from_values(DType::int64, class_view, classes));
+    c.define_constant(base + "#zero", Tensor::zeros(dtype, {}));
+    Id zero = c.runtime(base + "#zero");
+    Id mask = c.add("equal", {reshape(c, target, t_view), c.runtime(base + "#classes")});
+    if (const auto* ii = find_attr(n, "ignore_index")) {
+        c.define_constant(base + "#ignore", Tensor::from_values(DType::int64, {}, {double(ii->i())}));
+        Id keep = c.add("logical_not", {c.add("equal", {reshape(c, target, t_view), c.runtime(base + "#ignore")})});
+        mask = c.add("logical_and", {mask, keep});
+    }
+    Id picked = c.add("reduce_sum", {c.add("where", {mask, x, zero})}, {{"axes", vector<std::int64_t>{1}}, {"keepdims", false}});
+    // Selected weight per element: w[target] (or 1), 0 where nothing is selected.
+    Id weight;
+    const bool has_weight = !input_name(n, 2).empty();
+    if (has_weight) {
+        Id w = c.runtime(n.input(2));
+        if (shape_of(c, w) != Shape{C}) unsupported("weight must have shape [C]");
+        weight = c.add("reduce_sum", {c.add("where", {mask, reshape(c, w, class_view), zero})},
+                       {{"axes", vector<std::int64_t>{1}}, {"keepdims", false}});
+    } else {
+        weight = c.add("reduce_sum", {c.add("cast", {mask}, {{"to", string(to_string(dtype))}})},
+                       {{"axes", vector<std::int64_t>{1}}, {"keepdims", false}});
+    }
+    const string reduction = attr_string(n, "reduction", "mean");
+    Id loss = c.add("neg", {has_weight ? c.add("mul", {picked, weight}) : picked}, {}, reduction == "none" ? out_name : string());
+    if (reduction == "none") return loss;
+    if (reduction == "sum") return c.add("sum", {loss}, {}, out_name);
+    if (reduction != "mean") unsupported("reduction '" + reduction + "'");
+    return c.add("div", {c.add("sum", {loss}), c.add("sum", {weight})}, {}, out_name);
+}
+
+void conv_nll(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), nll_loss(c, n, x0(c, n), out0(n)));
+}
+
+void conv_softmax_cross_entropy(ImportContext& c, const onnx::NodeProto& n) {
+    // log_softmax over the class axis, then the NLL above; the optional second output is it.
+    Id log_prob = c.add("log_softmax", {x0(c, n)}, {{"axis", std::int64_t(1)}},
+                        n.output_size() > 1 ? n.output(1) : string());
+    if (n.output_size() > 1 && !n.output(1).empty()) c.define_node(n.output(1), log_prob);
+    c.define_node(out0(n), nll_loss(c, n, log_prob, out0(n)));
 }
 
 /// Activations with float attributes: ONNX attribute name → BackendOp attribute, with defaults.
@@ -662,6 +784,11 @@ const std::map<string, Converter>& converters() {
                  {"Xor", "logical_xor"}})
             t[onnx_op] = binary(op);
         t["Where"] = conv_where;
+        t["NegativeLogLikelihoodLoss"] = conv_nll;
+        t["SoftmaxCrossEntropyLoss"] = conv_softmax_cross_entropy;
+        t["DepthToSpace"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_depth_space(c, n, true); };
+        t["SpaceToDepth"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_depth_space(c, n, false); };
+        t["InstanceNormalization"] = conv_instance_norm;
         t["Gather"] = conv_gather;
         t["Slice"] = conv_slice;
         t["Split"] = conv_split;
