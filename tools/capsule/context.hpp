@@ -53,5 +53,6 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options);
 Command add_run_command(CLI::App& app, const GlobalOptions& options);
 Command add_train_command(CLI::App& app, const GlobalOptions& options);
 Command add_eval_command(CLI::App& app, const GlobalOptions& options);
+Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options);
 
 }  // namespace capsule::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
         {"run", add_run_command(app, options)},
         {"train", add_train_command(app, options)},
         {"eval", add_eval_command(app, options)},
+        {"onnx-test", add_onnx_test_command(app, options)},
     };
 
     try {

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capsule/onnx_import.hpp"
 #include "capsule/report.hpp"
 #include "context.hpp"
 
@@ -15,7 +16,35 @@ struct PlanArgs {
     std::string ops;
     bool json = false;
     bool detailed = false;
+    std::vector<std::string> input_shapes;
 };
+
+/// `NAME=1,3,224,224` → {NAME, [1, 3, 224, 224]}.
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs) {
+    std::map<std::string, Shape> out;
+    for (const auto& spec : specs) {
+        auto eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw InputError("--input-shape '" + spec + "': expected NAME=D0,D1,...");
+        Shape shape;
+        std::size_t start = eq + 1;
+        while (start < spec.size()) {
+            auto end = spec.find(',', start);
+            if (end == std::string::npos) end = spec.size();
+            try {
+                std::size_t used = 0;
+                auto item = spec.substr(start, end - start);
+                shape.push_back(std::stoll(item, &used));
+                if (used != item.size()) throw std::invalid_argument(item);
+            } catch (const std::exception&) {
+                throw InputError("--input-shape '" + spec + "': dimensions must be integers");
+            }
+            start = end + 1;
+        }
+        out[spec.substr(0, eq)] = shape;
+    }
+    return out;
+}
 
 std::vector<BackendOp> parse_ops(const std::string& list) {
     std::vector<BackendOp> ops;
@@ -37,7 +66,9 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
     auto args = std::make_shared<PlanArgs>();
     sub->add_option("--profile", args->profile, "backend profile name or profile .json file")
         ->capture_default_str();
-    auto* graph = sub->add_option("graph", args->graph, "JSON IR graph file");
+    auto* graph = sub->add_option("graph", args->graph, "JSON IR graph file or ONNX model (.onnx)");
+    sub->add_option("--input-shape", args->input_shapes,
+                    "static shape for a dynamic ONNX input, NAME=D0,D1,... (repeatable)");
     auto* ops = sub->add_option("--ops", args->ops, "comma-separated BackendOp sequence");
     graph->excludes(ops);
     sub->add_flag("--json", args->json, "print the plan as JSON (DESIGN.md section 7)");
@@ -50,7 +81,9 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
         AcceptedPlanResult result;
         try {
             if (!args->graph.empty()) {
-                result = profile.accept_graph(ctx.host(), load_graph(args->graph));
+                OnnxImportOptions import_options;
+                import_options.input_shapes = parse_input_shapes(args->input_shapes);
+                result = profile.accept_graph(ctx.host(), load_model(args->graph, import_options).graph);
             } else {
                 auto list = parse_ops(args->ops);
                 result = profile.gate_ops(ctx.host(), list);

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <set>
 
+#include "capsule/onnx_import.hpp"
 #include "capsule/report.hpp"
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
@@ -59,7 +60,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
     auto args = std::make_shared<RunArgs>();
     sub->add_option("--profile", args->profile, "backend profile name or profile .json file")
         ->capture_default_str();
-    sub->add_option("graph", args->graph, "JSON IR graph file")->required();
+    sub->add_option("graph", args->graph, "JSON IR graph file or ONNX model (.onnx)")->required();
     sub->add_option("--input", args->inputs, "graph input as NAME=FILE.npy (repeatable)");
     sub->add_option("--output-dir", args->output_dir, "directory for the output .npy files")
         ->capture_default_str();
@@ -67,13 +68,18 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
     return [&options, args]() {
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
-        const Graph graph = load_graph(args->graph);
-        const auto inputs = read_inputs(args->inputs);
+        const auto given = read_inputs(args->inputs);
+        // ONNX inputs take their static shapes from the given arrays (dynamic dims are fixed).
+        OnnxImportOptions import_options;
+        for (const auto& [name, t] : given) import_options.input_shapes[name] = t.shape();
+        LoadedModel model = load_model(args->graph, import_options);
+        const Graph& graph = model.graph;
+        ParameterMap parameters = std::move(model.parameters);
+        const auto inputs = bind_model_inputs(model, given, parameters);
         auto result = profile.accept_graph(ctx.host(), graph);
         if (!args->quiet) std::cout << gate_report(profile, result.gate, false);
         if (!result.accepted) return int(kGateRejected);
-        auto session = Session::create(profile, *result.accepted, graph, ctx.host(),
-                                       load_graph_parameters(graph));
+        auto session = Session::create(profile, *result.accepted, graph, ctx.host(), parameters);
         const auto files = output_files(session, args->output_dir);
         auto outputs = session.run(inputs);
         std::filesystem::create_directories(args->output_dir);

@@ -1,0 +1,139 @@
+// ONNX import (DESIGN.md section 5, "Graph formats"): an ONNX model becomes a capsule Graph plus
+// its parameters, so that the rest of the pipeline (plan, lower, gate, execute) is the same as for
+// the JSON IR.
+//
+// The importer is built on Debian's libonnx: the protobuf model is parsed, checked with
+// `onnx::checker::check_model`, and its shapes are inferred with `onnx::shape_inference`. Every
+// ONNX node maps to BackendOps (docs/onnx.md lists each ONNX op, the ops it becomes and the exact
+// conditions), is folded on the host when it only computes on constants (Shape, Constant,
+// Gather, Concat, ... so that Reshape's shape becomes an attribute), or is refused with an
+// OnnxUnsupportedError that names the ONNX op type, the node name and the opset. Static shapes
+// are required. This header does not expose protobuf types.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capsule/error.hpp"
+#include "capsule/ir.hpp"
+#include "capsule/session.hpp"
+#include "capsule/tensor.hpp"
+
+namespace capsule {
+
+/// The model (or a tensor file) uses something the importer does not map: an ONNX op, an op
+/// variant (attribute value, input count, output count), a dtype, an op domain. `what()` is the
+/// full message, e.g. `model.onnx: ONNX op Loop (node 'loop_1', opset 16) is not supported: no
+/// BackendOp for control flow`; `reason()` is the short, groupable reason (`no BackendOp for
+/// control flow`); `op_type()` the ONNX op type ("" for a model-level problem such as a dtype of a
+/// graph input).
+class OnnxUnsupportedError : public InputError {
+public:
+    OnnxUnsupportedError(const std::string& message, std::string op_type, std::string reason)
+        : InputError(message), op_type_(std::move(op_type)), reason_(std::move(reason)) {}
+    const std::string& op_type() const { return op_type_; }
+    const std::string& reason() const { return reason_; }
+    /// When the import failed because a graph input must be known at import (Reshape's shape,
+    /// Clip's bounds, reduction axes fed by an input): that input's name; else "". Importing again
+    /// with its value in OnnxImportOptions::constant_inputs specialises the model to it.
+    std::string constant_input;
+
+private:
+    std::string op_type_;
+    std::string reason_;
+};
+
+struct OnnxImportOptions {
+    /// Static shapes for graph inputs, by ONNX input name. A given shape must agree with every
+    /// static dimension the model declares; it fixes the dynamic ones (`N`, `batch`, unnamed).
+    std::map<std::string, Shape> input_shapes;
+    /// The same by position among the graph inputs (initializers excluded), for callers that
+    /// know the inputs' order but not their names (the backend test data's input_K.pb files).
+    /// A name in `input_shapes` wins over a position.
+    std::vector<Shape> positional_input_shapes;
+    /// Values for graph inputs that the importer must know (see OnnxUnsupportedError::
+    /// constant_input): each such input is replaced by the constant, its shape and dtype must be
+    /// the declared ones, and the imported model lists it among `unused_inputs`.
+    std::map<std::string, Tensor> constant_inputs;
+};
+
+/// An imported ONNX model.
+struct ImportedModel {
+    /// The graph, checked (check_graph): every node's shape and dtype are the inferred ones.
+    /// Runtime inputs are `input` nodes named after the ONNX graph inputs; outputs are nodes named
+    /// after the ONNX graph outputs, in the model's order.
+    Graph graph;
+    /// Values of initializers and folded constants, keyed as the graph's nodes read them
+    /// (`<node name>.weight`, `<const node name>`). Only what a node reads is kept.
+    ParameterMap parameters;
+    /// ONNX graph inputs that feed a parameter position (e.g. a Conv weight that the model takes
+    /// as an input rather than an initializer): input name → the parameter keys its value
+    /// supplies. The caller provides their values at session creation (see bind_onnx_inputs).
+    std::map<std::string, std::vector<std::string>> parameter_inputs;
+    /// ONNX graph inputs that no node reads after folding (e.g. the input of a folded Shape).
+    std::vector<std::string> unused_inputs;
+    /// ONNX graph input names in model order (initializers excluded), and output names.
+    std::vector<std::string> input_names;
+    std::vector<std::string> output_names;
+    /// The default-domain opset the model imports (e.g. 13), and its IR version.
+    std::int64_t opset = 0;
+    std::int64_t ir_version = 0;
+    /// ONNX op types of the model's nodes, sorted and distinct (for reports).
+    std::vector<std::string> op_types;
+};
+
+/// Reads, checks and imports an ONNX model file. Raises InputError for a missing or unreadable
+/// file, a file that is not an ONNX ModelProto, a model the ONNX checker rejects, a dynamic
+/// input dimension not fixed by `options.input_shapes` (naming the input, the axis and the fix),
+/// or external tensor data; OnnxUnsupportedError for an op, variant or dtype the importer does not
+/// map (naming op type, node name and opset).
+ImportedModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options = {});
+/// The same for a serialised ModelProto held in memory; `source` names it in errors.
+ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
+                                const OnnxImportOptions& options = {});
+
+/// The graph input names of an ONNX model file in model order (initializers excluded), without
+/// importing it. Raises InputError for a missing or malformed file.
+std::vector<std::string> onnx_graph_inputs(const std::filesystem::path& path);
+/// Graph inputs and outputs of an ONNX model file whose type is not a tensor (sequence, map,
+/// optional), as "input 'x' (sequence)"; empty when every one is a tensor.
+std::vector<std::string> onnx_non_tensor_values(const std::filesystem::path& path);
+
+/// Reads a serialised ONNX TensorProto (the `input_K.pb` / `output_K.pb` files of the ONNX
+/// backend test data). Supported element types: float, double, int64, bool. Raises InputError
+/// for a missing or malformed file and OnnxUnsupportedError for another element type.
+Tensor read_onnx_tensor(const std::filesystem::path& path);
+/// The tensor's `name` field in such a file ("" when absent).
+std::string read_onnx_tensor_name(const std::filesystem::path& path);
+
+/// Splits caller-supplied values by ONNX input name into the session's runtime inputs and the
+/// parameters fed by graph inputs (ImportedModel::parameter_inputs), which are added to
+/// `parameters`. Values for unused inputs are dropped. Raises InputError for an unknown name or
+/// a missing parameter input.
+std::map<std::string, Tensor> bind_onnx_inputs(const ImportedModel& model,
+                                               const std::map<std::string, Tensor>& values,
+                                               ParameterMap& parameters);
+
+/// A model ready to plan: a JSON IR graph with its parameters file, or an imported ONNX model.
+struct LoadedModel {
+    Graph graph;
+    ParameterMap parameters;
+    /// ONNX graph inputs that supply parameters (empty for JSON IR); see ImportedModel.
+    std::map<std::string, std::vector<std::string>> parameter_inputs;
+    std::vector<std::string> unused_inputs;
+};
+
+/// Loads a model by extension: `.onnx` through import_onnx, anything else as JSON IR
+/// (load_graph + load_graph_parameters). Raises what those raise.
+LoadedModel load_model(const std::filesystem::path& path, const OnnxImportOptions& options = {});
+
+/// bind_onnx_inputs for a LoadedModel (a JSON IR model passes every value through).
+std::map<std::string, Tensor> bind_model_inputs(const LoadedModel& model,
+                                                const std::map<std::string, Tensor>& values,
+                                                ParameterMap& parameters);
+
+}  // namespace capsule

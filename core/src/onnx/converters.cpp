@@ -1,0 +1,877 @@
+// The ONNX op converters: one small function per ONNX op type, dispatching on the model's opset
+// where the op's signature changed. Each maps the node to BackendOps (docs/onnx.md states every
+// mapping and the conditions under which it is exact) or raises Unsupported with the reason. Ops
+// are named by their BackendOp spelling: an op this build's vocabulary lacks is refused at import.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "import_context.hpp"
+
+namespace capsule::onnx_import {
+
+using std::string;
+using std::vector;
+using Id = std::int64_t;
+
+namespace {
+
+const string& out0(const onnx::NodeProto& n) { return n.output(0); }
+int present_outputs(const onnx::NodeProto& n) {
+    int k = 0;
+    for (const auto& o : n.output()) k += !o.empty();
+    return k;
+}
+void only_first_output(const onnx::NodeProto& n, const string& what) {
+    for (int k = 1; k < n.output_size(); ++k)
+        if (!n.output(k).empty()) unsupported(what + " (output " + std::to_string(k) + ") is not supported");
+}
+Id x0(ImportContext& c, const onnx::NodeProto& n) { return c.runtime(n.input(0)); }
+const Shape& shape_of(ImportContext& c, Id id) { return c.node_type(id).shape; }
+std::int64_t rank_of(ImportContext& c, Id id) { return static_cast<std::int64_t>(shape_of(c, id).size()); }
+/// `out` is the same value as `in`. A graph input is materialised first, so the alias names the
+/// same input node (constants stay constants and keep folding).
+void alias(ImportContext& c, const string& out, const string& in) {
+    auto& v = c.value(in);
+    if (!v.constant && !v.node) c.runtime(in);
+    c.define(out, c.value(in));
+}
+Id reshape(ImportContext& c, Id x, const Shape& shape, const string& name = {}) {
+    if (shape_of(c, x) == shape && name.empty()) return x;
+    return c.add("reshape", {x}, {{"shape", shape}}, name);
+}
+double scalar_value(ImportContext& c, const string& name, const string& what) {
+    const Tensor& t = c.constant(name, what);
+    if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
+    return t.at(0);
+}
+
+bool in_vocabulary(const string& op);
+Id pad_spatial(ImportContext& c, Id x, const vector<std::int64_t>& begin, const vector<std::int64_t>& end, double value);
+
+Converter unary(string op, Attributes attrs = {}) {
+    return [op, attrs](ImportContext& c, const onnx::NodeProto& n) {
+        c.define_node(out0(n), c.add(op, {x0(c, n)}, attrs, out0(n)));
+    };
+}
+/// Before opset 7, binary ops broadcast only with `broadcast = 1`, aligning B at `axis`; without
+/// `axis` that is NumPy's trailing alignment, which the BackendOps implement.
+void legacy_broadcast_check(ImportContext& c, const onnx::NodeProto& n) {
+    if (c.opset() < 7 && attr_int(n, "broadcast", 0) != 0 && find_attr(n, "axis")) {
+        const auto rank_a = static_cast<std::int64_t>(c.type(n.input(0)).shape.size());
+        const auto rank_b = static_cast<std::int64_t>(c.type(n.input(1)).shape.size());
+        auto axis = attr_int(n, "axis", 0);
+        if (axis < 0) axis += rank_a;
+        if (axis + rank_b != rank_a) unsupported("legacy broadcast with axis (opset < 7) other than trailing alignment");
+    }
+}
+
+Converter binary(string op) {
+    return [op](ImportContext& c, const onnx::NodeProto& n) {
+        legacy_broadcast_check(c, n);
+        c.define_node(out0(n), c.add(op, {c.runtime(n.input(0)), c.runtime(n.input(1))}, {}, out0(n)));
+    };
+}
+/// Max, Min, Sum: a left fold of the binary op (one input: identity).
+Converter variadic(string op) {
+    return [op](ImportContext& c, const onnx::NodeProto& n) {
+        if (n.input_size() == 1) return alias(c, out0(n), n.input(0));
+        Id acc = c.runtime(n.input(0));
+        for (int k = 1; k < n.input_size(); ++k)
+            acc = c.add(op, {acc, c.runtime(n.input(k))}, {}, k + 1 == n.input_size() ? out0(n) : string());
+        c.define_node(out0(n), acc);
+    };
+}
+
+void conv_mean(ImportContext& c, const onnx::NodeProto& n) {
+    Id acc = c.runtime(n.input(0));
+    for (int k = 1; k < n.input_size(); ++k) acc = c.add("add", {acc, c.runtime(n.input(k))});
+    c.define_node(out0(n), c.add("scale", {acc}, {{"factor", 1.0 / n.input_size()}}, out0(n)));
+}
+
+void conv_identity(ImportContext& c, const onnx::NodeProto& n) { alias(c, out0(n), n.input(0)); }
+
+void conv_dropout(ImportContext& c, const onnx::NodeProto& n) {
+    // Inference: the output is the input and the mask (opset ≥ 12: bool) is all true.
+    if (n.output_size() > 1 && !n.output(1).empty()) {
+        if (c.opset() < 12) unsupported("Dropout's mask output before opset 12 (not bool)");
+        const Shape shape = c.type(n.input(0)).shape;
+        Tensor ones = Tensor::zeros(DType::boolean, shape);
+        for (auto& b : ones.values<unsigned char>()) b = 1;
+        c.define_constant(n.output(1), ones);
+    }
+    if (c.opset() >= 12 && !input_name(n, 2).empty() && scalar_value(c, n.input(2), "Dropout's training_mode") != 0)
+        unsupported("Dropout in training mode (random) is not supported");
+    if (c.opset() < 7 && attr_int(n, "is_test", 0) == 0) unsupported("Dropout with is_test = 0");
+    alias(c, out0(n), n.input(0));
+}
+
+void conv_clip(ImportContext& c, const onnx::NodeProto& n) {
+    Attributes attrs;
+    if (c.opset() < 11) {
+        if (find_attr(n, "min")) attrs["min"] = double(attr_float(n, "min", 0));
+        if (find_attr(n, "max")) attrs["max"] = double(attr_float(n, "max", 0));
+    } else {
+        if (!input_name(n, 1).empty()) attrs["min"] = scalar_value(c, n.input(1), "Clip's min");
+        if (!input_name(n, 2).empty()) attrs["max"] = scalar_value(c, n.input(2), "Clip's max");
+    }
+    if (attrs.empty()) return alias(c, out0(n), n.input(0));
+    c.define_node(out0(n), c.add("clamp", {x0(c, n)}, attrs, out0(n)));
+}
+
+void conv_neg(ImportContext& c, const onnx::NodeProto& n) {
+    // -x is exact as x * -1 in IEEE arithmetic.
+    c.define_node(out0(n), c.add("scale", {x0(c, n)}, {{"factor", -1.0}}, out0(n)));
+}
+
+void conv_prelu(ImportContext& c, const onnx::NodeProto& n) {
+    // prelu(x) = relu(x) + slope * min(x, 0): for x ≥ 0 the second term is ±0, for x < 0 the first is 0.
+    Id x = x0(c, n), slope = c.runtime(n.input(1));
+    const auto dtype = c.node_type(x).dtype;
+    c.define_constant(out0(n) + "#zero", Tensor::zeros(dtype, {}));
+    Id zero = c.runtime(out0(n) + "#zero");
+    Id pos = c.add("relu", {x});
+    Id neg = c.add("mul", {slope, c.add("min", {x, zero})});
+    c.define_node(out0(n), c.add("add", {pos, neg}, {}, out0(n)));
+}
+
+void conv_softmax_like(ImportContext& c, const onnx::NodeProto& n, const string& op) {
+    Id x = x0(c, n);
+    const auto rank = rank_of(c, x);
+    if (c.opset() >= 13) {
+        auto axis = attr_int(n, "axis", -1);
+        c.define_node(out0(n), c.add(op, {x}, {{"axis", axis}}, out0(n)));
+        return;
+    }
+    // Before opset 13 the input is coerced to 2-D [prod(:axis), prod(axis:)]; softmax over the
+    // second dimension, then back. Exact (reshapes move no values).
+    auto axis = normalize_axis(attr_int(n, "axis", 1), rank);
+    const Shape& in = shape_of(c, x);
+    std::int64_t a = 1, b = 1;
+    for (std::int64_t k = 0; k < rank; ++k) (k < axis ? a : b) *= in[k];
+    if (axis == rank - 1 || rank <= 1) {
+        c.define_node(out0(n), c.add(op, {x}, {{"axis", std::int64_t(-1)}}, out0(n)));
+        return;
+    }
+    Id flat = reshape(c, x, {a, b});
+    Id y = c.add(op, {flat}, {{"axis", std::int64_t(1)}});
+    c.define_node(out0(n), reshape(c, y, in, out0(n)));
+}
+
+void conv_reshape_like(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    Shape target = reshape_target(c, n, shape_of(c, x));
+    if (target == shape_of(c, x)) return alias(c, out0(n), n.input(0));
+    c.define_node(out0(n), c.add("reshape", {x}, {{"shape", target}}, out0(n)));
+}
+
+void conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const auto rank = rank_of(c, x);
+    vector<std::int64_t> perm;
+    if (auto p = attr_ints(n, "perm")) perm = *p;
+    else for (std::int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+    bool identity = true;
+    for (std::size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == std::int64_t(k);
+    if (identity && static_cast<std::int64_t>(perm.size()) == rank) return alias(c, out0(n), n.input(0));
+    c.define_node(out0(n), c.add("permute", {x}, {{"dims", perm}}, out0(n)));
+}
+
+void conv_expand(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    auto target = int_values(c.constant(n.input(1), "Expand's shape"));
+    Shape out = broadcast_shapes(shape_of(c, x), Shape(target.begin(), target.end()));
+    if (out == shape_of(c, x)) return alias(c, out0(n), n.input(0));
+    c.define_node(out0(n), c.add("broadcastTo", {x}, {{"shape", out}}, out0(n)));
+}
+
+void conv_concat(ImportContext& c, const onnx::NodeProto& n) {
+    vector<Id> xs;
+    for (int k = 0; k < n.input_size(); ++k)
+        if (!n.input(k).empty()) xs.push_back(c.runtime(n.input(k)));
+    if (xs.size() == 1) return alias(c, out0(n), n.input(0));
+    const auto rank = rank_of(c, xs[0]);
+    const auto axis = normalize_axis(attr_int(n, "axis", 0), rank);
+    Id y;
+    try {
+        parse<BackendOp>("concat");
+        y = c.add("concat", xs, {{"axis", axis}}, out0(n));
+    } catch (const VocabularyError&) {
+        if (axis != 0) unsupported("Concat on axis " + std::to_string(axis) + " needs BackendOp 'concat'");
+        y = c.add("concat_leading_axis", xs, {}, out0(n));
+    }
+    c.define_node(out0(n), y);
+}
+
+void conv_matmul(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), c.add("matmul", {c.runtime(n.input(0)), c.runtime(n.input(1))}, {}, out0(n)));
+}
+
+Tensor transposed2d(const Tensor& t) {
+    if (t.shape().size() != 2) unsupported("Gemm operand must be 2-D, got " + to_string(t.shape()));
+    const auto r = t.shape()[0], k = t.shape()[1];
+    Tensor out = Tensor::zeros(t.dtype(), {k, r});
+    const auto es = dtype_size(t.dtype());
+    auto* dst = static_cast<unsigned char*>(out.data());
+    const auto* src = static_cast<const unsigned char*>(t.data());
+    for (std::int64_t i = 0; i < r; ++i)
+        for (std::int64_t j = 0; j < k; ++j) std::memcpy(dst + (j * r + i) * es, src + (i * k + j) * es, es);
+    return out;
+}
+
+Tensor scaled(const Tensor& t, double factor) {
+    auto values = t.to_doubles();
+    for (auto& v : values) v *= factor;
+    return Tensor::from_values(t.dtype(), t.shape(), values);
+}
+
+void conv_gemm(ImportContext& c, const onnx::NodeProto& n) {
+    const double alpha = attr_float(n, "alpha", 1.0f), beta = attr_float(n, "beta", 1.0f);
+    const bool trans_a = attr_int(n, "transA", 0) != 0, trans_b = attr_int(n, "transB", 0) != 0;
+    const string a_name = n.input(0), b_name = n.input(1), c_name = input_name(n, 2);
+    Id a = c.runtime(a_name);
+    if (rank_of(c, a) != 2) unsupported("Gemm's A must be 2-D");
+    if (trans_a) a = c.add("transpose2d", {a});
+    const auto& bt = c.type(b_name);
+    if (bt.shape.size() != 2) unsupported("Gemm's B must be 2-D");
+    const std::int64_t n_out = trans_b ? bt.shape[0] : bt.shape[1];
+    // C, if present: a constant becomes beta*C at import; a runtime C is scaled by a node.
+    // linear: y = A·Wᵀ + bias, exact for Gemm when alpha = 1, B is a constant (W = B if transB,
+    // else Bᵀ transposed at import) and C is absent or a constant with N elements ([N], [1, N]).
+    const bool c_const = !c_name.empty() && c.is_constant(c_name);
+    const bool c_vector = c_const && c.constant(c_name, "C").numel() == n_out &&
+                          (c.type(c_name).shape.size() == 1 ||
+                           (c.type(c_name).shape.size() == 2 && c.type(c_name).shape[0] == 1));
+    if (alpha == 1.0 && c.is_constant(b_name) && (c_name.empty() || c_vector)) {
+        const string w_name = out0(n) + "#W", bias_name = out0(n) + "#b";
+        Tensor w = c.constant(b_name, "Gemm's B");
+        c.define_constant(w_name, trans_b ? w : transposed2d(w));
+        vector<string> params{w_name};
+        if (!c_name.empty()) {
+            Tensor bias = c.constant(c_name, "Gemm's C");
+            c.define_constant(bias_name, beta == 1.0 ? bias : scaled(bias, beta));
+            params.push_back(bias_name);
+        }
+        Id y = c.add("linear", {a}, {{"out_features", n_out}, {"bias", !c_name.empty()}}, out0(n));
+        c.bind_parameters(y, params);
+        c.define_node(out0(n), y);
+        return;
+    }
+    // General form: alpha * (A' · B') + beta * C with matmul, scale and add.
+    Id b;
+    if (c.is_constant(b_name) && trans_b) {
+        c.define_constant(out0(n) + "#Bt", transposed2d(c.constant(b_name, "B")));
+        b = c.runtime(out0(n) + "#Bt");
+    } else {
+        b = c.runtime(b_name);
+        if (trans_b) b = c.add("transpose2d", {b});
+    }
+    Id y = c.add("matmul", {a, b}, {}, c_name.empty() && alpha == 1.0 ? out0(n) : string());
+    if (alpha != 1.0) y = c.add("scale", {y}, {{"factor", alpha}}, c_name.empty() ? out0(n) : string());
+    if (!c_name.empty()) {
+        Id cc;
+        if (c_const && beta != 1.0) {
+            c.define_constant(out0(n) + "#C", scaled(c.constant(c_name, "C"), beta));
+            cc = c.runtime(out0(n) + "#C");
+        } else {
+            cc = c.runtime(c_name);
+            if (beta != 1.0) cc = c.add("scale", {cc}, {{"factor", beta}});
+        }
+        y = c.add("add", {y, cc}, {}, out0(n));
+    }
+    c.define_node(out0(n), y);
+}
+
+/// Conv / pool window attributes resolved for `spatial` dims: kernel, stride, dilation, and
+/// begin/end pads (auto_pad applied).
+struct Window {
+    vector<std::int64_t> kernel, stride, dilation, pad_begin, pad_end;
+};
+
+Window window(const onnx::NodeProto& n, const Shape& in, const vector<std::int64_t>& kernel, bool stride_default_one = true) {
+    const std::size_t sp = kernel.size();
+    Window w;
+    w.kernel = kernel;
+    w.stride = attr_ints(n, "strides").value_or(vector<std::int64_t>(sp, 1));
+    w.dilation = attr_ints(n, "dilations").value_or(vector<std::int64_t>(sp, 1));
+    (void)stride_default_one;
+    auto pads = attr_ints(n, "pads").value_or(vector<std::int64_t>(2 * sp, 0));
+    if (w.stride.size() != sp || w.dilation.size() != sp || pads.size() != 2 * sp)
+        unsupported("strides, dilations or pads do not match the kernel's rank");
+    w.pad_begin.assign(pads.begin(), pads.begin() + sp);
+    w.pad_end.assign(pads.begin() + sp, pads.end());
+    const string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+    if (auto_pad == "VALID") {
+        w.pad_begin.assign(sp, 0);
+        w.pad_end.assign(sp, 0);
+    } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        for (std::size_t k = 0; k < sp; ++k) {
+            const auto size = in[2 + k];
+            const auto out = (size + w.stride[k] - 1) / w.stride[k];
+            const auto total = std::max<std::int64_t>(0, (out - 1) * w.stride[k] + (w.kernel[k] - 1) * w.dilation[k] + 1 - size);
+            const auto small = total / 2, big = total - small;
+            w.pad_begin[k] = auto_pad == "SAME_UPPER" ? small : big;
+            w.pad_end[k] = auto_pad == "SAME_UPPER" ? big : small;
+        }
+    } else if (auto_pad != "NOTSET") {
+        unsupported("auto_pad '" + auto_pad + "'");
+    }
+    return w;
+}
+
+bool symmetric(const Window& w) { return w.pad_begin == w.pad_end; }
+
+void conv_conv(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    const auto& wt = c.type(n.input(1));
+    if (in.size() != 3 && in.size() != 4)
+        unsupported("Conv with " + std::to_string(int(in.size()) - 2) + " spatial dimensions (1-D and 2-D are supported)");
+    if (wt.shape.size() != in.size()) unsupported("Conv weight rank differs from the input's");
+    vector<std::int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+    if (auto ks = attr_ints(n, "kernel_shape"); ks && *ks != kernel)
+        unsupported("kernel_shape differs from the weight's shape");
+    Window w = window(n, in, kernel);
+    if (!symmetric(w)) {
+        // Zero padding first, then the convolution without padding: the same sums.
+        if (!in_vocabulary("pad")) unsupported("asymmetric padding needs BackendOp 'pad'");
+        x = pad_spatial(c, x, w.pad_begin, w.pad_end, 0.0);
+        w.pad_begin.assign(kernel.size(), 0);
+    }
+    const bool has_bias = !input_name(n, 2).empty();
+    Attributes attrs{{"out_channels", wt.shape[0]}, {"kernel_size", kernel}, {"stride", w.stride},
+                     {"padding", w.pad_begin}, {"dilation", w.dilation},
+                     {"groups", attr_int(n, "group", 1)}, {"bias", has_bias}};
+    Id y = c.add(in.size() == 4 ? "conv2d" : "conv", {x}, attrs, out0(n));
+    vector<string> params{n.input(1)};
+    if (has_bias) params.push_back(n.input(2));
+    c.bind_parameters(y, params);
+    c.define_node(out0(n), y);
+}
+
+void conv_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    const auto& wt = c.type(n.input(1));
+    if (in.size() != 3 && in.size() != 4) unsupported("ConvTranspose with other than 1 or 2 spatial dimensions");
+    if (find_attr(n, "output_shape")) unsupported("ConvTranspose with output_shape");
+    const string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID") unsupported("ConvTranspose with auto_pad " + auto_pad);
+    vector<std::int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+    Window w = window(n, in, kernel);
+    if (!symmetric(w)) unsupported("asymmetric padding");
+    const auto sp = kernel.size();
+    auto out_pad = attr_ints(n, "output_padding").value_or(vector<std::int64_t>(sp, 0));
+    const auto group = attr_int(n, "group", 1);
+    const bool has_bias = !input_name(n, 2).empty();
+    Attributes attrs{{"out_channels", wt.shape[1] * group}, {"kernel_size", kernel}, {"stride", w.stride},
+                     {"padding", w.pad_begin}, {"dilation", w.dilation}, {"groups", group},
+                     {"bias", has_bias}, {"output_padding", out_pad}};
+    Id y = c.add(sp == 2 ? "conv_transpose2d" : "conv_transpose", {x}, attrs, out0(n));
+    vector<string> params{n.input(1)};
+    if (has_bias) params.push_back(n.input(2));
+    c.bind_parameters(y, params);
+    c.define_node(out0(n), y);
+}
+
+/// MaxPool / AveragePool: 2-D directly, 1-D through a [N, C, 1, L] view (exact: a 1×k window).
+void conv_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
+    if (is_max) only_first_output(n, "MaxPool's Indices");
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() != 3 && in.size() != 4)
+        unsupported(n.op_type() + " with " + std::to_string(int(in.size()) - 2) + " spatial dimensions (1-D and 2-D are supported)");
+    auto kernel = attr_ints(n, "kernel_shape");
+    if (!kernel) unsupported("missing kernel_shape");
+    Window w = window(n, in, *kernel);
+    for (auto d : w.dilation) if (d != 1) unsupported("dilations other than 1");
+    const bool ceil_mode = attr_int(n, "ceil_mode", 0) != 0;
+    const bool include_pad = attr_int(n, "count_include_pad", 0) != 0;
+    bool over_half = false;
+    for (std::size_t k = 0; k < w.kernel.size(); ++k) over_half = over_half || 2 * w.pad_begin[k] > w.kernel[k];
+    if (!symmetric(w) || over_half) {
+        // Pad first (−∞ for max, 0 for an average that counts the padding), then pool without
+        // padding: every window sees the same values. Other averages are not exact this way.
+        if (!is_max && (!include_pad || ceil_mode))
+            unsupported("asymmetric or over-half padding for AveragePool without count_include_pad or with ceil_mode");
+        if (!in_vocabulary("pad")) unsupported("asymmetric padding needs BackendOp 'pad'");
+        x = pad_spatial(c, x, w.pad_begin, w.pad_end, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
+        w.pad_begin.assign(w.kernel.size(), 0);
+    }
+    Id src = x;
+    const Shape padded = shape_of(c, x);
+    if (in.size() == 3) {
+        src = reshape(c, x, {padded[0], padded[1], 1, padded[2]});
+        w.kernel.insert(w.kernel.begin(), 1);
+        w.stride.insert(w.stride.begin(), 1);
+        w.pad_begin.insert(w.pad_begin.begin(), 0);
+    }
+    Attributes attrs{{"kernel_size", w.kernel}, {"stride", w.stride}, {"padding", w.pad_begin},
+                     {"ceil_mode", ceil_mode}};
+    if (!is_max) attrs["count_include_pad"] = include_pad;
+    const bool direct = in.size() == 4;
+    Id y = c.add(is_max ? "max_pool2d_pad" : "avg_pool2d_pad", {src}, attrs, direct ? out0(n) : string());
+    if (!direct) {
+        const auto& s = shape_of(c, y);
+        y = reshape(c, y, {s[0], s[1], s[3]}, out0(n));
+    }
+    c.define_node(out0(n), y);
+}
+
+void conv_global_pool(ImportContext& c, const onnx::NodeProto& n, const string& op) {
+    // Mean (or max) over every spatial axis, keeping them as 1: exactly ONNX's Global*Pool.
+    Id x = x0(c, n);
+    const auto rank = rank_of(c, x);
+    if (rank < 3) unsupported("input must have spatial dimensions");
+    vector<std::int64_t> axes;
+    for (std::int64_t k = 2; k < rank; ++k) axes.push_back(k);
+    c.define_node(out0(n), c.add(op, {x}, {{"axes", axes}, {"keepdims", true}}, out0(n)));
+}
+
+void conv_batch_norm(ImportContext& c, const onnx::NodeProto& n) {
+    only_first_output(n, "BatchNormalization's training statistics");
+    if (attr_int(n, "training_mode", 0) != 0) unsupported("training_mode = 1");
+    if (c.opset() < 9 && attr_int(n, "spatial", 1) != 1) unsupported("spatial = 0");
+    Id x = x0(c, n);
+    Attributes attrs{{"eps", double(attr_float(n, "epsilon", 1e-5f))}, {"training", false}, {"affine", true}};
+    Id y = c.add("batch_norm", {x}, attrs, out0(n));
+    c.bind_parameters(y, {n.input(1), n.input(2), n.input(3), n.input(4)});
+    c.define_node(out0(n), y);
+}
+
+void conv_layer_norm(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    const auto axis = normalize_axis(attr_int(n, "axis", -1), static_cast<std::int64_t>(in.size()));
+    Shape normalized(in.begin() + axis, in.end());
+    const bool has_bias = !input_name(n, 2).empty();
+    Attributes attrs{{"normalized_shape", normalized}, {"eps", double(attr_float(n, "epsilon", 1e-5f))},
+                     {"elementwise_affine", true}, {"bias", has_bias}};
+    Id y = c.add("layer_norm", {x}, attrs, out0(n));
+    vector<string> params{n.input(1)};
+    if (has_bias) params.push_back(n.input(2));
+    c.bind_parameters(y, params);
+    c.define_node(out0(n), y);
+    // Optional outputs: Mean = mean over the normalised axes (kept as 1), InvStdDev =
+    // 1/sqrt(var + eps) with the biased variance, as ONNX defines them.
+    if (present_outputs(n) == 1) return;
+    if (attr_int(n, "stash_type", 1) != 1 || c.node_type(x).dtype != DType::float32)
+        unsupported("Mean / InvStdDev outputs other than float32 (stash_type 1)");
+    vector<std::int64_t> axes;
+    for (auto k = axis; k < static_cast<std::int64_t>(in.size()); ++k) axes.push_back(k);
+    const string mean_name = n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : string();
+    Id mean = c.add("reduce_mean", {x}, {{"axes", axes}, {"keepdims", true}}, mean_name);
+    if (!mean_name.empty()) c.define_node(mean_name, mean);
+    if (n.output_size() > 2 && !n.output(2).empty()) {
+        Id d = c.add("sub", {x, mean});
+        Id var = c.add("reduce_mean", {c.add("mul", {d, d})}, {{"axes", axes}, {"keepdims", true}});
+        const string eps_name = n.output(2) + "#eps";
+        c.define_constant(eps_name, Tensor::from_values(DType::float32, {}, {double(attr_float(n, "epsilon", 1e-5f))}));
+        Id inv_std = c.add("inv", {c.add("sqrt", {c.add("add", {var, c.runtime(eps_name)})})}, {}, n.output(2));
+        c.define_node(n.output(2), inv_std);
+    }
+}
+
+/// Reduce* ops: axes from the attribute (or, for ReduceSum from opset 13, the input), keepdims.
+vector<std::int64_t> reduce_axes(ImportContext& c, const onnx::NodeProto& n, bool& noop) {
+    vector<std::int64_t> axes;
+    noop = false;
+    const bool axes_input = n.op_type() == "ReduceSum" ? c.opset() >= 13 : c.opset() >= 18;
+    if (axes_input) {
+        if (!input_name(n, 1).empty()) axes = int_values(c.constant(n.input(1), n.op_type() + "'s axes"));
+        if (axes.empty() && attr_int(n, "noop_with_empty_axes", 0) != 0) noop = true;
+    } else if (auto a = attr_ints(n, "axes")) {
+        axes = *a;
+    }
+    return axes;
+}
+
+/// reduce op over axes (all when empty) with keepdims; `pre`/`post` add elementwise steps.
+Converter reduce(string op, string pre = {}, string post = {}) {
+    return [op, pre, post](ImportContext& c, const onnx::NodeProto& n) {
+        bool noop = false;
+        auto axes = reduce_axes(c, n, noop);
+        Id x = x0(c, n);
+        if (noop) {
+            // ONNX: empty axes with noop_with_empty_axes pass the input through.
+            if (!pre.empty() || !post.empty()) unsupported("noop_with_empty_axes on a composite reduction");
+            return alias(c, out0(n), n.input(0));
+        }
+        const bool keepdims = attr_int(n, "keepdims", 1) != 0;
+        if (!pre.empty()) x = pre == "square" ? c.add("mul", {x, x}) : c.add(pre, {x});
+        Attributes attrs{{"keepdims", keepdims}};
+        if (!axes.empty()) attrs["axes"] = axes;
+        if (rank_of(c, x) == 0) unsupported("reduction of a scalar");
+        Id y = c.add(op, {x}, attrs, post.empty() ? out0(n) : string());
+        if (!post.empty()) y = c.add(post, {y}, {}, out0(n));
+        c.define_node(out0(n), y);
+    };
+}
+
+void conv_flatten(ImportContext& c, const onnx::NodeProto& n) { conv_reshape_like(c, n); }
+
+bool in_vocabulary(const string& op) {
+    try {
+        parse<BackendOp>(op);
+        return true;
+    } catch (const VocabularyError&) {
+        return false;
+    }
+}
+
+/// Pads `x` (rank ≥ 3, [N, C, spatial...]) on its spatial axes with `value`; the first of two
+/// steps that make an asymmetric window exact (pad, then the window op without padding).
+Id pad_spatial(ImportContext& c, Id x, const vector<std::int64_t>& begin, const vector<std::int64_t>& end, double value) {
+    const auto rank = rank_of(c, x);
+    vector<std::int64_t> pads(2 * rank, 0);
+    for (std::size_t k = 0; k < begin.size(); ++k) {
+        pads[2 + k] = begin[k];
+        pads[rank + 2 + k] = end[k];
+    }
+    return c.add("pad", {x}, {{"pads", pads}, {"mode", string("constant")}, {"value", value}});
+}
+
+void conv_where(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), c.add("where", {c.runtime(n.input(0)), c.runtime(n.input(1)), c.runtime(n.input(2))}, {}, out0(n)));
+}
+
+void conv_gather(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), c.add("gather", {c.runtime(n.input(0)), c.runtime(n.input(1))},
+                                 {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
+}
+
+void conv_slice(ImportContext& c, const onnx::NodeProto& n) {
+    vector<std::int64_t> starts, ends, axes, steps;
+    if (c.opset() < 10) {
+        starts = attr_ints(n, "starts").value_or(vector<std::int64_t>{});
+        ends = attr_ints(n, "ends").value_or(vector<std::int64_t>{});
+        axes = attr_ints(n, "axes").value_or(vector<std::int64_t>{});
+    } else {
+        starts = int_values(c.constant(n.input(1), "Slice's starts"));
+        ends = int_values(c.constant(n.input(2), "Slice's ends"));
+        if (!input_name(n, 3).empty()) axes = int_values(c.constant(n.input(3), "Slice's axes"));
+        if (!input_name(n, 4).empty()) steps = int_values(c.constant(n.input(4), "Slice's steps"));
+    }
+    Attributes attrs{{"starts", starts}, {"ends", ends}};
+    if (!axes.empty()) attrs["axes"] = axes;
+    if (!steps.empty()) attrs["steps"] = steps;
+    c.define_node(out0(n), c.add("slice", {x0(c, n)}, attrs, out0(n)));
+}
+
+void conv_split(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Shape& in = shape_of(c, x);
+    const auto axis = normalize_axis(attr_int(n, "axis", 0), static_cast<std::int64_t>(in.size()));
+    vector<std::int64_t> split;
+    if (c.opset() < 13) split = attr_ints(n, "split").value_or(vector<std::int64_t>{});
+    else if (!input_name(n, 1).empty()) split = int_values(c.constant(n.input(1), "Split's split"));
+    const auto parts = n.output_size();
+    if (split.empty()) {
+        if (in[axis] % parts != 0) unsupported("Split into unequal parts without 'split'");
+        split.assign(parts, in[axis] / parts);
+    }
+    if (static_cast<int>(split.size()) != parts) unsupported("Split's 'split' does not match the output count");
+    std::int64_t offset = 0;
+    for (int k = 0; k < parts; ++k) {
+        Attributes attrs{{"starts", vector<std::int64_t>{offset}}, {"ends", vector<std::int64_t>{offset + split[k]}},
+                         {"axes", vector<std::int64_t>{axis}}};
+        offset += split[k];
+        if (n.output(k).empty()) continue;
+        c.define_node(n.output(k), c.add("slice", {x}, attrs, n.output(k)));
+    }
+}
+
+void conv_pad(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    string mode = attr_string(n, "mode", "constant");
+    vector<std::int64_t> pads;
+    double value = 0;
+    if (c.opset() < 11) {
+        pads = attr_ints(n, c.opset() < 2 ? "paddings" : "pads").value_or(vector<std::int64_t>{});
+        value = attr_float(n, "value", 0.0f);
+    } else {
+        pads = int_values(c.constant(n.input(1), "Pad's pads"));
+        if (!input_name(n, 2).empty()) value = scalar_value(c, n.input(2), "Pad's constant_value");
+        if (!input_name(n, 3).empty()) unsupported("Pad with axes");
+    }
+    Attributes attrs{{"pads", pads}, {"mode", mode}};
+    if (mode == "constant") {
+        if (c.node_type(x).dtype == DType::int64) attrs["value"] = static_cast<std::int64_t>(value);
+        else attrs["value"] = value;
+    }
+    c.define_node(out0(n), c.add("pad", {x}, attrs, out0(n)));
+}
+
+void conv_cast(ImportContext& c, const onnx::NodeProto& n) {
+    const int to = static_cast<int>(attr_int(n, "to", 0));
+    auto dtype = dtype_of_onnx(to);
+    if (!dtype) unsupported("Cast to " + onnx_type_name(to) + " (supported: float, double, int64, bool)");
+    Id x = x0(c, n);
+    if (c.node_type(x).dtype == *dtype) return alias(c, out0(n), n.input(0));
+    c.define_node(out0(n), c.add("cast", {x}, {{"to", string(to_string(*dtype))}}, out0(n)));
+}
+
+void conv_arg(ImportContext& c, const onnx::NodeProto& n, const string& op) {
+    Attributes attrs{{"axis", attr_int(n, "axis", 0)}, {"keepdims", attr_int(n, "keepdims", 1) != 0}};
+    if (attr_int(n, "select_last_index", 0) != 0) attrs["select_last_index"] = true;
+    c.define_node(out0(n), c.add(op, {x0(c, n)}, attrs, out0(n)));
+}
+
+void conv_trilu(ImportContext& c, const onnx::NodeProto& n) {
+    std::int64_t k = 0;
+    if (!input_name(n, 1).empty()) k = static_cast<std::int64_t>(scalar_value(c, n.input(1), "Trilu's k"));
+    const bool upper = attr_int(n, "upper", 1) != 0;
+    c.define_node(out0(n), c.add(upper ? "triu" : "tril", {x0(c, n)}, {{"k", k}}, out0(n)));
+}
+
+void conv_cumsum(ImportContext& c, const onnx::NodeProto& n) {
+    const auto axis = static_cast<std::int64_t>(scalar_value(c, n.input(1), "CumSum's axis"));
+    Attributes attrs{{"axis", axis}};
+    if (attr_int(n, "exclusive", 0)) attrs["exclusive"] = true;
+    if (attr_int(n, "reverse", 0)) attrs["reverse"] = true;
+    c.define_node(out0(n), c.add("cumsum", {x0(c, n)}, attrs, out0(n)));
+}
+
+void conv_tile(ImportContext& c, const onnx::NodeProto& n) {
+    auto repeats = int_values(c.constant(n.input(1), "Tile's repeats"));
+    c.define_node(out0(n), c.add("tile", {x0(c, n)}, {{"repeats", repeats}}, out0(n)));
+}
+
+
+/// DepthToSpace / SpaceToDepth: a reshape, a permutation and a reshape, as ONNX defines them.
+void conv_depth_space(ImportContext& c, const onnx::NodeProto& n, bool to_space) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() != 4) unsupported("input must be 4-D");
+    const auto bs = attr_int(n, "blocksize", 0);
+    if (bs <= 0) unsupported("blocksize must be positive");
+    const auto N = in[0], C = in[1], H = in[2], W = in[3];
+    Shape split, out;
+    vector<std::int64_t> perm;
+    if (to_space) {
+        if (C % (bs * bs) != 0) unsupported("channels not divisible by blocksize²");
+        const bool crd = attr_string(n, "mode", "DCR") == "CRD";
+        split = crd ? Shape{N, C / (bs * bs), bs, bs, H, W} : Shape{N, bs, bs, C / (bs * bs), H, W};
+        perm = crd ? vector<std::int64_t>{0, 1, 4, 2, 5, 3} : vector<std::int64_t>{0, 3, 4, 1, 5, 2};
+        out = {N, C / (bs * bs), H * bs, W * bs};
+    } else {
+        if (H % bs != 0 || W % bs != 0) unsupported("spatial size not divisible by blocksize");
+        split = {N, C, H / bs, bs, W / bs, bs};
+        perm = {0, 3, 5, 1, 2, 4};
+        out = {N, C * bs * bs, H / bs, W / bs};
+    }
+    Id y = c.add("permute", {reshape(c, x, split)}, {{"dims", perm}});
+    c.define_node(out0(n), reshape(c, y, out, out0(n)));
+}
+
+/// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial
+/// axes, with the biased variance, scale and B of shape [C] (viewed as [C, 1, ...]).
+void conv_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() < 3) unsupported("input must have spatial dimensions");
+    const auto dtype = c.node_type(x).dtype;
+    vector<std::int64_t> axes;
+    for (std::size_t k = 2; k < in.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
+    Shape channel_shape(in.size() - 1, 1);
+    channel_shape[0] = in[1];
+    auto channel_view = [&](const string& name) {
+        Id v = c.runtime(name);
+        if (shape_of(c, v) != Shape{in[1]}) unsupported("scale and B must have shape [C]");
+        return reshape(c, v, channel_shape);
+    };
+    Id mean = c.add("reduce_mean", {x}, {{"axes", axes}, {"keepdims", true}});
+    Id d = c.add("sub", {x, mean});
+    Id var = c.add("reduce_mean", {c.add("mul", {d, d})}, {{"axes", axes}, {"keepdims", true}});
+    const string eps_name = out0(n) + "#eps";
+    c.define_constant(eps_name, Tensor::from_values(dtype, {}, {double(attr_float(n, "epsilon", 1e-5f))}));
+    Id norm = c.add("div", {d, c.add("sqrt", {c.add("add", {var, c.runtime(eps_name)})})});
+    Id y = c.add("add", {c.add("mul", {norm, channel_view(n.input(1))}), channel_view(n.input(2))}, {}, out0(n));
+    c.define_node(out0(n), y);
+}
+
+
+/// NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and int64 target [N, d...]:
+/// the picked value x[n, target, d] is selected exactly with a one-hot mask
+/// (equal(target, arange(C))) and `where` (never multiplied by 0, so ±inf stays as it is), then
+/// summed over C (one value plus zeros). A target equal to ignore_index, or outside [0, C),
+/// selects nothing (loss 0, weight 0). reduction none / sum / mean (mean = Σ loss / Σ weight).
+Id nll_loss(ImportContext& c, const onnx::NodeProto& n, Id x, const string& out_name) {
+    const Shape in = shape_of(c, x);
+    if (in.size() < 2) unsupported("input must be [N, C, ...]");
+    const auto dtype = c.node_type(x).dtype;
+    const std::int64_t C = in[1];
+    Id target = c.runtime(n.input(1));
+    if (c.node_type(target).dtype != DType::int64) unsupported("target must be int64");
+    Shape t_view = shape_of(c, target);
+    t_view.insert(t_view.begin() + 1, 1);
+    Shape class_view(in.size(), 1);
+    class_view[1] = C;
+    vector<double> classes(C);
+    for (std::int64_t k = 0; k < C; ++k) classes[k] = double(k);
+    const string base = out_name.empty() ? out0(n) : out_name;
+    c.define_constant(base + "#classes", Tensor::from_values(DType::int64, class_view, classes));
+    c.define_constant(base + "#zero", Tensor::zeros(dtype, {}));
+    Id zero = c.runtime(base + "#zero");
+    Id mask = c.add("equal", {reshape(c, target, t_view), c.runtime(base + "#classes")});
+    if (const auto* ii = find_attr(n, "ignore_index")) {
+        c.define_constant(base + "#ignore", Tensor::from_values(DType::int64, {}, {double(ii->i())}));
+        Id keep = c.add("logical_not", {c.add("equal", {reshape(c, target, t_view), c.runtime(base + "#ignore")})});
+        mask = c.add("logical_and", {mask, keep});
+    }
+    Id picked = c.add("reduce_sum", {c.add("where", {mask, x, zero})}, {{"axes", vector<std::int64_t>{1}}, {"keepdims", false}});
+    // Selected weight per element: w[target] (or 1), 0 where nothing is selected.
+    Id weight;
+    const bool has_weight = !input_name(n, 2).empty();
+    if (has_weight) {
+        Id w = c.runtime(n.input(2));
+        if (shape_of(c, w) != Shape{C}) unsupported("weight must have shape [C]");
+        weight = c.add("reduce_sum", {c.add("where", {mask, reshape(c, w, class_view), zero})},
+                       {{"axes", vector<std::int64_t>{1}}, {"keepdims", false}});
+    } else {
+        weight = c.add("reduce_sum", {c.add("cast", {mask}, {{"to", string(to_string(dtype))}})},
+                       {{"axes", vector<std::int64_t>{1}}, {"keepdims", false}});
+    }
+    const string reduction = attr_string(n, "reduction", "mean");
+    Id loss = c.add("neg", {has_weight ? c.add("mul", {picked, weight}) : picked}, {}, reduction == "none" ? out_name : string());
+    if (reduction == "none") return loss;
+    if (reduction == "sum") return c.add("sum", {loss}, {}, out_name);
+    if (reduction != "mean") unsupported("reduction '" + reduction + "'");
+    return c.add("div", {c.add("sum", {loss}), c.add("sum", {weight})}, {}, out_name);
+}
+
+void conv_nll(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), nll_loss(c, n, x0(c, n), out0(n)));
+}
+
+void conv_softmax_cross_entropy(ImportContext& c, const onnx::NodeProto& n) {
+    // log_softmax over the class axis, then the NLL above; the optional second output is it.
+    Id log_prob = c.add("log_softmax", {x0(c, n)}, {{"axis", std::int64_t(1)}},
+                        n.output_size() > 1 ? n.output(1) : string());
+    if (n.output_size() > 1 && !n.output(1).empty()) c.define_node(n.output(1), log_prob);
+    c.define_node(out0(n), nll_loss(c, n, log_prob, out0(n)));
+}
+
+/// Activations with float attributes: ONNX attribute name → BackendOp attribute, with defaults.
+Converter activation(string op, vector<std::tuple<string, string, float>> attrs) {
+    return [op, attrs](ImportContext& c, const onnx::NodeProto& n) {
+        Attributes a;
+        for (const auto& [onnx_name, name, fallback] : attrs) a[name] = double(attr_float(n, onnx_name, fallback));
+        c.define_node(out0(n), c.add(op, {x0(c, n)}, a, out0(n)));
+    };
+}
+
+
+}  // namespace
+
+const std::map<string, Converter>& converters() {
+    static const std::map<string, Converter> table = [] {
+        std::map<string, Converter> t;
+        for (auto [onnx_op, op] : vector<std::pair<string, string>>{
+                 {"Abs", "abs"}, {"Sqrt", "sqrt"}, {"Relu", "relu"}, {"Sigmoid", "sigmoid"},
+                 {"Tanh", "tanh"}, {"Exp", "exp"}, {"Log", "log"}, {"Sin", "sin"}, {"Cos", "cos"},
+                 {"Reciprocal", "inv"}, {"Softplus", "softplus"}, {"Erf", "erf"}, {"Floor", "floor"},
+                 {"Ceil", "ceil"}, {"Sign", "sign"}, {"Tan", "tan"}, {"Asin", "asin"}, {"Acos", "acos"},
+                 {"Atan", "atan"}, {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asinh", "asinh"}, {"Acosh", "acosh"},
+                 {"Atanh", "atanh"}, {"Softsign", "softsign"}, {"HardSwish", "hardswish"}, {"Mish", "mish"},
+                 {"Not", "logical_not"}, {"Round", "round"}, {"IsNaN", "isnan"}})
+            t[onnx_op] = unary(op);
+        for (auto [onnx_op, op] : vector<std::pair<string, string>>{
+                 {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
+                 {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
+                 {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
+                 {"Xor", "logical_xor"}})
+            t[onnx_op] = binary(op);
+        t["Where"] = conv_where;
+        t["NegativeLogLikelihoodLoss"] = conv_nll;
+        t["SoftmaxCrossEntropyLoss"] = conv_softmax_cross_entropy;
+        t["DepthToSpace"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_depth_space(c, n, true); };
+        t["SpaceToDepth"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_depth_space(c, n, false); };
+        t["InstanceNormalization"] = conv_instance_norm;
+        t["Gather"] = conv_gather;
+        t["Slice"] = conv_slice;
+        t["Split"] = conv_split;
+        t["Pad"] = conv_pad;
+        t["Cast"] = conv_cast;
+        t["ArgMax"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_arg(c, n, "argmax"); };
+        t["ArgMin"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_arg(c, n, "argmin"); };
+        t["Trilu"] = conv_trilu;
+        t["CumSum"] = conv_cumsum;
+        t["Tile"] = conv_tile;
+        t["LeakyRelu"] = activation("leaky_relu", {{"alpha", "negative_slope", 0.01f}});
+        t["Elu"] = activation("elu", {{"alpha", "alpha", 1.0f}});
+        t["Celu"] = activation("celu", {{"alpha", "alpha", 1.0f}});
+        t["Selu"] = activation("selu", {{"alpha", "alpha", 1.67326319217681884765625f}, {"gamma", "gamma", 1.05070102214813232421875f}});
+        t["HardSigmoid"] = activation("hardsigmoid", {{"alpha", "alpha", 0.2f}, {"beta", "beta", 0.5f}});
+        t["ThresholdedRelu"] = activation("thresholded_relu", {{"alpha", "alpha", 1.0f}});
+        t["Max"] = variadic("max");
+        t["Min"] = variadic("min");
+        t["Sum"] = variadic("add");
+        t["Mean"] = conv_mean;
+        t["Neg"] = conv_neg;
+        t["PRelu"] = conv_prelu;
+        t["Identity"] = conv_identity;
+        t["Dropout"] = conv_dropout;
+        t["Clip"] = conv_clip;
+        t["Softmax"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_softmax_like(c, n, "softmax"); };
+        t["LogSoftmax"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_softmax_like(c, n, "log_softmax"); };
+        t["Reshape"] = conv_reshape_like;
+        t["Squeeze"] = conv_reshape_like;
+        t["Unsqueeze"] = conv_reshape_like;
+        t["Flatten"] = conv_flatten;
+        t["Transpose"] = conv_transpose;
+        t["Expand"] = conv_expand;
+        t["Concat"] = conv_concat;
+        t["MatMul"] = conv_matmul;
+        t["Gemm"] = conv_gemm;
+        t["Conv"] = conv_conv;
+        t["ConvTranspose"] = conv_conv_transpose;
+        t["MaxPool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_pool(c, n, true); };
+        t["AveragePool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_pool(c, n, false); };
+        t["GlobalAveragePool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_global_pool(c, n, "reduce_mean"); };
+        t["GlobalMaxPool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_global_pool(c, n, "reduce_max"); };
+        t["BatchNormalization"] = conv_batch_norm;
+        t["LayerNormalization"] = conv_layer_norm;
+        t["ReduceSum"] = reduce("reduce_sum");
+        t["ReduceMean"] = reduce("reduce_mean");
+        t["ReduceMax"] = reduce("reduce_max");
+        t["ReduceMin"] = reduce("reduce_min");
+        t["ReduceProd"] = reduce("reduce_prod");
+        t["ReduceSumSquare"] = reduce("reduce_sum", "square");
+        t["ReduceL1"] = reduce("reduce_sum", "abs");
+        t["ReduceL2"] = reduce("reduce_sum", "square", "sqrt");
+        t["ReduceLogSum"] = reduce("reduce_sum", {}, "log");
+        t["ReduceLogSumExp"] = reduce("reduce_sum", "exp", "log");
+        return t;
+    }();
+    return table;
+}
+
+string known_unsupported_reason(const string& op) {
+    static const std::map<string, string> reasons = [] {
+        std::map<string, string> r;
+        for (auto o : {"Loop", "If", "Scan"}) r[o] = "control flow (subgraphs) has no BackendOp";
+        for (auto o : {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+                       "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+                       "Optional", "OptionalHasElement", "OptionalGetElement"})
+            r[o] = "sequence and optional values are not supported (tensors only)";
+        for (auto o : {"StringNormalizer", "TfIdfVectorizer", "RegexFullMatch", "StringConcat"})
+            r[o] = "string tensors are not supported";
+        for (auto o : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                       "QLinearMatMul", "ConvInteger", "MatMulInteger"})
+            r[o] = "quantized (8-bit integer) ops are not supported";
+        for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
+            r[o] = "random ops cannot be checked against fixed outputs and are not imported";
+        for (auto o : {"RNN", "LSTM", "GRU"}) r[o] = "recurrent layers have no BackendOp";
+        for (auto o : {"Resize", "Upsample", "GridSample", "RoiAlign", "MaxRoiPool"}) r[o] = "no BackendOp for interpolation / resampling";
+        for (auto o : {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
+            r[o] = "no BackendOp for signal processing";
+        for (auto o : {"Adam", "Adagrad", "Momentum", "Gradient"}) r[o] = "training ops (ai.onnx.preview.training) are not supported";
+        return r;
+    }();
+    auto it = reasons.find(op);
+    return it == reasons.end() ? string() : it->second;
+}
+
+}  // namespace capsule::onnx_import

@@ -1,0 +1,146 @@
+// Internal to the ONNX importer: the state one import builds up, shared by the model loader
+// (model_loader.cpp), the op converters (converters.cpp) and the constant folder
+// (constant_folding.cpp).
+#pragma once
+
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "capsule/onnx_import.hpp"
+
+namespace capsule::onnx_import {
+
+/// What an ONNX value name stands for during import.
+struct Value {
+    TensorType type;
+    std::optional<std::int64_t> node;   // graph node computing it (runtime value)
+    std::optional<Tensor> constant;     // host value known at import (initializer, folded)
+    std::string graph_input;            // the ONNX graph input this value is ("" otherwise)
+};
+
+/// Raised by converters for a variant they do not map; the loader adds op, node and opset.
+struct Unsupported {
+    std::string reason;
+};
+[[noreturn]] void unsupported(std::string reason);
+
+/// ONNX element type → DType, or nullopt.
+std::optional<DType> dtype_of_onnx(int elem_type);
+/// "float16", "int32", ... for messages.
+std::string onnx_type_name(int elem_type);
+/// TensorProto → host tensor. Raises Unsupported for other element types and InputError for
+/// malformed data.
+Tensor tensor_from_proto(const onnx::TensorProto& proto);
+
+class ImportContext {
+public:
+    ImportContext(ImportedModel& model, std::int64_t opset) : model_(model), opset_(opset) {}
+
+    std::int64_t opset() const { return opset_; }
+    /// The ONNX node being converted (for names of helper nodes).
+    const onnx::NodeProto* current = nullptr;
+    /// Set when an import fails because a graph input must be a constant.
+    std::string needed_constant_input;
+
+    bool has(const std::string& name) const { return values_.count(name) != 0; }
+    Value& value(const std::string& name);
+    void define(const std::string& name, Value v);
+    /// Binds an ONNX output name to a constant.
+    void define_constant(const std::string& name, Tensor t);
+    /// Binds an ONNX output name to an existing node.
+    void define_node(const std::string& name, std::int64_t id);
+    /// A name that exists but cannot be used (unsupported dtype or type); using it raises
+    /// Unsupported with `reason`.
+    void mark_unusable(const std::string& name, std::string reason);
+
+    /// The node id of a runtime value, creating an `input` or `const` node on first use.
+    std::int64_t runtime(const std::string& name);
+    const TensorType& type(const std::string& name) { return value(name).type; }
+    bool is_constant(const std::string& name) { return value(name).constant.has_value(); }
+    /// The constant value; raises Unsupported naming `what` when the value is computed at run time
+    /// (recording the graph input in `needed_constant_input` when it is one).
+    const Tensor& constant(const std::string& name, const std::string& what);
+
+    /// Adds a BackendOp node (by spelling: an op missing from this build's vocabulary is
+    /// Unsupported), infers its type (an inference error is Unsupported with that reason) and
+    /// returns its id. `name` empty: a fresh helper name derived from the current node.
+    std::int64_t add(const std::string& op, std::vector<std::int64_t> parents, Attributes attrs = {},
+                     std::string name = {});
+    /// A structural `detach` (identity) node named `name`.
+    std::int64_t add_identity(std::int64_t parent, const std::string& name);
+    const Node& node(std::int64_t id) const { return graph().nodes[index_.at(id)]; }
+    const TensorType& node_type(std::int64_t id) const {
+        return types_.at(id);
+    }
+    /// Binds the parameters of node `id` (parameter_specs order) from ONNX values: each source
+    /// must be a constant (stored under the key) or a graph input (recorded in parameter_inputs).
+    /// A source whose type differs from the spec is reshaped when only the shape differs and the
+    /// element count agrees (e.g. a [1, C] bias for a [C] parameter), else Unsupported.
+    void bind_parameters(std::int64_t id, const std::vector<std::string>& sources);
+    /// Binds one parameter key to a host tensor directly.
+    void bind_parameter_value(const std::string& key, Tensor t);
+
+    /// A fresh unique node name.
+    std::string fresh_name(const std::string& base);
+    bool name_used(const std::string& name) const { return names_.count(name) != 0; }
+
+    Graph& graph() const { return model_.graph; }
+    ImportedModel& model() { return model_; }
+
+private:
+    ImportedModel& model_;
+    std::int64_t opset_;
+    std::unordered_map<std::string, Value> values_;
+    std::unordered_map<std::int64_t, std::size_t> index_;
+    std::unordered_map<std::int64_t, TensorType> types_;
+    std::map<std::string, int> names_;
+    std::map<std::string, std::string> unusable_;
+    std::int64_t next_id_ = 0;
+    std::int64_t push(Node node, TensorType type);
+};
+
+/// A converter for one ONNX op type: reads the node, adds graph nodes and defines every output.
+using Converter = std::function<void(ImportContext&, const onnx::NodeProto&)>;
+/// The converter table (converters.cpp): ONNX op type (default domain) → converter.
+const std::map<std::string, Converter>& converters();
+/// Reason an op type has no converter (e.g. control flow, training ops), or "" when unknown.
+std::string known_unsupported_reason(const std::string& op_type);
+
+/// Tries to fold `node` on the host (constant_folding.cpp): when every input it needs is a
+/// constant (Shape and Size only need a static input shape) and the op is foldable, defines the
+/// outputs as constants and returns true.
+bool try_fold(ImportContext& ctx, const onnx::NodeProto& node);
+
+/// Output shape of Reshape / Squeeze / Unsqueeze / Flatten for input shape `in` (constant
+/// shape/axes inputs are read through ctx); Unsupported when they are not constants.
+Shape reshape_target(ImportContext& ctx, const onnx::NodeProto& node, const Shape& in);
+/// Slice's ranges for input shape `in`: per axis {start, step, count} after NumPy clamping.
+std::vector<std::array<std::int64_t, 3>> slice_ranges(ImportContext& ctx, const onnx::NodeProto& node,
+                                                      const Shape& in);
+
+// Attribute helpers (converters and folding).
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& node, const std::string& name);
+std::int64_t attr_int(const onnx::NodeProto& node, const std::string& name, std::int64_t fallback);
+float attr_float(const onnx::NodeProto& node, const std::string& name, float fallback);
+std::string attr_string(const onnx::NodeProto& node, const std::string& name,
+                        const std::string& fallback);
+std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node,
+                                                   const std::string& name);
+/// Input i's name, or "" when absent or empty (optional input left out).
+std::string input_name(const onnx::NodeProto& node, int i);
+/// Values of an int64 (or int32) constant tensor.
+std::vector<std::int64_t> int_values(const Tensor& t);
+
+/// NumPy broadcast of two shapes, or Unsupported when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+/// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range.
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank);
+
+}  // namespace capsule::onnx_import

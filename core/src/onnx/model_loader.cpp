@@ -1,0 +1,681 @@
+// ONNX model loading: protobuf parsing, onnx::checker, static input shapes, onnx shape inference,
+// initializers, the node-by-node import loop, and the tensor-file and model-loading entry points.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include "capsule/tensor_io.hpp"
+#include "import_context.hpp"
+
+namespace capsule::onnx_import {
+
+using std::string;
+
+void unsupported(string reason) { throw Unsupported{std::move(reason)}; }
+
+std::optional<DType> dtype_of_onnx(int elem_type) {
+    switch (elem_type) {
+        case onnx::TensorProto::FLOAT: return DType::float32;
+        case onnx::TensorProto::DOUBLE: return DType::float64;
+        case onnx::TensorProto::INT64: return DType::int64;
+        case onnx::TensorProto::BOOL: return DType::boolean;
+        default: return std::nullopt;
+    }
+}
+
+string onnx_type_name(int elem_type) {
+    if (onnx::TensorProto::DataType_IsValid(elem_type)) {
+        string name = onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type));
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+        return name;
+    }
+    return "element type " + std::to_string(elem_type);
+}
+
+namespace {
+
+template <typename T, typename Field>
+void copy_typed(Tensor& t, const Field& field, const string& what) {
+    if (static_cast<std::int64_t>(field.size()) != t.numel())
+        throw InputError(what + ": holds " + std::to_string(field.size()) + " values, shape " +
+                         to_string(t.shape()) + " needs " + std::to_string(t.numel()));
+    auto out = t.values<T>();
+    for (int i = 0; i < field.size(); ++i) out[i] = static_cast<T>(field.Get(i));
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& proto) {
+    const string what = "tensor '" + proto.name() + "'";
+    if (proto.has_segment()) unsupported("segmented tensor data (or a sequence / optional value, which is not a tensor)");
+    if (proto.data_location() == onnx::TensorProto::EXTERNAL)
+        unsupported(what + " keeps its data in an external file (external data is not supported)");
+    auto dtype = dtype_of_onnx(proto.data_type());
+    if (!dtype) unsupported("dtype " + onnx_type_name(proto.data_type()) + " (supported: float, double, int64, bool)");
+    Shape shape(proto.dims().begin(), proto.dims().end());
+    for (auto d : shape)
+        if (d < 0) throw InputError(what + ": negative dimension in " + to_string(shape));
+    const auto count = element_count(shape);  // raises on overflow
+    const auto available = proto.has_raw_data()
+                               ? static_cast<std::int64_t>(proto.raw_data().size() / dtype_size(*dtype))
+                               : static_cast<std::int64_t>(proto.float_data_size() + proto.double_data_size() +
+                                                           proto.int64_data_size() + proto.int32_data_size());
+    if (count != available)
+        throw InputError(what + ": shape " + to_string(shape) + " needs " + std::to_string(count) +
+                         " values, the tensor holds " + std::to_string(available));
+    Tensor t = Tensor::zeros(*dtype, shape);
+    if (proto.has_raw_data()) {
+        const auto& raw = proto.raw_data();
+        if (raw.size() != t.nbytes())
+            throw InputError(what + ": raw_data has " + std::to_string(raw.size()) + " bytes, " +
+                             string(to_string(*dtype)) + to_string(shape) + " needs " +
+                             std::to_string(t.nbytes()));
+        if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
+        if (*dtype == DType::boolean)
+            for (auto& b : t.values<unsigned char>()) b = b != 0;
+        return t;
+    }
+    switch (*dtype) {
+        case DType::float32: copy_typed<float>(t, proto.float_data(), what); break;
+        case DType::float64: copy_typed<double>(t, proto.double_data(), what); break;
+        case DType::int64: copy_typed<std::int64_t>(t, proto.int64_data(), what); break;
+        case DType::boolean: {
+            copy_typed<unsigned char>(t, proto.int32_data(), what);
+            for (auto& b : t.values<unsigned char>()) b = b != 0;
+            break;
+        }
+    }
+    return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ImportContext
+
+Value& ImportContext::value(const string& name) {
+    auto it = values_.find(name);
+    if (it == values_.end()) {
+        auto bad = unusable_.find(name);
+        if (bad != unusable_.end()) unsupported(bad->second);
+        unsupported("value '" + name + "' is not defined by an earlier node, initializer or input");
+    }
+    return it->second;
+}
+
+void ImportContext::define(const string& name, Value v) {
+    if (name.empty()) return;
+    values_[name] = std::move(v);
+}
+
+void ImportContext::define_constant(const string& name, Tensor t) {
+    Value v;
+    v.type = {t.shape(), t.dtype()};
+    v.constant = std::move(t);
+    define(name, std::move(v));
+}
+
+void ImportContext::define_node(const string& name, std::int64_t id) {
+    Value v;
+    v.type = types_.at(id);
+    v.node = id;
+    define(name, std::move(v));
+}
+
+void ImportContext::mark_unusable(const string& name, string reason) { unusable_[name] = std::move(reason); }
+
+std::int64_t ImportContext::push(Node node, TensorType type) {
+    node.id = next_id_++;
+    node.shape = type.shape;
+    node.dtype = type.dtype;
+    if (!node.name.empty()) names_[node.name]++;
+    index_[node.id] = graph().nodes.size();
+    types_[node.id] = type;
+    graph().nodes.push_back(std::move(node));
+    return graph().nodes.back().id;
+}
+
+string ImportContext::fresh_name(const string& base) {
+    string name = base;
+    for (int k = 1; names_.count(name); ++k) name = base + "#" + std::to_string(k);
+    return name;
+}
+
+std::int64_t ImportContext::runtime(const string& name) {
+    Value& v = value(name);
+    if (v.node) return *v.node;
+    Node n;
+    if (v.constant) {
+        n.kind = NodeKind::constant;
+        n.name = fresh_name(name);
+        // A const node reads its value under its own name; the name must not be another key.
+        if (model_.parameters.count(n.name)) n.name = fresh_name(name + "#const");
+        const auto id = push(std::move(n), v.type);
+        bind_parameter_value(node(id).name, *v.constant);
+        v.node = id;
+        return id;
+    }
+    if (!v.graph_input.empty()) {
+        n.kind = NodeKind::input;
+        n.name = v.graph_input;
+        v.node = push(std::move(n), v.type);
+        return *v.node;
+    }
+    unsupported("value '" + name + "' has no producer");
+}
+
+const Tensor& ImportContext::constant(const string& name, const string& what) {
+    Value& v = value(name);
+    if (!v.constant && !v.graph_input.empty()) needed_constant_input = v.graph_input;
+    if (!v.constant)
+        unsupported(what + " ('" + name + "') must be a constant (an initializer or computable at "
+                    "import), but it is computed at run time");
+    return *v.constant;
+}
+
+std::int64_t ImportContext::add(const string& op, std::vector<std::int64_t> parents, Attributes attrs,
+                                string name) {
+    Node n;
+    n.kind = NodeKind::op;
+    try {
+        n.op = parse<BackendOp>(op);
+    } catch (const VocabularyError&) {
+        unsupported("needs BackendOp '" + op + "', which this build's vocabulary does not have");
+    }
+    n.parents = std::move(parents);
+    n.attrs = std::move(attrs);
+    std::vector<TensorType> parent_types;
+    for (auto p : n.parents) parent_types.push_back(types_.at(p));
+    TensorType type;
+    try {
+        type = infer_type(n, parent_types);
+    } catch (const InputError& e) {
+        unsupported(op + ": " + e.what());
+    }
+    if (name.empty()) {
+        string base = current && current->output_size() > 0 ? current->output(0) : string("node");
+        name = fresh_name(base + "/" + op);
+    } else if (names_.count(name)) {
+        name = fresh_name(name);
+    }
+    n.name = name;
+    return push(std::move(n), type);
+}
+
+std::int64_t ImportContext::add_identity(std::int64_t parent, const string& name) {
+    Node n;
+    n.kind = NodeKind::detach;
+    n.parents = {parent};
+    n.name = fresh_name(name);
+    return push(std::move(n), types_.at(parent));
+}
+
+void ImportContext::bind_parameter_value(const string& key, Tensor t) {
+    if (model_.parameters.count(key))
+        throw InputError("internal: parameter key '" + key + "' is bound twice");
+    model_.parameters.emplace(key, std::move(t));
+}
+
+void ImportContext::bind_parameters(std::int64_t id, const std::vector<string>& sources) {
+    const Node& n = node(id);
+    std::vector<TensorType> parent_types;
+    for (auto p : n.parents) parent_types.push_back(types_.at(p));
+    const auto specs = parameter_specs(n, parent_types);
+    if (specs.size() != sources.size())
+        throw InputError("internal: node " + n.name + " takes " + std::to_string(specs.size()) +
+                         " parameters, the converter gave " + std::to_string(sources.size()));
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        const auto& spec = specs[i];
+        Value& v = value(sources[i]);
+        if (v.type.dtype != spec.type.dtype)
+            unsupported("parameter '" + sources[i] + "' is " + string(to_string(v.type.dtype)) +
+                        ", " + n.op_spelling() + " needs " + string(to_string(spec.type.dtype)));
+        if (v.constant) {
+            Tensor t = *v.constant;
+            if (t.shape() != spec.type.shape) {
+                if (t.numel() != element_count(spec.type.shape))
+                    unsupported("parameter '" + sources[i] + "' has shape " + to_string(t.shape()) +
+                                ", " + n.op_spelling() + " needs " + to_string(spec.type.shape));
+                Tensor r = Tensor::zeros(t.dtype(), spec.type.shape);
+                if (t.nbytes()) std::memcpy(r.data(), t.data(), t.nbytes());
+                t = r;
+            }
+            bind_parameter_value(spec.key, t);
+        } else if (!v.graph_input.empty()) {
+            if (v.type.shape != spec.type.shape)
+                unsupported("graph input '" + v.graph_input + "' feeds parameter " + spec.key +
+                            " of shape " + to_string(spec.type.shape) + " but has shape " +
+                            to_string(v.type.shape));
+            model_.parameter_inputs[v.graph_input].push_back(spec.key);
+        } else {
+            unsupported("'" + sources[i] + "' feeds parameter " + spec.key +
+                        " and must be an initializer or a graph input, but the graph computes it");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attribute helpers
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& node, const string& name) {
+    for (const auto& a : node.attribute())
+        if (a.name() == name) return &a;
+    return nullptr;
+}
+std::int64_t attr_int(const onnx::NodeProto& node, const string& name, std::int64_t fallback) {
+    const auto* a = find_attr(node, name);
+    return a ? a->i() : fallback;
+}
+float attr_float(const onnx::NodeProto& node, const string& name, float fallback) {
+    const auto* a = find_attr(node, name);
+    return a ? a->f() : fallback;
+}
+string attr_string(const onnx::NodeProto& node, const string& name, const string& fallback) {
+    const auto* a = find_attr(node, name);
+    return a ? a->s() : fallback;
+}
+std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node, const string& name) {
+    const auto* a = find_attr(node, name);
+    if (!a) return std::nullopt;
+    return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+}
+string input_name(const onnx::NodeProto& node, int i) {
+    return i < node.input_size() ? node.input(i) : string();
+}
+std::vector<std::int64_t> int_values(const Tensor& t) {
+    std::vector<std::int64_t> out;
+    if (t.dtype() == DType::int64) {
+        auto v = t.values<std::int64_t>();
+        out.assign(v.begin(), v.end());
+    } else if (t.dtype() == DType::boolean) {
+        for (auto b : t.values<unsigned char>()) out.push_back(b);
+    } else {
+        unsupported("expected an integer tensor, got " + string(to_string(t.dtype())));
+    }
+    return out;
+}
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+    Shape out(std::max(a.size(), b.size()));
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+        std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+        if (da != db && da != 1 && db != 1)
+            unsupported("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
+        out[out.size() - 1 - i] = da == 1 ? db : da;
+    }
+    return out;
+}
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {
+    std::int64_t r = std::max<std::int64_t>(rank, 1);
+    if (axis < -r || axis >= r)
+        unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+    return axis < 0 ? axis + r : axis;
+}
+
+namespace {
+
+struct InferredType {
+    std::optional<DType> dtype;
+    std::optional<Shape> shape;  // set when every dimension is static
+};
+
+InferredType inferred_of(const onnx::TypeProto& t) {
+    InferredType out;
+    if (!t.has_tensor_type()) return out;
+    out.dtype = dtype_of_onnx(t.tensor_type().elem_type());
+    if (!t.tensor_type().has_shape()) return out;
+    Shape s;
+    for (const auto& d : t.tensor_type().shape().dim()) {
+        if (!d.has_dim_value()) return out;
+        s.push_back(d.dim_value());
+    }
+    out.shape = s;
+    return out;
+}
+
+string node_label(const onnx::NodeProto& node, std::int64_t opset) {
+    string label = "ONNX op " + node.op_type() + " (node '" + node.name() + "'";
+    if (node.name().empty() && node.output_size() > 0) label = "ONNX op " + node.op_type() + " (node with output '" + node.output(0) + "'";
+    return label + ", opset " + std::to_string(opset) + ")";
+}
+
+onnx::ModelProto parse_model(std::string_view bytes, const string& src) {
+    onnx::ModelProto model;
+    if (bytes.empty()) throw InputError(src + ": empty file, not an ONNX model");
+    if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw InputError(src + ": larger than 2 GiB; protobuf cannot parse it in one piece");
+    if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+        throw InputError(src + ": not a valid ONNX model (protobuf ModelProto parsing failed)");
+    if (!model.has_graph())
+        throw InputError(src + ": not a valid ONNX model (no graph)");
+    return model;
+}
+
+string read_file(const std::filesystem::path& path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) throw InputError(path.string() + ": no such file");
+    if (std::filesystem::is_directory(path, ec)) throw InputError(path.string() + ": is a directory");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(path.string() + ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (!in && !in.eof()) throw InputError(path.string() + ": read error");
+    return ss.str();
+}
+
+}  // namespace
+
+}  // namespace capsule::onnx_import
+
+namespace capsule {
+
+using namespace onnx_import;
+using std::string;
+
+ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
+                                const OnnxImportOptions& options) {
+    const string src = source.empty() ? string("model.onnx") : source.string();
+    onnx::ModelProto model = parse_model(bytes, src);
+
+    ImportedModel out;
+    out.graph.source = source;
+    out.ir_version = model.ir_version();
+    std::int64_t opset = -1;
+    for (const auto& imp : model.opset_import())
+        if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
+    if (opset < 0) {
+        string domains;
+        for (const auto& imp : model.opset_import()) domains += (domains.empty() ? "" : ", ") + imp.domain();
+        throw OnnxUnsupportedError(src + ": the model imports no default-domain (ai.onnx) opset, only " + domains +
+                                       "; ops outside ai.onnx are not supported",
+                                   "", "op domain " + domains + " (only ai.onnx is supported)");
+    }
+    out.opset = opset;
+
+    try {
+        onnx::checker::check_model(model);
+    } catch (const std::exception& e) {
+        throw InputError(src + ": the ONNX checker rejects the model: " + string(e.what()));
+    }
+    auto& g = *model.mutable_graph();
+
+    std::set<string> initializer_names;
+    for (const auto& init : g.initializer()) initializer_names.insert(init.name());
+    if (g.sparse_initializer_size() > 0)
+        throw OnnxUnsupportedError(src + ": sparse initializers are not supported", "", "sparse initializer");
+
+    ImportContext ctx(out, opset);
+    // Graph inputs: static shapes (fixed by options where dynamic), supported dtypes.
+    for (auto& input : *g.mutable_input()) {
+        if (initializer_names.count(input.name())) continue;  // an initializer's default (IR < 4)
+        out.input_names.push_back(input.name());
+        const auto& type = input.type();
+        if (!type.has_tensor_type()) {
+            ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+            continue;
+        }
+        auto dtype = dtype_of_onnx(type.tensor_type().elem_type());
+        const std::size_t position = out.input_names.size() - 1;
+        const Shape* given = nullptr;
+        if (auto it = options.input_shapes.find(input.name()); it != options.input_shapes.end()) given = &it->second;
+        else if (position < options.positional_input_shapes.size()) given = &options.positional_input_shapes[position];
+        auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+        if (given) {
+            const auto& s = *given;
+            if (type.tensor_type().has_shape() && shape->dim_size() != static_cast<int>(s.size()))
+                throw InputError(src + ": input '" + input.name() + "' has rank " +
+                                 std::to_string(shape->dim_size()) + " but the given shape " +
+                                 to_string(s) + " has rank " + std::to_string(s.size()));
+            for (std::size_t i = 0; i < s.size(); ++i) {
+                if (s[i] < 0) throw InputError(src + ": input '" + input.name() + "': negative dimension in the given shape " + to_string(s));
+                if (static_cast<int>(i) < shape->dim_size() && shape->dim(int(i)).has_dim_value() &&
+                    shape->dim(int(i)).dim_value() != s[i])
+                    throw InputError(src + ": input '" + input.name() + "' axis " + std::to_string(i) +
+                                     " is " + std::to_string(shape->dim(int(i)).dim_value()) +
+                                     " in the model, but the given shape is " + to_string(s));
+            }
+            shape->clear_dim();
+            for (auto d : s) shape->add_dim()->set_dim_value(d);
+        } else {
+            if (!type.tensor_type().has_shape())
+                throw InputError(src + ": input '" + input.name() + "' has no shape; capsule needs static "
+                                 "shapes: re-export the model with fixed input sizes, or give the shape "
+                                 "(OnnxImportOptions::input_shapes; `capsule run` takes it from the --input arrays)");
+            for (int i = 0; i < shape->dim_size(); ++i) {
+                const auto& d = shape->dim(i);
+                if (!d.has_dim_value())
+                    throw InputError(
+                        src + ": input '" + input.name() + "' axis " + std::to_string(i) +
+                        " has a dynamic size" + (d.has_dim_param() ? " ('" + d.dim_param() + "')" : string()) +
+                        "; capsule needs static shapes: re-export the model with a fixed size for that axis, "
+                        "or give the input's shape (OnnxImportOptions::input_shapes; `capsule run` takes it "
+                        "from the --input arrays)");
+            }
+        }
+        if (!dtype) {
+            ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' has dtype " +
+                                                onnx_type_name(type.tensor_type().elem_type()) +
+                                                " (supported: float, double, int64, bool)");
+            continue;
+        }
+        Value v;
+        v.graph_input = input.name();
+        v.type.dtype = *dtype;
+        for (const auto& d : shape->dim()) v.type.shape.push_back(d.dim_value());
+        if (auto c = options.constant_inputs.find(input.name()); c != options.constant_inputs.end()) {
+            if (c->second.dtype() != v.type.dtype || c->second.shape() != v.type.shape)
+                throw InputError(src + ": constant value for input '" + input.name() + "' is " +
+                                 string(to_string(c->second.dtype())) + to_string(c->second.shape()) +
+                                 ", the model declares " + string(to_string(v.type.dtype)) + to_string(v.type.shape));
+            v.graph_input.clear();
+            v.constant = c->second;
+        }
+        ctx.define(input.name(), v);
+    }
+    // Initializers: constants (kept only where a node reads them).
+    for (const auto& init : g.initializer()) {
+        try {
+            ctx.define_constant(init.name(), tensor_from_proto(init));
+        } catch (const Unsupported& u) {
+            ctx.mark_unusable(init.name(), "initializer '" + init.name() + "': " + u.reason);
+        }
+    }
+
+    // ONNX shape inference with the static input shapes: every value's type, for cross-checks.
+    std::map<string, InferredType> inferred;
+    try {
+        onnx::ShapeInferenceOptions si(false, 0, false);
+        onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), si);
+    } catch (const std::exception& e) {
+        throw InputError(src + ": ONNX shape inference fails: " + string(e.what()));
+    }
+    for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
+    for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
+
+    std::set<string> op_types;
+    for (const auto& node : g.node()) {
+        op_types.insert(node.op_type());
+        ctx.current = &node;
+        std::int64_t since = opset;
+        try {
+            if (!node.domain().empty() && node.domain() != "ai.onnx")
+                unsupported("op domain '" + node.domain() + "' is not supported (only the default ai.onnx domain)");
+            if (!try_fold(ctx, node)) {
+                const auto& table = converters();
+                auto it = table.find(node.op_type());
+                if (it == table.end()) {
+                    auto reason = known_unsupported_reason(node.op_type());
+                    unsupported(reason.empty() ? "no converter for this ONNX op" : reason);
+                }
+                it->second(ctx, node);
+            }
+            for (const auto& o : node.output()) {
+                if (o.empty()) continue;
+                if (!ctx.has(o)) unsupported("output '" + o + "' is not produced (the converter does not map this output)");
+                auto found = inferred.find(o);
+                if (found == inferred.end()) continue;
+                const auto& ours = ctx.type(o);
+                if (found->second.dtype && *found->second.dtype != ours.dtype)
+                    unsupported("converted dtype " + string(to_string(ours.dtype)) + " of '" + o +
+                                "' differs from ONNX's " + string(to_string(*found->second.dtype)));
+                if (found->second.shape && *found->second.shape != ours.shape)
+                    unsupported("converted shape " + to_string(ours.shape) + " of '" + o +
+                                "' differs from ONNX shape inference " + to_string(*found->second.shape));
+            }
+        } catch (const Unsupported& u) {
+            (void)since;
+            OnnxUnsupportedError e(src + ": " + node_label(node, opset) + " is not supported: " + u.reason,
+                                   node.op_type(), u.reason);
+            e.constant_input = ctx.needed_constant_input;
+            throw e;
+        } catch (const OnnxUnsupportedError&) {
+            throw;
+        } catch (const InputError& e) {
+            throw InputError(src + ": " + node_label(node, opset) + ": " + e.what());
+        }
+    }
+    ctx.current = nullptr;
+    out.op_types.assign(op_types.begin(), op_types.end());
+
+    // Outputs: nodes named after the ONNX outputs.
+    try {
+        for (const auto& o : g.output()) {
+            out.output_names.push_back(o.name());
+            std::int64_t id = ctx.runtime(o.name());
+            if (ctx.node(id).name != o.name() && !ctx.name_used(o.name()))
+                id = ctx.add_identity(id, o.name());
+            out.graph.outputs.push_back(id);
+        }
+    } catch (const Unsupported& u) {
+        throw OnnxUnsupportedError(src + ": graph outputs: " + u.reason, "", u.reason);
+    }
+    if (out.graph.outputs.empty()) throw InputError(src + ": the graph has no outputs");
+    for (const auto& name : out.input_names) {
+        if (!ctx.has(name)) continue;
+        const auto& v = ctx.value(name);
+        if (!v.node && !out.parameter_inputs.count(name)) out.unused_inputs.push_back(name);
+    }
+    for (const auto& [name, t] : options.constant_inputs) {
+        (void)t;
+        if (std::find(out.input_names.begin(), out.input_names.end(), name) != out.input_names.end())
+            out.unused_inputs.push_back(name);
+    }
+    check_graph(out.graph);
+    return out;
+}
+
+ImportedModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
+    const string bytes = read_file(path);
+    return import_onnx_bytes(bytes, path, options);
+}
+
+std::vector<string> onnx_graph_inputs(const std::filesystem::path& path) {
+    const auto model = parse_model(read_file(path), path.string());
+    std::set<string> initializers;
+    for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+    std::vector<string> out;
+    for (const auto& input : model.graph().input())
+        if (!initializers.count(input.name())) out.push_back(input.name());
+    return out;
+}
+
+std::vector<string> onnx_non_tensor_values(const std::filesystem::path& path) {
+    const auto model = parse_model(read_file(path), path.string());
+    std::vector<string> out;
+    auto kind = [](const onnx::TypeProto& t) -> string {
+        if (t.has_sequence_type()) return "sequence";
+        if (t.has_map_type()) return "map";
+        if (t.has_optional_type()) return "optional";
+        if (t.has_sparse_tensor_type()) return "sparse tensor";
+        return t.has_tensor_type() ? "" : "unknown type";
+    };
+    for (const auto& v : model.graph().input())
+        if (auto k = kind(v.type()); !k.empty()) out.push_back("input '" + v.name() + "' (" + k + ")");
+    for (const auto& v : model.graph().output())
+        if (auto k = kind(v.type()); !k.empty()) out.push_back("output '" + v.name() + "' (" + k + ")");
+    return out;
+}
+
+namespace {
+onnx::TensorProto read_tensor_proto(const std::filesystem::path& path) {
+    const string bytes = read_file(path);
+    onnx::TensorProto proto;
+    if (!proto.ParseFromString(bytes))
+        throw InputError(path.string() + ": not a serialised ONNX TensorProto");
+    return proto;
+}
+}  // namespace
+
+Tensor read_onnx_tensor(const std::filesystem::path& path) {
+    auto proto = read_tensor_proto(path);
+    try {
+        return tensor_from_proto(proto);
+    } catch (const Unsupported& u) {
+        throw OnnxUnsupportedError(path.string() + ": " + u.reason, "", u.reason);
+    } catch (const InputError& e) {
+        throw InputError(path.string() + ": " + e.what());
+    }
+}
+
+string read_onnx_tensor_name(const std::filesystem::path& path) { return read_tensor_proto(path).name(); }
+
+std::map<string, Tensor> bind_onnx_inputs(const ImportedModel& model, const std::map<string, Tensor>& values,
+                                          ParameterMap& parameters) {
+    std::map<string, Tensor> runtime;
+    std::set<string> runtime_inputs;
+    for (const auto& n : model.graph.nodes)
+        if (n.kind == NodeKind::input) runtime_inputs.insert(n.name);
+    for (const auto& [name, t] : values) {
+        bool known = false;
+        if (auto it = model.parameter_inputs.find(name); it != model.parameter_inputs.end()) {
+            for (const auto& key : it->second) parameters[key] = t;
+            known = true;
+        }
+        if (runtime_inputs.count(name)) {
+            runtime.emplace(name, t);
+            known = true;
+        }
+        if (std::find(model.unused_inputs.begin(), model.unused_inputs.end(), name) != model.unused_inputs.end())
+            known = true;
+        if (!known) {
+            string valid;
+            for (const auto& i : model.input_names) valid += (valid.empty() ? "" : ", ") + i;
+            throw InputError("unknown input '" + name + "'; the model's inputs are: " + valid);
+        }
+    }
+    for (const auto& [name, keys] : model.parameter_inputs)
+        if (!values.count(name))
+            throw InputError("missing input '" + name + "' (it supplies parameter " + keys.front() + ")");
+    return runtime;
+}
+
+LoadedModel load_model(const std::filesystem::path& path, const OnnxImportOptions& options) {
+    LoadedModel out;
+    if (path.extension() == ".onnx") {
+        auto m = import_onnx(path, options);
+        out.graph = std::move(m.graph);
+        out.parameters = std::move(m.parameters);
+        out.parameter_inputs = std::move(m.parameter_inputs);
+        out.unused_inputs = std::move(m.unused_inputs);
+        return out;
+    }
+    out.graph = load_graph(path);
+    out.parameters = load_graph_parameters(out.graph);
+    return out;
+}
+
+std::map<string, Tensor> bind_model_inputs(const LoadedModel& model, const std::map<string, Tensor>& values,
+                                           ParameterMap& parameters) {
+    if (model.parameter_inputs.empty() && model.unused_inputs.empty()) return values;
+    ImportedModel view;
+    view.graph = model.graph;
+    view.parameter_inputs = model.parameter_inputs;
+    view.unused_inputs = model.unused_inputs;
+    return bind_onnx_inputs(view, values, parameters);
+}
+
+}  // namespace capsule

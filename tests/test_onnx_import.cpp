@@ -1,0 +1,301 @@
+// ONNX import: hand-written models built with the onnx protobuf API (dynamic shapes, unsupported
+// ops, initializers as parameters, graph inputs as parameters, constant folding of a shape
+// chain, bad files), and the real architectures in tests/data/models (PyTorch exports with
+// reference outputs) imported, planned under checked_cpu, run and compared.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <onnx/onnx_pb.h>
+
+#include "capsule/onnx_import.hpp"
+#include "capsule/session.hpp"
+#include "capsule/tensor_io.hpp"
+
+using namespace capsule;
+namespace fs = std::filesystem;
+
+namespace {
+
+const PluginHost& built_host() {
+    static const PluginHost host = [] {
+        PluginSearchPath search;
+        search.entries.push_back(CAPSULE_PLUGIN_DIR);
+        return PluginHost::discover(search);
+    }();
+    return host;
+}
+
+void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::int64_t>& dims,
+              const std::string& dynamic_axis_name = {}) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* shape = t->mutable_shape();
+    for (auto d : dims) {
+        auto* dim = shape->add_dim();
+        if (d < 0) dim->set_dim_param(dynamic_axis_name);
+        else dim->set_dim_value(d);
+    }
+}
+
+onnx::ModelProto new_model(std::int64_t opset = 13) {
+    onnx::ModelProto m;
+    m.set_ir_version(7);
+    m.set_producer_name("capsule-test");
+    auto* imp = m.add_opset_import();
+    imp->set_domain("");
+    imp->set_version(opset);
+    m.mutable_graph()->set_name("g");
+    return m;
+}
+
+onnx::NodeProto* add_node(onnx::ModelProto& m, const std::string& op, std::vector<std::string> inputs,
+                          std::vector<std::string> outputs, const std::string& name = {}) {
+    auto* n = m.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? outputs.at(0) + "_node" : name);
+    for (auto& i : inputs) n->add_input(i);
+    for (auto& o : outputs) n->add_output(o);
+    return n;
+}
+
+void add_float_initializer(onnx::ModelProto& m, const std::string& name, const std::vector<std::int64_t>& dims,
+                           const std::vector<float>& values) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (auto v : values) t->add_float_data(v);
+}
+
+void add_int_initializer(onnx::ModelProto& m, const std::string& name, const std::vector<std::int64_t>& values) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(values.size()));
+    for (auto v : values) t->add_int64_data(v);
+}
+
+ImportedModel import(const onnx::ModelProto& m, const OnnxImportOptions& options = {}) {
+    return import_onnx_bytes(m.SerializeAsString(), "test.onnx", options);
+}
+
+std::vector<Tensor> run(const ImportedModel& model, const std::map<std::string, Tensor>& values) {
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), model.graph);
+    EXPECT_TRUE(accepted.accepted.has_value());
+    ParameterMap params = model.parameters;
+    auto inputs = bind_onnx_inputs(model, values, params);
+    auto session = Session::create(profile, *accepted.accepted, model.graph, built_host(), params);
+    return session.run(inputs);
+}
+
+/// x [2, 3] → Relu → y.
+onnx::ModelProto relu_model(std::vector<std::int64_t> dims = {2, 3}) {
+    auto m = new_model();
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, dims, "N");
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, dims, "N");
+    add_node(m, "Relu", {"x"}, {"y"});
+    return m;
+}
+
+}  // namespace
+
+TEST(OnnxImport, ReluRunsAndNamesInputsAndOutputs) {
+    auto model = import(relu_model());
+    EXPECT_EQ(model.opset, 13);
+    EXPECT_EQ(model.input_names, std::vector<std::string>{"x"});
+    EXPECT_EQ(model.output_names, std::vector<std::string>{"y"});
+    auto out = run(model, {{"x", Tensor::from_values(DType::float32, {2, 3}, {-1, 2, -3, 4, -5, 6})}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 2, 0, 4, 0, 6}));
+}
+
+TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
+    auto m = relu_model({-1, 3});
+    try {
+        import(m);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("input 'x' axis 0 has a dynamic size ('N')"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("static shapes"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("input_shapes"), std::string::npos) << msg;
+    }
+    OnnxImportOptions options;
+    options.input_shapes["x"] = {4, 3};
+    auto model = import(m, options);
+    EXPECT_EQ(model.graph.nodes.front().shape, (Shape{4, 3}));
+    options.input_shapes["x"] = {4, 5};  // contradicts the static axis 1
+    EXPECT_THROW(import(m, options), InputError);
+}
+
+TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {
+    auto m = new_model(16);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+    add_node(m, "Hardmax", {"x"}, {"y"}, "my_hardmax");
+    try {
+        import(m);
+        FAIL() << "expected OnnxUnsupportedError";
+    } catch (const OnnxUnsupportedError& e) {
+        const std::string msg = e.what();
+        EXPECT_EQ(e.op_type(), "Hardmax");
+        EXPECT_NE(msg.find("ONNX op Hardmax (node 'my_hardmax', opset 16) is not supported"), std::string::npos) << msg;
+        EXPECT_FALSE(e.reason().empty());
+    }
+}
+
+TEST(OnnxImport, UnsupportedDtypeIsNamed) {
+    auto m = new_model();
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT16, {2});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT16, {2});
+    add_node(m, "Relu", {"x"}, {"y"});
+    try {
+        import(m);
+        FAIL() << "expected OnnxUnsupportedError";
+    } catch (const OnnxUnsupportedError& e) {
+        EXPECT_NE(std::string(e.what()).find("dtype float16"), std::string::npos) << e.what();
+    }
+}
+
+TEST(OnnxImport, InitializerBecomesParameterAndGemmBecomesLinear) {
+    // y = x · Bᵀ + C with transB = 1 and B, C initializers: one linear node.
+    auto m = new_model();
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {1, 3});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {1, 2});
+    add_float_initializer(m, "B", {2, 3}, {1, 2, 3, 4, 5, 6});
+    add_float_initializer(m, "C", {2}, {0.5f, -0.5f});
+    auto* gemm = add_node(m, "Gemm", {"x", "B", "C"}, {"y"});
+    auto* a = gemm->add_attribute();
+    a->set_name("transB");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+    auto model = import(m);
+    int linear = 0;
+    for (const auto& n : model.graph.nodes) linear += n.op_spelling() == "linear";
+    EXPECT_EQ(linear, 1);
+    ASSERT_EQ(model.parameters.size(), 2u);
+    EXPECT_TRUE(model.parameters.count("y.weight"));
+    EXPECT_TRUE(model.parameters.count("y.bias"));
+    auto out = run(model, {{"x", Tensor::from_values(DType::float32, {1, 3}, {1, 1, 1})}});
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{6.5, 14.5}));
+}
+
+TEST(OnnxImport, GraphInputFeedingAConvWeightIsAParameterInput) {
+    auto m = new_model();
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {1, 1, 3, 3});
+    set_type(m.mutable_graph()->add_input(), "W", onnx::TensorProto::FLOAT, {1, 1, 2, 2});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {1, 1, 2, 2});
+    add_node(m, "Conv", {"x", "W"}, {"y"});
+    auto model = import(m);
+    ASSERT_TRUE(model.parameter_inputs.count("W"));
+    EXPECT_EQ(model.parameter_inputs.at("W"), std::vector<std::string>{"y.weight"});
+    auto out = run(model, {{"x", Tensor::from_values(DType::float32, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})},
+                           {"W", Tensor::from_values(DType::float32, {1, 1, 2, 2}, {1, 0, 0, 1})}});
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{6, 8, 12, 14}));
+    ParameterMap params;
+    EXPECT_THROW(bind_onnx_inputs(model, {{"x", Tensor::zeros(DType::float32, {1, 1, 3, 3})}}, params), InputError);
+}
+
+TEST(OnnxImport, ShapeGatherConcatReshapeChainIsFolded) {
+    // y = Reshape(x, Concat(Gather(Shape(x), 0), [-1])): [2, 3, 4] → [2, 12].
+    auto m = new_model();
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3, 4});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 12});
+    add_int_initializer(m, "zero", {0});
+    add_int_initializer(m, "minus_one", {-1});
+    add_node(m, "Shape", {"x"}, {"s"});
+    add_node(m, "Gather", {"s", "zero"}, {"batch"});
+    add_node(m, "Concat", {"batch", "minus_one"}, {"target"})->add_attribute()->CopyFrom([] {
+        onnx::AttributeProto a;
+        a.set_name("axis");
+        a.set_type(onnx::AttributeProto::INT);
+        a.set_i(0);
+        return a;
+    }());
+    add_node(m, "Reshape", {"x", "target"}, {"y"});
+    auto model = import(m);
+    // Only the input and one reshape remain; no parameter is left for the folded shape values.
+    ASSERT_EQ(model.graph.nodes.size(), 2u);
+    EXPECT_EQ(model.graph.nodes[1].op_spelling(), "reshape");
+    EXPECT_EQ(std::get<std::vector<std::int64_t>>(model.graph.nodes[1].attrs.at("shape")),
+              (std::vector<std::int64_t>{2, 12}));
+    EXPECT_TRUE(model.parameters.empty());
+}
+
+TEST(OnnxImport, BadFilesAreClearErrors) {
+    EXPECT_THROW(import_onnx("/nonexistent/model.onnx"), InputError);
+    EXPECT_THROW(import_onnx_bytes("this is not protobuf \xff\xff\xff", "bad.onnx"), InputError);
+    EXPECT_THROW(import_onnx_bytes("", "empty.onnx"), InputError);
+    // Truncated model.
+    auto bytes = relu_model().SerializeAsString();
+    EXPECT_THROW(import_onnx_bytes(std::string_view(bytes).substr(0, bytes.size() / 2), "cut.onnx"), InputError);
+    // A model the checker rejects: a node reading an undefined value.
+    auto m = relu_model();
+    m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
+    try {
+        import(m);
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("test.onnx"), std::string::npos) << e.what();
+    }
+}
+
+TEST(OnnxImport, LoadModelChoosesByExtension) {
+    const fs::path dir = fs::temp_directory_path() / ("capsule_onnx_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    {
+        std::ofstream out(dir / "relu.onnx", std::ios::binary);
+        out << relu_model().SerializeAsString();
+    }
+    auto loaded = load_model(dir / "relu.onnx");
+    EXPECT_EQ(loaded.graph.nodes.size(), 2u);
+    fs::remove_all(dir);
+}
+
+// Real architectures exported by PyTorch (tests/data/models/<name>: model.onnx, input.npy,
+// output.npy, meta.json with rtol/atol): import, plan under checked_cpu, run, compare.
+class OnnxModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxModels, MatchPyTorchReference) {
+    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / GetParam();
+    std::ifstream meta_file(dir / "meta.json");
+    ASSERT_TRUE(meta_file) << dir;
+    const auto meta = nlohmann::json::parse(meta_file);
+    const double rtol = meta["tolerance"]["rtol"], atol = meta["tolerance"]["atol"];
+    try {
+        parse<BackendOp>("concat");
+    } catch (const VocabularyError&) {
+        if (GetParam() == "squeezenet1_1") GTEST_SKIP() << "needs BackendOp concat (branch onnx-ops)";
+    }
+    auto model = import_onnx(dir / "model.onnx");
+    const Tensor input = read_npy(dir / "input.npy");
+    const Tensor expected = read_npy(dir / "output.npy");
+    auto out = run(model, {{meta["input"]["name"].get<std::string>(), input}});
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].shape(), expected.shape());
+    double max_rel = 0, max_abs = 0, scale = 0;
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < expected.numel(); ++i) {
+        const double a = out[0].at(i), e = expected.at(i), err = std::fabs(a - e);
+        max_abs = std::max(max_abs, err);
+        scale = std::max(scale, std::fabs(e));
+        if (e != 0) max_rel = std::max(max_rel, err / std::fabs(e));
+        bad += !(err <= atol + rtol * std::fabs(e));
+    }
+    // The meta tolerance (allclose) and, because the atol can dwarf small outputs (MobileNetV2
+    // with random weights outputs ~1e-9), the error relative to the output's scale: ≤ 1e-4.
+    std::cout << GetParam() << ": max abs error " << max_abs << ", max |expected| " << scale
+              << ", max abs error / max |expected| " << max_abs / scale
+              << ", max elementwise relative error " << max_rel << "\n";
+    EXPECT_EQ(bad, 0) << "elements outside rtol " << rtol << " atol " << atol;
+    EXPECT_LE(max_abs, 1e-4 * scale) << "error relative to the output scale";
+}
+
+INSTANTIATE_TEST_SUITE_P(Real, OnnxModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));

@@ -1,0 +1,426 @@
+// `capsule onnx-test [--profile P] [--json-report FILE] [--expect FILE] [--write-passing FILE]
+// DIR...`: the ONNX backend-test conformance driver. Runs every case (a directory holding
+// model.onnx and test_data_set_N/{input_K.pb, output_K.pb}) under a profile and classifies it:
+//   passed       every output of every data set within the case's tolerance;
+//   failed       it ran (or broke) and gave wrong values or an unexpected error: a bug;
+//   unsupported  an ONNX op, variant or dtype the importer does not map, or an op no capsule of
+//                the profile can run; the reason is recorded.
+// Prints the counts, a per-op table and the unsupported reasons, and writes a JSON report.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/onnx_import.hpp"
+#include "capsule/session.hpp"
+#include "context.hpp"
+
+namespace capsule::cli {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using std::string;
+
+namespace {
+
+/// Comparison tolerance: |actual − expected| ≤ atol + rtol·|expected| (NumPy's assert_allclose,
+/// as the ONNX backend runner uses). Integer and bool outputs compare exactly.
+struct Tolerance {
+    double rtol = 1e-3;
+    double atol = 1e-7;
+    const char* reason = "ONNX backend runner default";
+};
+
+/// Per-op overrides, one line each with its reason. A case uses the loosest tolerance of the ONNX
+/// op types it contains.
+const std::map<string, Tolerance>& tolerance_overrides() {
+    static const std::map<string, Tolerance> table{
+        // (none needed so far: every supported case passes at the runner's default)
+    };
+    return table;
+}
+
+Tolerance tolerance_for(const std::vector<string>& ops) {
+    Tolerance t;
+    for (const auto& op : ops) {
+        auto it = tolerance_overrides().find(op);
+        if (it == tolerance_overrides().end()) continue;
+        if (it->second.rtol >= t.rtol && it->second.atol >= t.atol) t = it->second;
+        else {
+            t.rtol = std::max(t.rtol, it->second.rtol);
+            t.atol = std::max(t.atol, it->second.atol);
+            t.reason = it->second.reason;
+        }
+    }
+    return t;
+}
+
+struct CaseResult {
+    string id;
+    string status;  // passed, failed, unsupported
+    string reason;  // short reason (unsupported) or the failure
+    string detail;  // full message
+    string op;      // ONNX op an unsupported reason names ("" when model-level)
+    std::vector<string> ops;
+    double max_abs_error = 0, max_rel_error = 0;
+    double seconds = 0;
+    Tolerance tolerance;
+};
+
+struct Mismatch {
+    bool ok = true;
+    string message;
+};
+
+Mismatch compare(const Tensor& actual, const Tensor& expected, const Tolerance& tol, CaseResult& r,
+                 const string& label) {
+    if (actual.dtype() != expected.dtype())
+        return {false, label + ": dtype " + string(to_string(actual.dtype())) + ", expected " +
+                           string(to_string(expected.dtype()))};
+    if (actual.shape() != expected.shape())
+        return {false, label + ": shape " + to_string(actual.shape()) + ", expected " + to_string(expected.shape())};
+    const bool exact = actual.dtype() == DType::int64 || actual.dtype() == DType::boolean;
+    if (exact) {
+        if (!actual.bitwise_equal(expected)) {
+            for (std::int64_t i = 0; i < actual.numel(); ++i)
+                if (actual.at(i) != expected.at(i))
+                    return {false, label + ": element " + std::to_string(i) + " is " + std::to_string(actual.at(i)) +
+                                       ", expected " + std::to_string(expected.at(i)) + " (exact comparison)"};
+        }
+        return {};
+    }
+    Mismatch m;
+    std::int64_t bad = 0;
+    for (std::int64_t i = 0; i < actual.numel(); ++i) {
+        const double a = actual.at(i), e = expected.at(i);
+        if (std::isnan(e) || std::isnan(a)) {
+            if (std::isnan(e) != std::isnan(a)) ++bad;
+            continue;
+        }
+        if (std::isinf(e) || std::isinf(a)) {
+            if (a != e) ++bad;
+            continue;
+        }
+        const double err = std::fabs(a - e);
+        r.max_abs_error = std::max(r.max_abs_error, err);
+        if (e != 0) r.max_rel_error = std::max(r.max_rel_error, err / std::fabs(e));
+        if (err > tol.atol + tol.rtol * std::fabs(e)) {
+            if (bad++ == 0) {
+                std::ostringstream s;
+                s << std::setprecision(9) << label << ": element " << i << " is " << a << ", expected " << e;
+                m.message = s.str();
+            }
+        }
+    }
+    if (bad) {
+        m.ok = false;
+        m.message += " (" + std::to_string(bad) + " of " + std::to_string(actual.numel()) +
+                     " elements outside rtol " + std::to_string(tol.rtol) + " atol " + std::to_string(tol.atol) + ")";
+    }
+    return m;
+}
+
+std::vector<fs::path> numbered(const fs::path& dir, const string& prefix) {
+    std::vector<std::pair<int, fs::path>> found;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const string name = e.path().filename().string();
+        if (name.rfind(prefix, 0) != 0 || e.path().extension() != ".pb") continue;
+        try {
+            found.emplace_back(std::stoi(name.substr(prefix.size())), e.path());
+        } catch (const std::exception&) {
+        }
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<fs::path> out;
+    for (auto& [k, p] : found) out.push_back(p);
+    return out;
+}
+
+std::vector<fs::path> data_sets(const fs::path& dir) {
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+string first_line(const string& s) { return s.substr(0, s.find('\n')); }
+
+CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile& profile, const PluginHost& host) {
+    CaseResult r;
+    r.id = id;
+    const auto start = std::chrono::steady_clock::now();
+    auto finish = [&](string status, string reason, string detail = {}) {
+        r.status = std::move(status);
+        r.reason = std::move(reason);
+        r.detail = detail.empty() ? r.reason : std::move(detail);
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return r;
+    };
+    if (!fs::exists(dir / "model.onnx"))
+        return finish("unsupported", "no model.onnx in the case directory (a download-only case)");
+    try {
+        if (auto non_tensor = onnx_non_tensor_values(dir / "model.onnx"); !non_tensor.empty())
+            return finish("unsupported", "graph inputs/outputs that are not tensors (sequence, map, optional)",
+                          "not a tensor: " + non_tensor.front());
+        const auto sets = data_sets(dir);
+        if (sets.empty()) return finish("unsupported", "no test_data_set_N directory");
+        // Input shapes come from the first data set (the files give the static shapes).
+        std::vector<std::vector<Tensor>> inputs, outputs;
+        for (const auto& set : sets) {
+            std::vector<Tensor> in, out;
+            for (const auto& p : numbered(set, "input_")) in.push_back(read_onnx_tensor(p));
+            for (const auto& p : numbered(set, "output_")) out.push_back(read_onnx_tensor(p));
+            inputs.push_back(std::move(in));
+            outputs.push_back(std::move(out));
+        }
+        // Static shapes come from the data set's inputs. An input the importer must know as a
+        // constant (Reshape's shape, Clip's bounds, axes fed as inputs) is bound from the data
+        // set's value: the model is specialised to it (OnnxImportOptions::constant_inputs).
+        std::set<std::string> constant_names;
+        auto import_for = [&](std::size_t s) {
+            OnnxImportOptions options;
+            for (const auto& t : inputs[s]) options.positional_input_shapes.push_back(t.shape());
+            for (int attempt = 0;; ++attempt) {
+                try {
+                    return import_onnx(dir / "model.onnx", options);
+                } catch (const OnnxUnsupportedError& e) {
+                    if (e.constant_input.empty() || attempt > 16) throw;
+                    std::size_t position = 0;
+                    bool found = false;
+                    for (const auto& name : onnx_graph_inputs(dir / "model.onnx"))
+                        if (name == e.constant_input) { found = true; break; } else ++position;
+                    if (!found || position >= inputs[s].size() || options.constant_inputs.count(e.constant_input)) throw;
+                    options.constant_inputs[e.constant_input] = inputs[s][position];
+                    constant_names.insert(e.constant_input);
+                }
+            }
+        };
+        ImportedModel model = import_for(0);
+        r.ops = model.op_types;
+        r.tolerance = tolerance_for(r.ops);
+        for (std::size_t s = 0; s < sets.size(); ++s) {
+            if (s > 0 && !constant_names.empty()) model = import_for(s);
+            auto accepted = profile.accept_graph(host, model.graph);
+            if (!accepted.accepted) return finish("unsupported", "the gate rejects the plan under " + profile.name);
+            if (inputs[s].size() != model.input_names.size())
+                return finish("failed", "data set has " + std::to_string(inputs[s].size()) + " inputs, the model " +
+                                            std::to_string(model.input_names.size()));
+            std::map<string, Tensor> values;
+            for (std::size_t k = 0; k < inputs[s].size(); ++k) values[model.input_names[k]] = inputs[s][k];
+            ParameterMap parameters = model.parameters;
+            auto runtime_inputs = bind_onnx_inputs(model, values, parameters);
+            auto session = Session::create(profile, *accepted.accepted, model.graph, host, parameters);
+            auto got = session.run(runtime_inputs);
+            if (got.size() != outputs[s].size())
+                return finish("failed", "produced " + std::to_string(got.size()) + " outputs, expected " +
+                                            std::to_string(outputs[s].size()));
+            for (std::size_t k = 0; k < got.size(); ++k) {
+                auto m = compare(got[k], outputs[s][k], r.tolerance, r,
+                                 sets[s].filename().string() + " output " + std::to_string(k) + " (" +
+                                     model.output_names[k] + ")");
+                if (!m.ok) return finish("failed", "wrong values", m.message);
+            }
+        }
+        return finish("passed", "");
+    } catch (const OnnxUnsupportedError& e) {
+        r.op = e.op_type();
+        string reason = e.op_type().empty() ? e.reason() : e.op_type() + ": " + e.reason();
+        return finish("unsupported", reason, e.what());
+    } catch (const PlanningError& e) {
+        return finish("unsupported", "planning under " + profile.name + ": " + first_line(e.what()), e.what());
+    } catch (const std::exception& e) {
+        return finish("failed", "error: " + first_line(e.what()), e.what());
+    }
+}
+
+/// Case directories under `dir`: the directory itself when it holds model.onnx, else its
+/// `test_*` subdirectories, else theirs (a data root holding categories).
+void collect(const fs::path& dir, std::vector<std::pair<string, fs::path>>& cases, int depth = 0) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw InputError("onnx-test: " + dir.string() + " is not a directory");
+    auto id_of = [](const fs::path& p) {
+        return p.parent_path().filename().string() + "/" + p.filename().string();
+    };
+    const auto canonical = fs::weakly_canonical(dir, ec);
+    if (fs::exists(dir / "model.onnx") || canonical.filename().string().rfind("test_", 0) == 0) {
+        cases.emplace_back(id_of(canonical), canonical);
+        return;
+    }
+    std::vector<fs::path> subs;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+        if (e.is_directory()) subs.push_back(e.path());
+    std::sort(subs.begin(), subs.end());
+    for (const auto& s : subs) {
+        if (s.filename().string().rfind("test_", 0) == 0) cases.emplace_back(id_of(fs::weakly_canonical(s, ec)), s);
+        else if (depth == 0) collect(s, cases, depth + 1);
+    }
+}
+
+std::vector<string> read_list(const fs::path& path) {
+    std::ifstream in(path);
+    if (!in) throw InputError("onnx-test: cannot read " + path.string());
+    std::vector<string> out;
+    string line;
+    while (std::getline(in, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        if (line.empty() || line[0] == '#') continue;
+        out.push_back(line);
+    }
+    return out;
+}
+
+struct Args {
+    string profile = "checked_cpu";
+    std::vector<string> dirs;
+    string json_report;
+    string expect;
+    string write_passing;
+    string filter;
+    bool verbose = false;
+};
+
+}  // namespace
+
+Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
+    auto* sub = app.add_subcommand("onnx-test", "run ONNX backend test cases and classify each one");
+    auto args = std::make_shared<Args>();
+    sub->add_option("--profile", args->profile, "backend profile name or profile .json file")->capture_default_str();
+    sub->add_option("dirs", args->dirs, "data root, category directory or case directory (repeatable)")->required();
+    sub->add_option("--json-report", args->json_report, "write a JSON report to this file");
+    sub->add_option("--expect", args->expect,
+                    "file of case ids (category/test_name) that must pass; any that does not is a regression");
+    sub->add_option("--write-passing", args->write_passing, "write the sorted ids of the passing cases here");
+    sub->add_option("--filter", args->filter, "only cases whose id contains this text");
+    sub->add_flag("--verbose", args->verbose, "print one line per case");
+    return [&options, args]() {
+        const auto t0 = std::chrono::steady_clock::now();
+        Context ctx(options);
+        const auto profile = ctx.profile(args->profile);
+        std::vector<std::pair<string, fs::path>> cases;
+        for (const auto& d : args->dirs) collect(d, cases);
+        if (!args->filter.empty())
+            std::erase_if(cases, [&](const auto& c) { return c.first.find(args->filter) == string::npos; });
+        if (cases.empty()) throw InputError("onnx-test: no test cases found under the given directories");
+
+        std::vector<CaseResult> results;
+        for (const auto& [id, dir] : cases) {
+            results.push_back(run_case(dir, id, profile, ctx.host()));
+            const auto& r = results.back();
+            if (args->verbose || r.status == "failed")
+                std::cout << std::left << std::setw(12) << r.status << r.id
+                          << (r.reason.empty() ? "" : "  " + (r.status == "failed" ? r.detail : r.reason)) << "\n";
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+        std::map<string, int> counts{{"passed", 0}, {"failed", 0}, {"unsupported", 0}};
+        std::map<string, std::map<string, int>> per_op;
+        std::map<string, int> reasons;
+        std::set<string> passing;
+        for (const auto& r : results) {
+            counts[r.status]++;
+            for (const auto& op : r.ops) per_op[op][r.status]++;
+            if (r.ops.empty() && !r.op.empty()) per_op[r.op][r.status]++;
+            if (r.status == "unsupported") reasons[r.reason]++;
+            if (r.status == "passed") passing.insert(r.id);
+        }
+        // Regressions against the expected list.
+        std::vector<string> regressions;
+        std::size_t expected_count = 0, not_found = 0;
+        if (!args->expect.empty()) {
+            std::map<string, const CaseResult*> by_id;
+            for (const auto& r : results) by_id[r.id] = &r;
+            for (const auto& id : read_list(args->expect)) {
+                ++expected_count;
+                auto it = by_id.find(id);
+                if (it == by_id.end()) { ++not_found; continue; }
+                if (it->second->status != "passed")
+                    regressions.push_back(id + ": " + it->second->status + ": " + it->second->detail);
+            }
+        }
+
+        std::cout << "\nper-op table (cases containing the op):\n"
+                  << std::left << std::setw(28) << "op" << std::right << std::setw(8) << "passed" << std::setw(8)
+                  << "failed" << std::setw(13) << "unsupported" << "\n";
+        for (const auto& [op, c] : per_op) {
+            auto get = [&](const char* k) { auto it = c.find(k); return it == c.end() ? 0 : it->second; };
+            std::cout << std::left << std::setw(28) << op << std::right << std::setw(8) << get("passed")
+                      << std::setw(8) << get("failed") << std::setw(13) << get("unsupported") << "\n";
+        }
+        std::vector<std::pair<int, string>> sorted_reasons;
+        for (const auto& [reason, n] : reasons) sorted_reasons.emplace_back(-n, reason);
+        std::sort(sorted_reasons.begin(), sorted_reasons.end());
+        std::cout << "\nunsupported reasons:\n";
+        for (const auto& [n, reason] : sorted_reasons) std::cout << std::setw(6) << -n << "  " << reason << "\n";
+        if (counts["failed"]) {
+            std::cout << "\nfailed cases:\n";
+            for (const auto& r : results)
+                if (r.status == "failed") std::cout << "  " << r.id << ": " << r.detail << "\n";
+        }
+        if (!regressions.empty()) {
+            std::cout << "\nexpected to pass but did not (" << regressions.size() << "):\n";
+            for (const auto& g : regressions) std::cout << "  " << g << "\n";
+        }
+        std::cout << "\nprofile " << profile.name << ": " << results.size() << " cases: " << counts["passed"]
+                  << " passed, " << counts["failed"] << " failed, " << counts["unsupported"] << " unsupported ("
+                  << std::fixed << std::setprecision(1) << seconds << " s)\n";
+        if (!args->expect.empty()) {
+            std::size_t new_passes = 0;
+            std::set<string> listed;
+            for (const auto& id : read_list(args->expect)) listed.insert(id);
+            for (const auto& id : passing) new_passes += !listed.count(id);
+            std::cout << "expected list " << args->expect << ": " << expected_count << " cases, "
+                      << regressions.size() << " regression(s), " << not_found << " not among the cases run, "
+                      << new_passes << " passing case(s) not listed yet (add them with --write-passing)\n";
+        }
+
+        if (!args->json_report.empty()) {
+            json report{{"profile", profile.name},
+                        {"dirs", args->dirs},
+                        {"seconds", seconds},
+                        {"counts", counts},
+                        {"regressions", regressions}};
+            json ops = json::object();
+            for (const auto& [op, c] : per_op) ops[op] = c;
+            report["ops"] = ops;
+            report["unsupported_reasons"] = reasons;
+            json tol = json::object();
+            for (const auto& [op, t] : tolerance_overrides())
+                tol[op] = {{"rtol", t.rtol}, {"atol", t.atol}, {"reason", t.reason}};
+            report["tolerance"] = {{"default", {{"rtol", Tolerance{}.rtol}, {"atol", Tolerance{}.atol}}},
+                                   {"overrides", tol}};
+            json list = json::array();
+            for (const auto& r : results) {
+                json c{{"case", r.id}, {"status", r.status}, {"ops", r.ops}, {"seconds", r.seconds}};
+                if (!r.reason.empty()) c["reason"] = r.reason;
+                if (r.detail != r.reason) c["detail"] = r.detail;
+                if (r.status != "unsupported") {
+                    c["max_abs_error"] = r.max_abs_error;
+                    c["max_rel_error"] = r.max_rel_error;
+                    c["rtol"] = r.tolerance.rtol;
+                    c["atol"] = r.tolerance.atol;
+                }
+                list.push_back(c);
+            }
+            report["cases"] = list;
+            std::ofstream out(args->json_report);
+            if (!out) throw InputError("onnx-test: cannot write " + args->json_report);
+            out << report.dump(2) << "\n";
+        }
+        if (!args->write_passing.empty()) {
+            std::ofstream out(args->write_passing);
+            if (!out) throw InputError("onnx-test: cannot write " + args->write_passing);
+            for (const auto& id : passing) out << id << "\n";
+        }
+        return counts["failed"] || !regressions.empty() ? int(kOther) : int(kOk);
+    };
+}
+
+}  // namespace capsule::cli
