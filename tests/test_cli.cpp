@@ -271,3 +271,42 @@ TEST(Cli, TrainRefusesAnInferenceOnlyProfileAndMissingData) {
     EXPECT_TRUE(contains(m.out, "train-images-idx3-ubyte.gz: no such file")) << m.out;
     fs::remove_all(dir);
 }
+
+// The ONNX conformance driver must be able to fail: a case whose expected output was altered is
+// "failed" (exit 1), and an expected-passing case that does not pass is a regression.
+TEST(Cli, OnnxTestClassifiesPassedFailedAndRegressions) {
+    const fs::path relu = "/usr/share/libonnx-testdata/data/node/test_relu";
+    ASSERT_TRUE(fs::exists(relu / "model.onnx")) << "tools/setup.sh installs libonnx-testdata";
+    auto ok = capsule_tool("onnx-test " + relu.string());
+    EXPECT_EQ(ok.code, 0) << ok.out;
+    EXPECT_TRUE(contains(ok.out, "1 cases: 1 passed, 0 failed, 0 unsupported")) << ok.out;
+
+    const auto dir = temp_dir("onnx-test");
+    const auto broken = dir / "test_relu";
+    fs::copy(relu, broken, fs::copy_options::recursive);
+    const auto out_pb = broken / "test_data_set_0" / "output_0.pb";
+    fs::permissions(out_pb, fs::perms::owner_write, fs::perm_options::add);
+    {
+        std::fstream f(out_pb, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(-1, std::ios::end);
+        char last = 0;
+        f.get(last);
+        f.seekp(-1, std::ios::end);
+        f.put(char(last ^ 0x40));  // the last float's exponent byte: a different value
+    }
+    auto bad = capsule_tool("onnx-test --json-report " + (dir / "report.json").string() + " " + broken.string());
+    EXPECT_EQ(bad.code, 1) << bad.out;
+    EXPECT_TRUE(contains(bad.out, "1 cases: 0 passed, 1 failed, 0 unsupported")) << bad.out;
+    EXPECT_TRUE(contains(bad.out, "wrong values") || contains(bad.out, "output 0")) << bad.out;
+    std::ifstream report(dir / "report.json");
+    ASSERT_TRUE(report);
+    EXPECT_NO_THROW(nlohmann::json::parse(report));
+
+    EXPECT_TRUE(contains(bad.out, "(1 of 60 elements outside rtol 0.001 atol 1e-07)")) << bad.out;
+    // Case ids are <category>/<case>: here the temporary directory's name stands for the category.
+    std::ofstream(dir / "expected.txt") << dir.filename().string() << "/test_relu\n";
+    auto regression = capsule_tool("onnx-test --expect " + (dir / "expected.txt").string() + " " + broken.string());
+    EXPECT_EQ(regression.code, 1) << regression.out;
+    EXPECT_TRUE(contains(regression.out, "1 regression(s)")) << regression.out;
+    fs::remove_all(dir);
+}

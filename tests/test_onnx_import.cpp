@@ -269,11 +269,6 @@ TEST_P(OnnxModels, MatchPyTorchReference) {
     ASSERT_TRUE(meta_file) << dir;
     const auto meta = nlohmann::json::parse(meta_file);
     const double rtol = meta["tolerance"]["rtol"], atol = meta["tolerance"]["atol"];
-    try {
-        parse<BackendOp>("concat");
-    } catch (const VocabularyError&) {
-        if (GetParam() == "squeezenet1_1") GTEST_SKIP() << "needs BackendOp concat (branch onnx-ops)";
-    }
     auto model = import_onnx(dir / "model.onnx");
     const Tensor input = read_npy(dir / "input.npy");
     const Tensor expected = read_npy(dir / "output.npy");

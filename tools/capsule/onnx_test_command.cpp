@@ -119,8 +119,10 @@ Mismatch compare(const Tensor& actual, const Tensor& expected, const Tolerance& 
     }
     if (bad) {
         m.ok = false;
-        m.message += " (" + std::to_string(bad) + " of " + std::to_string(actual.numel()) +
-                     " elements outside rtol " + std::to_string(tol.rtol) + " atol " + std::to_string(tol.atol) + ")";
+        std::ostringstream s;
+        s << " (" << bad << " of " << actual.numel() << " elements outside rtol " << tol.rtol
+          << " atol " << tol.atol << ")";
+        m.message += s.str();
     }
     return m;
 }
