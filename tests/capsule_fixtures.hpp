@@ -61,6 +61,26 @@ inline PluginHost shipped_host() {
     return PluginHost::discover(search, manifests_only);
 }
 
+/// The host over the plugins this build produced (reference plugin loaded), discovered once.
+inline const PluginHost& built_host() {
+    static const PluginHost host = [] {
+        PluginSearchPath search;
+        search.entries.push_back(CAPSULE_PLUGIN_DIR);
+        return PluginHost::discover(search);
+    }();
+    return host;
+}
+
+/// Deterministic values in [-scale, scale] from a 64-bit LCG (no test depends on the exact values).
+inline std::vector<double> pseudo_random(std::size_t n, std::uint64_t seed, double scale) {
+    std::vector<double> v(n);
+    for (auto& x : v) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x = (double(seed >> 11) / double(1ull << 53) * 2 - 1) * scale;
+    }
+    return v;
+}
+
 inline std::string error_of(const std::function<void()>& f) {
     try {
         f();

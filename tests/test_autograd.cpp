@@ -17,14 +17,6 @@ using namespace capsule::testing;
 
 namespace {
 
-const PluginHost& built_host() {
-    static const PluginHost host = [] {
-        PluginSearchPath search;
-        search.entries.push_back(CAPSULE_PLUGIN_DIR);
-        return PluginHost::discover(search);
-    }();
-    return host;
-}
 
 /// A graph with its parameters, planned under `profile` into a session.
 struct Built {
@@ -43,15 +35,6 @@ Built build(const Graph& graph, ParameterMap params,
 
 Tensor scalar(double v, DType dtype = DType::float64) { return Tensor::from_values(dtype, {}, {v}); }
 
-/// Deterministic values in [-scale, scale] (a 64-bit LCG; no test depends on the exact values).
-std::vector<double> pseudo_random(std::size_t n, std::uint64_t seed, double scale) {
-    std::vector<double> v(n);
-    for (auto& x : v) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        x = (double(seed >> 11) / double(1ull << 53) * 2 - 1) * scale;
-    }
-    return v;
-}
 
 void set_element(Tensor& t, std::int64_t i, double v) {
     if (t.dtype() == DType::float64) t.values<double>()[i] = v;

@@ -15,20 +15,14 @@
 #include "capsule/onnx_import.hpp"
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
+#include "capsule_fixtures.hpp"
 
 using namespace capsule;
+using capsule::testing::built_host;
 namespace fs = std::filesystem;
 
 namespace {
 
-const PluginHost& built_host() {
-    static const PluginHost host = [] {
-        PluginSearchPath search;
-        search.entries.push_back(CAPSULE_PLUGIN_DIR);
-        return PluginHost::discover(search);
-    }();
-    return host;
-}
 
 void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem, const std::vector<std::int64_t>& dims,
               const std::string& dynamic_axis_name = {}) {

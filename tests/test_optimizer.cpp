@@ -13,14 +13,6 @@ using namespace capsule::testing;
 
 namespace {
 
-const PluginHost& built_host() {
-    static const PluginHost host = [] {
-        PluginSearchPath search;
-        search.entries.push_back(CAPSULE_PLUGIN_DIR);
-        return PluginHost::discover(search);
-    }();
-    return host;
-}
 
 Optimizer make(const OptimizerOptions& options) {
     const auto& profile = find_builtin_profile("checked_cpu");

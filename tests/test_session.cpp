@@ -17,23 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const PluginHost& built_host() {
-    static const PluginHost host = [] {
-        PluginSearchPath search;
-        search.entries.push_back(CAPSULE_PLUGIN_DIR);
-        return PluginHost::discover(search);
-    }();
-    return host;
-}
 
-std::vector<double> pseudo_random(std::size_t n, std::uint64_t seed, double scale) {
-    std::vector<double> v(n);
-    for (auto& x : v) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        x = (double(seed >> 11) / double(1ull << 53) * 2 - 1) * scale;
-    }
-    return v;
-}
 
 struct Mlp {
     Graph graph;

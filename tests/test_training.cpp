@@ -19,14 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const PluginHost& built_host() {
-    static const PluginHost host = [] {
-        PluginSearchPath search;
-        search.entries.push_back(CAPSULE_PLUGIN_DIR);
-        return PluginHost::discover(search);
-    }();
-    return host;
-}
 
 fs::path temp_dir() {
     auto d = fs::temp_directory_path() / ("capsule-training-" + std::to_string(::getpid()));
