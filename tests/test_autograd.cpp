@@ -180,7 +180,9 @@ TEST(SessionGradientCoverage, EveryDifferentiableOpOfTheReferencePluginIsChecked
     std::set<BackendOp> checked;
     for (const auto& c : gradient_cases()) checked.insert(c.op);
     for (auto op : all_values<BackendOp>())
-        if (!op_needs_no_vjp(op)) EXPECT_TRUE(checked.count(op)) << to_string(op);
+        if (!op_needs_no_vjp(op)) {
+            EXPECT_TRUE(checked.count(op)) << to_string(op);
+        }
 }
 
 Graph parse(const std::string& nodes, const std::string& outputs) {
