@@ -96,8 +96,17 @@ IdxArray read_idx(const std::filesystem::path& path) {
             throw InputError(path.string() + ": IDX header declares more than 2 GiB of data");
         out.shape.push_back(static_cast<std::int64_t>(dim));
     }
-    out.data.resize(count);
-    file.read_exact(out.data.data(), out.data.size(), "data");
+    // Read in chunks so that memory follows the bytes actually present, not a forged header.
+    constexpr std::size_t kChunk = std::size_t(1) << 24;
+    while (out.data.size() < count) {
+        const std::size_t have = out.data.size(), want = std::min<std::size_t>(kChunk, count - have);
+        out.data.resize(have + want);
+        const std::size_t got = file.read(out.data.data() + have, want);
+        out.data.resize(have + got);
+        if (got < want)
+            throw InputError(path.string() + ": truncated data (" + std::to_string(out.data.size()) +
+                             " of " + std::to_string(count) + " bytes)");
+    }
     unsigned char extra = 0;
     if (file.read(&extra, 1) != 0)
         throw InputError(path.string() + ": bytes after the " + std::to_string(count) +

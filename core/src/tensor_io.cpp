@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <fstream>
 #include <cctype>
 
@@ -14,6 +15,18 @@ namespace capsule {
 
 namespace fs = std::filesystem;
 using std::string;
+
+namespace {
+
+/// Bytes of a tensor of `shape` and `dtype`, or nullopt when the count overflows 64 bits.
+std::optional<std::size_t> checked_nbytes(const Shape& shape, DType dtype) {
+    std::size_t n = dtype_size(dtype);
+    for (auto d : shape)
+        if (d < 0 || __builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) return std::nullopt;
+    return n;
+}
+
+}  // namespace
 
 namespace {
 
@@ -157,12 +170,14 @@ Tensor read_npy(const fs::path& path) {
     DType dtype{};
     Shape shape;
     parse_npy_header(path, bytes.substr(offset, header_len), dtype, shape);
-    Tensor t = Tensor::zeros(dtype, shape);
     const std::size_t data_start = offset + header_len;
-    if (bytes.size() - data_start != t.nbytes())
+    // Checked before allocating, so a forged header cannot reserve memory the file does not hold.
+    const auto needed = checked_nbytes(shape, dtype);
+    if (!needed || bytes.size() - data_start != *needed)
         bad(path, "data holds " + std::to_string(bytes.size() - data_start) + " bytes, shape " +
                       to_string(shape) + " of " + string(to_string(dtype)) + " needs " +
-                      std::to_string(t.nbytes()));
+                      (needed ? std::to_string(*needed) : string("more than 2^64")));
+    Tensor t = Tensor::zeros(dtype, shape);
     if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start, t.nbytes());
     if (dtype == DType::boolean)
         for (auto& b : t.values<unsigned char>())
@@ -229,13 +244,14 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
         auto o = c.at("data_offsets");
         if (o.array_size() != 2) o.fail("data_offsets must be [begin, end]");
         const auto begin = o.at(0).integer(), end = o.at(1).integer();
-        Tensor t = Tensor::zeros(found->second, shape);
         if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data_size)
             o.fail("offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                    ") lie outside the " + std::to_string(data_size) + "-byte data section");
-        if (static_cast<std::size_t>(end - begin) != t.nbytes())
+        const auto needed = checked_nbytes(shape, found->second);
+        if (!needed || static_cast<std::size_t>(end - begin) != *needed)
             o.fail("offsets cover " + std::to_string(end - begin) + " bytes, shape " + to_string(shape) +
-                   " of " + dt + " needs " + std::to_string(t.nbytes()));
+                   " of " + dt + " needs " + (needed ? std::to_string(*needed) : string("more than 2^64")));
+        Tensor t = Tensor::zeros(found->second, shape);
         if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start + begin, t.nbytes());
         ranges.emplace_back(begin, end);
         out.emplace(name, std::move(t));

@@ -54,10 +54,12 @@ double accuracy(const Session& inference, const ImageDataset& data) {
                          string(to_string(in.dtype)) + to_string(in.shape) +
                          ", expected float32[B, 1, 28, 28] images");
     const std::int64_t batch = in.shape[0];
-    if (out.shape.size() != 2 || out.shape[0] != batch || !(out.dtype == DType::float32 || out.dtype == DType::float64))
+    const auto classes = static_cast<std::int64_t>(fashion_mnist_classes().size());
+    if (out.shape.size() != 2 || out.shape[0] != batch || out.shape[1] != classes ||
+        !(out.dtype == DType::float32 || out.dtype == DType::float64))
         throw InputError("the model's output '" + inference.outputs()[0].name + "' is " +
                          string(to_string(out.dtype)) + to_string(out.shape) + ", expected logits [" +
-                         std::to_string(batch) + ", classes]");
+                         std::to_string(batch) + ", " + std::to_string(classes) + "]");
     const auto order = identity_order(data.size());
     const auto labels = data.labels.values<std::int64_t>();
     Tensor images = Tensor::zeros(DType::float32, in.shape);
@@ -66,9 +68,8 @@ double accuracy(const Session& inference, const ImageDataset& data) {
         const std::int64_t count = std::min(batch, data.size() - first);
         gather_rows(data.images, order, first, count, images);
         const auto logits = inference.run({{inference.inputs()[0].name, images}})[0].to_doubles();
-        const auto classes = static_cast<std::size_t>(out.shape[1]);
         for (std::int64_t i = 0; i < count; ++i) {
-            const auto* row = logits.data() + std::size_t(i) * classes;
+            const auto* row = logits.data() + std::size_t(i * classes);
             const auto best = std::max_element(row, row + classes) - row;
             correct += best == labels[std::size_t(first + i)];
         }

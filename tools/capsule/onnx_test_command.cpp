@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
+#include <limits>
 #include <iostream>
 #include <set>
 
@@ -98,12 +99,16 @@ Mismatch compare(const Tensor& actual, const Tensor& expected, const Tolerance& 
     std::int64_t bad = 0;
     for (std::int64_t i = 0; i < actual.numel(); ++i) {
         const double a = actual.at(i), e = expected.at(i);
-        if (std::isnan(e) || std::isnan(a)) {
-            if (std::isnan(e) != std::isnan(a)) ++bad;
-            continue;
-        }
-        if (std::isinf(e) || std::isinf(a)) {
-            if (a != e) ++bad;
+        // NaN must meet NaN and an infinity the same infinity (as numpy.testing does).
+        const bool special = std::isnan(e) || std::isnan(a) || std::isinf(e) || std::isinf(a);
+        if (special) {
+            const bool same = std::isnan(e) ? std::isnan(a) : a == e;
+            if (!same && bad++ == 0) {
+                std::ostringstream s;
+                s << std::setprecision(9) << label << ": element " << i << " is " << a << ", expected " << e;
+                m.message = s.str();
+            }
+            if (!same) r.max_abs_error = std::numeric_limits<double>::infinity();
             continue;
         }
         const double err = std::fabs(a - e);
@@ -412,6 +417,8 @@ Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
                 list.push_back(c);
             }
             report["cases"] = list;
+            if (const auto parent = std::filesystem::path(args->json_report).parent_path(); !parent.empty())
+                std::filesystem::create_directories(parent);
             std::ofstream out(args->json_report);
             if (!out) throw InputError("onnx-test: cannot write " + args->json_report);
             out << report.dump(2) << "\n";

@@ -4,7 +4,10 @@
 // stdout is not a terminal), and saves the model as JSON IR + safetensors for `capsule run`.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <cstdio>
 #include <iostream>
@@ -76,6 +79,20 @@ private:
     int last_ = -1;
 };
 
+/// Checks, before any training, that `out` names a file whose directory exists (or can be
+/// created) and accepts new files; raises InputError with the reason otherwise.
+void check_output_path(const std::filesystem::path& out) {
+    namespace fs = std::filesystem;
+    if (out.empty() || !out.has_filename() || fs::is_directory(out))
+        throw InputError("--output '" + out.string() + "' must name a model file, e.g. model.json");
+    std::error_code ec;
+    if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+    if (ec) throw InputError("--output: cannot create directory " + out.parent_path().string() + ": " + ec.message());
+    const auto probe = fs::path(out).concat(".capsule-write-test");
+    if (!std::ofstream(probe)) throw InputError("--output: cannot write files next to " + out.string() + ": " + std::strerror(errno));
+    fs::remove(probe, ec);
+}
+
 /// Writes `model` with its parameters beside it: `out.json` + `out.safetensors`.
 void save_model(const Graph& model, const ParameterMap& params, const std::filesystem::path& out) {
     auto weights = out;
@@ -104,22 +121,29 @@ Command add_train_command(CLI::App& app, const GlobalOptions& options) {
     sub->add_option("--profile", args->profile, "backend profile name or profile .json file")->capture_default_str();
     sub->add_option("--model", args->model, "mlp (784-256-256-10) or lenet (LeNet-5)")
         ->check(CLI::IsMember({"mlp", "lenet"}))->capture_default_str();
-    sub->add_option("--epochs", args->epochs, "passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
-    sub->add_option("--batch-size", args->batch_size, "images per step")->check(CLI::PositiveNumber)->capture_default_str();
+    sub->add_option("--epochs", args->epochs, "passes over the training set")->check(CLI::Range(1, 1000000))->capture_default_str();
+    sub->add_option("--batch-size", args->batch_size, "images per step")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30))->capture_default_str();
     sub->add_option("--optimizer", args->optimizer, "sgd (torch.optim.SGD) or adam (torch.optim.Adam)")
         ->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
-    sub->add_option("--lr", args->lr, "learning rate (default 0.05 for sgd, 0.001 for adam)");
-    sub->add_option("--momentum", args->momentum, "sgd momentum")->capture_default_str();
-    sub->add_option("--weight-decay", args->weight_decay, "L2 weight decay")->capture_default_str();
+    // Finite and non-negative, as torch.optim requires; checked before any data is read.
+    const auto rate = CLI::Range(0.0, 1e9);
+    sub->add_option("--lr", args->lr, "learning rate (default 0.05 for sgd, 0.001 for adam)")->check(rate);
+    sub->add_option("--momentum", args->momentum, "sgd momentum")->check(rate)->capture_default_str();
+    sub->add_option("--weight-decay", args->weight_decay, "L2 weight decay")->check(rate)->capture_default_str();
     sub->add_option("--seed", args->seed, "seed of initialisation and shuffling")->capture_default_str();
     sub->add_option("--data", args->data, "directory of the Fashion-MNIST idx .gz files")->capture_default_str();
     sub->add_option("--output", args->output, "model file to write (JSON IR; weights beside it as .safetensors)")
         ->capture_default_str();
     sub->add_option("--train-limit", args->train_limit, "train on the first N images only (0: all)")
-        ->capture_default_str();
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
     return [&options, args]() {
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
+        check_output_path(args->output);
+        for (auto [name, value] : {std::pair{"--lr", args->lr.value_or(0)}, std::pair{"--momentum", args->momentum},
+                                   std::pair{"--weight-decay", args->weight_decay}})
+            if (!std::isfinite(value)) throw InputError(std::string(name) + " must be a finite number");
         TrainingConfig config{args->batch_size, optimizer_options(*args), args->seed};
         const auto plans = plan_training(profile, ctx.host(), parse_model_kind(args->model), config);
         std::cout << "training graph (" << args->model << ", batch " << args->batch_size << "):\n"

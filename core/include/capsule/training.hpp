@@ -39,7 +39,7 @@ Graph training_graph(const Graph& model);
 ParameterMap initial_parameters(const Graph& model, std::uint64_t seed);
 
 /// Fraction of `data` whose arg-max logit is the label, running `inference` (input `image`
-/// [B, 1, 28, 28], first output [B, classes]) over batches of B; the last, short batch is padded
+/// [B, 1, 28, 28], first output [B, 10]) over batches of B; the last, short batch is padded
 /// with zero images whose predictions are ignored. Raises InputError when the session's input
 /// or output does not have that form.
 double accuracy(const Session& inference, const ImageDataset& data);

@@ -1,6 +1,7 @@
 // ONNX model loading: protobuf parsing, onnx::checker, static input shapes, onnx shape inference,
 // initializers, the node-by-node import loop, and the tensor-file and model-loading entry points.
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -394,6 +395,14 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
                                        "; ops outside ai.onnx are not supported",
                                    "", "op domain " + domains + " (only ai.onnx is supported)");
     }
+    // Opsets newer than this libonnx knows have semantics nobody here has checked: refuse them.
+    const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+    if (opset > newest)
+        throw OnnxUnsupportedError(src + ": the model imports ai.onnx opset " + std::to_string(opset) +
+                                       ", newer than the newest this build's libonnx knows (" +
+                                       std::to_string(newest) + "); re-export with opset <= " +
+                                       std::to_string(newest),
+                                   "opset", "opset " + std::to_string(opset) + " is newer than libonnx knows");
     out.opset = opset;
 
     try {
@@ -655,7 +664,9 @@ std::map<string, Tensor> bind_onnx_inputs(const ImportedModel& model, const std:
 
 LoadedModel load_model(const std::filesystem::path& path, const OnnxImportOptions& options) {
     LoadedModel out;
-    if (path.extension() == ".onnx") {
+    string extension = path.extension().string();
+    for (auto& ch : extension) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    if (extension == ".onnx") {
         auto m = import_onnx(path, options);
         out.graph = std::move(m.graph);
         out.parameters = std::move(m.parameters);
