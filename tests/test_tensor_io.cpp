@@ -112,6 +112,9 @@ TEST(Npy, MalformedFilesNameTheProblem) {
         {npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (1,), }", "\x07"),
          "bool array holds a byte other than 0 or 1"},
         {std::string("\x93NUMPY\x01\x00\xff\x00{", 11), "truncated .npy header"},
+        // A forged shape is compared with the bytes present before anything is allocated.
+        {npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (100000000000, 3), }", "abcd"),
+         "data holds 4 bytes, shape [100000000000, 3] of float64 needs 2400000000000"},
     };
     for (const auto& c : cases) {
         write_bytes(p, c.bytes);

@@ -175,6 +175,14 @@ TEST(Training, AccuracyCountsArgMaxHitsIncludingAPaddedLastBatch) {
     int threes = 0;
     for (auto l : data.labels.values<std::int64_t>()) threes += l == 3;
     EXPECT_DOUBLE_EQ(accuracy(session, data), threes / 1000.0);
+
+    // A graph whose output is not the 10 class scores is refused, not scored.
+    model.outputs = {model.nodes[3].id};  // relu(fc1): 256 features
+    auto features = profile.accept_graph(built_host(), model);
+    ASSERT_TRUE(features.accepted);
+    auto wrong = Session::create(profile, *features.accepted, model, built_host(), params);
+    EXPECT_EQ(error_of([&] { accuracy(wrong, data); }),
+              "the model's output 'output_3' is float32[64, 256], expected logits [64, 10]");
 }
 
 TEST(Training, SameSeedGivesBitIdenticalParametersAndLossFalls) {
