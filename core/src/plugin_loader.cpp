@@ -1,5 +1,7 @@
 #include "plugin_loader.hpp"
 
+#include <dlfcn.h>
+
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
 #include <openssl/evp.h>
@@ -162,8 +164,12 @@ void load_plugin_library(PluginRecord& record, const PluginHostOptions& options)
     auto loaded = std::make_shared<LoadedPlugin>();
     capsule_plugin_entry_fn entry = nullptr;
     try {
-        auto handle = std::make_shared<boost::dll::shared_library>(
-            lib, boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now);
+        // RTLD_NODELETE: a plugin stays mapped until the process exits, like the registry that
+        // names its capsules; unloading C++ libraries with static state at exit is fragile (an
+        // ASan build reported the plugin's static runtime allocations as leaked once unmapped).
+        const auto mode = boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now |
+                          static_cast<boost::dll::load_mode::type>(RTLD_NODELETE);
+        auto handle = std::make_shared<boost::dll::shared_library>(lib, mode);
         if (!handle->has(CAPSULE_PLUGIN_ENTRY_SYMBOL))
             return fail("library " + lib.string() + " has no entry symbol " CAPSULE_PLUGIN_ENTRY_SYMBOL);
         entry = handle->get<const capsule_plugin*(uint32_t, uint32_t)>(CAPSULE_PLUGIN_ENTRY_SYMBOL);
