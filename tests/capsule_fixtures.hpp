@@ -57,7 +57,7 @@ inline PluginHost shipped_host() {
     for (auto dir : {"cpu", "cuda", "libtorch", "stubs"})
         search.entries.push_back(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins" / dir);
     PluginHostOptions manifests_only;
-    manifests_only.load_libraries = false;
+    manifests_only.load = LoadPolicy::manifests_only;
     return PluginHost::discover(search, manifests_only);
 }
 

@@ -78,6 +78,40 @@ TEST(Manifest, MalformedManifestsNameFilePathAndReason) {
          "demo.capsule.json: $.registry_modes[0]: invalid registry mode 'Default'"},
         {[](json& j) { j["priority"] = "high"; },
          "demo.capsule.json: $.priority: expected an integer, got string"},
+        // Every field's type and emptiness.
+        {[](json& j) { j["version"] = ""; }, "demo.capsule.json: $.version: must not be empty"},
+        {[](json& j) { j["version"] = "  "; }, "demo.capsule.json: $.version: must not be empty"},
+        {[](json& j) { j["version"] = 1; }, "demo.capsule.json: $.version: expected a string, got number"},
+        {[](json& j) { j["description"] = 42; },
+         "demo.capsule.json: $.description: expected a string, got number"},
+        {[](json& j) { j["description"] = json::array(); },
+         "demo.capsule.json: $.description: expected a string, got array"},
+        {[](json& j) { j["name"] = "my plugin"; },
+         "demo.capsule.json: $.name: plugin name 'my plugin' may hold only printable ASCII"},
+        {[](json& j) { j["library"] = ".."; },
+         "demo.capsule.json: $.library: library must be a file name beside the manifest"},
+        {[](json& j) { j["library"] = ""; },
+         "demo.capsule.json: $.library: library must be a file name beside the manifest"},
+        {[](json& j) { j["providers"].push_back(j["providers"][0]); },
+         "demo.capsule.json: $.providers[1]: provider reference is listed twice"},
+        {[](json& j) { j["registry_modes"] = {"default", "default"}; },
+         "demo.capsule.json: $.registry_modes[1]: registry mode 'default' is listed twice"},
+        {[](json& j) { j["registry_modes"] = json::array(); },
+         "demo.capsule.json: $.registry_modes: a plugin must join at least one registry mode"},
+        {[](json& j) { j["priority"] = 18446744073709551615ull; },
+         "demo.capsule.json: $.priority: integer 18446744073709551615 is out of range"},
+        {[](json& j) { j["capsules"][0]["name"] = "demo/relu"; },
+         "demo.capsule.json: $.capsules[0].name: capsule name 'demo/relu' may hold only printable ASCII"},
+        {[](json& j) { j["capsules"][0]["spec"] = ""; },
+         "demo.capsule.json: $.capsules[0].spec: must not be empty"},
+        {[](json& j) { j["capsules"][0]["notes"] = false; },
+         "demo.capsule.json: $.capsules[0].notes: expected a string, got boolean"},
+        {[](json& j) { j["capsules"][0]["contracts"]["value"]["summary"] = 3; },
+         "demo.capsule.json: $.capsules[0].contracts.value.summary: expected a string, got number"},
+        {[](json& j) { j["capsules"][0]["contracts"]["value"]["claim"]["spec"] = ""; },
+         "demo.capsule.json: $.capsules[0].contracts.value.claim.spec: must not be empty"},
+        {[](json& j) { j["capsules"][0]["contracts"]["value"]["provenance"] = {{"source_file", ""}}; },
+         "demo.capsule.json: $.capsules[0].contracts.value.provenance.source_file: must not be empty"},
     };
     for (const auto& c : cases) {
         auto doc = valid_manifest();
@@ -122,7 +156,7 @@ TEST(Discovery, FailedPluginsAreReportedAndTheOthersStillLoad) {
     EXPECT_NE(by_file["broken.capsule.json"]->status_text().find("failed: "), std::string::npos);
     EXPECT_NE(by_file["broken.capsule.json"]->failure.find("malformed JSON"), std::string::npos);
     EXPECT_EQ(by_file["future.capsule.json"]->failure,
-              "ABI version mismatch: plugin declares 2.0, host implements 1.0 (major versions must match)");
+              "ABI version mismatch: plugin declares 2.0, host implements 1.1 (major versions must match)");
     EXPECT_EQ(by_file["zz_dup.capsule.json"]->failure,
               "duplicate capsule name 'demo.relu' (already declared by plugin 'demo')");
     EXPECT_NE(by_file["zz_same_name.capsule.json"]->failure.find("duplicate plugin name 'demo'"),

@@ -116,8 +116,8 @@ TEST(Optimizer, KernelRefusesBadAttributes) {
     auto opt = make(SgdOptions{.lr = -1});
     ParameterMap params{{"w", vec({1})}};
     EXPECT_EQ(error_of([&] { opt.step(params, {{"w", vec({1})}}); }),
-              "sgd step 1 of 'w' failed in capsule reference.sgd: sgd: attribute 'lr' = -1 must be "
-              "a finite number >= 0");
+              "sgd step 1 of 'w' failed in capsule reference.sgd of plugin reference: sgd: attribute "
+              "'lr' = -1 must be a finite number >= 0 (code 1)");
 }
 
 }  // namespace

@@ -29,11 +29,24 @@ const PluginRecord& only_record(const PluginHost& host) {
     return host.plugins().at(0);
 }
 
+PluginHostOptions eager() {
+    PluginHostOptions o;
+    o.load = LoadPolicy::eager;
+    return o;
+}
+
+/// Why a fixture is refused: at discovery (manifest-level checks) or when its library is opened.
 std::string failure_of(const std::string& fixture) {
     auto host = host_for({kFixtures / fixture});
     const auto& r = only_record(host);
-    EXPECT_EQ(r.status, PluginStatus::failed) << fixture;
-    return r.failure;
+    if (r.status == PluginStatus::failed) return r.failure;
+    EXPECT_EQ(r.status, PluginStatus::available) << fixture;
+    auto outcome = host.library(r);
+    EXPECT_FALSE(outcome.plugin) << fixture;
+    // Eager loading reports the same reason in the record.
+    auto eager_host = host_for({kFixtures / fixture}, eager());
+    EXPECT_EQ(only_record(eager_host).failure, outcome.failure) << fixture;
+    return outcome.failure;
 }
 
 bool contains(const std::string& text, const std::string& needle) {
@@ -82,64 +95,149 @@ struct TempCopy {
 
 }  // namespace
 
-TEST(PluginHost, GoodFixtureLoadsWithHashAndProbe) {
+TEST(PluginHost, DiscoveryIsLazyAndLoadingHappensOnFirstUse) {
     auto host = host_for({kFixtures / "fixture_good"});
     const auto& r = only_record(host);
-    ASSERT_EQ(r.status, PluginStatus::loaded) << r.failure;
+    ASSERT_EQ(r.status, PluginStatus::available) << r.failure;
     ASSERT_TRUE(r.library_path);
     EXPECT_EQ(r.sha256, shell_sha256(*r.library_path));
-    ASSERT_TRUE(r.probe);
-    EXPECT_TRUE(r.probe->usable);
-    EXPECT_NE(r.loaded->kernel("fixture_good.relu"), nullptr);
+    EXPECT_FALSE(r.probe);  // nothing was run
     EXPECT_EQ(host.registry("default").capsules.size(), 2u);
+    auto outcome = host.library(r);
+    ASSERT_TRUE(outcome.plugin) << outcome.failure;
+    EXPECT_NE(outcome.plugin->kernel("fixture_good.relu"), nullptr);
+    EXPECT_EQ(host.library(r).plugin, outcome.plugin);  // opened once
+    EXPECT_TRUE(outcome.plugin->probe().usable);
+
+    auto eager_host = host_for({kFixtures / "fixture_good"}, eager());
+    const auto& e = only_record(eager_host);
+    ASSERT_EQ(e.status, PluginStatus::loaded) << e.failure;
+    ASSERT_TRUE(e.probe);
+    EXPECT_TRUE(e.probe->usable);
 }
 
 TEST(PluginHost, NewerMinorAbiIsAccepted) {
     auto host = host_for({kFixtures / "fixture_newer_minor"});
-    EXPECT_EQ(only_record(host).status, PluginStatus::loaded) << only_record(host).failure;
+    auto outcome = host.library(only_record(host));
+    EXPECT_TRUE(outcome.plugin) << outcome.failure;
 }
 
 TEST(PluginHost, EveryFailureModeIsReportedWithItsReason) {
     EXPECT_EQ(failure_of("fixture_abi_major"),
-              "ABI version mismatch: library implements 2.0, host implements 1.0 (major versions must match)");
+              "ABI version mismatch: library implements 2.0, host implements 1.1 (major versions must match)");
     EXPECT_EQ(failure_of("fixture_manifest_abi2"),
-              "ABI version mismatch: plugin declares 2.0, host implements 1.0 (major versions must match)");
+              "ABI version mismatch: plugin declares 2.0, host implements 1.1 (major versions must match)");
     EXPECT_TRUE(contains(failure_of("fixture_no_entry"), "has no entry symbol capsule_plugin_entry"));
     EXPECT_EQ(failure_of("fixture_undeclared"),
               "library implements capsule 'fixture_undeclared.gelu' that the manifest does not declare");
     EXPECT_EQ(failure_of("fixture_missing_kernel"),
               "manifest marks capsule 'fixture_missing_kernel.abs' eager but the library has no kernel for it");
     EXPECT_EQ(failure_of("fixture_init_error"),
-              "init failed (code 5): fixture init failed: license server unreachable");
-    EXPECT_EQ(failure_of("fixture_refuse_host"), "plugin refused host ABI 1.0 (entry returned null)");
+              "init failed: fixture init failed: license server unreachable (code 5)");
+    EXPECT_EQ(failure_of("fixture_refuse_host"), "plugin refused host ABI 1.1 (entry returned null)");
     EXPECT_EQ(failure_of("fixture_name_mismatch"),
               "library names itself 'someone_else', manifest says 'fixture_name_mismatch'");
     EXPECT_TRUE(contains(failure_of("fixture_short_table"), "ABI 1.0 needs at least"));
-    // The loader's own message survives: which dependency could not be found.
+    EXPECT_EQ(failure_of("fixture_zero_entry_size"),
+              "plugin table states kernel_entry_size 0, less than ABI 1.0's 32 bytes (set it to "
+              "sizeof(capsule_kernel))");
+    // The loader's own message survives: which dependency could not be found, and nothing else
+    // (no errno text appended by the exception type).
     auto dep = failure_of("fixture_missing_dependency");
-    EXPECT_TRUE(contains(dep, "libfixture_dep.so")) << dep;
     EXPECT_TRUE(contains(dep, "cannot load")) << dep;
+    EXPECT_TRUE(contains(dep, "libfixture_dep.so: cannot open shared object file: No such file or directory")) << dep;
+    EXPECT_FALSE(contains(dep, "Bad file descriptor")) << dep;
+    EXPECT_FALSE(contains(dep, "boost::dll")) << dep;
     auto bad = failure_of("bad_json");
     EXPECT_TRUE(contains(bad, "malformed JSON")) << bad;
 }
 
+// Arrays of versioned structs carry their element size: a 1.0 plugin (table without
+// kernel_entry_size, 1.0 entries) and a plugin of a later minor whose kernel entries grew both load
+// and run.
+TEST(PluginHost, KernelEntriesAreReadWithTheTablesEntrySize) {
+    for (const std::string fixture : {"fixture_abi_1_0", "fixture_wide_entries"}) {
+        auto host = host_for({kFixtures / fixture});
+        auto outcome = host.library(only_record(host));
+        ASSERT_TRUE(outcome.plugin) << fixture << ": " << outcome.failure;
+        ASSERT_EQ(outcome.plugin->kernels.size(), 2u) << fixture;
+        EXPECT_EQ(std::string(outcome.plugin->kernels[1].capsule_name), fixture + ".abs");
+        auto profile = external_cpu_profile();
+        auto graph = unary_graph("relu");
+        auto accepted = profile.accept_graph(host, graph);
+        ASSERT_TRUE(accepted.accepted) << fixture;
+        auto session = Session::create(profile, *accepted.accepted, graph, host, {});
+        auto out = session.run({{"x", Tensor::from_values(DType::float32, {4}, {-1, 2, -3, 0.5})}});
+        EXPECT_EQ(out.at(0).to_doubles(), (std::vector<double>{0, 2, 0, 0.5})) << fixture;
+        auto abs_graph = unary_graph("abs");
+        auto abs_plan = profile.accept_graph(host, abs_graph);
+        auto abs_session = Session::create(profile, *abs_plan.accepted, abs_graph, host, {});
+        EXPECT_EQ(error_of([&] { abs_session.run({{"x", Tensor::zeros(DType::float32, {4})}}); }),
+                  "node 1 (abs) failed in capsule " + fixture + ".abs of plugin " + fixture +
+                      ": fixture kernel failure: injected (code 1)");
+    }
+}
+
+TEST(PluginHost, ProbingInAChildProcessSurvivesCrashesAndHangs) {
+    auto host = host_for({kFixtures / "fixture_probe_crash", kFixtures / "fixture_probe_hang",
+                          kFixtures / "fixture_good", kFixtures / "fixture_probe_fail",
+                          kFixtures / "fixture_init_error"});
+    ASSERT_EQ(host.plugins().size(), 5u);
+    for (const auto& r : host.plugins()) EXPECT_EQ(r.status, PluginStatus::available) << r.name;
+    const std::chrono::milliseconds timeout(1500);
+    auto crash = host.probe_isolated(host.plugins()[0], timeout);
+    EXPECT_EQ(crash.status, PluginStatus::failed);
+    EXPECT_TRUE(contains(crash.failure, "crashed (signal ")) << crash.failure;
+    auto hang = host.probe_isolated(host.plugins()[1], timeout);
+    EXPECT_EQ(hang.status, PluginStatus::failed);
+    EXPECT_EQ(hang.failure, "timed out after 1.5 s while loading or probing");
+    auto good = host.probe_isolated(host.plugins()[2], timeout);
+    EXPECT_EQ(good.status, PluginStatus::loaded) << good.failure;
+    ASSERT_TRUE(good.probe);
+    EXPECT_TRUE(good.probe->usable);
+    auto unusable = host.probe_isolated(host.plugins()[3], timeout);
+    EXPECT_EQ(unusable.status, PluginStatus::loaded);
+    ASSERT_TRUE(unusable.probe);
+    EXPECT_EQ(unusable.probe->reason, "fixture accelerator not present (slot 0 empty) (code 3)");
+    auto init = host.probe_isolated(host.plugins()[4], timeout);
+    EXPECT_EQ(init.failure, "init failed: fixture init failed: license server unreachable (code 5)");
+    // Nothing was loaded into this process.
+    EXPECT_EQ(host.plugins()[2].status, PluginStatus::available);
+}
+
 TEST(PluginHost, FailuresDoNotStopOtherPlugins) {
     std::vector<fs::path> dirs;
-    for (const auto& e : fs::directory_iterator(kFixtures))
-        if (e.is_directory() && e.path().filename() != "_hidden_deps") dirs.push_back(e.path());
+    for (const auto& e : fs::directory_iterator(kFixtures)) {
+        const auto name = e.path().filename().string();
+        // Eager loading runs probes in this process: leave out the fixtures whose probe crashes,
+        // hangs or throws (ProbingInAChildProcessSurvivesCrashesAndHangs covers them).
+        if (e.is_directory() && name != "_hidden_deps" && !name.starts_with("fixture_probe_"))
+            dirs.push_back(e.path());
+    }
+    dirs.push_back(kFixtures / "fixture_probe_fail");
     std::sort(dirs.begin(), dirs.end());
-    auto host = host_for(dirs);
+    auto host = host_for(dirs, eager());
     int loaded = 0, failed = 0;
     for (const auto& r : host.plugins()) (r.status == PluginStatus::loaded ? loaded : failed)++;
-    EXPECT_EQ(loaded, 3);  // good, newer_minor, probe_fail
-    EXPECT_EQ(failed, 11);  // the other ten fixtures and bad_json
+    // good, newer_minor, probe_fail, abi_1_0, wide_entries, raw_kernels
+    EXPECT_EQ(loaded, 6);
+    EXPECT_EQ(failed, 12);  // the other eleven fixtures and bad_json
+}
+
+TEST(PluginHost, ProbeThatThrowsIsReportedNotPropagated) {
+    auto host = host_for({kFixtures / "fixture_probe_throws"});
+    auto outcome = host.library(only_record(host));
+    ASSERT_TRUE(outcome.plugin) << outcome.failure;
+    auto probe = outcome.plugin->probe();
+    EXPECT_FALSE(probe.usable);
+    EXPECT_EQ(probe.reason, "probe threw a C++ exception across the C ABI: fixture probe threw through the C ABI");
 }
 
 TEST(PluginHost, DuplicatePluginNameIsRefused) {
     TempCopy copy("fixture_good");
     auto host = host_for({kFixtures / "fixture_good", copy.dir});
     ASSERT_EQ(host.plugins().size(), 2u);
-    EXPECT_EQ(host.plugins()[0].status, PluginStatus::loaded);
+    EXPECT_EQ(host.plugins()[0].status, PluginStatus::available);
     EXPECT_TRUE(contains(host.plugins()[1].failure, "duplicate plugin name 'fixture_good'"));
 }
 
@@ -154,7 +252,88 @@ TEST(PluginHost, WorldWritableFilesAndDirectoriesAreRefused) {
         TempCopy copy("fixture_good");
         fs::permissions(copy.dir, fs::perms::others_write, fs::perm_options::add);
         auto r = only_record(host_for({copy.dir}));
-        EXPECT_TRUE(contains(r.failure, "directory " + copy.dir.string() + " is world-writable")) << r.failure;
+        EXPECT_TRUE(contains(r.failure, "directory " + copy.dir.string() + " (above manifest")) << r.failure;
+        EXPECT_TRUE(contains(r.failure, "is world-writable")) << r.failure;
+    }
+    {
+        TempCopy copy("fixture_good");
+        fs::permissions(copy.dir / "libfixture_good.so", fs::perms::group_write, fs::perm_options::add);
+        auto r = only_record(host_for({copy.dir}));
+        EXPECT_TRUE(contains(r.failure, "libfixture_good.so is group-writable")) << r.failure;
+    }
+}
+
+// Trust on disk follows the resolved file and every ancestor directory; stubs are checked too.
+TEST(PluginHost, TrustOnDiskCoversLinksAncestorsOwnersAndStubs) {
+    const fs::path open_dir = fs::temp_directory_path() / ("capsule-open-" + std::to_string(::getpid()));
+    fs::remove_all(open_dir);
+    fs::create_directories(open_dir);
+    fs::permissions(open_dir, fs::perms::all);  // world-writable, no sticky bit
+    struct Cleanup { fs::path d; ~Cleanup() { fs::remove_all(d); } } cleanup{open_dir};
+    {   // A library symlinked to a file in a world-writable directory.
+        TempCopy copy("fixture_good");
+        fs::rename(copy.dir / "libfixture_good.so", open_dir / "libfixture_good.so");
+        fs::create_symlink(open_dir / "libfixture_good.so", copy.dir / "libfixture_good.so");
+        auto r = only_record(host_for({copy.dir}));
+        EXPECT_EQ(r.status, PluginStatus::failed);
+        EXPECT_TRUE(contains(r.failure, "outside its manifest's directory")) << r.failure;
+        fs::remove(open_dir / "libfixture_good.so");
+    }
+    {   // A library renamed by a link inside its own directory is fine.
+        TempCopy copy("fixture_good");
+        fs::rename(copy.dir / "libfixture_good.so", copy.dir / "libfixture_good.so.1");
+        fs::create_symlink("libfixture_good.so.1", copy.dir / "libfixture_good.so");
+        auto host = host_for({copy.dir});
+        EXPECT_TRUE(host.library(only_record(host)).plugin) << only_record(host).failure;
+    }
+    {   // A manifest symlinked into a world-writable directory.
+        TempCopy copy("fixture_good");
+        fs::rename(copy.dir / "fixture_good.capsule.json", open_dir / "fixture_good.capsule.json");
+        fs::create_symlink(open_dir / "fixture_good.capsule.json", copy.dir / "fixture_good.capsule.json");
+        auto r = only_record(host_for({copy.dir}));
+        EXPECT_TRUE(contains(r.failure, "directory " + open_dir.string())) << r.failure;
+        EXPECT_TRUE(contains(r.failure, "world-writable")) << r.failure;
+        fs::remove(open_dir / "fixture_good.capsule.json");
+    }
+    {   // A 0755 plugin directory inside a world-writable parent.
+        const fs::path inner = open_dir / "plugins";
+        fs::create_directories(inner);
+        fs::permissions(inner, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                   fs::perms::others_read | fs::perms::others_exec);
+        for (const auto& e : fs::directory_iterator(kFixtures / "fixture_good"))
+            fs::copy(e.path(), inner / e.path().filename());
+        auto r = only_record(host_for({inner}));
+        EXPECT_TRUE(contains(r.failure, "directory " + open_dir.string() + " (above manifest")) << r.failure;
+        fs::remove_all(inner);
+    }
+    {   // A stub manifest in a world-writable directory claiming provider reference at priority
+        // 1000 does not take over planning.
+        std::ofstream(open_dir / "hijack.capsule.json") << R"({"name": "hijack", "version": "1", "abi_version": {"major": 1, "minor": 0},
+            "library": null, "device": "cpu", "providers": ["reference"], "registry_modes": ["default"],
+            "priority": 1000, "capsules": [{"name": "hijack.relu", "op": "relu", "provider": "reference",
+            "device": "cpu", "spec": "torch.relu", "trust": "verified", "vjp": "torchlean-tape", "runtime": "planner-only",
+            "contracts": {"shape": {"claim": {"kind": "shape-safety", "op": "relu"}, "evidence": "theorem"},
+              "layout": {"claim": {"kind": "layout-compatibility", "op": "relu", "layout": "canonical-tensor"}, "evidence": "theorem"},
+              "value": {"claim": {"kind": "value-refinement", "op": "relu", "spec": "torch.relu"}, "evidence": "theorem"},
+              "vjp": {"claim": {"kind": "vjp-refinement", "op": "relu", "spec": "torch.relu", "vjp_mode": "torchlean-tape"}, "evidence": "theorem"}}}]})";
+        auto host = host_for({CAPSULE_PLUGIN_DIR, open_dir});
+        const auto& hijack = host.plugins().back();
+        EXPECT_EQ(hijack.name, "hijack");
+        EXPECT_EQ(hijack.status, PluginStatus::failed);
+        EXPECT_TRUE(contains(hijack.failure, "world-writable")) << hijack.failure;
+        auto plan = BackendProfile::checked_cpu().plan_ops(host, std::vector<BackendOp>{BackendOp::relu});
+        EXPECT_EQ(plan.nodes.at(0).capsule->name, "reference.relu");
+        fs::remove(open_dir / "hijack.capsule.json");
+    }
+    {   // A library owned by another (non-root) user.
+        TempCopy copy("fixture_good");
+        if (::geteuid() == 0) {
+            ASSERT_EQ(::chown((copy.dir / "libfixture_good.so").c_str(), 4242, 4242), 0);
+            auto r = only_record(host_for({copy.dir}));
+            EXPECT_TRUE(contains(r.failure, "is owned by uid 4242, neither root nor the current user")) << r.failure;
+        } else {
+            GTEST_LOG_(INFO) << "not root: cannot give a file to another user; ownership check untested here";
+        }
     }
 }
 
@@ -163,7 +342,7 @@ TEST(PluginHost, PinnedHashes) {
     const auto hash = shell_sha256(lib);
     PluginHostOptions pinned;
     pinned.trusted_sha256 = std::set<std::string>{hash};
-    EXPECT_EQ(only_record(host_for({kFixtures / "fixture_good"}, pinned)).status, PluginStatus::loaded);
+    EXPECT_EQ(only_record(host_for({kFixtures / "fixture_good"}, pinned)).status, PluginStatus::available);
     PluginHostOptions other;
     other.trusted_sha256 = std::set<std::string>{std::string(64, 'a')};
     auto r = only_record(host_for({kFixtures / "fixture_good"}, other));
@@ -188,17 +367,17 @@ TEST(PluginHost, PinnedHashes) {
 TEST(Session, FailingProbeRefusesToRunWithTheReason) {
     auto host = host_for({kFixtures / "fixture_probe_fail"});
     const auto& r = only_record(host);
-    ASSERT_EQ(r.status, PluginStatus::loaded);
-    ASSERT_TRUE(r.probe);
-    EXPECT_FALSE(r.probe->usable);
-    EXPECT_EQ(r.probe->reason, "fixture accelerator not present (slot 0 empty)");
+    ASSERT_EQ(r.status, PluginStatus::available);
+    auto probe = host.library(r).plugin->probe();
+    EXPECT_FALSE(probe.usable);
+    EXPECT_EQ(probe.reason, "fixture accelerator not present (slot 0 empty) (code 3)");
     auto profile = external_cpu_profile();
     auto graph = unary_graph("relu");
     auto accepted = profile.accept_graph(host, graph);
     ASSERT_TRUE(accepted.accepted);
     auto msg = error_of([&] { Session::create(profile, *accepted.accepted, graph, host, {}); });
     EXPECT_EQ(msg, "plugin fixture_probe_fail cannot run on this machine: fixture accelerator not "
-                   "present (slot 0 empty)");
+                   "present (slot 0 empty) (code 3)");
     EXPECT_THROW(Session::create(profile, *accepted.accepted, graph, host, {}), ProbeError);
 }
 
@@ -211,7 +390,59 @@ TEST(Session, KernelErrorNamesNodeCapsuleAndMessage) {
     auto session = Session::create(profile, *accepted.accepted, graph, host, {});
     auto x = Tensor::from_values(DType::float32, {4}, {1, -2, 3, -4});
     auto msg = error_of([&] { session.run({{"x", x}}); });
-    EXPECT_EQ(msg, "node 1 (abs) failed in capsule fixture_good.abs (code 1): fixture kernel failure: injected");
+    EXPECT_EQ(msg, "node 1 (abs) failed in capsule fixture_good.abs of plugin fixture_good: fixture "
+                   "kernel failure: injected (code 1)");
+}
+
+// Kernels that break the ABI's rules still give errors that name the node, capsule and plugin.
+TEST(Session, ExceptionsAcrossTheAbiAndEmptyStatusesAreNamed) {
+    auto host = host_for({kFixtures / "fixture_raw_kernels"});
+    auto profile = external_cpu_profile();
+    auto x = Tensor::from_values(DType::float32, {4}, {1, -2, 3, -4});
+    auto run_error = [&](const std::string& op) {
+        auto graph = unary_graph(op);
+        auto accepted = profile.accept_graph(host, graph);
+        EXPECT_TRUE(accepted.accepted);
+        auto session = Session::create(profile, *accepted.accepted, graph, host, {});
+        try {
+            session.run({{"x", x}});
+        } catch (const ExecutionError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no ExecutionError");
+    };
+    EXPECT_EQ(run_error("abs"),
+              "node 1 (abs) failed in capsule fixture_raw_kernels.abs of plugin fixture_raw_kernels: threw "
+              "a C++ exception across the C ABI: fixture exception thrown through the C ABI");
+    EXPECT_EQ(run_error("sigmoid"),
+              "node 1 (sigmoid) failed in capsule fixture_raw_kernels.sigmoid of plugin "
+              "fixture_raw_kernels: returned code 3 without a message");
+}
+
+// A graph that runs no kernel under a non-CPU profile is refused like any other graph whose device
+// is unusable here, never a crash: its inputs and outputs still live in the device's memory.
+TEST(Session, GraphWithoutKernelsUnderAnUnusableDeviceIsRefused) {
+    auto graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [3]}], "outputs": [0]})");
+    const auto& host = built_host();
+    auto rocm = find_builtin_profile("future_rocm");
+    auto accepted = rocm.accept_graph(host, graph);
+    ASSERT_TRUE(accepted.accepted);
+    auto msg = error_of([&] { Session::create(rocm, *accepted.accepted, graph, host, {}); });
+    EXPECT_TRUE(contains(msg, "no usable plugin serves device rocm in registry mode 'default'")) << msg;
+    EXPECT_TRUE(contains(msg, "plugin rocm is stub")) << msg;
+    EXPECT_THROW(Session::create(rocm, *accepted.accepted, graph, host, {}), ProbeError);
+    auto cuda = BackendProfile::checked_cuda();
+    auto cuda_plan = cuda.accept_graph(host, graph);
+    ASSERT_TRUE(cuda_plan.accepted);
+    try {
+        auto session = Session::create(cuda, *cuda_plan.accepted, graph, host, {});
+        // A machine with a usable CUDA device runs the identity graph through device memory.
+        auto x = Tensor::from_values(DType::float32, {3}, {1, 2, 3});
+        EXPECT_EQ(session.run({{"x", x}}).at(0).to_doubles(), (std::vector<double>{1, 2, 3}));
+    } catch (const ProbeError& e) {
+        EXPECT_TRUE(contains(e.what(), "native_cuda")) << e.what();
+    }
 }
 
 TEST(Session, StubAndPlannerOnlyCapsulesAreRefused) {
@@ -246,7 +477,7 @@ TEST(Session, HostMustMatchTheProfileTarget) {
 
 TEST(ExamplePlugin, LoadsPlansAndRuns) {
     auto host = host_for({CAPSULE_EXAMPLE_PLUGIN_DIR});
-    ASSERT_EQ(only_record(host).status, PluginStatus::loaded) << only_record(host).failure;
+    ASSERT_EQ(only_record(host).status, PluginStatus::available) << only_record(host).failure;
     auto profile = load_profile_file(fs::path(CAPSULE_SOURCE_DIR) / "examples/plugin/example_cpu.json");
     auto graph = unary_graph("relu");
     auto accepted = profile.accept_graph(host, graph);

@@ -76,7 +76,11 @@ TEST(Session, ReferencePluginLoads) {
     for (const auto& r : built_host().plugins())
         if (r.name == "reference") ref = &r;
     ASSERT_NE(ref, nullptr);
-    EXPECT_EQ(ref->status, PluginStatus::loaded) << ref->failure;
+    EXPECT_EQ(ref->status, PluginStatus::available) << ref->failure;
+    auto outcome = built_host().library(*ref);
+    ASSERT_TRUE(outcome.plugin) << outcome.failure;
+    EXPECT_EQ(outcome.plugin->kernels.size(), all_values<BackendOp>().size());
+    EXPECT_TRUE(outcome.plugin->probe().usable);
 }
 
 TEST(Session, MlpMatchesADirectComputation) {

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kernel_binding.hpp"
 #include "session_impl.hpp"
 
 namespace capsule {
@@ -268,10 +269,10 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
         } else if (m.device == Device::cpu) {
             std::memcpy(g + seed.region, up.data(), up.nbytes());
         } else {
-            capsule_status status{sizeof(capsule_status), 0, {}};
-            if (m.device_interface->copy_to_device(g + seed.region, up.data(), up.nbytes(),
-                                                   &status) != CAPSULE_OK)
-                throw ExecutionError(string("upload of an upstream gradient failed: ") + status.message);
+            if (auto failure = call_plugin([&](capsule_status* st) {
+                    return m.device_interface->copy_to_device(g + seed.region, up.data(), up.nbytes(), st);
+                }))
+                throw ExecutionError("upload of an upstream gradient failed: " + *failure);
         }
     }
 
@@ -308,14 +309,10 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
         args.grad_params = grad_params.data();
         args.attrs = step.attrs->data();
         args.num_attrs = step.attrs->size();
-        capsule_status status{sizeof(capsule_status), 0, {}};
-        if (step.backward(&args, &status) != CAPSULE_OK) {
-            status.message[sizeof status.message - 1] = '\0';
+        if (auto failure = call_plugin([&](capsule_status* st) { return step.backward(&args, st); }))
             throw ExecutionError("backward of node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
-                                 step.capsule->name + " (code " + std::to_string(status.code) +
-                                 "): " + status.message);
-        }
+                                 step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
         for (std::size_t i = 0; i < b.inputs.size(); ++i)
             if (b.inputs[i].kind == GradTarget::Kind::accumulate)
                 accumulate(g + b.inputs[i].region, grad_inputs[i].data,

@@ -56,12 +56,21 @@ public:
         if (!value_.is_string()) fail("expected a string, got " + type_name());
         return value_.get<std::string>();
     }
+    /// A string that is not empty and not only whitespace.
+    std::string nonempty_string() const {
+        auto text = string();
+        if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("must not be empty");
+        return text;
+    }
     bool boolean() const {
         if (!value_.is_boolean()) fail("expected true or false, got " + type_name());
         return value_.get<bool>();
     }
     std::int64_t integer() const {
         if (!value_.is_number_integer()) fail("expected an integer, got " + type_name());
+        if (value_.is_number_unsigned() &&
+            value_.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+            fail("integer " + value_.dump() + " is out of range (at most 2^63 - 1)");
         return value_.get<std::int64_t>();
     }
     std::size_t array_size() const {

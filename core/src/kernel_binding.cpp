@@ -17,8 +17,16 @@ void check_host_matches_target(const BackendProfile& profile) {
                          string(to_string(os)) + "/" + string(to_string(arch)));
 }
 
-const PluginRecord& runnable_plugin(const PluginHost& host, const KernelCapsule& k,
-                                    bool allow_test_only) {
+std::shared_ptr<const LoadedPlugin> open_plugin(const PluginHost& host, const PluginRecord& record) {
+    if (record.status == PluginStatus::stub || record.status == PluginStatus::failed)
+        throw ProbeError("plugin " + record.name + " is " + record.status_text());
+    auto outcome = host.library(record);
+    if (!outcome.plugin)
+        throw ProbeError("plugin " + record.name + " failed to load: " + outcome.failure);
+    return outcome.plugin;
+}
+
+BoundKernel bind_kernel(const PluginHost& host, const KernelCapsule& k, bool allow_test_only) {
     if (k.runtime == RuntimeSupport::planner_only || k.runtime == RuntimeSupport::not_wired)
         throw ProbeError("capsule " + k.name + " is " + string(to_string(k.runtime)) +
                          ": it can be planned and audited, but no kernel is wired to run it");
@@ -26,15 +34,19 @@ const PluginRecord& runnable_plugin(const PluginHost& host, const KernelCapsule&
         throw ProbeError("capsule " + k.name + " is test-only; sessions refuse it unless "
                          "SessionOptions::allow_test_only is set");
     const PluginRecord* record = host.plugin_of(k.name);
-    if (!record) throw ProbeError("no loaded plugin declares capsule " + k.name);
-    if (record->status != PluginStatus::loaded || !record->loaded)
+    if (!record) throw ProbeError("no plugin of this host declares capsule " + k.name);
+    if (record->status == PluginStatus::stub || record->status == PluginStatus::failed)
         throw ProbeError("capsule " + k.name + " belongs to plugin " + record->name + ", which is " +
                          record->status_text());
-    return *record;
+    BoundKernel bound{record, open_plugin(host, *record), nullptr};
+    bound.kernel = bound.plugin->kernel(k.name);
+    if (!bound.kernel)
+        throw ProbeError("plugin " + record->name + " has no kernel for capsule " + k.name);
+    return bound;
 }
 
-void require_usable(const PluginRecord& record) {
-    auto probe = record.loaded->probe();
+void require_usable(const PluginRecord& record, const LoadedPlugin& plugin) {
+    auto probe = plugin.probe();
     if (!probe.usable)
         throw ProbeError("plugin " + record.name + " cannot run on this machine: " + probe.reason);
 }

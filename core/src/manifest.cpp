@@ -1,5 +1,6 @@
 #include "capsule/manifest.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -45,7 +46,7 @@ ContractClaim read_claim(const JsonCursor& c) {
     claim.kind = c.at("kind").spelling<ClaimKind>();
     claim.op = c.at("op").spelling<BackendOp>();
     if (c.has("layout")) claim.layout = c.at("layout").spelling<Layout>();
-    if (c.has("spec")) claim.spec = c.at("spec").string();
+    if (c.has("spec")) claim.spec = c.at("spec").nonempty_string();
     if (c.has("vjp_mode")) claim.vjp_mode = c.at("vjp_mode").spelling<VJPMode>();
     // The fields a claim carries are fixed by its kind; extra ones would be silently meaningless.
     const bool wants_layout = claim.kind == ClaimKind::layout_compatibility;
@@ -74,24 +75,35 @@ ContractDescriptor read_descriptor(const JsonCursor& c) {
         auto p = c.at("provenance");
         p.object({"source_file", "native_symbol", "note"});
         Provenance prov;
-        if (p.has("source_file")) prov.source_file = p.at("source_file").string();
-        if (p.has("native_symbol")) prov.native_symbol = p.at("native_symbol").string();
-        if (p.has("note")) prov.note = p.at("note").string();
+        if (p.has("source_file")) prov.source_file = p.at("source_file").nonempty_string();
+        if (p.has("native_symbol")) prov.native_symbol = p.at("native_symbol").nonempty_string();
+        if (p.has("note")) prov.note = p.at("note").nonempty_string();
         d.provenance = prov;
     }
     return d;
+}
+
+/// A plugin or capsule name: non-empty, printable ASCII without spaces or path separators (names
+/// appear in reports, file names and lockfiles).
+std::string read_name(const JsonCursor& c, std::string_view what) {
+    auto name = c.string();
+    if (name.empty()) c.fail(std::string(what) + " must not be empty");
+    for (unsigned char ch : name)
+        if (ch <= ' ' || ch >= 127 || ch == '/' || ch == '\\')
+            c.fail(std::string(what) + " '" + name +
+                   "' may hold only printable ASCII without spaces, '/' or '\\'");
+    return name;
 }
 
 KernelCapsule read_capsule(const JsonCursor& c) {
     c.object({"name", "op", "provider", "device", "spec", "trust", "supports_forward", "vjp",
               "runtime", "contracts", "notes"});
     KernelCapsule k;
-    k.name = c.at("name").string();
-    if (k.name.empty()) c.at("name").fail("capsule name must not be empty");
+    k.name = read_name(c.at("name"), "capsule name");
     k.op = c.at("op").spelling<BackendOp>();
     k.provider = c.at("provider").spelling<Provider>();
     k.device = c.at("device").spelling<Device>();
-    k.spec = c.at("spec").string();
+    k.spec = c.at("spec").nonempty_string();
     k.trust = c.at("trust").spelling<TrustLevel>();
     k.supports_forward = c.has("supports_forward") ? c.at("supports_forward").boolean() : true;
     k.vjp_mode = c.has("vjp") ? c.at("vjp").spelling<VJPMode>() : VJPMode::none;
@@ -125,20 +137,26 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
                  "registry_modes", "priority", "capsules", "description"});
     PluginManifest m;
     m.source = source;
-    m.name = root.at("name").string();
-    if (m.name.empty()) root.at("name").fail("plugin name must not be empty");
-    m.version = root.at("version").string();
+    m.name = read_name(root.at("name"), "plugin name");
+    m.version = root.at("version").nonempty_string();
+    if (root.has("description")) root.at("description").string();
     m.abi = read_abi(root.at("abi_version"));
     auto library = root.at("library");
     if (!library.value().is_null()) {
         m.library = library.string();
-        if (m.library->empty() || m.library->find('/') != std::string::npos)
+        if (m.library->empty() || *m.library == "." || *m.library == ".." ||
+            m.library->find_first_of("/\\") != std::string::npos ||
+            m.library->find('\0') != std::string::npos)
             library.fail("library must be a file name beside the manifest (no directories)");
     }
     m.device = root.at("device").spelling<Device>();
     auto providers = root.at("providers");
-    for (std::size_t i = 0; i < providers.array_size(); ++i)
-        m.providers.push_back(providers.at(i).spelling<Provider>());
+    for (std::size_t i = 0; i < providers.array_size(); ++i) {
+        const auto p = providers.at(i).spelling<Provider>();
+        if (std::find(m.providers.begin(), m.providers.end(), p) != m.providers.end())
+            providers.at(i).fail("provider " + std::string(to_string(p)) + " is listed twice");
+        m.providers.push_back(p);
+    }
     auto modes = root.at("registry_modes");
     for (std::size_t i = 0; i < modes.array_size(); ++i) {
         auto mode = modes.at(i).string();
@@ -147,8 +165,11 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
         } catch (const InputError& e) {
             modes.at(i).fail(e.what());
         }
+        if (std::find(m.registry_modes.begin(), m.registry_modes.end(), mode) != m.registry_modes.end())
+            modes.at(i).fail("registry mode '" + mode + "' is listed twice");
         m.registry_modes.push_back(mode);
     }
+    if (m.registry_modes.empty()) modes.fail("a plugin must join at least one registry mode");
     m.priority = root.has("priority") ? root.at("priority").integer() : 0;
 
     auto capsules = root.at("capsules");

@@ -41,6 +41,7 @@ struct Optimizer::Impl {
     const KernelCapsule* capsule = nullptr;
     capsule_forward_fn forward = nullptr;
     std::shared_ptr<const LoadedPlugin> plugin;  // keeps the library mapped
+    string plugin_name;
     std::map<string, std::vector<Tensor>> state;  // per parameter key: 1 (sgd) or 2 (adam) buffers
 };
 
@@ -65,10 +66,11 @@ Optimizer Optimizer::create(const BackendProfile& profile, const AcceptedPlan& p
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->capsule = groups[0].capsule.get();
-    const auto& record = detail::runnable_plugin(host, *impl->capsule, false);
-    detail::require_usable(record);
-    impl->plugin = record.loaded;
-    impl->forward = record.loaded->kernel(impl->capsule->name)->forward;
+    auto bound = detail::bind_kernel(host, *impl->capsule, false);
+    detail::require_usable(*bound.record, *bound.plugin);
+    impl->plugin = bound.plugin;
+    impl->plugin_name = bound.record->name;
+    impl->forward = bound.kernel->forward;
     return Optimizer(std::move(impl));
 }
 
@@ -110,13 +112,10 @@ void Optimizer::step(const ParameterMap& parameters, const ParameterMap& gradien
         args.num_outputs = outputs.size();
         args.attrs = attrs.data();
         args.num_attrs = attrs.size();
-        capsule_status status{sizeof(capsule_status), 0, {}};
-        if (m.forward(&args, &status) != CAPSULE_OK) {
-            status.message[sizeof status.message - 1] = '\0';
+        if (auto failure = detail::call_plugin([&](capsule_status* st) { return m.forward(&args, st); }))
             throw ExecutionError(string(to_string(m.capsule->op)) + " step " + std::to_string(steps_) +
-                                 " of '" + key + "' failed in capsule " + m.capsule->name + ": " +
-                                 status.message);
-        }
+                                 " of '" + key + "' failed in capsule " + m.capsule->name +
+                                 " of plugin " + m.plugin_name + ": " + *failure);
     }
 }
 

@@ -1,5 +1,6 @@
 #include "capsule/planner.hpp"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -36,10 +37,12 @@ string planning_failure(const CapsuleRegistry& registry, const Availability& ava
     string msg = "no admissible backend capsule for op " + string(to_string(op)) + " on device " +
                  string(to_string(config.device)) + where;
     auto lines = refusal_lines(registry, availability, config, op);
-    if (lines.empty())
+    auto broken = failed_plugin_lines(registry, config, op);
+    if (lines.empty() && broken.empty())
         msg += "\n  no capsule for op " + string(to_string(op)) + " in registry mode '" +
                registry.mode + "'";
     for (const auto& line : lines) msg += "\n  " + line;
+    for (const auto& line : broken) msg += "\n  " + line;
     return msg;
 }
 
@@ -92,6 +95,25 @@ std::vector<string> refusal_lines(const CapsuleRegistry& registry,
                       string(to_string(k->device)) + "): ";
         for (std::size_t i = 0; i < reasons.size(); ++i) line += (i ? "; " : "") + reasons[i];
         lines.push_back(std::move(line));
+    }
+    return lines;
+}
+
+std::vector<string> failed_plugin_lines(const CapsuleRegistry& registry, const ExecutionConfig& config,
+                                        BackendOp op) {
+    std::vector<string> lines;
+    for (const auto& f : registry.failed_plugins) {
+        const bool declares_op = std::find(f.ops.begin(), f.ops.end(), op) != f.ops.end();
+        const bool serves_device = f.device == config.device;
+        const bool has_provider =
+            config.backend.kind != BackendPreference::Kind::automatic &&
+            std::find(f.providers.begin(), f.providers.end(), config.backend.provider) != f.providers.end();
+        if (f.device && !declares_op && !serves_device && !has_provider) continue;
+        string what = !f.device     ? "its manifest could not be read"
+                      : declares_op ? "it declares op " + string(to_string(op))
+                      : serves_device ? "it serves device " + string(to_string(config.device))
+                                      : "it provides " + string(to_string(config.backend.provider));
+        lines.push_back("plugin " + f.name + " failed to load (" + what + "): " + f.reason);
     }
     return lines;
 }

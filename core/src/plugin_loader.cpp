@@ -1,12 +1,17 @@
 #include "plugin_loader.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <system_error>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -17,8 +22,8 @@ namespace fs = std::filesystem;
 using std::string;
 
 const capsule_kernel* LoadedPlugin::kernel(std::string_view capsule_name) const {
-    for (std::size_t i = 0; i < table->num_kernels; ++i)
-        if (capsule_name == table->kernels[i].capsule_name) return &table->kernels[i];
+    for (const auto& k : kernels)
+        if (capsule_name == k.capsule_name) return &k;
     return nullptr;
 }
 
@@ -29,23 +34,80 @@ LoadedPlugin::~LoadedPlugin() {
 ProbeResult LoadedPlugin::probe() const {
     if (!table->probe) return {true, ""};
     capsule_status status{sizeof(capsule_status), 0, {}};
-    if (table->probe(&status) == CAPSULE_OK) return {true, ""};
-    status.message[sizeof status.message - 1] = '\0';
-    string reason = status.message;
-    if (reason.empty()) reason = "probe failed with code " + std::to_string(status.code);
-    return {false, reason};
+    int32_t code = CAPSULE_ERROR_INTERNAL;
+    try {
+        code = table->probe(&status);
+    } catch (const std::exception& e) {
+        return {false, string("probe threw a C++ exception across the C ABI: ") + e.what()};
+    } catch (...) {
+        return {false, "probe threw a non-standard C++ exception across the C ABI"};
+    }
+    if (code == CAPSULE_OK) return {true, ""};
+    return {false, detail::status_text(code, status)};
 }
 
 namespace detail {
 
-string world_writable_reason(const fs::path& path) {
-    std::error_code ec;
-    auto st = fs::status(path, ec);
-    if (ec) return "cannot stat " + path.string() + ": " + ec.message();
-    if ((st.permissions() & fs::perms::others_write) != fs::perms::none)
-        return (fs::is_directory(st) ? "directory " : "file ") + path.string() +
-               " is world-writable; refusing to load plugin code from it";
+string status_text(int32_t code, const capsule_status& status) {
+    const std::size_t n = strnlen(status.message, sizeof status.message);
+    string message(status.message, n);
+    if (message.empty())
+        return "returned code " + std::to_string(code) + " without a message";
+    return message + " (code " + std::to_string(code) + ")";
+}
+
+namespace {
+
+/// Why one file or directory on a plugin's path is not trusted, or "". `lexical`: `st` came from
+/// lstat on the path as given (a symbolic link there is judged by its owner only). `holder`: the
+/// entry is the file itself or the directory that holds it, where the sticky bit does not help.
+string untrusted_entry(const fs::path& p, const struct stat& st, bool holder, std::string_view what,
+                       const fs::path& subject) {
+    const auto me = ::geteuid();
+    const string where = p == subject ? string(what) + " " + p.string()
+                                      : "directory " + p.string() + " (above " + string(what) + " " +
+                                            subject.string() + ")";
+    if (st.st_uid != 0 && st.st_uid != me)
+        return where + " is owned by uid " + std::to_string(st.st_uid) +
+               ", neither root nor the current user; refusing to trust it";
+    if (S_ISLNK(st.st_mode)) return "";
+    const bool writable = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
+    if (writable && (holder || !sticky_dir))
+        return where + " is " + ((st.st_mode & S_IWOTH) ? "world" : "group") +
+               "-writable; refusing to trust plugin code or manifests from it";
     return "";
+}
+
+/// Checks `path` and each of its ancestors; `use_lstat`: judge the path as given (links not
+/// followed), else the resolved path.
+string untrusted_chain(const fs::path& path, bool use_lstat, std::string_view what) {
+    const fs::path subject = path;
+    bool holder = true;
+    int depth = 0;
+    for (fs::path p = path;; p = p.parent_path()) {
+        struct stat st {};
+        if ((use_lstat ? ::lstat(p.c_str(), &st) : ::stat(p.c_str(), &st)) != 0)
+            return "cannot stat " + p.string() + ": " + std::strerror(errno);
+        if (auto why = untrusted_entry(p, st, holder, what, subject); !why.empty()) return why;
+        // The entry itself and the directory holding it are "holders"; anything higher is an
+        // ancestor.
+        holder = ++depth < 2;
+        if (p == p.root_path() || p.parent_path() == p) break;
+    }
+    return "";
+}
+
+}  // namespace
+
+string untrusted_path_reason(const fs::path& path, std::string_view what) {
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(path, ec);
+    if (ec) return "cannot resolve " + string(what) + " " + path.string() + ": " + ec.message();
+    const fs::path resolved = fs::canonical(absolute, ec);
+    if (ec) return "cannot resolve " + string(what) + " " + path.string() + ": " + ec.message();
+    if (auto why = untrusted_chain(absolute.lexically_normal(), true, what); !why.empty()) return why;
+    return untrusted_chain(resolved, false, what);
 }
 
 string sha256_file(const fs::path& path) {
@@ -54,9 +116,9 @@ string sha256_file(const fs::path& path) {
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
         throw Error("OpenSSL SHA-256 initialisation failed");
-    std::array<char, 1 << 16> buffer;
+    std::vector<char> buffer(1 << 20);
     while (in) {
-        in.read(buffer.data(), buffer.size());
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
         if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<std::size_t>(in.gcount()));
     }
     unsigned char digest[EVP_MAX_MD_SIZE];
@@ -71,14 +133,64 @@ string sha256_file(const fs::path& path) {
     return out;
 }
 
+string locate_library(const PluginManifest& m, fs::path& path, string& sha256) {
+    if (m.source.empty()) return "library '" + *m.library + "' cannot be located: manifest has no file";
+    std::error_code ec;
+    const fs::path dir = fs::canonical(fs::absolute(m.source.parent_path().empty() ? fs::path(".")
+                                                                                   : m.source.parent_path(), ec), ec);
+    if (ec) return "cannot resolve the directory of " + m.source.string() + ": " + ec.message();
+    const fs::path given = dir / *m.library;
+    if (!fs::exists(given, ec)) return "library " + given.string() + " not found";
+    const fs::path resolved = fs::canonical(given, ec);
+    if (ec) return "cannot resolve library " + given.string() + ": " + ec.message();
+    if (!fs::is_regular_file(resolved, ec)) return "library " + given.string() + " is not a regular file";
+    // A link may rename a library but not move it outside the plugin's own directory.
+    const auto rel = resolved.lexically_relative(dir);
+    if (rel.empty() || *rel.begin() == "..")
+        return "library " + given.string() + " resolves to " + resolved.string() +
+               ", outside its manifest's directory " + dir.string();
+    if (auto why = untrusted_path_reason(given, "library"); !why.empty()) return why;
+    path = resolved;
+    try {
+        sha256 = sha256_file(resolved);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
 namespace {
 
 /// Smallest plugin table this host can use: everything up to and including `extensions`
 /// exists since ABI 1.0.
-constexpr std::size_t kMinPluginTableSize = offsetof(capsule_plugin, extensions) + sizeof(void*);
+constexpr std::size_t kMinPluginTableSize = CAPSULE_PLUGIN_TABLE_SIZE_1_0;
 
-/// Checks the table against the manifest; returns the reason for refusal or "".
-string check_table(const capsule_plugin* t, const PluginManifest& m) {
+/// The distance between kernel entries the table states (ABI 1.1), or 1.0's entry size for a 1.0
+/// table; 0 with `why` set when the stated size is unusable.
+std::size_t kernel_stride(const capsule_plugin* t, string& why) {
+    if (!CAPSULE_HAS_FIELD(t, capsule_plugin, kernel_entry_size)) return CAPSULE_KERNEL_ENTRY_SIZE_1_0;
+    if (t->kernel_entry_size < CAPSULE_KERNEL_ENTRY_SIZE_1_0) {
+        why = "plugin table states kernel_entry_size " + std::to_string(t->kernel_entry_size) +
+              ", less than ABI 1.0's " + std::to_string(CAPSULE_KERNEL_ENTRY_SIZE_1_0) +
+              " bytes (set it to sizeof(capsule_kernel))";
+        return 0;
+    }
+    return t->kernel_entry_size;
+}
+
+/// Copies kernel entry `i` with the fields both sides know; the rest stays zero.
+capsule_kernel read_kernel(const capsule_plugin* t, std::size_t stride, std::size_t i) {
+    const auto* entry = reinterpret_cast<const unsigned char*>(t->kernels) + i * stride;
+    capsule_kernel k{};
+    std::memcpy(&k, entry, std::min(stride, sizeof k));
+    const std::size_t known = std::min({k.struct_size, stride, sizeof k});
+    if (known < sizeof k) std::memset(reinterpret_cast<unsigned char*>(&k) + known, 0, sizeof k - known);
+    return k;
+}
+
+/// Checks the table against the manifest and copies its kernel entries into `kernels`; returns
+/// the reason for refusal or "".
+string check_table(const capsule_plugin* t, const PluginManifest& m, std::vector<capsule_kernel>& kernels) {
     if (t->struct_size < kMinPluginTableSize)
         return "plugin table is " + std::to_string(t->struct_size) + " bytes, ABI 1.0 needs at least " +
                std::to_string(kMinPluginTableSize);
@@ -107,20 +219,27 @@ string check_table(const capsule_plugin* t, const PluginManifest& m) {
         return "a " + string(to_string(m.device)) +
                " plugin must supply a complete device interface (allocate, release, copies)";
     if (t->num_kernels > 0 && !t->kernels) return "plugin table lists kernels but gives no array";
+    string why;
+    const std::size_t stride = kernel_stride(t, why);
+    if (!stride) return why;
 
     std::map<string, const KernelCapsule*> declared;
     for (const auto& k : m.capsules) declared[k.name] = &k;
     std::map<string, int> implemented;
+    kernels.clear();
     for (std::size_t i = 0; i < t->num_kernels; ++i) {
-        const auto& k = t->kernels[i];
-        if (k.struct_size < sizeof(capsule_kernel) || !k.capsule_name)
-            return "kernel entry " + std::to_string(i) + " is malformed (size or name)";
+        const capsule_kernel k = read_kernel(t, stride, i);
+        if (k.struct_size < CAPSULE_KERNEL_ENTRY_SIZE_1_0 || k.struct_size > stride || !k.capsule_name)
+            return "kernel entry " + std::to_string(i) + " is malformed: struct_size " +
+                   std::to_string(k.struct_size) + " with entries " + std::to_string(stride) +
+                   " bytes apart" + (k.capsule_name ? "" : ", or no capsule name");
         if (!declared.count(k.capsule_name))
             return "library implements capsule '" + string(k.capsule_name) +
                    "' that the manifest does not declare";
         if (!k.forward) return "capsule '" + string(k.capsule_name) + "' has no forward kernel";
         if (++implemented[k.capsule_name] > 1)
             return "library lists capsule '" + string(k.capsule_name) + "' twice";
+        kernels.push_back(k);
     }
     for (const auto& k : m.capsules) {
         const bool runnable = k.runtime == RuntimeSupport::eager || k.runtime == RuntimeSupport::test_only;
@@ -134,32 +253,33 @@ string check_table(const capsule_plugin* t, const PluginManifest& m) {
     return "";
 }
 
+/// The dynamic loader's own message from a Boost.DLL error, without Boost's wrapping and the
+/// errno text that std::system_error appends (which is unrelated: dlopen does not set errno).
+string loader_message(const std::system_error& e) {
+    string text = e.what();
+    const string suffix = ": " + e.code().message();
+    if (text.size() > suffix.size() && text.ends_with(suffix)) text.resize(text.size() - suffix.size());
+    const string marker = "(dlerror system message: ";
+    if (auto at = text.find(marker); at != string::npos && text.ends_with(")"))
+        text = text.substr(at + marker.size(), text.size() - at - marker.size() - 1);
+    return text;
+}
+
 }  // namespace
 
-void load_plugin_library(PluginRecord& record, const PluginHostOptions& options) {
-    auto fail = [&](string reason) {
-        record.status = PluginStatus::failed;
-        record.failure = std::move(reason);
-        record.loaded.reset();
-    };
-    const auto& m = *record.manifest;
-    if (m.source.empty()) return fail("library '" + *m.library + "' cannot be located: manifest has no file");
-    const fs::path dir = m.source.parent_path().empty() ? fs::path(".") : m.source.parent_path();
-    const fs::path lib = dir / *m.library;
-    record.library_path = lib;
-    for (const auto& p : {dir, m.source})
-        if (auto why = world_writable_reason(p); !why.empty()) return fail(why);
-    std::error_code ec;
-    if (!fs::is_regular_file(lib, ec)) return fail("library " + lib.string() + " not found");
-    if (auto why = world_writable_reason(lib); !why.empty()) return fail(why);
+LoadOutcome open_library(const LibraryCell& cell) {
+    const auto& m = cell.manifest;
+    const fs::path& lib = cell.path;
+    auto fail = [](string reason) { return LoadOutcome{nullptr, std::move(reason)}; };
+    // The file may have changed since discovery: check it again, and its hash.
+    if (auto why = untrusted_path_reason(lib, "library"); !why.empty()) return fail(why);
     try {
-        record.sha256 = sha256_file(lib);
+        if (auto now = sha256_file(lib); now != cell.sha256)
+            return fail("library " + lib.string() + " changed since discovery: SHA-256 was " +
+                        cell.sha256 + ", is now " + now);
     } catch (const Error& e) {
         return fail(e.what());
     }
-    if (options.trusted_sha256 && !options.trusted_sha256->count(record.sha256))
-        return fail("library " + lib.string() + " has SHA-256 " + record.sha256 +
-                    ", which is not among the pinned trusted hashes");
 
     auto loaded = std::make_shared<LoadedPlugin>();
     capsule_plugin_entry_fn entry = nullptr;
@@ -174,25 +294,35 @@ void load_plugin_library(PluginRecord& record, const PluginHostOptions& options)
             return fail("library " + lib.string() + " has no entry symbol " CAPSULE_PLUGIN_ENTRY_SYMBOL);
         entry = handle->get<const capsule_plugin*(uint32_t, uint32_t)>(CAPSULE_PLUGIN_ENTRY_SYMBOL);
         loaded->library = handle;
+    } catch (const std::system_error& e) {
+        return fail("cannot load " + lib.string() + ": " + loader_message(e));
     } catch (const std::exception& e) {
-        // Boost.DLL's message carries dlerror's text: which library or symbol is missing.
         return fail("cannot load " + lib.string() + ": " + e.what());
     }
-    loaded->table = entry(kHostAbiVersion.major, kHostAbiVersion.minor);
+    try {
+        loaded->table = entry(kHostAbiVersion.major, kHostAbiVersion.minor);
+    } catch (const std::exception& e) {
+        return fail(string("entry point threw a C++ exception across the C ABI: ") + e.what());
+    } catch (...) {
+        return fail("entry point threw a non-standard C++ exception across the C ABI");
+    }
     if (!loaded->table)
         return fail("plugin refused host ABI " + to_string(kHostAbiVersion) + " (entry returned null)");
-    if (auto why = check_table(loaded->table, m); !why.empty()) return fail(why);
+    if (auto why = check_table(loaded->table, m, loaded->kernels); !why.empty()) return fail(why);
     if (loaded->table->init) {
         capsule_status status{sizeof(capsule_status), 0, {}};
-        if (loaded->table->init(&status) != CAPSULE_OK) {
-            status.message[sizeof status.message - 1] = '\0';
-            return fail("init failed (code " + std::to_string(status.code) + "): " + status.message);
+        int32_t code = CAPSULE_ERROR_INTERNAL;
+        try {
+            code = loaded->table->init(&status);
+        } catch (const std::exception& e) {
+            return fail(string("init threw a C++ exception across the C ABI: ") + e.what());
+        } catch (...) {
+            return fail("init threw a non-standard C++ exception across the C ABI");
         }
+        if (code != CAPSULE_OK) return fail("init failed: " + status_text(code, status));
     }
     loaded->initialized = true;
-    record.probe = loaded->probe();
-    record.loaded = std::move(loaded);
-    record.status = PluginStatus::loaded;
+    return LoadOutcome{std::move(loaded), ""};
 }
 
 }  // namespace detail

@@ -1,6 +1,8 @@
-// Loading one plugin library and checking it against its manifest. Internal to the core.
+// Checking plugin files on disk and loading one plugin library against its manifest. Internal to
+// the core.
 #pragma once
 
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -8,15 +10,40 @@
 
 namespace capsule::detail {
 
-/// Refuses a world-writable file or directory (plugins are code: anyone could replace them).
-/// Returns the reason, or "" when the path is acceptable.
-std::string world_writable_reason(const std::filesystem::path& path);
+/// Trust on disk (the rule OpenSSH's StrictModes applies): the reason `path` must not be used for
+/// plugin code or manifests, or "" when it may. Refused: a path that cannot be resolved; a file
+/// or directory, on the path as given or after resolving symbolic links, owned by a user other
+/// than root and the current user; the file itself or the directory that holds it group- or
+/// world-writable; any higher ancestor group- or world-writable without the sticky bit (with it,
+/// as on /tmp, nobody else can rename or replace the entries below). `what` names the file in the
+/// message ("manifest", "library", "plugin directory").
+std::string untrusted_path_reason(const std::filesystem::path& path, std::string_view what);
 
 /// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises InputError when unreadable.
 std::string sha256_file(const std::filesystem::path& path);
 
-/// Loads `record`'s library (its manifest must declare one) and fills library_path, sha256,
-/// probe and loaded; on any failure sets status failed with the reason. Never throws.
-void load_plugin_library(PluginRecord& record, const PluginHostOptions& options);
+/// One plugin's library: where it is, what its hash was at discovery, and the outcome of opening
+/// it in this process, filled once.
+struct LibraryCell {
+    std::filesystem::path path;  // resolved, under the manifest's directory
+    std::string sha256;          // at discovery; the file must still hash to it when opened
+    PluginManifest manifest;
+    std::once_flag once;
+    LoadOutcome outcome;
+};
+
+/// Resolves `manifest`'s library (beside the manifest, trusted on disk, under the manifest's
+/// directory after resolving links) and hashes it. Returns the reason for refusal, or "" and
+/// fills `path` and `sha256`.
+std::string locate_library(const PluginManifest& manifest, std::filesystem::path& path,
+                           std::string& sha256);
+
+/// Opens the cell's library in this process, checks its table against the manifest and calls
+/// init. Never throws.
+LoadOutcome open_library(const LibraryCell& cell);
+
+/// The text of a failed call: the plugin's message, or, when it left the status empty, the code
+/// it returned. `code` is the function's return value.
+std::string status_text(int32_t code, const capsule_status& status);
 
 }  // namespace capsule::detail

@@ -13,8 +13,11 @@ namespace capsule {
 
 namespace fs = std::filesystem;
 
-const std::array<std::pair<PluginStatus, std::string_view>, 3> Spellings<PluginStatus>::values{{
-    {PluginStatus::loaded, "loaded"}, {PluginStatus::stub, "stub"}, {PluginStatus::failed, "failed"},
+const std::array<std::pair<PluginStatus, std::string_view>, 4> Spellings<PluginStatus>::values{{
+    {PluginStatus::available, "available"},
+    {PluginStatus::loaded, "loaded"},
+    {PluginStatus::stub, "stub"},
+    {PluginStatus::failed, "failed"},
 }};
 
 std::string PluginRecord::status_text() const {
@@ -65,10 +68,31 @@ PluginRecord record_for(PluginManifest manifest) {
     PluginRecord r;
     r.manifest_path = manifest.source;
     r.name = manifest.name;
-    // A manifest with a library is provisionally "loaded"; PluginHost::add loads and checks it.
-    r.status = manifest.is_stub() ? PluginStatus::stub : PluginStatus::loaded;
+    // A manifest with a library is provisionally "available"; PluginHost::add checks it further.
+    r.status = manifest.is_stub() ? PluginStatus::stub : PluginStatus::available;
     r.manifest = std::move(manifest);
     return r;
+}
+
+PluginRecord failed_record(const fs::path& path, std::string reason) {
+    PluginRecord r;
+    r.manifest_path = path;
+    r.name = path.filename().string();
+    if (r.name.ends_with(kManifestSuffix)) r.name.resize(r.name.size() - kManifestSuffix.size());
+    r.failure = std::move(reason);
+    return r;
+}
+
+/// Reads a manifest found on disk, after checking that it may be trusted; a refusal or a
+/// malformed manifest gives a failed record.
+PluginRecord discovered_record(const fs::path& path) {
+    if (auto why = detail::untrusted_path_reason(path, "manifest"); !why.empty())
+        return failed_record(path, why);
+    try {
+        return record_for(load_manifest(path));
+    } catch (const Error& e) {
+        return failed_record(path, e.what());
+    }
 }
 }  // namespace
 
@@ -99,22 +123,14 @@ std::set<std::string> read_trusted_hashes(const fs::path& path) {
 
 PluginHost PluginHost::discover(const PluginSearchPath& search, const PluginHostOptions& options) {
     PluginHost host;
+    host.options_ = options;
     std::set<fs::path> seen;
     for (const auto& entry : search.entries) {
         for (const auto& path : manifests_in(entry)) {
             std::error_code ec;
             auto canonical = fs::weakly_canonical(path, ec);
             if (!seen.insert(ec ? path : canonical).second) continue;  // same file twice
-            try {
-                host.add(record_for(load_manifest(path)), options);
-            } catch (const Error& e) {
-                PluginRecord r;
-                r.manifest_path = path;
-                r.name = path.filename().string();
-                r.name.resize(r.name.size() - kManifestSuffix.size());
-                r.failure = e.what();
-                host.add(std::move(r), options);
-            }
+            host.add(discovered_record(path));
         }
     }
     return host;
@@ -123,11 +139,12 @@ PluginHost PluginHost::discover(const PluginSearchPath& search, const PluginHost
 PluginHost PluginHost::from_manifests(std::vector<PluginManifest> manifests,
                                       const PluginHostOptions& options) {
     PluginHost host;
-    for (auto& m : manifests) host.add(record_for(std::move(m)), options);
+    host.options_ = options;
+    for (auto& m : manifests) host.add(record_for(std::move(m)));
     return host;
 }
 
-void PluginHost::add(PluginRecord record, const PluginHostOptions& options) {
+void PluginHost::add(PluginRecord record) {
     // Checks that need the other plugins: ABI major, duplicate plugin name, duplicate capsule.
     auto fail = [&](std::string reason) {
         record.status = PluginStatus::failed;
@@ -142,50 +159,99 @@ void PluginHost::add(PluginRecord record, const PluginHostOptions& options) {
     for (std::size_t i = 0; i < plugins_.size() && record.status != PluginStatus::failed; ++i) {
         if (plugins_[i].status == PluginStatus::failed) continue;
         if (plugins_[i].name == record.name)
-            fail("duplicate plugin name '" + record.name + "' (already loaded from " +
+            fail("duplicate plugin name '" + record.name + "' (already discovered from " +
                  plugins_[i].manifest_path.string() + ")");
-        for (const auto& other : capsules_[i])
-            for (const auto& k : record.manifest->capsules)
-                if (record.status != PluginStatus::failed && k.name == other->name)
-                    fail("duplicate capsule name '" + k.name + "' (already declared by plugin '" +
-                         plugins_[i].name + "')");
     }
-    // Only a plugin that passed every manifest-level check gets its code loaded.
-    if (record.status == PluginStatus::loaded) {
-        if (options.load_libraries)
-            detail::load_plugin_library(record, options);
-        else
-            record.status = PluginStatus::stub;  // manifests only: plannable, never executed
+    if (record.status != PluginStatus::failed)
+        for (const auto& k : record.manifest->capsules)
+            if (auto* other = plugin_of(k.name)) {
+                fail("duplicate capsule name '" + k.name + "' (already declared by plugin '" +
+                     other->name + "')");
+                break;
+            }
+    // Only a plugin that passed every manifest-level check has its library located and hashed.
+    if (record.status == PluginStatus::available) {
+        if (options_.load == LoadPolicy::manifests_only) {
+            record.status = PluginStatus::stub;  // plannable, never executed
+        } else {
+            auto cell = std::make_shared<detail::LibraryCell>();
+            cell->manifest = *record.manifest;
+            if (auto why = detail::locate_library(cell->manifest, cell->path, cell->sha256); !why.empty()) {
+                fail(why);
+            } else {
+                record.library_path = cell->path;
+                record.sha256 = cell->sha256;
+                if (options_.trusted_sha256 && !options_.trusted_sha256->count(record.sha256))
+                    fail("library " + cell->path.string() + " has SHA-256 " + record.sha256 +
+                         ", which is not among the pinned trusted hashes");
+                else
+                    record.library_cell = std::move(cell);
+            }
+        }
+    }
+    if (record.status == PluginStatus::available && options_.load == LoadPolicy::eager) {
+        auto outcome = library(record);
+        if (outcome.plugin) {
+            record.status = PluginStatus::loaded;
+            record.probe = outcome.plugin->probe();
+        } else {
+            fail(outcome.failure);
+        }
     }
     std::vector<CapsuleRef> refs;
     if (record.status != PluginStatus::failed)
-        for (const auto& k : record.manifest->capsules)
+        for (const auto& k : record.manifest->capsules) {
             refs.push_back(std::make_shared<const KernelCapsule>(k));
+            plugin_index_of_capsule_.emplace(k.name, plugins_.size());
+        }
     plugins_.push_back(std::move(record));
     capsules_.push_back(std::move(refs));
 }
 
 const PluginRecord* PluginHost::plugin_of(std::string_view capsule_name) const {
-    for (std::size_t i = 0; i < plugins_.size(); ++i)
-        for (const auto& k : capsules_[i])
-            if (k->name == capsule_name) return &plugins_[i];
-    return nullptr;
+    auto it = plugin_index_of_capsule_.find(std::string(capsule_name));
+    return it == plugin_index_of_capsule_.end() ? nullptr : &plugins_[it->second];
+}
+
+LoadOutcome PluginHost::library(const PluginRecord& record) const {
+    if (record.status == PluginStatus::failed)
+        return {nullptr, "plugin " + record.name + " was refused at discovery: " + record.failure};
+    if (!record.library_cell)
+        return {nullptr, "plugin " + record.name + " is a stub: " +
+                             (record.manifest && record.manifest->is_stub()
+                                  ? "its manifest declares no library"
+                                  : "this host reads manifests only")};
+    auto& cell = *record.library_cell;
+    std::call_once(cell.once, [&] { cell.outcome = detail::open_library(cell); });
+    return cell.outcome;
 }
 
 CapsuleRegistry PluginHost::registry(std::string_view mode) const {
+    CapsuleRegistry r;
+    r.mode = std::string(mode);
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < plugins_.size(); ++i) {
         const auto& p = plugins_[i];
-        if (p.status == PluginStatus::failed) continue;
-        const auto& modes = p.manifest->registry_modes;
-        if (std::find(modes.begin(), modes.end(), mode) != modes.end()) order.push_back(i);
+        const bool joins = !p.manifest || std::find(p.manifest->registry_modes.begin(),
+                                                    p.manifest->registry_modes.end(),
+                                                    mode) != p.manifest->registry_modes.end();
+        if (!joins) continue;
+        if (p.status != PluginStatus::failed) {
+            order.push_back(i);
+            continue;
+        }
+        FailedPlugin f{p.name, p.failure, std::nullopt, {}, {}};
+        if (p.manifest) {
+            f.device = p.manifest->device;
+            f.providers = p.manifest->providers;
+            for (const auto& k : p.manifest->capsules) f.ops.push_back(k.op);
+        }
+        r.failed_plugins.push_back(std::move(f));
     }
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
         const auto pa = plugins_[a].manifest->priority, pb = plugins_[b].manifest->priority;
         return pa != pb ? pa > pb : plugins_[a].name < plugins_[b].name;
     });
-    CapsuleRegistry r;
-    r.mode = std::string(mode);
     for (auto i : order)
         for (const auto& k : capsules_[i]) {
             r.capsules.push_back(k);

@@ -1,5 +1,6 @@
 #include "capsule/session.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -50,6 +51,24 @@ string node_label(const Node& n) {
     return "node " + std::to_string(n.id) + " (" + n.op_spelling() + ")";
 }
 
+/// The plugin that serves a non-CPU profile's device memory when the graph runs no kernel: the
+/// first plugin of the profile's registry mode on that device (registry order). Raises ProbeError
+/// naming the stubs and refused plugins found instead.
+const PluginRecord* device_plugin(const PluginHost& host, const BackendProfile& profile) {
+    const Device device = profile.config.device;
+    string seen;
+    for (const auto& r : host.plugins()) {
+        if (!r.manifest || r.manifest->device != device) continue;
+        const auto& modes = r.manifest->registry_modes;
+        if (std::find(modes.begin(), modes.end(), profile.registry_mode) == modes.end()) continue;
+        if (r.status == PluginStatus::available || r.status == PluginStatus::loaded) return &r;
+        seen += "; plugin " + r.name + " is " + r.status_text();
+    }
+    throw ProbeError("no usable plugin serves device " + string(to_string(device)) +
+                     " in registry mode '" + profile.registry_mode + "' (the graph runs no kernel, "
+                     "but its inputs and outputs live in that device's memory)" + seen);
+}
+
 }  // namespace
 
 std::size_t Session::Impl::add_view(std::size_t slot) {
@@ -83,10 +102,11 @@ std::size_t Session::Impl::add_slot(TensorType type, SlotKind kind) {
 Tensor Session::Impl::to_device(const Tensor& host) const {
     if (device == Device::cpu) return host;
     Tensor t = Tensor::on_device(host.dtype(), host.shape(), device, *device_interface);
-    capsule_status status{sizeof(capsule_status), 0, {}};
-    if (host.nbytes() &&
-        device_interface->copy_to_device(t.data(), host.data(), host.nbytes(), &status) != CAPSULE_OK)
-        throw Error(string("upload to ") + string(to_string(device)) + " failed: " + status.message);
+    if (!host.nbytes()) return t;
+    if (auto failure = call_plugin([&](capsule_status* st) {
+            return device_interface->copy_to_device(t.data(), host.data(), host.nbytes(), st);
+        }))
+        throw ExecutionError("upload to " + string(to_string(device)) + " failed: " + *failure);
     return t;
 }
 
@@ -127,9 +147,10 @@ std::shared_ptr<unsigned char> Session::Impl::allocate(std::size_t bytes, bool z
                                *device_interface);
     if (zero) {
         std::vector<unsigned char> zeros(bytes, 0);
-        capsule_status status{sizeof(capsule_status), 0, {}};
-        if (device_interface->copy_to_device(t.data(), zeros.data(), bytes, &status) != CAPSULE_OK)
-            throw ExecutionError(string("zero-filling device memory failed: ") + status.message);
+        if (auto failure = call_plugin([&](capsule_status* st) {
+                return device_interface->copy_to_device(t.data(), zeros.data(), bytes, st);
+            }))
+            throw ExecutionError("zero-filling device memory failed: " + *failure);
     }
     auto* p = static_cast<unsigned char*>(t.data());
     return {p, [t](unsigned char*) mutable { t = Tensor(); }};
@@ -142,9 +163,10 @@ Tensor Session::Impl::download(const TensorType& type, const void* src, const st
         std::memcpy(out.data(), src, out.nbytes());
         return out;
     }
-    capsule_status status{sizeof(capsule_status), 0, {}};
-    if (device_interface->copy_to_host(out.data(), src, out.nbytes(), &status) != CAPSULE_OK)
-        throw ExecutionError("download of " + what + " failed: " + status.message);
+    if (auto failure = call_plugin([&](capsule_status* st) {
+            return device_interface->copy_to_host(out.data(), src, out.nbytes(), st);
+        }))
+        throw ExecutionError("download of " + what + " failed: " + *failure);
     return out;
 }
 
@@ -185,22 +207,30 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                 throw InputError("the accepted plan lists node " + std::to_string(id) + " twice");
         }
 
-    // Probe every plugin the plan uses, once.
-    std::map<string, const PluginRecord*> used;
+    // Open and probe every plugin the plan uses, once; bind each node's kernel.
+    std::unordered_map<std::int64_t, detail::BoundKernel> kernel_of;
+    std::map<string, detail::BoundKernel> used;
     for (const auto& [id, k] : capsule_of) {
         if (k->device != impl->device)
             throw ProbeError("capsule " + k->name + " runs on " + string(to_string(k->device)) +
                              ", the profile's device is " + string(to_string(impl->device)));
-        const auto& record = runnable_plugin(host, *k, options.allow_test_only);
-        used.emplace(record.name, &record);
+        auto bound = bind_kernel(host, *k, options.allow_test_only);
+        used.emplace(bound.record->name, bound);
+        kernel_of.emplace(id, std::move(bound));
     }
-    for (const auto& [name, record] : used) {
-        require_usable(*record);
-        impl->plugins.push_back(record->loaded);
+    // A graph that needs no kernel still moves its inputs and outputs through the device's memory:
+    // a plugin of the profile's registry must serve the device.
+    if (impl->device != Device::cpu && used.empty()) {
+        const auto* record = device_plugin(host, profile);
+        used.emplace(record->name, detail::BoundKernel{record, open_plugin(host, *record), nullptr});
+    }
+    for (const auto& [name, bound] : used) {
+        require_usable(*bound.record, *bound.plugin);
+        impl->plugins.push_back(bound.plugin);
         if (impl->device != Device::cpu && !impl->device_interface)
-            impl->device_interface = record->loaded->table->device_interface;
+            impl->device_interface = bound.plugin->table->device_interface;
     }
-    if (impl->device != Device::cpu && !impl->device_interface && !capsule_of.empty())
+    if (impl->device != Device::cpu && !impl->device_interface)
         throw ProbeError("no plugin supplies memory for device " + string(to_string(impl->device)));
 
     // Slots, views and steps in graph order.
@@ -245,11 +275,12 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         if (found == capsule_of.end())
             throw InputError("the accepted plan does not cover " + node_label(node) +
                              "; was it planned from another graph?");
-        const KernelCapsule& k = *found->second;
-        const capsule_kernel* kernel = host.plugin_of(k.name)->loaded->kernel(k.name);
+        const auto& bound = kernel_of.at(node.id);
+        const capsule_kernel* kernel = bound.kernel;
         Step step;
         step.node_id = node.id;
         step.capsule = found->second.get();
+        step.plugin = &bound.record->name;
         step.forward = kernel->forward;
         step.backward = kernel->backward;
         step.first_input = impl->views.size();
@@ -348,14 +379,10 @@ void Session::Impl::execute(const std::vector<void*>& data) const {
         args.outputs = run_views.data() + step.output;
         args.attrs = step.attrs->data();
         args.num_attrs = step.attrs->size();
-        capsule_status status{sizeof(capsule_status), 0, {}};
-        if (step.forward(&args, &status) != CAPSULE_OK) {
-            status.message[sizeof status.message - 1] = '\0';
+        if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
             throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
-                                 step.capsule->name + " (code " + std::to_string(status.code) +
-                                 "): " + status.message);
-        }
+                                 step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
     }
 }
 

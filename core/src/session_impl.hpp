@@ -31,6 +31,7 @@ struct Slot {
 struct Step {
     std::int64_t node_id = 0;
     const KernelCapsule* capsule = nullptr;
+    const std::string* plugin = nullptr;  // name of the plugin whose kernel runs (in the host)
     capsule_forward_fn forward = nullptr;
     capsule_backward_fn backward = nullptr;  // null when the capsule has no backward kernel
     std::size_t first_input = 0, num_inputs = 0;
@@ -140,7 +141,8 @@ struct Session::Impl {
     std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
     /// Per-slot data pointers of one run, given its bound inputs and arena.
     std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
-    /// Calls every step's forward kernel. Raises ExecutionError naming the failing node.
+    /// Calls every step's forward kernel. Raises ExecutionError naming the failing node, capsule
+    /// and plugin, and the plugin's message and code.
     void execute(const std::vector<void*>& slot_data) const;
     /// The graph outputs of a run, as host tensors.
     std::vector<Tensor> collect_outputs(const std::vector<void*>& slot_data) const;

@@ -1,5 +1,7 @@
 #include "capsule/tensor.hpp"
 
+#include "kernel_binding.hpp"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -64,11 +66,14 @@ Tensor Tensor::on_device(DType dtype, Shape shape, Device device,
     t.shape_ = std::move(shape);
     t.device_ = device;
     void* p = nullptr;
-    capsule_status status{sizeof(capsule_status), 0, {}};
     // Allocate at least one byte so that a defined tensor always has storage.
-    if (interface.allocate(std::max<std::size_t>(t.nbytes(), 1), &p, &status) != CAPSULE_OK || !p)
+    auto failure = detail::call_plugin([&](capsule_status* st) {
+        return interface.allocate(std::max<std::size_t>(t.nbytes(), 1), &p, st);
+    });
+    if (failure || !p)
         throw Error("device allocation of " + std::to_string(t.nbytes()) + " bytes on " +
-                    std::string(to_string(device)) + " failed: " + status.message);
+                    std::string(to_string(device)) + " failed: " +
+                    failure.value_or("the plugin returned no memory"));
     auto release = interface.release;
     t.storage_ = {static_cast<unsigned char*>(p), [release](unsigned char* q) { release(q); }};
     return t;

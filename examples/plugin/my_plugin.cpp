@@ -39,7 +39,7 @@ int32_t probe(capsule_status*) { return CAPSULE_OK; }
 
 const capsule_plugin kPlugin{sizeof(capsule_plugin), CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR,
                              "example", "1.0.0", CAPSULE_DEVICE_CPU, nullptr, nullptr, &probe,
-                             kKernels, 1, nullptr, nullptr};
+                             kKernels, 1, nullptr, nullptr, sizeof(capsule_kernel)};
 
 }  // namespace
 

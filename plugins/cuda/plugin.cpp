@@ -38,7 +38,8 @@ const capsule_plugin kPlugin{sizeof(capsule_plugin),
                              kKernels,
                              sizeof kKernels / sizeof kKernels[0],
                              &kDeviceInterface,
-                             nullptr};
+                             nullptr,
+                             sizeof(capsule_kernel)};
 
 }  // namespace
 }  // namespace capsule::cuda

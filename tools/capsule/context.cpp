@@ -22,18 +22,7 @@ PluginHostOptions host_options(const GlobalOptions& options) {
 }
 }  // namespace
 
-Context::Context(const GlobalOptions& options)
-    : host_(PluginHost::discover(PluginSearchPath::standard(executable_dir(),
-                                                            std::getenv("CAPSULE_PLUGIN_PATH"),
-                                                            options.plugin_paths),
-                                 host_options(options))) {
-    if (const char* env = std::getenv("CAPSULE_PLUGIN_PATH")) {
-        for (const auto& entry : PluginSearchPath::standard({}, env, {}).entries) {
-            std::error_code ec;
-            if (entry != fs::path("plugins") && !fs::exists(entry, ec))
-                spdlog::warn("CAPSULE_PLUGIN_PATH entry {} does not exist", entry.string());
-        }
-    }
+Context::Context(const GlobalOptions& options) : options_(options) {
     for (const auto& path : options.plugin_paths) {
         std::error_code ec;
         if (!fs::exists(path, ec))
@@ -47,6 +36,21 @@ Context::Context(const GlobalOptions& options)
             if (profiles_[i].name == profiles_[j].name)
                 throw InputError("duplicate profile name '" + profiles_[i].name +
                                  "' (from --profile-file); choose another name");
+}
+
+const PluginHost& Context::host() const {
+    if (host_) return *host_;
+    if (const char* env = std::getenv("CAPSULE_PLUGIN_PATH")) {
+        for (const auto& entry : PluginSearchPath::standard({}, env, {}).entries) {
+            std::error_code ec;
+            if (entry != fs::path("plugins") && !fs::exists(entry, ec))
+                spdlog::warn("CAPSULE_PLUGIN_PATH entry {} does not exist", entry.string());
+        }
+    }
+    host_.emplace(PluginHost::discover(
+        PluginSearchPath::standard(executable_dir(), std::getenv("CAPSULE_PLUGIN_PATH"), options_.plugin_paths),
+        host_options(options_)));
+    return *host_;
 }
 
 BackendProfile Context::profile(const std::string& name) const {

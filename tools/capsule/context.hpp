@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ class Context {
 public:
     explicit Context(const GlobalOptions& options);
 
-    const PluginHost& host() const { return host_; }
+    /// The discovered plugins, found on first use (commands that need no plugin never read a
+    /// manifest). Discovery runs no vendor code: libraries open when a session needs them.
+    const PluginHost& host() const;
     /// Profiles from --profile-file (first) then built-ins.
     const std::vector<BackendProfile>& profiles() const { return profiles_; }
     /// Looks a profile up by name, or loads it when `name` is a path to a .json file. Raises
@@ -36,7 +39,8 @@ public:
     BackendProfile profile(const std::string& name) const;
 
 private:
-    PluginHost host_;
+    GlobalOptions options_;
+    mutable std::optional<PluginHost> host_;
     std::vector<BackendProfile> profiles_;
 };
 

@@ -1,4 +1,5 @@
 // `capsule plugins`, `capsule capsules`, `capsule profiles`: listings, text or --json.
+#include <chrono>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -46,18 +47,35 @@ string dispositions(const KernelCapsule& k) {
 }  // namespace
 
 Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
-    auto* sub = app.add_subcommand("plugins", "list every discovered plugin and its status");
-    auto as_json = std::make_shared<bool>(false);
-    sub->add_flag("--json", *as_json, "print JSON");
-    return [&options, as_json]() {
+    auto* sub = app.add_subcommand(
+        "plugins",
+        "list every discovered plugin and its status (available, loaded, stub, failed); exits 1 "
+        "when any plugin failed");
+    struct Args { bool json = false; bool probe = false; double timeout = 10.0; };
+    auto args = std::make_shared<Args>();
+    sub->add_flag("--json", args->json, "print JSON");
+    sub->add_flag("--probe", args->probe,
+                  "open, check, initialise and probe each library in a child process; a crash or "
+                  "hang becomes that plugin's status");
+    sub->add_option("--probe-timeout", args->timeout, "seconds each --probe child may take")
+        ->check(CLI::Range(0.1, 3600.0))
+        ->capture_default_str();
+    return [&options, args]() {
         Context ctx(options);
-        if (*as_json) {
+        std::vector<PluginRecord> records = ctx.host().plugins();
+        if (args->probe)
+            for (auto& r : records)
+                r = ctx.host().probe_isolated(
+                    r, std::chrono::milliseconds(static_cast<long long>(args->timeout * 1000)));
+        bool any_failed = false;
+        for (const auto& r : records) any_failed = any_failed || r.status == PluginStatus::failed;
+        if (args->json) {
             json out = json::array();
-            for (const auto& r : ctx.host().plugins()) out.push_back(plugin_json(r));
+            for (const auto& r : records) out.push_back(plugin_json(r));
             std::cout << out.dump(2) << "\n";
-            return int(kOk);
+            return int(any_failed ? kOther : kOk);
         }
-        for (const auto& r : ctx.host().plugins()) {
+        for (const auto& r : records) {
             std::cout << r.name;
             if (r.manifest)
                 std::cout << " " << r.manifest->version << " abi=" << to_string(r.manifest->abi)
@@ -72,8 +90,11 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
                 std::cout << "    probe " << (r.probe->usable ? "usable" : "unusable: " + r.probe->reason)
                           << "\n";
         }
-        if (ctx.host().plugins().empty()) std::cout << "no plugins found\n";
-        return int(kOk);
+        if (records.empty()) std::cout << "no plugins found\n";
+        if (!args->probe && !records.empty())
+            std::cout << "(libraries are opened only when needed; --probe opens and probes each in a "
+                         "child process)\n";
+        return int(any_failed ? kOther : kOk);
     };
 }
 

@@ -1,6 +1,7 @@
 // `capsule`: list, audit and plan what the Capsule runtime has loaded (DESIGN.md section 7).
 #include <iostream>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "capsule/session.hpp"
@@ -10,9 +11,12 @@ using namespace capsule;
 using namespace capsule::cli;
 
 int main(int argc, char** argv) {
+    // Logs go to stderr: stdout carries only results (text, --json documents, written files).
+    spdlog::set_default_logger(spdlog::stderr_color_st("capsule"));
     spdlog::set_level(spdlog::level::warn);
     CLI::App app{"capsule: plan, gate, list and audit Capsule runtime plugins and profiles"};
     app.require_subcommand(1);
+    app.fallthrough();  // global options may follow the subcommand: `capsule plugins --plugin-path D`
     GlobalOptions options;
     app.add_option("--plugin-path", options.plugin_paths,
                    "extra plugin directory or manifest file (repeatable)");

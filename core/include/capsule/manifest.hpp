@@ -16,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "capsule/capsule.hpp"
+#include "capsule/plugin_abi.h"
 
 namespace capsule {
 
@@ -26,7 +27,7 @@ struct AbiVersion {
     bool operator==(const AbiVersion&) const = default;
 };
 /// The ABI version this host implements.
-inline constexpr AbiVersion kHostAbiVersion{1, 0};
+inline constexpr AbiVersion kHostAbiVersion{CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR};
 /// `1.0`
 std::string to_string(const AbiVersion& version);
 

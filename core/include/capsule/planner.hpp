@@ -33,9 +33,16 @@ std::vector<std::string> refusal_lines(const CapsuleRegistry& registry,
                                        const Availability& availability,
                                        const ExecutionConfig& config, BackendOp op);
 
+/// The plugins refused at discovery that could have served `op` under `config`: those that
+/// declare the op, serve the config's device, or supply its preferred provider (and those whose
+/// manifest could not be read), one line each: `plugin <name> failed to load (<why relevant>):
+/// <reason>`.
+std::vector<std::string> failed_plugin_lines(const CapsuleRegistry& registry,
+                                             const ExecutionConfig& config, BackendOp op);
+
 /// Plans each op in order. Raises PlanningError
 /// `no admissible backend capsule for op <op> on device <device>` followed by one line per refused
-/// capsule of that op. Cost: one registry scan per distinct op, then a lookup per node.
+/// capsule of that op, then one line per relevant plugin that failed to load. Cost: one registry scan per distinct op, then a lookup per node.
 ExecutionPlan plan_ops(const CapsuleRegistry& registry, const Availability& availability,
                        const ExecutionConfig& config, std::span<const BackendOp> ops);
 

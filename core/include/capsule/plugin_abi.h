@@ -1,5 +1,5 @@
 /*
- * The Capsule plugin C ABI, version 1.0 (DESIGN.md section 4).
+ * The Capsule plugin C ABI, version 1.1 (DESIGN.md sections 4 and 10).
  *
  * A plugin library exports one symbol, `capsule_plugin_entry`, returning a static
  * `capsule_plugin` table. Everything that crosses the boundary is plain C: no C++ types, no
@@ -9,6 +9,13 @@
  * the struct to `sizeof` of the struct as it knows it. A reader uses only the fields that lie
  * within both its own and the writer's size (CAPSULE_HAS_FIELD). A newer minor version only ever
  * appends fields; a different major version is refused by the host with both versions named.
+ * Arrays of versioned structs carry their element size (`kernel_entry_size`), so a newer minor may
+ * append fields to an array element too: the host steps through the array by the stated size and
+ * reads only the fields it knows.
+ *
+ * Field marks (after PJRT): `in` is set by the host, `out` by the plugin; a pointer is borrowed
+ * for the duration of the call unless its comment gives a longer lifetime. Appending a field
+ * bumps the minor version; changing or removing one bumps the major.
  *
  * Threading: the host calls kernels from many threads at once on different buffers. Kernels must
  * be reentrant; plugin-global state is allowed only if it is immutable after `init`.
@@ -27,7 +34,7 @@ extern "C" {
 #endif
 
 #define CAPSULE_ABI_MAJOR 1
-#define CAPSULE_ABI_MINOR 0
+#define CAPSULE_ABI_MINOR 1
 
 #if defined(_WIN32)
 #define CAPSULE_EXPORT __declspec(dllexport)
@@ -151,7 +158,8 @@ typedef struct capsule_backward_args {
 typedef int32_t (*capsule_forward_fn)(const capsule_forward_args* args, capsule_status* status);
 typedef int32_t (*capsule_backward_fn)(const capsule_backward_args* args, capsule_status* status);
 
-/* The kernels of one capsule, named as in the plugin's manifest. */
+/* The kernels of one capsule, named as in the plugin's manifest. An entry of the table's `kernels`
+ * array; `struct_size` is the size its writer knew (ABI 1.0: up to `backward`). */
 typedef struct capsule_kernel {
     size_t struct_size;
     const char* capsule_name;
@@ -193,11 +201,22 @@ typedef struct capsule_plugin {
     void (*shutdown)(void);
     /* Is the device usable here? CAPSULE_OK, or an error whose message says why not. */
     int32_t (*probe)(capsule_status* status);
+    /* `num_kernels` entries, each `kernel_entry_size` bytes apart (ABI 1.0 tables, which end before
+     * `kernel_entry_size`, use 1.0's sizeof(capsule_kernel)). Static: lives as long as the
+     * library. */
     const capsule_kernel* kernels;
     size_t num_kernels;
     const capsule_device_interface* device_interface; /* NULL for CPU plugins */
     const capsule_extension* extensions;              /* NULL when none */
+    /* ABI 1.1: the distance in bytes between consecutive `kernels` entries, normally
+     * sizeof(capsule_kernel) as the plugin was compiled. Must be at least ABI 1.0's entry size
+     * (CAPSULE_KERNEL_ENTRY_SIZE_1_0) and not 0. */
+    size_t kernel_entry_size;
 } capsule_plugin;
+
+/* Sizes of ABI 1.0's structs, for readers of older plugins. */
+#define CAPSULE_KERNEL_ENTRY_SIZE_1_0 (offsetof(capsule_kernel, backward) + sizeof(capsule_backward_fn))
+#define CAPSULE_PLUGIN_TABLE_SIZE_1_0 (offsetof(capsule_plugin, extensions) + sizeof(const capsule_extension*))
 
 /* The one exported symbol. The host passes its ABI version; the plugin may refuse a host it
  * cannot serve by returning NULL. */

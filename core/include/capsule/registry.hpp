@@ -1,20 +1,27 @@
-// The plugin host: discovery, loading and capsule registries (DESIGN.md sections 2 and 4).
+// The plugin host: discovery, lazy loading and capsule registries (DESIGN.md sections 2, 4, 10).
 //
 // The PluginHost discovers plugin manifests in directories (next to the binaries, then each
-// directory of CAPSULE_PLUGIN_PATH, then explicit paths), loads each manifest's library with
-// Boost.DLL (local symbols, immediate binding), checks it against the manifest, and probes it. A
-// plugin that fails (bad JSON, ABI mismatch, world-writable file or directory, unpinned hash,
-// loader error, missing entry symbol, manifest/library mismatch, duplicate plugin or capsule name,
-// init error) is recorded with its reason and skipped; the others still load; nothing crashes.
-// After discovery the host is immutable: it is the only global state of a running program, and
-// registries are pure functions of it.
+// directory of CAPSULE_PLUGIN_PATH, then explicit paths). Discovery reads manifests and checks the
+// files on disk (trust on disk: no group- or world-writable file or ancestor directory, no file
+// owned by another non-root user, a library that resolves under its manifest's directory); it runs
+// no vendor code. A plugin's library is opened with Boost.DLL (local symbols, immediate binding),
+// checked against its manifest, initialised and probed only when a session needs it
+// (PluginHost::library), or in a child process by probe_isolated, so that a crashing or hanging
+// probe cannot take the host down. A plugin that fails (bad JSON, schema error, ABI mismatch,
+// untrusted file or directory, unpinned hash, loader error, missing entry symbol,
+// manifest/library mismatch, duplicate plugin or capsule name, init error) is recorded with its
+// reason and skipped; the others still load; nothing crashes. The manifests and registries are
+// immutable after discovery; the only state that changes later is each library's load cell,
+// which is filled once under a lock.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "capsule/manifest.hpp"
@@ -22,10 +29,13 @@
 
 namespace capsule {
 
-enum class PluginStatus : std::uint8_t { loaded, stub, failed };
+/// `available`: manifest valid, library found and trusted on disk, not opened yet (loading is
+/// lazy); `loaded`: library opened, checked and initialised; `stub`: manifest only (no library,
+/// or a manifests-only host); `failed`: refused, with a reason.
+enum class PluginStatus : std::uint8_t { available, loaded, stub, failed };
 template <> struct Spellings<PluginStatus> {
     static constexpr std::string_view kind = "plugin status";
-    static const std::array<std::pair<PluginStatus, std::string_view>, 3> values;
+    static const std::array<std::pair<PluginStatus, std::string_view>, 4> values;
 };
 
 /// Result of a plugin's probe: is its device usable here, and if not, why.
@@ -39,6 +49,9 @@ struct ProbeResult {
 struct LoadedPlugin {
     std::shared_ptr<void> library;  // the Boost.DLL handle, type-erased
     const capsule_plugin* table = nullptr;
+    /// The table's kernel entries, read with the table's entry size (ABI 1.1) and copied with the
+    /// fields this host knows; fields a newer plugin appended are skipped, unknown ones zeroed.
+    std::vector<capsule_kernel> kernels;
     bool initialized = false;  // init succeeded: shutdown is called before unloading
 
     LoadedPlugin() = default;
@@ -48,9 +61,20 @@ struct LoadedPlugin {
 
     /// The kernel entry for a capsule declared by the manifest, or nullptr.
     const capsule_kernel* kernel(std::string_view capsule_name) const;
-    /// Calls the plugin's probe.
+    /// Calls the plugin's probe. A probe that throws a C++ exception across the C ABI is reported
+    /// as unusable with the exception's text.
     ProbeResult probe() const;
 };
+
+/// The outcome of opening a plugin's library in this process: the plugin, or why it failed.
+struct LoadOutcome {
+    std::shared_ptr<const LoadedPlugin> plugin;  // set on success
+    std::string failure;                         // the reason, on failure
+};
+
+namespace detail {
+struct LibraryCell;  // one plugin's lazily filled LoadOutcome (plugin_loader.cpp)
+}
 
 /// One discovered plugin.
 struct PluginRecord {
@@ -61,11 +85,24 @@ struct PluginRecord {
     std::string failure;                      // reason, when status == failed
     std::optional<std::filesystem::path> library_path;  // resolved library file, if declared
     std::string sha256;                       // of the library file, hex; empty when none
-    std::optional<ProbeResult> probe;         // probe at load time (loaded plugins only)
-    std::shared_ptr<const LoadedPlugin> loaded;  // set iff status == loaded
+    /// Probe result, when the library was loaded eagerly or probed (probe_isolated); absent for a
+    /// library that was not opened.
+    std::optional<ProbeResult> probe;
+    std::shared_ptr<detail::LibraryCell> library_cell;  // set for plugins with a library
 
-    /// `loaded`, `stub` or `failed: <reason>`.
+    /// `available`, `loaded`, `stub` or `failed: <reason>`.
     std::string status_text() const;
+};
+
+/// A plugin that discovery refused, as the planner reports it: a plugin whose manifest could be
+/// read lists its device, providers and declared ops, so that a planning failure can say that the
+/// plugin that would have served the op is broken, and why.
+struct FailedPlugin {
+    std::string name;
+    std::string reason;
+    std::optional<Device> device;           // absent when the manifest could not be read
+    std::vector<Provider> providers;
+    std::vector<BackendOp> ops;
 };
 
 using CapsuleRef = std::shared_ptr<const KernelCapsule>;
@@ -76,6 +113,9 @@ struct CapsuleRegistry {
     std::string mode;
     std::vector<CapsuleRef> capsules;
     std::vector<std::string> plugin_of;  // plugin name per capsule, same index
+    /// Plugins refused at discovery that join this mode (or whose manifest could not be read, so
+    /// their modes are unknown).
+    std::vector<FailedPlugin> failed_plugins;
 };
 
 /// Where to look for plugins, in order.
@@ -88,11 +128,20 @@ struct PluginSearchPath {
                                      const std::vector<std::filesystem::path>& explicit_paths);
 };
 
+/// When plugin libraries are opened.
+enum class LoadPolicy : std::uint8_t {
+    /// Never: every plugin is a `stub` (listed, audited and planned with, never executed).
+    manifests_only,
+    /// When a session (or PluginHost::library) first needs the library. The default.
+    lazy,
+    /// During discovery, in this process: every library is opened, checked, initialised and
+    /// probed, and the records show `loaded` or `failed` (for embedders that want to fail early).
+    eager,
+};
+
 /// Loading policy.
 struct PluginHostOptions {
-    /// Load libraries. false: a manifests-only host that runs no vendor code; every plugin is a
-    /// `stub` (listed, audited and planned with, never executed).
-    bool load_libraries = true;
+    LoadPolicy load = LoadPolicy::lazy;
     /// When set, only libraries whose SHA-256 (lowercase hex) is listed may load; an empty set
     /// refuses every library.
     std::optional<std::set<std::string>> trusted_sha256;
@@ -113,15 +162,31 @@ public:
                                      const PluginHostOptions& options = {});
 
     const std::vector<PluginRecord>& plugins() const { return plugins_; }
-    /// The registry of `mode`: capsules of every usable plugin that joins the mode.
+    /// The registry of `mode`: capsules of every plugin that joins the mode and was not refused
+    /// at discovery, plus the refused plugins (CapsuleRegistry::failed_plugins).
     CapsuleRegistry registry(std::string_view mode) const;
-    /// The usable plugin that declares capsule `name`, or nullptr.
+    /// The plugin that declares capsule `name` and was not refused at discovery, or nullptr.
     const PluginRecord* plugin_of(std::string_view capsule_name) const;
 
+    /// Opens `record`'s library in this process once (thread-safe; later calls return the same
+    /// outcome): resolves and re-checks the file on disk, verifies that its SHA-256 still equals
+    /// the one recorded at discovery, loads it, checks its table against the manifest and calls
+    /// its init. Never throws; a stub, a refused plugin or a manifests-only host gives a failure.
+    LoadOutcome library(const PluginRecord& record) const;
+
+    /// Opens, checks, initialises and probes `record`'s library in a child process and reports
+    /// what happened there, so that a probe that crashes or never returns cannot take the host
+    /// down: status `loaded` with the probe result, or `failed` with the load failure,
+    /// `crashed (signal N)` or `timed out after N s`. The library is not mapped into this
+    /// process. Stubs and plugins refused at discovery are returned unchanged.
+    PluginRecord probe_isolated(const PluginRecord& record, std::chrono::milliseconds timeout) const;
+
 private:
-    void add(PluginRecord record, const PluginHostOptions& options);
+    void add(PluginRecord record);
+    PluginHostOptions options_;
     std::vector<PluginRecord> plugins_;
     std::vector<std::vector<CapsuleRef>> capsules_;  // per plugin, same index as plugins_
+    std::unordered_map<std::string, std::size_t> plugin_index_of_capsule_;
 };
 
 }  // namespace capsule

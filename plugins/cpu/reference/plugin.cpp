@@ -136,7 +136,7 @@ int32_t probe(capsule_status*) { return CAPSULE_OK; }  // the CPU is always usab
 const capsule_plugin kPlugin{
     sizeof(capsule_plugin), CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR, "reference", "0.1.0",
     CAPSULE_DEVICE_CPU, nullptr, nullptr, &probe, kKernels, sizeof kKernels / sizeof kKernels[0],
-    nullptr, nullptr};
+    nullptr, nullptr, sizeof(capsule_kernel)};
 
 }  // namespace
 }  // namespace capsule::reference
