@@ -116,10 +116,11 @@ string sha256_file(const fs::path& path) {
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
         throw Error("OpenSSL SHA-256 initialisation failed");
-    std::vector<char> buffer(1 << 20);
+    constexpr std::size_t kChunk = 1 << 20;
+    std::unique_ptr<char[]> buffer(new char[kChunk]);  // not zero-filled: read() overwrites it
     while (in) {
-        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-        if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<std::size_t>(in.gcount()));
+        in.read(buffer.get(), static_cast<std::streamsize>(kChunk));
+        if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buffer.get(), static_cast<std::size_t>(in.gcount()));
     }
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int length = 0;
