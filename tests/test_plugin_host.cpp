@@ -178,6 +178,26 @@ TEST(PluginHost, KernelEntriesAreReadWithTheTablesEntrySize) {
     }
 }
 
+// ABI 1.1 prepared kernels: prepare runs once per node at session creation with shapes, no data,
+// and the thread count; every forward call of the node receives the state.
+TEST(Session, PreparedKernelsReceiveTheirState) {
+    auto host = host_for({kFixtures / "fixture_prepared"});
+    auto profile = external_cpu_profile();
+    auto graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [4]},
+        {"id": 1, "op": "relu", "parents": [0], "shape": [4]},
+        {"id": 2, "op": "relu", "parents": [1], "shape": [4]}], "outputs": [2]})");
+    auto accepted = profile.accept_graph(host, graph);
+    ASSERT_TRUE(accepted.accepted);
+    SessionOptions options;
+    options.threads = 3;
+    auto session = Session::create(profile, *accepted.accepted, graph, host, {}, options);
+    for (int run = 0; run < 3; ++run) {
+        auto out = session.run({{"x", Tensor::from_values(DType::float32, {4}, {-1, 2, -3, 0.25})}});
+        EXPECT_EQ(out.at(0).to_doubles(), (std::vector<double>{0, 2, 0, 0.25}));
+    }
+}
+
 TEST(PluginHost, ProbingInAChildProcessSurvivesCrashesAndHangs) {
     auto host = host_for({kFixtures / "fixture_probe_crash", kFixtures / "fixture_probe_hang",
                           kFixtures / "fixture_good", kFixtures / "fixture_probe_fail",
@@ -219,8 +239,8 @@ TEST(PluginHost, FailuresDoNotStopOtherPlugins) {
     auto host = host_for(dirs, eager());
     int loaded = 0, failed = 0;
     for (const auto& r : host.plugins()) (r.status == PluginStatus::loaded ? loaded : failed)++;
-    // good, newer_minor, probe_fail, abi_1_0, wide_entries, raw_kernels
-    EXPECT_EQ(loaded, 6);
+    // good, newer_minor, probe_fail, abi_1_0, wide_entries, raw_kernels, prepared
+    EXPECT_EQ(loaded, 7);
     EXPECT_EQ(failed, 12);  // the other eleven fixtures and bad_json
 }
 

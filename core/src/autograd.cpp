@@ -309,6 +309,7 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
         args.grad_params = grad_params.data();
         args.attrs = step.attrs->data();
         args.num_attrs = step.attrs->size();
+        args.state = step.state;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.backward(&args, st); }))
             throw ExecutionError("backward of node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +

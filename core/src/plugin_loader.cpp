@@ -238,6 +238,8 @@ string check_table(const capsule_plugin* t, const PluginManifest& m, std::vector
             return "library implements capsule '" + string(k.capsule_name) +
                    "' that the manifest does not declare";
         if (!k.forward) return "capsule '" + string(k.capsule_name) + "' has no forward kernel";
+        if (k.prepare && !k.release)
+            return "capsule '" + string(k.capsule_name) + "' has prepare but no release";
         if (++implemented[k.capsule_name] > 1)
             return "library lists capsule '" + string(k.capsule_name) + "' twice";
         kernels.push_back(k);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "capsule/tensor_io.hpp"
@@ -283,6 +284,8 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.plugin = &bound.record->name;
         step.forward = kernel->forward;
         step.backward = kernel->backward;
+        step.prepare = kernel->prepare;
+        step.release = kernel->release;
         step.first_input = impl->views.size();
         for (auto p : node.parents) impl->add_view(slot_of.at(p));
         step.num_inputs = node.parents.size();
@@ -321,8 +324,46 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         impl->views[v].shape = s.type.shape.data();
         impl->views[v].strides = s.strides.data();
     }
+    impl->prepare_steps(options.threads > 0 ? options.threads
+                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
     impl->backward = build_backward_program(*impl, graph);
     return Session(std::move(impl));
+}
+
+Session::Impl::~Impl() {
+    for (auto& step : steps)
+        if (step.state && step.release) step.release(step.state);
+}
+
+void Session::Impl::prepare_steps(int threads) {
+    for (auto& step : steps) {
+        if (!step.prepare) continue;
+        // Inputs and outputs: shapes and dtypes only. Parameters: their data (fixed for the session).
+        std::vector<capsule_tensor_view> in(views.begin() + static_cast<std::ptrdiff_t>(step.first_input),
+                                            views.begin() + static_cast<std::ptrdiff_t>(step.first_input + step.num_inputs));
+        std::vector<capsule_tensor_view> params(views.begin() + static_cast<std::ptrdiff_t>(step.first_param),
+                                                views.begin() + static_cast<std::ptrdiff_t>(step.first_param + step.num_params));
+        for (std::size_t i = 0; i < params.size(); ++i)
+            params[i].data = const_cast<void*>(slots[view_slot[step.first_param + i]].fixed);
+        capsule_tensor_view out = views[step.output];
+        capsule_prepare_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = in.data();
+        args.num_inputs = in.size();
+        args.params = params.data();
+        args.num_params = params.size();
+        args.outputs = &out;
+        args.num_outputs = 1;
+        args.attrs = step.attrs->data();
+        args.num_attrs = step.attrs->size();
+        args.num_threads = threads;
+        void* state = nullptr;
+        if (auto failure = call_plugin([&](capsule_status* st) { return step.prepare(&args, &state, st); }))
+            throw ExecutionError("preparing node " + std::to_string(step.node_id) + " (" +
+                                 string(to_string(step.capsule->op)) + ") failed in capsule " +
+                                 step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
+        step.state = state;
+    }
 }
 
 std::vector<Tensor> Session::Impl::bind_inputs(const std::map<string, Tensor>& given) const {
@@ -379,6 +420,7 @@ void Session::Impl::execute(const std::vector<void*>& data) const {
         args.outputs = run_views.data() + step.output;
         args.attrs = step.attrs->data();
         args.num_attrs = step.attrs->size();
+        args.state = step.state;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
             throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +

@@ -34,6 +34,9 @@ struct Step {
     const std::string* plugin = nullptr;  // name of the plugin whose kernel runs (in the host)
     capsule_forward_fn forward = nullptr;
     capsule_backward_fn backward = nullptr;  // null when the capsule has no backward kernel
+    capsule_prepare_fn prepare = nullptr;    // ABI 1.1: null when the kernel keeps no state
+    capsule_release_fn release = nullptr;
+    void* state = nullptr;                   // what prepare returned; released with the session
     std::size_t first_input = 0, num_inputs = 0;
     std::size_t first_param = 0, num_params = 0;
     std::size_t output = 0;
@@ -111,6 +114,12 @@ struct BackwardProgram {
 namespace capsule {
 
 struct Session::Impl {
+    Impl() = default;
+    Impl(const Impl&) = delete;
+    Impl& operator=(const Impl&) = delete;
+    /// Releases every prepared state before the plugins that made them may be unmapped.
+    ~Impl();
+
     std::string profile_name;
     VJPMode vjp_mode = VJPMode::none;
     bool input_gradients = true;
@@ -141,6 +150,9 @@ struct Session::Impl {
     std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
     /// Per-slot data pointers of one run, given its bound inputs and arena.
     std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
+    /// Calls each kernel's prepare (ABI 1.1) once per node with `threads` intra-op threads.
+    /// Raises ExecutionError naming the node, capsule and plugin.
+    void prepare_steps(int threads);
     /// Calls every step's forward kernel. Raises ExecutionError naming the failing node, capsule
     /// and plugin, and the plugin's message and code.
     void execute(const std::vector<void*>& slot_data) const;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -194,6 +195,14 @@ struct ForwardCall {
     std::size_t num_inputs() const { return args->num_inputs; }
     std::size_t num_params() const { return args->num_params; }
     Attributes attrs() const { return {args->attrs, args->num_attrs}; }
+    /// The node's prepared state (ABI 1.1), or nullptr when the kernel has none or the host
+    /// predates it.
+    template <typename State>
+    const State* state() const {
+        return CAPSULE_HAS_FIELD(args, capsule_forward_args, state)
+                   ? static_cast<const State*>(args->state)
+                   : nullptr;
+    }
 
     static Tensor check(const capsule_tensor_view* views, std::size_t n, std::size_t i,
                         const char* what) {
@@ -221,6 +230,19 @@ struct BackwardCall {
     std::size_t num_inputs() const { return args->num_inputs; }
     std::size_t num_params() const { return args->num_params; }
     Attributes attrs() const { return {args->attrs, args->num_attrs}; }
+};
+
+/// A prepare call seen from C++ (ABI 1.1): the node's shapes, dtypes, attributes and parameter
+/// data, once per session.
+struct PrepareCall {
+    const capsule_prepare_args* args;
+    Tensor input(std::size_t i) const { return ForwardCall::check(args->inputs, args->num_inputs, i, "input"); }
+    Tensor param(std::size_t i) const { return ForwardCall::check(args->params, args->num_params, i, "parameter"); }
+    Tensor output(std::size_t i = 0) const { return ForwardCall::check(args->outputs, args->num_outputs, i, "output"); }
+    std::size_t num_inputs() const { return args->num_inputs; }
+    std::size_t num_params() const { return args->num_params; }
+    Attributes attrs() const { return {args->attrs, args->num_attrs}; }
+    int threads() const { return args->num_threads > 0 ? args->num_threads : 1; }
 };
 
 /// Runs `body`, turning any exception into a status code and message.
@@ -252,6 +274,19 @@ int32_t backward_entry(const capsule_backward_args* args, capsule_status* status
     return guarded(status, [&] { Fn(BackwardCall{args}); });
 }
 
+/// Adapts `std::unique_ptr<State> Fn(const PrepareCall&)` to capsule_prepare_fn; pair it with
+/// `release_entry<State>`.
+template <typename State, std::unique_ptr<State> (*Fn)(const PrepareCall&)>
+int32_t prepare_entry(const capsule_prepare_args* args, void** state, capsule_status* status) noexcept {
+    return guarded(status, [&] { *state = Fn(PrepareCall{args}).release(); });
+}
+
+/// Frees a state made by prepare_entry<State, ...>.
+template <typename State>
+void release_entry(void* state) noexcept {
+    delete static_cast<State*>(state);
+}
+
 /// Calls `f(T{})` with T = float or double for a float dtype; other dtypes raise UNSUPPORTED.
 template <typename F>
 void dispatch_float(capsule_dtype dtype, F&& f) {
@@ -267,8 +302,10 @@ void dispatch_float(capsule_dtype dtype, F&& f) {
 
 /// A kernel table entry for capsule `name`.
 constexpr capsule_kernel kernel(const char* name, capsule_forward_fn forward,
-                                capsule_backward_fn backward = nullptr) {
-    return capsule_kernel{sizeof(capsule_kernel), name, forward, backward};
+                                capsule_backward_fn backward = nullptr,
+                                capsule_prepare_fn prepare = nullptr,
+                                capsule_release_fn release = nullptr) {
+    return capsule_kernel{sizeof(capsule_kernel), name, forward, backward, prepare, release};
 }
 
 }  // namespace capsule::plugin

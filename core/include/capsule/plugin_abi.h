@@ -133,6 +133,8 @@ typedef struct capsule_forward_args {
     const capsule_attribute* attrs;
     size_t num_attrs;
     void* stream; /* device stream for non-CPU devices, else NULL */
+    /* ABI 1.1: the state the kernel's `prepare` returned for this node (NULL when it has none). */
+    void* state;
 } capsule_forward_args;
 
 /* Arguments of a backward kernel (vector-Jacobian product). `grad_outputs` match `outputs`;
@@ -153,9 +155,35 @@ typedef struct capsule_backward_args {
     const capsule_attribute* attrs;
     size_t num_attrs;
     void* stream;
+    /* ABI 1.1: the state the kernel's `prepare` returned for this node (NULL when it has none). */
+    void* state;
 } capsule_backward_args;
 
+/* ABI 1.1: what a kernel's `prepare` sees of one node, once, when a session is created. Inputs and
+ * outputs carry shapes and dtypes only (`data` is NULL); parameters carry their data, which stays
+ * valid and unchanged for the session's lifetime (weights may be reordered into the layout a
+ * primitive wants and kept in the state). */
+typedef struct capsule_prepare_args {
+    size_t struct_size;
+    const capsule_tensor_view* inputs;
+    size_t num_inputs;
+    const capsule_tensor_view* params;
+    size_t num_params;
+    const capsule_tensor_view* outputs;
+    size_t num_outputs;
+    const capsule_attribute* attrs;
+    size_t num_attrs;
+    int32_t num_threads; /* intra-op threads the kernel may use (ExecutionConfig), at least 1 */
+} capsule_prepare_args;
+
 typedef int32_t (*capsule_forward_fn)(const capsule_forward_args* args, capsule_status* status);
+/* ABI 1.1: builds a node's state (`*state`, may stay NULL); called once per node at session
+ * creation, never per call. The state is handed to every forward/backward call of the node, from
+ * many threads at once: kernels must treat it as read-only or synchronise. */
+typedef int32_t (*capsule_prepare_fn)(const capsule_prepare_args* args, void** state,
+                                      capsule_status* status);
+/* ABI 1.1: frees what `prepare` returned; called once when the session is destroyed. */
+typedef void (*capsule_release_fn)(void* state);
 typedef int32_t (*capsule_backward_fn)(const capsule_backward_args* args, capsule_status* status);
 
 /* The kernels of one capsule, named as in the plugin's manifest. An entry of the table's `kernels`
@@ -165,6 +193,8 @@ typedef struct capsule_kernel {
     const char* capsule_name;
     capsule_forward_fn forward;   /* required */
     capsule_backward_fn backward; /* NULL when the capsule has no backward kernel */
+    capsule_prepare_fn prepare;   /* ABI 1.1, optional: per-node state made once per session */
+    capsule_release_fn release;   /* ABI 1.1: required when `prepare` is set */
 } capsule_kernel;
 
 /* Memory and copies for a non-CPU device. All sizes in bytes. */

@@ -52,6 +52,9 @@ struct SessionOptions {
     /// Whether backward returns gradients for the float graph inputs. Training loops turn it off:
     /// the first layer's backward then skips the gradient of the data.
     bool input_gradients = true;
+    /// Intra-op threads handed to kernels at prepare time (ABI 1.1); 0: every core of this
+    /// machine (std::thread::hardware_concurrency).
+    int threads = 0;
 };
 
 /// What one recorded forward run keeps for its backward pass: every intermediate tensor and the
