@@ -193,6 +193,20 @@ TEST(Cli, LazyLoadingKeepsListingAndPlanningAwayFromPluginCode) {
     EXPECT_TRUE(contains(capsule_tool("plugins --help").out, "exits 1 when any plugin failed"));
 }
 
+TEST(Cli, VersionAndGlobalOptionsOnEitherSideOfTheSubcommand) {
+    auto version = capsule_tool("--version");
+    EXPECT_EQ(version.code, 0);
+    EXPECT_TRUE(contains(version.out, "capsule 0.1.0, plugin ABI 1.1")) << version.out;
+    const std::string profile_file = " --profile-file " + kSource + "/examples/plugin/example_cpu.json";
+    for (const std::string cmd : {"--threads 1" + profile_file + " plan --profile example_cpu --ops relu",
+                                  "plan --profile example_cpu --ops relu --threads 1" + profile_file}) {
+        auto r = capsule_tool(cmd);
+        EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+        EXPECT_TRUE(contains(r.out, "profile example_cpu:")) << r.out;
+    }
+    EXPECT_EQ(capsule_tool("plan --ops relu --threads -1").code, 2);
+}
+
 // Logs go to stderr, so --json output parses even when the tool warns.
 TEST(Cli, JsonOutputParsesWhenTheToolWarns) {
     const std::string tool = "CAPSULE_PLUGIN_PATH=/nonexistent " + std::string(CAPSULE_TOOL) +

@@ -23,6 +23,7 @@ struct GlobalOptions {
     std::vector<std::filesystem::path> plugin_paths;
     std::vector<std::filesystem::path> profile_files;
     std::filesystem::path trusted_hashes;  // sha256sum-format file; empty: no pinning
+    int threads = 0;                       // intra-op threads for kernels; 0: every core
 };
 
 class Context {

@@ -26,6 +26,12 @@ int main(int argc, char** argv) {
     app.add_option("--trusted-hashes", options.trusted_hashes,
                    "only load plugin libraries whose SHA-256 is listed (sha256sum format)")
         ->check(CLI::ExistingFile);
+    app.add_option("--threads", options.threads,
+                   "intra-op threads kernels may use (given to plugins at prepare time); 0: every core")
+        ->check(CLI::Range(0, 4096))
+        ->capture_default_str();
+    app.set_version_flag("--version", std::string("capsule ") + CAPSULE_VERSION + ", plugin ABI " +
+                                          to_string(kHostAbiVersion));
     const std::vector<std::pair<std::string, Command>> commands{
         {"plugins", add_plugins_command(app, options)},
         {"capsules", add_capsules_command(app, options)},

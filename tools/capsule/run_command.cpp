@@ -79,7 +79,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         auto result = profile.accept_graph(ctx.host(), graph);
         if (!args->quiet) std::cout << gate_report(profile, result.gate, false);
         if (!result.accepted) return int(kGateRejected);
-        auto session = Session::create(profile, *result.accepted, graph, ctx.host(), parameters);
+        SessionOptions session_options;
+        session_options.threads = options.threads;
+        auto session = Session::create(profile, *result.accepted, graph, ctx.host(), parameters, session_options);
         const auto files = output_files(session, args->output_dir);
         auto outputs = session.run(inputs);
         std::filesystem::create_directories(args->output_dir);
