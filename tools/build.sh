@@ -4,5 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESET=${1:-default}
-cmake --preset "$PRESET" >/dev/null
+# ccache (installed by setup.sh) makes rebuilds of unchanged sources, and the second preset's
+# plugins and tools, cheap; paths are relative to the source tree so clones share the cache.
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+cmake --preset "$PRESET" "${launcher[@]}" >/dev/null
 cmake --build --preset "$PRESET"
