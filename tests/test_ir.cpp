@@ -902,17 +902,17 @@ TEST(GraphParse, Helpers) {
 
 TEST(GraphParse, BadJson) {
     auto e = graph_error(R"({"format": "capsule-ir", "version": 1,)");
-    EXPECT_CONTAINS(e, "graph.json: invalid JSON");
+    EXPECT_CONTAINS(e, "graph.json: malformed JSON");
     EXPECT_CONTAINS(e, "parse error");
-    EXPECT_CONTAINS(graph_error(""), "graph.json: invalid JSON");
+    EXPECT_CONTAINS(graph_error(""), "graph.json: malformed JSON");
     EXPECT_CONTAINS(graph_error(R"({"version": 1e999})"), "number overflow");
     EXPECT_CONTAINS(graph_error(std::string(100000, '[') + std::string(100000, ']')),
                     "expected a JSON object at the top level, got array");
-    EXPECT_CONTAINS(graph_error(std::string(100000, '[')), "invalid JSON");
+    EXPECT_CONTAINS(graph_error(std::string(100000, '[')), "malformed JSON");
     EXPECT_CONTAINS(graph_error(R"({"format": "capsule-ir", "format": "capsule-ir"})"),
                     "duplicate key 'format'");
     EXPECT_CONTAINS(graph_error("[1, 2]"), "graph.json: expected a JSON object at the top level");
-    EXPECT_CONTAINS(graph_error("\"\xff\""), "invalid JSON");
+    EXPECT_CONTAINS(graph_error("\"\xff\""), "malformed JSON");
 }
 
 TEST(GraphParse, TopLevelErrors) {
@@ -1123,7 +1123,7 @@ TEST(GraphCheck, WrongDtype) {
 TEST(GraphCheck, SourceNameWhenUnknown) {
     EXPECT_EQ(error_of([] { check_graph(parse_graph(doc(kInput, "[3]"))); }),
               "graph: output 3 is not a node id");
-    EXPECT_CONTAINS(error_of([] { parse_graph("{"); }), "graph: invalid JSON");
+    EXPECT_CONTAINS(error_of([] { parse_graph("{"); }), "graph: malformed JSON");
 }
 
 TEST(GraphCheck, ProgrammaticGraphs) {

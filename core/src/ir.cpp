@@ -11,6 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "json_reader.hpp"
+
 namespace capsule {
 
 using nlohmann::json;
@@ -225,31 +227,7 @@ nlohmann::ordered_json attr_to_json(const AttrValue& value) {
 Graph parse_graph(std::string_view json_text, const std::filesystem::path& source) {
     const string src = source_label(source);
 
-    // Duplicate keys are silently merged by nlohmann; track them to reject them.
-    std::vector<std::set<string>> open_objects;
-    std::optional<string> duplicate;
-    json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
-        switch (event) {
-            case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-            case json::parse_event_t::object_end:
-                if (!open_objects.empty()) open_objects.pop_back();
-                break;
-            case json::parse_event_t::key:
-                if (!open_objects.empty() && parsed.is_string() &&
-                    !open_objects.back().insert(parsed.get<string>()).second && !duplicate)
-                    duplicate = parsed.get<string>();
-                break;
-            default: break;
-        }
-        return true;
-    };
-    json doc;
-    try {
-        doc = json::parse(json_text.begin(), json_text.end(), track);
-    } catch (const json::exception& e) {
-        fail(src, string("invalid JSON: ") + e.what());
-    }
-    if (duplicate) fail(src, "invalid JSON: duplicate key " + quote(*duplicate) + " in an object");
+    const json doc = detail::parse_json_text(json_text, src);
 
     if (!doc.is_object())
         fail(src, "expected a JSON object at the top level, got " + describe(doc));

@@ -88,14 +88,14 @@ private:
     std::string path_;
 };
 
-/// Parses JSON text; malformed text raises InputError naming the source and parser's position.
-inline nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
-    try {
-        return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(source + ": malformed JSON: " + e.what());
-    }
-}
+/// The one strict JSON reader of the core: every document the runtime reads (manifests, profiles,
+/// graphs, safetensors headers) goes through it. Unlike nlohmann::json::parse it refuses an object
+/// that repeats a key (nlohmann keeps the last one silently). Raises InputError naming `source`:
+/// `<source>: malformed JSON: <parser message>` for a syntax error,
+/// `<source>: $.path.key: duplicate key 'key'` for a repeated key, and
+/// `<source>: $.path: number overflow: '<token>' is outside the range of a double` for a number
+/// such as 1e400. Never raises a nlohmann exception. Linear in the size of the text.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source);
 
 /// Reads a whole file; raises InputError naming the path when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);
