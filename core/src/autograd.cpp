@@ -19,9 +19,7 @@ namespace {
 
 bool is_float(DType d) { return d == DType::float32 || d == DType::float64; }
 
-std::size_t byte_size(const TensorType& type) {
-    return static_cast<std::size_t>(element_count(type.shape)) * dtype_size(type.dtype);
-}
+std::size_t byte_size(const TensorType& type) { return capsule::byte_size(type.shape, type.dtype); }
 
 string vjp_refusal(const string& profile, VJPMode mode) {
     if (mode == VJPMode::none)
@@ -55,12 +53,20 @@ public:
     }
 
 private:
-    static string node_key(std::int64_t id) { return "node:" + std::to_string(id); }
 
     std::size_t new_region(const TensorType& type) {
         const auto at = program_.grad_bytes;
-        program_.grad_bytes += align_up(byte_size(type));
+        program_.grad_bytes = add_size(program_.grad_bytes, align_up(byte_size(type)));
         return at;
+    }
+
+    /// a + b; past 2^63-1 bytes, backward is refused (forward runs are unaffected).
+    std::size_t add_size(std::size_t a, std::size_t b) {
+        if (auto sum = try_add_sizes(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)))
+            return static_cast<std::size_t>(*sum);
+        if (program_.refusal.empty())
+            program_.refusal = "the gradients of this graph would take more than 2^63-1 bytes";
+        return a;
     }
 
     // A value needs a gradient when it is a float input, or a float op output computed from a
@@ -110,7 +116,7 @@ private:
             const auto id = graph_.outputs[o];
             auto it = region_.find(id);
             if (it == region_.end()) continue;
-            const bool accumulate = !initialized_.insert(node_key(id)).second;
+            const bool accumulate = !initialized_nodes_.insert(id).second;
             accumulates_ = accumulates_ || accumulate;
             program_.seeds.push_back({o, it->second, accumulate});
         }
@@ -118,17 +124,18 @@ private:
 
     /// The first write into a gradient goes straight to its region; later ones go to scratch
     /// and are summed in after the kernel returns.
-    GradTarget target(const string& value, std::size_t region, const TensorType& type,
-                      std::size_t view, std::size_t& scratch) {
+    /// `first`: no earlier write into this gradient.
+    GradTarget target(bool first, std::size_t region, const TensorType& type, std::size_t view,
+                      std::size_t& scratch) {
         GradTarget t;
         t.region = region;
         t.view = view;
-        if (initialized_.insert(value).second) {
+        if (first) {
             t.kind = GradTarget::Kind::direct;
         } else {
             t.kind = GradTarget::Kind::accumulate;
             t.scratch = scratch;
-            scratch += align_up(byte_size(type));
+            scratch = add_size(scratch, align_up(byte_size(type)));
             accumulates_ = true;
         }
         return t;
@@ -151,7 +158,8 @@ private:
                 b.inputs.emplace_back();
                 continue;
             }
-            b.inputs.push_back(target(node_key(p), it->second, type_.at(p), step.first_input + i, scratch));
+            b.inputs.push_back(target(initialized_nodes_.insert(p).second, it->second, type_.at(p),
+                                      step.first_input + i, scratch));
         }
         for (std::size_t i = 0; i < step.num_params; ++i) {
             const auto& key = step.param_keys[i];
@@ -160,7 +168,8 @@ private:
                 b.params.emplace_back();
                 continue;
             }
-            b.params.push_back(target("param:" + key, param_region_.at(key), type, step.first_param + i, scratch));
+            b.params.push_back(target(initialized_params_.insert(key).second, param_region_.at(key),
+                                      type, step.first_param + i, scratch));
         }
         program_.scratch_bytes = std::max(program_.scratch_bytes, scratch);
         program_.steps.push_back(std::move(b));
@@ -184,7 +193,9 @@ private:
     std::map<string, std::size_t> param_region_;
     std::map<string, TensorType> param_type_;
     std::unordered_set<std::int64_t> reached_;
-    std::unordered_set<string> initialized_;  // gradients written so far: node_key or "param:<key>"
+    // Gradients written so far: of node outputs by id, of parameters by key.
+    std::unordered_set<std::int64_t> initialized_nodes_;
+    std::unordered_set<string> initialized_params_;
     bool accumulates_ = false;
 };
 

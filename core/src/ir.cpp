@@ -36,25 +36,12 @@ std::size_t dtype_size(DType dtype) {
     throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
 }
 
-string to_string(const Shape& shape) {
-    string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (i) out += ", ";
-        out += std::to_string(shape[i]);
-    }
-    return out + "]";
-}
+string to_string(const Shape& shape) { return shape_text(shape); }
 
-int64_t element_count(const Shape& shape) {
-    for (auto d : shape)
-        if (d < 0) throw InputError("shape " + to_string(shape) + " has a negative dimension");
-    for (auto d : shape)
-        if (d == 0) return 0;
-    int64_t n = 1;
-    for (auto d : shape)
-        if (__builtin_mul_overflow(n, d, &n))
-            throw InputError("shape " + to_string(shape) + " has more than 2^63-1 elements");
-    return n;
+int64_t element_count(const Shape& shape) { return checked_element_count(shape); }
+
+std::size_t byte_size(const Shape& shape, DType dtype) {
+    return static_cast<std::size_t>(checked_byte_size(shape, dtype_size(dtype)));
 }
 
 string Node::op_spelling() const {
@@ -347,7 +334,7 @@ void check_graph(const Graph& graph) {
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
         const auto& node = graph.nodes[i];
         try {
-            element_count(node.shape);
+            byte_size(node.shape, node.dtype);
         } catch (const InputError& e) {
             fail(where(node), string("declared ") + e.what());
         }

@@ -72,9 +72,15 @@ std::size_t Session::Impl::add_slot(TensorType type, SlotKind kind) {
     s.type = std::move(type);
     s.kind = kind;
     if (kind == SlotKind::arena) {
+        // Sizes come from the graph: each is checked, and so is their sum. checked_byte_size
+        // keeps a size below 2^63, so rounding it up cannot wrap a size_t; a rounded size or a
+        // sum past 2^63-1 is refused by checked_add_sizes.
+        const auto bytes = align_up(byte_size(s.type.shape, s.type.dtype));
         s.offset = arena_bytes;
-        arena_bytes += align_up(static_cast<std::size_t>(element_count(s.type.shape)) *
-                                dtype_size(s.type.dtype));
+        arena_bytes = static_cast<std::size_t>(checked_add_sizes(
+            static_cast<std::int64_t>(arena_bytes), static_cast<std::int64_t>(bytes),
+            "the total size in bytes of the graph's intermediate tensors (reached at one of "
+            "shape " + to_string(s.type.shape) + " " + string(to_string(s.type.dtype)) + ")"));
     }
     slots.push_back(std::move(s));
     return slots.size() - 1;
