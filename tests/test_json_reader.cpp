@@ -106,6 +106,51 @@ TEST(StrictJson, SyntaxErrorsStayMalformedJson) {
     EXPECT_EQ(detail::parse_json_text(std::string(100000, '[') + std::string(100000, ']'), "t.json").size(), 1u);
 }
 
+TEST(StrictJson, StreamedArrayDeliversEachElementOnceInOrder) {
+    std::vector<std::pair<std::size_t, nlohmann::json>> got;
+    const detail::StreamedArray stream{"items", [&](const nlohmann::json& e, std::size_t i) { got.emplace_back(i, e); }};
+    const auto doc = detail::parse_json_text(
+        R"({"before": {"items": [9]}, "items": [1, {"a": [2, {"items": [3]}]}, [], "s"], "after": 4})", "t.json",
+        stream);
+    // Only the top-level member is streamed; it is left empty in the document.
+    EXPECT_EQ(doc, nlohmann::json::parse(R"({"before": {"items": [9]}, "items": [], "after": 4})"));
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0], (std::pair<std::size_t, nlohmann::json>{0, 1}));
+    EXPECT_EQ(got[1].first, 1u);
+    EXPECT_EQ(got[1].second, nlohmann::json::parse(R"({"a": [2, {"items": [3]}]})"));
+    EXPECT_EQ(got[2], (std::pair<std::size_t, nlohmann::json>{2, nlohmann::json::array()}));
+    EXPECT_EQ(got[3], (std::pair<std::size_t, nlohmann::json>{3, "s"}));
+    // Paths inside the streamed array count the elements already delivered.
+    EXPECT_EQ(error_of([&] { detail::parse_json_text(R"({"items": [{}, 1, {"k": 1, "k": 2}]})", "t.json", stream); }),
+              "t.json: $.items[2].k: duplicate key 'k' (each key may appear once in an object)");
+    EXPECT_EQ(error_of([&] { detail::parse_json_text(R"({"items": [0, 1, 2, 1e999]})", "t.json", stream); }),
+              "t.json: $.items[3]: number overflow: '1e999' is outside the range of a double");
+    // A root that is not an object streams nothing.
+    got.clear();
+    EXPECT_EQ(detail::parse_json_text(R"([{"items": [1]}])", "t.json", stream).size(), 1u);
+    EXPECT_TRUE(got.empty());
+}
+
+TEST(StrictJson, GraphNodeErrorsKeepTheirOrderWhenNodesAreStreamed) {
+    // A bad node is reported after the top-level checks, as when the whole document is read.
+    EXPECT_EQ(error_of([] {
+                  parse_graph(R"({"format": "capsule-ir", "version": 2, "nodes": [{"id": "x"}], "outputs": []})", "g.json");
+              }),
+              "g.json: $.version: unsupported version 2; this runtime reads version 1");
+    EXPECT_EQ(error_of([] {
+                  parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relux", "shape": [2]}, {"id": 2}], "outputs": [1]})", "g.json");
+              }).rfind("g.json: node 1: unknown op 'relux'", 0),
+              0u);
+    // A syntax error anywhere wins over a bad node before it.
+    EXPECT_EQ(error_of([] { parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relux", "shape": [2]}], "outputs": [1)", "g.json"); })
+                  .rfind("g.json: malformed JSON", 0),
+              0u);
+    auto g = parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relu", "parents": [0], "shape": [2]}], "outputs": [1]})", "g.json");
+    ASSERT_EQ(g.nodes.size(), 2u);
+    EXPECT_EQ(g.nodes[0].name, "x");
+    EXPECT_EQ(g.nodes[1].parents, (std::vector<std::int64_t>{0}));
+}
+
 TEST(StrictJson, ManifestWithRepeatedTrustOrEvidenceIsRefused) {
     const auto text = manifest_text();
     // The attack: a fuzzed capsule that also claims to be verified, last one wins in nlohmann.

@@ -2,12 +2,12 @@
 // Shape inference per op lives in shape_inference.cpp.
 #include "capsule/ir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -77,6 +77,35 @@ string source_label(const std::filesystem::path& source) {
     throw InputError(where + ": " + reason);
 }
 
+/// Where a reading error is, spelled only when one is raised (a graph has millions of nodes):
+/// a fixed text such as the source file, or a node: `$.nodes[<index>]` before its id is known,
+/// then `node <id>`, then `node <id> (<op>)`.
+class Where {
+public:
+    Where(const string& text) : text_(&text) {}  // NOLINT: implicit, for top-level keys
+    Where(const string& source, std::size_t index) : text_(&source), index_(index), node_(true) {}
+
+    void set_id(int64_t id) { id_ = id; }
+    void set_node(const Node& node) { op_of_ = &node; }
+
+    string str() const {
+        if (!node_) return *text_;
+        if (!id_) return *text_ + ": $.nodes[" + std::to_string(index_) + "]";
+        string out = *text_ + ": node " + std::to_string(*id_);
+        if (op_of_) out += " (" + op_of_->op_spelling() + ")";
+        return out;
+    }
+
+private:
+    const string* text_;
+    std::size_t index_ = 0;
+    bool node_ = false;
+    std::optional<int64_t> id_;
+    const Node* op_of_ = nullptr;
+};
+
+[[noreturn]] void fail(const Where& where, const string& reason) { fail(where.str(), reason); }
+
 /// User text inside an error message: quoted, shortened when long.
 string quote(std::string_view text) {
     constexpr std::size_t kMax = 64;
@@ -102,23 +131,28 @@ bool fits_int64(const json& j) {
 }
 
 /// Reads an integer; `what` names it in errors.
-int64_t read_int(const json& j, const string& where, const string& what) {
+int64_t read_int(const json& j, const Where& where, const string& what) {
     if (j.is_number_integer() && !fits_int64(j))
         fail(where, what + " = " + dump(j) + " is out of range");
     if (!j.is_number_integer()) fail(where, what + ": expected an integer, got " + describe(j));
     return j.get<int64_t>();
 }
 
-std::vector<int64_t> read_int_list(const json& j, const string& where, const string& what) {
+std::vector<int64_t> read_int_list(const json& j, const Where& where, const string& what) {
     if (!j.is_array()) fail(where, what + ": expected an array of integers, got " + describe(j));
     std::vector<int64_t> out;
     out.reserve(j.size());
-    for (std::size_t i = 0; i < j.size(); ++i)
-        out.push_back(read_int(j[i], where, what + "[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < j.size(); ++i) {
+        const auto& e = j[i];
+        if (e.is_number_integer() && fits_int64(e))
+            out.push_back(e.get<int64_t>());
+        else
+            read_int(e, where, what + "[" + std::to_string(i) + "]");  // raises
+    }
     return out;
 }
 
-AttrValue read_attr(const json& v, const string& where, const string& name) {
+AttrValue read_attr(const json& v, const Where& where, const string& name) {
     const string what = "attribute " + quote(name);
     if (v.is_boolean()) return v.get<bool>();
     if (v.is_number_integer()) return read_int(v, where, what);
@@ -143,19 +177,19 @@ AttrValue read_attr(const json& v, const string& where, const string& name) {
 }
 
 Node parse_node(const json& j, const string& source, std::size_t index) {
-    string where = source + ": $.nodes[" + std::to_string(index) + "]";
+    Where where(source, index);
     if (!j.is_object()) fail(where, "expected a node object, got " + describe(j));
     Node node;
 
     auto id = j.find("id");
     if (id == j.end()) fail(where, "missing key 'id'");
     node.id = read_int(*id, where, "key 'id'");
-    where = source + ": node " + std::to_string(node.id);
+    where.set_id(node.id);
 
     auto op = j.find("op");
     if (op == j.end()) fail(where, "missing key 'op'");
     if (!op->is_string()) fail(where, "key 'op': expected a string, got " + describe(*op));
-    const auto spelling = op->get<string>();
+    const auto& spelling = op->get_ref<const string&>();
     if (spelling == "input") {
         node.kind = NodeKind::input;
     } else if (spelling == "const") {
@@ -171,11 +205,11 @@ Node parse_node(const json& j, const string& source, std::size_t index) {
                             valid_spellings<BackendOp>());
         }
     }
-    where += " (" + node.op_spelling() + ")";
+    where.set_node(node);
 
-    static const std::set<string> kKeys{"id", "op", "name", "parents", "attrs", "shape", "dtype"};
-    for (const auto& [key, _] : j.items())
-        if (!kKeys.count(key))
+    static constexpr std::string_view kKeys[] = {"id", "op", "name", "parents", "attrs", "shape", "dtype"};
+    for (const auto& [key, _] : j.get_ref<const json::object_t&>())
+        if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             fail(where, "unknown key " + quote(key) +
                             "; valid keys: id, op, name, parents, attrs, shape, dtype");
 
@@ -214,7 +248,25 @@ nlohmann::ordered_json attr_to_json(const AttrValue& value) {
 Graph parse_graph(std::string_view json_text, const std::filesystem::path& source) {
     const string src = source_label(source);
 
-    const json doc = detail::parse_json_text(json_text, src);
+    // Nodes are decoded as the parser completes each one, so the document never holds the whole
+    // node list (a million-node graph would take gigabytes as a JSON tree). The first bad node's
+    // error is kept and raised after the top-level checks, in the order a whole-document read
+    // gives.
+    std::vector<Node> nodes;
+    // About one node per 40 bytes of text (a compact unary node is about that long): the vector
+    // rarely grows, and reserved pages that stay unused are never touched.
+    nodes.reserve(json_text.size() / 40);
+    std::optional<InputError> node_error;
+    const detail::StreamedArray node_stream{
+        "nodes", [&](const json& element, std::size_t index) {
+            if (node_error) return;
+            try {
+                nodes.push_back(parse_node(element, src, index));
+            } catch (const InputError& e) {
+                node_error = e;
+            }
+        }};
+    const json doc = detail::parse_json_text(json_text, src, node_stream);
 
     if (!doc.is_object())
         fail(src, "expected a JSON object at the top level, got " + describe(doc));
@@ -236,11 +288,10 @@ Graph parse_graph(std::string_view json_text, const std::filesystem::path& sourc
 
     Graph graph;
     graph.source = source;
-    const auto& nodes = doc["nodes"];
-    if (!nodes.is_array()) fail(src, "$.nodes: expected an array of nodes, got " + describe(nodes));
-    graph.nodes.reserve(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-        graph.nodes.push_back(parse_node(nodes[i], src, i));
+    if (!doc["nodes"].is_array())
+        fail(src, "$.nodes: expected an array of nodes, got " + describe(doc["nodes"]));
+    if (node_error) throw *node_error;
+    graph.nodes = std::move(nodes);
 
     graph.outputs = read_int_list(doc["outputs"], src, "$.outputs");
     if (auto it = doc.find("parameters"); it != doc.end()) {
@@ -262,10 +313,15 @@ Graph load_graph(const std::filesystem::path& path) {
         throw InputError(where + ": cannot read graph file: it is a directory");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(where + ": cannot read graph file: " + std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
+    // Read in one piece into a buffer of the file's size (a stringstream would grow by
+    // doubling and then copy: three times the memory of a large graph).
+    string text;
+    if (auto size = std::filesystem::file_size(path, ec); !ec) text.reserve(size);
+    std::array<char, 1 << 16> chunk;
+    while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0)
+        text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
     if (in.bad()) throw InputError(where + ": cannot read graph file: read error");
-    return parse_graph(text.str(), path);
+    return parse_graph(text, path);
 }
 
 string graph_to_json(const Graph& graph) {

@@ -32,7 +32,7 @@ bool is_identifier(std::string_view key) {
 /// are recorded with the JSON path; the parse then stops (the handler returns false).
 class StrictBuilder {
 public:
-    explicit StrictBuilder(json& root) : root_(root) {}
+    StrictBuilder(json& root, const StreamedArray* streamed) : root_(root), streamed_(streamed) {}
 
     bool null() { return value(nullptr); }
     bool boolean(bool v) { return value(v); }
@@ -61,6 +61,7 @@ public:
     }
     bool end_object() {
         frames_.pop_back();
+        deliver_if_streamed();
         return true;
     }
     bool start_array(std::size_t) {
@@ -69,6 +70,7 @@ public:
     }
     bool end_array() {
         frames_.pop_back();
+        deliver_if_streamed();
         return true;
     }
 
@@ -93,7 +95,18 @@ private:
     template <typename V>
     bool value(V&& v) {
         place(std::forward<V>(v));
+        deliver_if_streamed();
         return true;
+    }
+
+    /// When a complete element of the streamed array was just stored, hands it to the sink and
+    /// drops it.
+    void deliver_if_streamed() {
+        if (frames_.size() != 2 || !is_streamed_array(1)) return;
+        auto& array = frames_[1].value->get_ref<json::array_t&>();
+        if (array.empty()) return;
+        streamed_->sink(array.back(), delivered_++);
+        array.pop_back();
     }
 
     /// Stores a new value where the parser is: the root, the next array element or the member
@@ -114,6 +127,12 @@ private:
         return slot_;
     }
 
+    /// Whether frame `i` is the streamed array (whose delivered elements are gone).
+    bool is_streamed_array(std::size_t i) const {
+        return streamed_ && i == 1 && frames_[0].value->is_object() &&
+               frames_[1].value->is_array() && frames_[0].key == streamed_->key;
+    }
+
     /// The JSON path of the value being read, e.g. `$.capsules[2].contracts.shape.evidence`.
     std::string path() const {
         std::string out = "$";
@@ -124,6 +143,7 @@ private:
                 // the next element (not yet stored).
                 auto n = f.value->size();
                 if (i + 1 < frames_.size() && n > 0) --n;
+                if (is_streamed_array(i)) n += delivered_;
                 out += "[" + std::to_string(n) + "]";
             } else if (is_identifier(f.key)) {
                 out += "." + f.key;
@@ -135,6 +155,8 @@ private:
     }
 
     json& root_;
+    const StreamedArray* streamed_;
+    std::size_t delivered_ = 0;
     std::vector<Frame> frames_;
     json* slot_ = nullptr;
     std::string error_;
@@ -142,9 +164,11 @@ private:
 
 }  // namespace
 
-nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+namespace {
+
+json parse_strict(std::string_view text, const std::string& source, const StreamedArray* streamed) {
     json doc;
-    StrictBuilder builder(doc);
+    StrictBuilder builder(doc, streamed);
     bool ok = false;
     try {
         ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json, true,
@@ -157,6 +181,17 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source)
                          (builder.error().empty() ? std::string("malformed JSON")
                                                   : builder.error()));
     return doc;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+    return parse_strict(text, source, nullptr);
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& source,
+                               const StreamedArray& streamed) {
+    return parse_strict(text, source, &streamed);
 }
 
 }  // namespace capsule::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -96,6 +97,19 @@ private:
 /// `<source>: $.path: number overflow: '<token>' is outside the range of a double` for a number
 /// such as 1e400. Never raises a nlohmann exception. Linear in the size of the text.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source);
+
+/// A top-level array read element by element: for a document that is an object with member
+/// `key` holding an array, `sink(element, index)` receives each element as soon as it is
+/// complete, and the element is then dropped, so that the document (which keeps an empty array
+/// there) never holds them all. Used for the node list of large graphs. `sink` must not throw.
+struct StreamedArray {
+    std::string_view key;
+    std::function<void(const nlohmann::json& element, std::size_t index)> sink;
+};
+/// parse_json_text, streaming the elements of `streamed.key` into `streamed.sink`. The same
+/// errors; elements before a syntax error may already have been delivered.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source,
+                               const StreamedArray& streamed);
 
 /// Reads a whole file; raises InputError naming the path when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);
