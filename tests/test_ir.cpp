@@ -1250,3 +1250,20 @@ TEST(GraphParse, MutatedDocumentsNeverCrash) {
 }
 
 }  // namespace
+
+TEST(GraphCheck, ParameterPrefixClashesInEitherOrder) {
+    // A name that spells the id of an earlier unnamed node.
+    EXPECT_EQ(graph_error(doc(R"({"id": 0, "op": "input", "shape": [2]},
+                                 {"id": 1, "op": "relu", "name": "0", "parents": [0], "shape": [2]})")),
+              "graph.json: node 1 (relu): name '0' is already used by node 0");
+    // Names that only look like ids do not clash: "01", "+1", "1 " are not std::to_string of an id.
+    for (const char* name : {"01", "+1", "1 ", "99999999999999999999"})
+        EXPECT_EQ(graph_error(doc(std::string(R"({"id": 0, "op": "input", "name": ")") + name +
+                                  R"(", "shape": [2]}, {"id": 1, "op": "relu", "parents": [0], "shape": [2]})")),
+                  "<no error>")
+            << name;
+    // A node may be named after its own id.
+    EXPECT_EQ(graph_error(doc(R"({"id": 0, "op": "input", "name": "0", "shape": [2]},
+                                 {"id": 1, "op": "relu", "parents": [0], "shape": [2]})")),
+              "<no error>");
+}

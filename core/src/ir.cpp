@@ -64,6 +64,13 @@ std::optional<std::size_t> Graph::index_of(int64_t id) const {
     return std::nullopt;
 }
 
+std::unordered_map<int64_t, std::size_t> node_positions(const Graph& graph) {
+    std::unordered_map<int64_t, std::size_t> out;
+    out.reserve(graph.nodes.size());
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) out.emplace(graph.nodes[i].id, i);
+    return out;
+}
+
 namespace {
 
 constexpr std::string_view kFormat = "capsule-ir";
@@ -239,6 +246,18 @@ Node parse_node(const json& j, const string& source, std::size_t index) {
     return node;
 }
 
+/// The id whose std::to_string is `text` (canonical decimal, no sign, no leading zero), if any.
+std::optional<int64_t> decimal_id(std::string_view text) {
+    if (text.empty() || text.size() > 19 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+    int64_t value = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, c - '0', &value))
+            return std::nullopt;
+    }
+    return value;
+}
+
 nlohmann::ordered_json attr_to_json(const AttrValue& value) {
     return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, value);
 }
@@ -362,8 +381,13 @@ void check_graph(const Graph& graph) {
     };
 
     // Ids, node kinds and parameter prefixes.
+    // Parameter prefixes are names, or the decimal id of an unnamed node; ids are unique, so a
+    // clash is name vs name or a name that spells the id of an unnamed node. Tracked without
+    // building a string per node.
     std::unordered_map<int64_t, std::size_t> position;
-    std::unordered_map<string, int64_t> prefixes;
+    std::unordered_map<std::string_view, int64_t> names;
+    std::unordered_map<int64_t, int64_t> numeric_names;  // id spelled by a name -> named node
+    position.reserve(graph.nodes.size());
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
         const auto& node = graph.nodes[i];
         if (node.id < 0)
@@ -375,13 +399,24 @@ void check_graph(const Graph& graph) {
         if ((node.kind == NodeKind::op) != node.op.has_value() ||
             (node.op && static_cast<std::size_t>(*node.op) >= Spellings<BackendOp>::values.size()))
             fail(where(node), "node kind and op disagree");
-        if (auto [it, fresh] = prefixes.emplace(node.parameter_prefix(), node.id); !fresh) {
-            if (!node.name.empty())
-                fail(where(node), "name " + quote(node.name) + " is already used by node " +
+        if (node.name.empty()) {
+            if (auto it = numeric_names.find(node.id); it != numeric_names.end())
+                fail(where(node), "its id " + std::to_string(node.id) +
+                                      " is already used as the name of node " +
                                       std::to_string(it->second));
-            fail(where(node), "its id " + std::to_string(node.id) +
-                                  " is already used as the name of node " +
-                                  std::to_string(it->second));
+            continue;
+        }
+        auto clash = [&](int64_t other) {
+            fail(where(node), "name " + quote(node.name) + " is already used by node " +
+                                  std::to_string(other));
+        };
+        if (auto [it, fresh] = names.emplace(node.name, node.id); !fresh) clash(it->second);
+        if (auto spelled = decimal_id(node.name)) {
+            // An earlier unnamed node with that id already owns the prefix.
+            if (auto it = position.find(*spelled);
+                it != position.end() && it->second < i && graph.nodes[it->second].name.empty())
+                clash(*spelled);
+            numeric_names.emplace(*spelled, node.id);
         }
     }
 

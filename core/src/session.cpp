@@ -179,26 +179,37 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     impl->device = profile.config.device;
 
     // Which capsule runs each node, from the accepted plan.
-    std::unordered_map<std::int64_t, CapsuleRef> capsule_of;
+    // Per-node tables are indexed by the node's position in the graph (one hash lookup per id).
+    const auto position = node_positions(graph);
+    std::vector<const KernelCapsule*> capsule_at(graph.nodes.size(), nullptr);
     for (const auto& group : plan.plan().groups)
         for (auto id : group.node_ids) {
-            auto index = graph.index_of(id);
-            if (!index || graph.nodes[*index].op != group.op)
+            auto index = position.find(id);
+            if (index == position.end() || graph.nodes[index->second].op != group.op)
                 throw InputError("the accepted plan does not match the graph: node " +
                                  std::to_string(id) + " is not a " + string(to_string(group.op)) +
                                  " node of " + graph.source.string());
-            if (!capsule_of.emplace(id, group.capsule).second)
+            if (capsule_at[index->second])
                 throw InputError("the accepted plan lists node " + std::to_string(id) + " twice");
+            capsule_at[index->second] = group.capsule.get();
         }
 
-    // Probe every plugin the plan uses, once.
+    // Probe every plugin the plan uses, once; look up each distinct capsule's kernel once.
     std::map<string, const PluginRecord*> used;
-    for (const auto& [id, k] : capsule_of) {
+    std::unordered_map<const KernelCapsule*, const capsule_kernel*> kernel_of;
+    for (const auto& group : plan.plan().groups) {
+        const auto& k = group.capsule;
+        if (kernel_of.count(k.get())) continue;
         if (k->device != impl->device)
             throw ProbeError("capsule " + k->name + " runs on " + string(to_string(k->device)) +
                              ", the profile's device is " + string(to_string(impl->device)));
         const auto& record = runnable_plugin(host, *k, options.allow_test_only);
         used.emplace(record.name, &record);
+        const capsule_kernel* kernel = record.loaded->kernel(k->name);
+        if (!kernel)
+            throw ProbeError("plugin " + record.name + " declares capsule " + k->name +
+                             " but its library has no kernel for it");
+        kernel_of.emplace(k.get(), kernel);
     }
     for (const auto& [name, record] : used) {
         require_usable(*record);
@@ -206,11 +217,24 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         if (impl->device != Device::cpu && !impl->device_interface)
             impl->device_interface = record->loaded->table->device_interface;
     }
-    if (impl->device != Device::cpu && !impl->device_interface && !capsule_of.empty())
+    if (impl->device != Device::cpu && !impl->device_interface && !kernel_of.empty())
         throw ProbeError("no plugin supplies memory for device " + string(to_string(impl->device)));
 
     // Slots, views and steps in graph order.
-    std::unordered_map<std::int64_t, std::size_t> slot_of;
+    constexpr auto kNoSlot = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> slot_at(graph.nodes.size(), kNoSlot);
+    // The slot of an earlier node's value.
+    auto slot_of = [&](std::int64_t id, const Node& reader) {
+        auto index = position.find(id);
+        if (index == position.end() || slot_at[index->second] == kNoSlot)
+            throw InputError(node_label(reader) + ": parent " + std::to_string(id) +
+                             " is not an earlier node of " + graph.source.string());
+        return slot_at[index->second];
+    };
+    impl->slots.reserve(graph.nodes.size() + parameters.size());
+    impl->views.reserve(2 * graph.nodes.size());
+    impl->view_slot.reserve(2 * graph.nodes.size());
+    impl->steps.reserve(graph.nodes.size());
     std::set<string> used_parameters;
     auto fixed_slot = [&](const ParameterSpec& spec, const Node& node) {
         auto it = parameters.find(spec.key);
@@ -229,9 +253,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         impl->slots[slot].fixed = impl->fixed_storage.back().data();
         return slot;
     };
-    for (const auto& node : graph.nodes) {
-        std::vector<TensorType> parent_types;
-        for (auto p : node.parents) parent_types.push_back(impl->slots[slot_of.at(p)].type);
+    std::vector<TensorType> parent_types;
+    for (std::size_t at = 0; at < graph.nodes.size(); ++at) {
+        const auto& node = graph.nodes[at];
+        parent_types.clear();
+        for (auto p : node.parents) parent_types.push_back(impl->slots[slot_of(p, node)].type);
         const TensorType type{node.shape, node.dtype};
         auto specs = parameter_specs(node, parent_types);
         switch (node.kind) {
@@ -240,26 +266,25 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                 impl->slots[slot].input_index = impl->inputs.size();
                 impl->inputs.push_back({node.parameter_prefix(), node.id, type});
                 impl->input_slots.push_back(slot);
-                slot_of[node.id] = slot;
+                slot_at[at] = slot;
                 continue;
             }
-            case NodeKind::constant: slot_of[node.id] = fixed_slot(specs.at(0), node); continue;
-            case NodeKind::detach: slot_of[node.id] = slot_of.at(node.parents.at(0)); continue;
+            case NodeKind::constant: slot_at[at] = fixed_slot(specs.at(0), node); continue;
+            case NodeKind::detach: slot_at[at] = slot_of(node.parents.at(0), node); continue;
             case NodeKind::op: break;
         }
-        auto found = capsule_of.find(node.id);
-        if (found == capsule_of.end())
+        const KernelCapsule* capsule = capsule_at[at];
+        if (!capsule)
             throw InputError("the accepted plan does not cover " + node_label(node) +
                              "; was it planned from another graph?");
-        const KernelCapsule& k = *found->second;
-        const capsule_kernel* kernel = host.plugin_of(k.name)->loaded->kernel(k.name);
+        const capsule_kernel* kernel = kernel_of.at(capsule);
         Step step;
         step.node_id = node.id;
-        step.capsule = found->second.get();
+        step.capsule = capsule;
         step.forward = kernel->forward;
         step.backward = kernel->backward;
         step.first_input = impl->views.size();
-        for (auto p : node.parents) impl->add_view(slot_of.at(p));
+        for (auto p : node.parents) impl->add_view(slot_of(p, node));
         step.num_inputs = node.parents.size();
         step.parents = node.parents;
         std::vector<std::size_t> param_slots;
@@ -272,8 +297,8 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.num_params = param_slots.size();
         auto out = impl->add_slot(type, SlotKind::arena);
         step.output = impl->add_view(out);
-        step.attrs = std::make_unique<AttributeViews>(node.attrs);
-        slot_of[node.id] = out;
+        if (!node.attrs.empty()) step.attrs = std::make_unique<AttributeViews>(node.attrs);
+        slot_at[at] = out;
         impl->steps.push_back(std::move(step));
     }
     std::vector<string> unused;
@@ -285,10 +310,14 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         throw InputError("the parameters file holds tensors that no node uses: " + list);
     }
     for (auto id : graph.outputs) {
-        const auto& node = graph.nodes[*graph.index_of(id)];
+        auto index = position.find(id);
+        if (index == position.end())
+            throw InputError("output " + std::to_string(id) + " is not a node of " +
+                             graph.source.string());
+        const auto& node = graph.nodes[index->second];
         impl->outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name,
                                  id, TensorType{node.shape, node.dtype}});
-        impl->output_slots.push_back(slot_of.at(id));
+        impl->output_slots.push_back(slot_of(id, node));
     }
     // Stable view pointers: slots no longer move.
     for (std::size_t v = 0; v < impl->views.size(); ++v) {
@@ -352,8 +381,8 @@ void Session::Impl::execute(const std::vector<void*>& data) const {
         args.params = run_views.data() + step.first_param;
         args.num_params = step.num_params;
         args.outputs = run_views.data() + step.output;
-        args.attrs = step.attrs->data();
-        args.num_attrs = step.attrs->size();
+        args.attrs = step.attrs ? step.attrs->data() : nullptr;
+        args.num_attrs = step.attrs ? step.attrs->size() : 0;
         capsule_status status{sizeof(capsule_status), 0, {}};
         if (step.forward(&args, &status) != CAPSULE_OK) {
             status.message[sizeof status.message - 1] = '\0';

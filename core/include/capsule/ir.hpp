@@ -73,9 +73,14 @@ struct Graph {
     std::optional<std::string> parameters;  // parameters file, relative to the graph file
     std::filesystem::path source;           // file the graph was read from (may be empty)
 
-    /// Index into `nodes` of the node with this id; nullopt when absent.
+    /// Index into `nodes` of the node with this id; nullopt when absent. A linear scan: for
+    /// lookups of many ids use node_positions.
     std::optional<std::size_t> index_of(std::int64_t id) const;
 };
+
+/// Index into `graph.nodes` of every node id (the first node when an id repeats), built in one
+/// pass; lookups are O(1).
+std::unordered_map<std::int64_t, std::size_t> node_positions(const Graph& graph);
 
 /// The inferred type of a node's output.
 struct TensorType {
