@@ -413,3 +413,29 @@ TEST(Cli, OnnxTestClassifiesPassedFailedAndRegressions) {
     EXPECT_TRUE(contains(regression.out, "1 regression(s)")) << regression.out;
     fs::remove_all(dir);
 }
+
+TEST(Cli, OversizedShapesAndRepeatedKeysExit2WithTheCauseNamed) {
+    const auto dir = temp_dir("oversized");
+    // rand_uniform of 2^62 float32 elements: 2^64 bytes, which used to wrap to a 0-byte buffer.
+    std::ofstream(dir / "big.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [)"
+                                       R"({"id": 0, "op": "rand_uniform", "attrs": {"shape": [4611686018427387904]}, "shape": [4611686018427387904]}],)"
+                                       R"( "outputs": [0]})";
+    auto r = capsule_tool("run --output-dir " + (dir / "out").string() + " " + (dir / "big.json").string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, (dir / "big.json").string() + ": node 0 (rand_uniform): declared shape "
+                                "[4611686018427387904] (4611686018427387904 elements of 4 bytes) takes more "
+                                "than 2^63-1 bytes")) << r.out;
+    EXPECT_FALSE(fs::exists(dir / "out"));
+    // A graph that repeats a key.
+    std::ofstream(dir / "dup.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [)"
+                                       R"({"id": 0, "op": "input", "name": "x", "shape": [2], "shape": [3]}], "outputs": [0]})";
+    r = capsule_tool("plan " + (dir / "dup.json").string());
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, (dir / "dup.json").string() + ": $.nodes[0].shape: duplicate key 'shape'")) << r.out;
+    // A profile file with a number out of range.
+    std::ofstream(dir / "p.json") << R"({"name": "huge", "base": "checked_cpu", "lowering_mode": 1e400})";
+    r = capsule_tool("--profile-file " + (dir / "p.json").string() + " plan --profile huge --ops relu");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, (dir / "p.json").string() + ": $.lowering_mode: number overflow: '1e400'")) << r.out;
+    fs::remove_all(dir);
+}

@@ -902,17 +902,17 @@ TEST(GraphParse, Helpers) {
 
 TEST(GraphParse, BadJson) {
     auto e = graph_error(R"({"format": "capsule-ir", "version": 1,)");
-    EXPECT_CONTAINS(e, "graph.json: invalid JSON");
+    EXPECT_CONTAINS(e, "graph.json: malformed JSON");
     EXPECT_CONTAINS(e, "parse error");
-    EXPECT_CONTAINS(graph_error(""), "graph.json: invalid JSON");
+    EXPECT_CONTAINS(graph_error(""), "graph.json: malformed JSON");
     EXPECT_CONTAINS(graph_error(R"({"version": 1e999})"), "number overflow");
     EXPECT_CONTAINS(graph_error(std::string(100000, '[') + std::string(100000, ']')),
                     "expected a JSON object at the top level, got array");
-    EXPECT_CONTAINS(graph_error(std::string(100000, '[')), "invalid JSON");
+    EXPECT_CONTAINS(graph_error(std::string(100000, '[')), "malformed JSON");
     EXPECT_CONTAINS(graph_error(R"({"format": "capsule-ir", "format": "capsule-ir"})"),
                     "duplicate key 'format'");
     EXPECT_CONTAINS(graph_error("[1, 2]"), "graph.json: expected a JSON object at the top level");
-    EXPECT_CONTAINS(graph_error("\"\xff\""), "invalid JSON");
+    EXPECT_CONTAINS(graph_error("\"\xff\""), "malformed JSON");
 }
 
 TEST(GraphParse, TopLevelErrors) {
@@ -1123,7 +1123,7 @@ TEST(GraphCheck, WrongDtype) {
 TEST(GraphCheck, SourceNameWhenUnknown) {
     EXPECT_EQ(error_of([] { check_graph(parse_graph(doc(kInput, "[3]"))); }),
               "graph: output 3 is not a node id");
-    EXPECT_CONTAINS(error_of([] { parse_graph("{"); }), "graph: invalid JSON");
+    EXPECT_CONTAINS(error_of([] { parse_graph("{"); }), "graph: malformed JSON");
 }
 
 TEST(GraphCheck, ProgrammaticGraphs) {
@@ -1250,3 +1250,20 @@ TEST(GraphParse, MutatedDocumentsNeverCrash) {
 }
 
 }  // namespace
+
+TEST(GraphCheck, ParameterPrefixClashesInEitherOrder) {
+    // A name that spells the id of an earlier unnamed node.
+    EXPECT_EQ(graph_error(doc(R"({"id": 0, "op": "input", "shape": [2]},
+                                 {"id": 1, "op": "relu", "name": "0", "parents": [0], "shape": [2]})")),
+              "graph.json: node 1 (relu): name '0' is already used by node 0");
+    // Names that only look like ids do not clash: "01", "+1", "1 " are not std::to_string of an id.
+    for (const char* name : {"01", "+1", "1 ", "99999999999999999999"})
+        EXPECT_EQ(graph_error(doc(std::string(R"({"id": 0, "op": "input", "name": ")") + name +
+                                  R"(", "shape": [2]}, {"id": 1, "op": "relu", "parents": [0], "shape": [2]})")),
+                  "<no error>")
+            << name;
+    // A node may be named after its own id.
+    EXPECT_EQ(graph_error(doc(R"({"id": 0, "op": "input", "name": "0", "shape": [2]},
+                                 {"id": 1, "op": "relu", "parents": [0], "shape": [2]})")),
+              "<no error>");
+}

@@ -73,7 +73,13 @@ TEST(Idx, BadFilesGetErrorsNamingTheFileAndTheProblem) {
     p = write_gzip("long.gz", idx_bytes({2}, "abc"));
     EXPECT_EQ(error_of([&] { read_idx(p); }), p.string() + ": bytes after the 2 the IDX header declares");
     p = write_gzip("huge.gz", idx_bytes({65536, 65536}, ""));
-    EXPECT_EQ(error_of([&] { read_idx(p); }), p.string() + ": IDX header declares more than 2 GiB of data");
+    EXPECT_EQ(error_of([&] { read_idx(p); }),
+              p.string() + ": IDX header declares shape [65536, 65536], more than 2 GiB of data");
+    // (2^32-1)^3 elements: more than 2^63-1, the product must not wrap to a small count.
+    p = write_gzip("wrap.gz", idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, ""));
+    EXPECT_EQ(error_of([&] { read_idx(p); }),
+              p.string() + ": IDX header declares shape [4294967295, 4294967295, 4294967295], "
+                           "more than 2 GiB of data");
     // A gzip header followed by garbage: zlib reports the corruption.
     p = write_plain("corrupt.gz", std::string("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10) + "garbage-garbage");
     EXPECT_NE(error_of([&] { read_idx(p); }).find(p.string() + ": corrupt gzip data ("), std::string::npos);

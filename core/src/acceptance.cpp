@@ -58,11 +58,15 @@ std::optional<GateFailureKind> gate_failure_kind(const AcceptancePolicy& policy,
 }
 
 AcceptedPlanResult gate(const GraphLoweringPlan& plan, const AcceptancePolicy& policy) {
+    return gate(GraphLoweringPlan(plan), policy);
+}
+
+AcceptedPlanResult gate(GraphLoweringPlan&& plan, const AcceptancePolicy& policy) {
     recheck(plan);
     GateResult result;
     result.reports = audit(plan);
-    result.plan = plan;
     result.trusted_external = has_trusted_external(plan);
+    result.plan = std::move(plan);
 
     std::array<std::vector<ObligationReport>, Spellings<GateFailureKind>::values.size()> by_kind;
     for (const auto& r : result.reports)

@@ -5,6 +5,7 @@
 // writes it directly and which must be summed into it for fan-out) is decided once, at session
 // creation, in a BackwardProgram; a backward pass only patches pointers and calls kernels.
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -20,9 +21,6 @@ namespace {
 
 bool is_float(DType d) { return d == DType::float32 || d == DType::float64; }
 
-std::size_t byte_size(const TensorType& type) {
-    return static_cast<std::size_t>(element_count(type.shape)) * dtype_size(type.dtype);
-}
 
 string vjp_refusal(const string& profile, VJPMode mode) {
     if (mode == VJPMode::none)
@@ -34,19 +32,29 @@ string vjp_refusal(const string& profile, VJPMode mode) {
     return {};
 }
 
-/// Builds the program while walking the graph; `regions` give each differentiable value (a node
-/// id, or a parameter key) its place in the gradient arena.
+/// Builds the program while walking the graph; `region_` gives each differentiable value (a
+/// node output, by the node's position in the graph, or a parameter key) its place in the
+/// gradient arena. Per-node tables are vectors indexed by position: linear time and a few bytes
+/// per node.
 class ProgramBuilder {
 public:
-    ProgramBuilder(const Session::Impl& impl, const Graph& graph) : impl_(impl), graph_(graph) {}
+    ProgramBuilder(const Session::Impl& impl, const Graph& graph)
+        : impl_(impl), graph_(graph), position_(node_positions(graph)) {}
 
     BackwardProgram build() {
         program_.refusal = vjp_refusal(impl_.profile_name, impl_.vjp_mode);
+        const auto n = graph_.nodes.size();
+        region_.assign(n, kNone);
+        reached_.assign(n, false);
+        initialized_.assign(n, false);
+        step_at_.assign(n, kNone);
+        for (std::size_t s = 0; s < impl_.steps.size(); ++s)
+            if (auto p = at(impl_.steps[s].node_id)) step_at_[*p] = s;
         mark_differentiable_values();
         mark_reached_values();
         seed_outputs();
         for (std::size_t s = impl_.steps.size(); s-- > 0;)
-            if (reached_.count(impl_.steps[s].node_id)) add_step(s);
+            if (auto p = at(impl_.steps[s].node_id); p && reached_[*p]) add_step(s, *p);
         collect_results();
         if (program_.refusal.empty() && impl_.device != Device::cpu && accumulates_)
             program_.refusal = "gradient accumulation (a value used more than once) is only "
@@ -56,39 +64,57 @@ public:
     }
 
 private:
-    static string node_key(std::int64_t id) { return "node:" + std::to_string(id); }
+    static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
-    std::size_t new_region(const TensorType& type) {
-        const auto at = program_.grad_bytes;
-        program_.grad_bytes += align_up(byte_size(type));
-        return at;
+    /// Position of the node with this id (sessions are built from checked graphs: ids resolve).
+    std::optional<std::size_t> at(std::int64_t id) const {
+        auto it = position_.find(id);
+        if (it == position_.end()) return std::nullopt;
+        return it->second;
+    }
+    bool has_region(std::int64_t id) const {
+        auto p = at(id);
+        return p && region_[*p] != kNone;
+    }
+
+    std::size_t new_region(const Shape& shape, DType dtype) {
+        const auto offset = program_.grad_bytes;
+        program_.grad_bytes = add_size(program_.grad_bytes, align_up(byte_size(shape, dtype)));
+        return offset;
+    }
+
+    /// a + b; past 2^63-1 bytes, backward is refused (forward runs are unaffected).
+    std::size_t add_size(std::size_t a, std::size_t b) {
+        if (auto sum = try_add_sizes(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)))
+            return static_cast<std::size_t>(*sum);
+        if (program_.refusal.empty())
+            program_.refusal = "the gradients of this graph would take more than 2^63-1 bytes";
+        return a;
     }
 
     // A value needs a gradient when it is a float input, or a float op output computed from a
     // value that needs one or from parameters. Constants and detach nodes stop gradients. Every
     // float parameter of such a node gets a gradient (zero when no output depends on it).
     void mark_differentiable_values() {
-        std::unordered_map<std::int64_t, std::size_t> step_of;
-        for (std::size_t s = 0; s < impl_.steps.size(); ++s) step_of[impl_.steps[s].node_id] = s;
-        for (const auto& node : graph_.nodes) {
+        for (std::size_t p = 0; p < graph_.nodes.size(); ++p) {
+            const auto& node = graph_.nodes[p];
+            const Step* step = step_at_[p] == kNone ? nullptr : &impl_.steps[step_at_[p]];
             bool needs = false;
             if (node.kind == NodeKind::input) {
                 needs = impl_.input_gradients && is_float(node.dtype);
-            } else if (node.kind == NodeKind::op && is_float(node.dtype) && !op_needs_no_vjp(*node.op)) {
-                const auto& step = impl_.steps[step_of.at(node.id)];
-                needs = !step.param_keys.empty();
-                for (auto p : node.parents) needs = needs || region_.count(p);
+            } else if (node.kind == NodeKind::op && step && is_float(node.dtype) &&
+                       !op_needs_no_vjp(*node.op)) {
+                needs = !step->param_keys.empty();
+                for (auto parent : node.parents) needs = needs || has_region(parent);
             }
             if (!needs) continue;
-            region_[node.id] = new_region({node.shape, node.dtype});
-            type_[node.id] = {node.shape, node.dtype};
+            region_[p] = new_region(node.shape, node.dtype);
             if (node.kind != NodeKind::op) continue;
-            const auto& step = impl_.steps[step_of.at(node.id)];
-            for (std::size_t i = 0; i < step.num_params; ++i) {
-                const auto& type = impl_.slots[impl_.view_slot[step.first_param + i]].type;
-                if (is_float(type.dtype) && !param_region_.count(step.param_keys[i])) {
-                    param_region_[step.param_keys[i]] = new_region(type);
-                    param_type_[step.param_keys[i]] = type;
+            for (std::size_t i = 0; i < step->num_params; ++i) {
+                const auto& type = impl_.slots[impl_.view_slot[step->first_param + i]].type;
+                if (is_float(type.dtype) && !param_region_.count(step->param_keys[i])) {
+                    param_region_[step->param_keys[i]] = new_region(type.shape, type.dtype);
+                    param_type_[step->param_keys[i]] = type;
                 }
             }
         }
@@ -97,62 +123,69 @@ private:
     // Only steps whose output some graph output depends on are differentiated.
     void mark_reached_values() {
         for (auto id : graph_.outputs)
-            if (region_.count(id)) reached_.insert(id);
+            if (auto p = at(id); p && region_[*p] != kNone) reached_[*p] = true;
         for (std::size_t s = impl_.steps.size(); s-- > 0;) {
             const auto& step = impl_.steps[s];
-            if (!reached_.count(step.node_id)) continue;
-            for (auto p : step.parents)
-                if (region_.count(p)) reached_.insert(p);
+            auto p = at(step.node_id);
+            if (!p || !reached_[*p]) continue;
+            ++reached_steps_;
+            for (auto parent : step.parents)
+                if (auto q = at(parent); q && region_[*q] != kNone) reached_[*q] = true;
         }
     }
 
     void seed_outputs() {
         for (std::size_t o = 0; o < graph_.outputs.size(); ++o) {
-            const auto id = graph_.outputs[o];
-            auto it = region_.find(id);
-            if (it == region_.end()) continue;
-            const bool accumulate = !initialized_.insert(node_key(id)).second;
+            auto p = at(graph_.outputs[o]);
+            if (!p || region_[*p] == kNone) continue;
+            const bool accumulate = initialized_[*p];
+            initialized_[*p] = true;
             accumulates_ = accumulates_ || accumulate;
-            program_.seeds.push_back({o, it->second, accumulate});
+            program_.seeds.push_back({o, region_[*p], accumulate});
         }
     }
 
     /// The first write into a gradient goes straight to its region; later ones go to scratch
-    /// and are summed in after the kernel returns.
-    GradTarget target(const string& value, std::size_t region, const TensorType& type,
+    /// and are summed in after the kernel returns. `first`: no earlier write into it.
+    GradTarget target(bool first, std::size_t region, const Shape& shape, DType dtype,
                       std::size_t view, std::size_t& scratch) {
         GradTarget t;
         t.region = region;
         t.view = view;
-        if (initialized_.insert(value).second) {
+        if (first) {
             t.kind = GradTarget::Kind::direct;
         } else {
             t.kind = GradTarget::Kind::accumulate;
             t.scratch = scratch;
-            scratch += align_up(byte_size(type));
+            scratch = add_size(scratch, align_up(byte_size(shape, dtype)));
             accumulates_ = true;
         }
         return t;
     }
 
-    void add_step(std::size_t s) {
+    void add_step(std::size_t s, std::size_t p) {
         const auto& step = impl_.steps[s];
         if (!step.backward && program_.refusal.empty())
             program_.refusal = "node " + std::to_string(step.node_id) + " (" +
                                string(to_string(step.capsule->op)) + ") runs capsule " +
                                step.capsule->name + ", which has no backward kernel";
+        if (program_.steps.empty()) program_.steps.reserve(reached_steps_);
         BackwardStep b;
         b.step = s;
-        b.grad_output_region = region_.at(step.node_id);
+        b.grad_output_region = region_[p];
         std::size_t scratch = 0;
+        b.inputs.reserve(step.num_inputs);
         for (std::size_t i = 0; i < step.num_inputs; ++i) {
-            const auto p = step.parents[i];
-            auto it = region_.find(p);
-            if (it == region_.end()) {
+            auto q = at(step.parents[i]);
+            if (!q || region_[*q] == kNone) {
                 b.inputs.emplace_back();
                 continue;
             }
-            b.inputs.push_back(target(node_key(p), it->second, type_.at(p), step.first_input + i, scratch));
+            const Node& parent = graph_.nodes[*q];
+            const bool first = !initialized_[*q];
+            initialized_[*q] = true;
+            b.inputs.push_back(target(first, region_[*q], parent.shape, parent.dtype,
+                                      step.first_input + i, scratch));
         }
         for (std::size_t i = 0; i < step.num_params; ++i) {
             const auto& key = step.param_keys[i];
@@ -161,7 +194,8 @@ private:
                 b.params.emplace_back();
                 continue;
             }
-            b.params.push_back(target("param:" + key, param_region_.at(key), type, step.first_param + i, scratch));
+            b.params.push_back(target(initialized_params_.insert(key).second, param_region_.at(key),
+                                      type.shape, type.dtype, step.first_param + i, scratch));
         }
         program_.scratch_bytes = std::max(program_.scratch_bytes, scratch);
         program_.steps.push_back(std::move(b));
@@ -170,8 +204,8 @@ private:
     void collect_results() {
         for (std::size_t i = 0; i < impl_.inputs.size(); ++i) {
             const auto& in = impl_.inputs[i];
-            auto it = region_.find(in.node_id);
-            if (it != region_.end()) program_.input_grads.push_back({in.name, it->second, in.type});
+            if (auto p = at(in.node_id); p && region_[*p] != kNone)
+                program_.input_grads.push_back({in.name, region_[*p], in.type});
         }
         for (const auto& [key, region] : param_region_)
             program_.param_grads.push_back({key, region, param_type_.at(key)});
@@ -179,13 +213,16 @@ private:
 
     const Session::Impl& impl_;
     const Graph& graph_;
+    const std::unordered_map<std::int64_t, std::size_t> position_;
     BackwardProgram program_;
-    std::unordered_map<std::int64_t, std::size_t> region_;
-    std::unordered_map<std::int64_t, TensorType> type_;
+    std::vector<std::size_t> region_;  // per node position: gradient offset, or kNone
+    std::vector<bool> reached_;        // per node position: some graph output depends on it
+    std::vector<bool> initialized_;    // per node position: its gradient was written already
+    std::vector<std::size_t> step_at_; // per node position: its step, or kNone
+    std::size_t reached_steps_ = 0;
     std::map<string, std::size_t> param_region_;
     std::map<string, TensorType> param_type_;
-    std::unordered_set<std::int64_t> reached_;
-    std::unordered_set<string> initialized_;  // gradients written so far: node_key or "param:<key>"
+    std::unordered_set<string> initialized_params_;  // parameter gradients written already
     bool accumulates_ = false;
 };
 
@@ -307,8 +344,8 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
         args.grad_outputs = &grad_output;
         args.grad_inputs = grad_inputs.data();
         args.grad_params = grad_params.data();
-        args.attrs = step.attrs->data();
-        args.num_attrs = step.attrs->size();
+        args.attrs = step.attrs ? step.attrs->data() : nullptr;
+        args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.state = step.state;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.backward(&args, st); }))
             throw ExecutionError("backward of node " + std::to_string(step.node_id) + " (" +

@@ -85,17 +85,18 @@ IdxArray read_idx(const std::filesystem::path& path) {
     const int rank = magic[3];
     if (rank < 1) throw InputError(path.string() + ": IDX rank 0");
     IdxArray out;
-    std::uint64_t count = 1;
     for (int d = 0; d < rank; ++d) {
         std::array<unsigned char, 4> be{};
         file.read_exact(be.data(), 4, "header");
         const std::uint64_t dim = (std::uint64_t(be[0]) << 24) | (std::uint64_t(be[1]) << 16) |
                                   (std::uint64_t(be[2]) << 8) | std::uint64_t(be[3]);
-        count *= dim;
-        if (count > kMaxIdxBytes)
-            throw InputError(path.string() + ": IDX header declares more than 2 GiB of data");
         out.shape.push_back(static_cast<std::int64_t>(dim));
     }
+    const auto elements = try_element_count(out.shape);  // one byte each
+    if (!elements || static_cast<std::uint64_t>(*elements) > kMaxIdxBytes)
+        throw InputError(path.string() + ": IDX header declares shape " + to_string(out.shape) +
+                         ", more than 2 GiB of data");
+    const auto count = static_cast<std::size_t>(*elements);
     // Read in chunks so that memory follows the bytes actually present, not a forged header.
     constexpr std::size_t kChunk = std::size_t(1) << 24;
     while (out.data.size() < count) {

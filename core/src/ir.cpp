@@ -2,14 +2,16 @@
 // Shape inference per op lives in shape_inference.cpp.
 #include "capsule/ir.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <unordered_map>
+
+#include "json_reader.hpp"
 
 namespace capsule {
 
@@ -34,25 +36,12 @@ std::size_t dtype_size(DType dtype) {
     throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
 }
 
-string to_string(const Shape& shape) {
-    string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-        if (i) out += ", ";
-        out += std::to_string(shape[i]);
-    }
-    return out + "]";
-}
+string to_string(const Shape& shape) { return shape_text(shape); }
 
-int64_t element_count(const Shape& shape) {
-    for (auto d : shape)
-        if (d < 0) throw InputError("shape " + to_string(shape) + " has a negative dimension");
-    for (auto d : shape)
-        if (d == 0) return 0;
-    int64_t n = 1;
-    for (auto d : shape)
-        if (__builtin_mul_overflow(n, d, &n))
-            throw InputError("shape " + to_string(shape) + " has more than 2^63-1 elements");
-    return n;
+int64_t element_count(const Shape& shape) { return checked_element_count(shape); }
+
+std::size_t byte_size(const Shape& shape, DType dtype) {
+    return static_cast<std::size_t>(checked_byte_size(shape, dtype_size(dtype)));
 }
 
 string Node::op_spelling() const {
@@ -75,6 +64,13 @@ std::optional<std::size_t> Graph::index_of(int64_t id) const {
     return std::nullopt;
 }
 
+std::unordered_map<int64_t, std::size_t> node_positions(const Graph& graph) {
+    std::unordered_map<int64_t, std::size_t> out;
+    out.reserve(graph.nodes.size());
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i) out.emplace(graph.nodes[i].id, i);
+    return out;
+}
+
 namespace {
 
 constexpr std::string_view kFormat = "capsule-ir";
@@ -87,6 +83,35 @@ string source_label(const std::filesystem::path& source) {
 [[noreturn]] void fail(const string& where, const string& reason) {
     throw InputError(where + ": " + reason);
 }
+
+/// Where a reading error is, spelled only when one is raised (a graph has millions of nodes):
+/// a fixed text such as the source file, or a node: `$.nodes[<index>]` before its id is known,
+/// then `node <id>`, then `node <id> (<op>)`.
+class Where {
+public:
+    Where(const string& text) : text_(&text) {}  // NOLINT: implicit, for top-level keys
+    Where(const string& source, std::size_t index) : text_(&source), index_(index), node_(true) {}
+
+    void set_id(int64_t id) { id_ = id; }
+    void set_node(const Node& node) { op_of_ = &node; }
+
+    string str() const {
+        if (!node_) return *text_;
+        if (!id_) return *text_ + ": $.nodes[" + std::to_string(index_) + "]";
+        string out = *text_ + ": node " + std::to_string(*id_);
+        if (op_of_) out += " (" + op_of_->op_spelling() + ")";
+        return out;
+    }
+
+private:
+    const string* text_;
+    std::size_t index_ = 0;
+    bool node_ = false;
+    std::optional<int64_t> id_;
+    const Node* op_of_ = nullptr;
+};
+
+[[noreturn]] void fail(const Where& where, const string& reason) { fail(where.str(), reason); }
 
 /// User text inside an error message: quoted, shortened when long.
 string quote(std::string_view text) {
@@ -113,23 +138,28 @@ bool fits_int64(const json& j) {
 }
 
 /// Reads an integer; `what` names it in errors.
-int64_t read_int(const json& j, const string& where, const string& what) {
+int64_t read_int(const json& j, const Where& where, const string& what) {
     if (j.is_number_integer() && !fits_int64(j))
         fail(where, what + " = " + dump(j) + " is out of range");
     if (!j.is_number_integer()) fail(where, what + ": expected an integer, got " + describe(j));
     return j.get<int64_t>();
 }
 
-std::vector<int64_t> read_int_list(const json& j, const string& where, const string& what) {
+std::vector<int64_t> read_int_list(const json& j, const Where& where, const string& what) {
     if (!j.is_array()) fail(where, what + ": expected an array of integers, got " + describe(j));
     std::vector<int64_t> out;
     out.reserve(j.size());
-    for (std::size_t i = 0; i < j.size(); ++i)
-        out.push_back(read_int(j[i], where, what + "[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < j.size(); ++i) {
+        const auto& e = j[i];
+        if (e.is_number_integer() && fits_int64(e))
+            out.push_back(e.get<int64_t>());
+        else
+            read_int(e, where, what + "[" + std::to_string(i) + "]");  // raises
+    }
     return out;
 }
 
-AttrValue read_attr(const json& v, const string& where, const string& name) {
+AttrValue read_attr(const json& v, const Where& where, const string& name) {
     const string what = "attribute " + quote(name);
     if (v.is_boolean()) return v.get<bool>();
     if (v.is_number_integer()) return read_int(v, where, what);
@@ -154,19 +184,19 @@ AttrValue read_attr(const json& v, const string& where, const string& name) {
 }
 
 Node parse_node(const json& j, const string& source, std::size_t index) {
-    string where = source + ": $.nodes[" + std::to_string(index) + "]";
+    Where where(source, index);
     if (!j.is_object()) fail(where, "expected a node object, got " + describe(j));
     Node node;
 
     auto id = j.find("id");
     if (id == j.end()) fail(where, "missing key 'id'");
     node.id = read_int(*id, where, "key 'id'");
-    where = source + ": node " + std::to_string(node.id);
+    where.set_id(node.id);
 
     auto op = j.find("op");
     if (op == j.end()) fail(where, "missing key 'op'");
     if (!op->is_string()) fail(where, "key 'op': expected a string, got " + describe(*op));
-    const auto spelling = op->get<string>();
+    const auto& spelling = op->get_ref<const string&>();
     if (spelling == "input") {
         node.kind = NodeKind::input;
     } else if (spelling == "const") {
@@ -182,11 +212,11 @@ Node parse_node(const json& j, const string& source, std::size_t index) {
                             valid_spellings<BackendOp>());
         }
     }
-    where += " (" + node.op_spelling() + ")";
+    where.set_node(node);
 
-    static const std::set<string> kKeys{"id", "op", "name", "parents", "attrs", "shape", "dtype"};
-    for (const auto& [key, _] : j.items())
-        if (!kKeys.count(key))
+    static constexpr std::string_view kKeys[] = {"id", "op", "name", "parents", "attrs", "shape", "dtype"};
+    for (const auto& [key, _] : j.get_ref<const json::object_t&>())
+        if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys))
             fail(where, "unknown key " + quote(key) +
                             "; valid keys: id, op, name, parents, attrs, shape, dtype");
 
@@ -216,6 +246,18 @@ Node parse_node(const json& j, const string& source, std::size_t index) {
     return node;
 }
 
+/// The id whose std::to_string is `text` (canonical decimal, no sign, no leading zero), if any.
+std::optional<int64_t> decimal_id(std::string_view text) {
+    if (text.empty() || text.size() > 19 || (text.size() > 1 && text[0] == '0')) return std::nullopt;
+    int64_t value = 0;
+    for (char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, c - '0', &value))
+            return std::nullopt;
+    }
+    return value;
+}
+
 nlohmann::ordered_json attr_to_json(const AttrValue& value) {
     return std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, value);
 }
@@ -225,31 +267,25 @@ nlohmann::ordered_json attr_to_json(const AttrValue& value) {
 Graph parse_graph(std::string_view json_text, const std::filesystem::path& source) {
     const string src = source_label(source);
 
-    // Duplicate keys are silently merged by nlohmann; track them to reject them.
-    std::vector<std::set<string>> open_objects;
-    std::optional<string> duplicate;
-    json::parser_callback_t track = [&](int, json::parse_event_t event, json& parsed) {
-        switch (event) {
-            case json::parse_event_t::object_start: open_objects.emplace_back(); break;
-            case json::parse_event_t::object_end:
-                if (!open_objects.empty()) open_objects.pop_back();
-                break;
-            case json::parse_event_t::key:
-                if (!open_objects.empty() && parsed.is_string() &&
-                    !open_objects.back().insert(parsed.get<string>()).second && !duplicate)
-                    duplicate = parsed.get<string>();
-                break;
-            default: break;
-        }
-        return true;
-    };
-    json doc;
-    try {
-        doc = json::parse(json_text.begin(), json_text.end(), track);
-    } catch (const json::exception& e) {
-        fail(src, string("invalid JSON: ") + e.what());
-    }
-    if (duplicate) fail(src, "invalid JSON: duplicate key " + quote(*duplicate) + " in an object");
+    // Nodes are decoded as the parser completes each one, so the document never holds the whole
+    // node list (a million-node graph would take gigabytes as a JSON tree). The first bad node's
+    // error is kept and raised after the top-level checks, in the order a whole-document read
+    // gives.
+    std::vector<Node> nodes;
+    // About one node per 40 bytes of text (a compact unary node is about that long): the vector
+    // rarely grows, and reserved pages that stay unused are never touched.
+    nodes.reserve(json_text.size() / 40);
+    std::optional<InputError> node_error;
+    const detail::StreamedArray node_stream{
+        "nodes", [&](const json& element, std::size_t index) {
+            if (node_error) return;
+            try {
+                nodes.push_back(parse_node(element, src, index));
+            } catch (const InputError& e) {
+                node_error = e;
+            }
+        }};
+    const json doc = detail::parse_json_text(json_text, src, node_stream);
 
     if (!doc.is_object())
         fail(src, "expected a JSON object at the top level, got " + describe(doc));
@@ -271,11 +307,10 @@ Graph parse_graph(std::string_view json_text, const std::filesystem::path& sourc
 
     Graph graph;
     graph.source = source;
-    const auto& nodes = doc["nodes"];
-    if (!nodes.is_array()) fail(src, "$.nodes: expected an array of nodes, got " + describe(nodes));
-    graph.nodes.reserve(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i)
-        graph.nodes.push_back(parse_node(nodes[i], src, i));
+    if (!doc["nodes"].is_array())
+        fail(src, "$.nodes: expected an array of nodes, got " + describe(doc["nodes"]));
+    if (node_error) throw *node_error;
+    graph.nodes = std::move(nodes);
 
     graph.outputs = read_int_list(doc["outputs"], src, "$.outputs");
     if (auto it = doc.find("parameters"); it != doc.end()) {
@@ -297,10 +332,15 @@ Graph load_graph(const std::filesystem::path& path) {
         throw InputError(where + ": cannot read graph file: it is a directory");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(where + ": cannot read graph file: " + std::strerror(errno));
-    std::ostringstream text;
-    text << in.rdbuf();
+    // Read in one piece into a buffer of the file's size (a stringstream would grow by
+    // doubling and then copy: three times the memory of a large graph).
+    string text;
+    if (auto size = std::filesystem::file_size(path, ec); !ec) text.reserve(size);
+    std::array<char, 1 << 16> chunk;
+    while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0)
+        text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
     if (in.bad()) throw InputError(where + ": cannot read graph file: read error");
-    return parse_graph(text.str(), path);
+    return parse_graph(text, path);
 }
 
 string graph_to_json(const Graph& graph) {
@@ -341,8 +381,13 @@ void check_graph(const Graph& graph) {
     };
 
     // Ids, node kinds and parameter prefixes.
+    // Parameter prefixes are names, or the decimal id of an unnamed node; ids are unique, so a
+    // clash is name vs name or a name that spells the id of an unnamed node. Tracked without
+    // building a string per node.
     std::unordered_map<int64_t, std::size_t> position;
-    std::unordered_map<string, int64_t> prefixes;
+    std::unordered_map<std::string_view, int64_t> names;
+    std::unordered_map<int64_t, int64_t> numeric_names;  // id spelled by a name -> named node
+    position.reserve(graph.nodes.size());
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
         const auto& node = graph.nodes[i];
         if (node.id < 0)
@@ -354,13 +399,24 @@ void check_graph(const Graph& graph) {
         if ((node.kind == NodeKind::op) != node.op.has_value() ||
             (node.op && static_cast<std::size_t>(*node.op) >= Spellings<BackendOp>::values.size()))
             fail(where(node), "node kind and op disagree");
-        if (auto [it, fresh] = prefixes.emplace(node.parameter_prefix(), node.id); !fresh) {
-            if (!node.name.empty())
-                fail(where(node), "name " + quote(node.name) + " is already used by node " +
+        if (node.name.empty()) {
+            if (auto it = numeric_names.find(node.id); it != numeric_names.end())
+                fail(where(node), "its id " + std::to_string(node.id) +
+                                      " is already used as the name of node " +
                                       std::to_string(it->second));
-            fail(where(node), "its id " + std::to_string(node.id) +
-                                  " is already used as the name of node " +
-                                  std::to_string(it->second));
+            continue;
+        }
+        auto clash = [&](int64_t other) {
+            fail(where(node), "name " + quote(node.name) + " is already used by node " +
+                                  std::to_string(other));
+        };
+        if (auto [it, fresh] = names.emplace(node.name, node.id); !fresh) clash(it->second);
+        if (auto spelled = decimal_id(node.name)) {
+            // An earlier unnamed node with that id already owns the prefix.
+            if (auto it = position.find(*spelled);
+                it != position.end() && it->second < i && graph.nodes[it->second].name.empty())
+                clash(*spelled);
+            numeric_names.emplace(*spelled, node.id);
         }
     }
 
@@ -369,7 +425,7 @@ void check_graph(const Graph& graph) {
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
         const auto& node = graph.nodes[i];
         try {
-            element_count(node.shape);
+            byte_size(node.shape, node.dtype);
         } catch (const InputError& e) {
             fail(where(node), string("declared ") + e.what());
         }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -97,14 +98,27 @@ private:
     std::string path_;
 };
 
-/// Parses JSON text; malformed text raises InputError naming the source and parser's position.
-inline nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
-    try {
-        return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw InputError(source + ": malformed JSON: " + e.what());
-    }
-}
+/// The one strict JSON reader of the core: every document the runtime reads (manifests, profiles,
+/// graphs, safetensors headers) goes through it. Unlike nlohmann::json::parse it refuses an object
+/// that repeats a key (nlohmann keeps the last one silently). Raises InputError naming `source`:
+/// `<source>: malformed JSON: <parser message>` for a syntax error,
+/// `<source>: $.path.key: duplicate key 'key'` for a repeated key, and
+/// `<source>: $.path: number overflow: '<token>' is outside the range of a double` for a number
+/// such as 1e400. Never raises a nlohmann exception. Linear in the size of the text.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source);
+
+/// A top-level array read element by element: for a document that is an object with member
+/// `key` holding an array, `sink(element, index)` receives each element as soon as it is
+/// complete, and the element is then dropped, so that the document (which keeps an empty array
+/// there) never holds them all. Used for the node list of large graphs. `sink` must not throw.
+struct StreamedArray {
+    std::string_view key;
+    std::function<void(const nlohmann::json& element, std::size_t index)> sink;
+};
+/// parse_json_text, streaming the elements of `streamed.key` into `streamed.sink`. The same
+/// errors; elements before a syntax error may already have been delivered.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source,
+                               const StreamedArray& streamed);
 
 /// Reads a whole file; raises InputError naming the path when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);

@@ -20,7 +20,8 @@ namespace {
 /// Appends nodes with consecutive ids; each op node's shape and dtype come from infer_type.
 class GraphBuilder {
 public:
-    explicit GraphBuilder(Graph graph = {}) : graph_(std::move(graph)) {}
+    explicit GraphBuilder(Graph graph = {})
+        : graph_(std::move(graph)), position_(node_positions(graph_)) {}
 
     std::int64_t input(const string& name, Shape shape, DType dtype = DType::float32) {
         Node n;
@@ -41,7 +42,10 @@ public:
         n.attrs = std::move(attrs);
         std::vector<TensorType> types;
         for (auto p : n.parents) {
-            const auto& parent = graph_.nodes[*graph_.index_of(p)];
+            auto it = position_.find(p);
+            if (it == position_.end())
+                throw InputError("model builder: unknown parent id " + std::to_string(p));
+            const auto& parent = graph_.nodes[it->second];
             types.push_back({parent.shape, parent.dtype});
         }
         const auto type = infer_type(n, types);
@@ -60,9 +64,11 @@ private:
     std::int64_t add(Node n) {
         n.id = graph_.nodes.empty() ? 0 : graph_.nodes.back().id + 1;
         graph_.nodes.push_back(std::move(n));
+        position_.emplace(graph_.nodes.back().id, graph_.nodes.size() - 1);
         return graph_.nodes.back().id;
     }
     Graph graph_;
+    std::unordered_map<std::int64_t, std::size_t> position_;
 };
 
 using I = std::int64_t;
@@ -98,7 +104,9 @@ Graph model_graph(ModelKind kind, std::int64_t batch) {
 Graph training_graph(const Graph& model) {
     if (model.outputs.size() != 1)
         throw InputError("a training graph needs a model with one output (the logits)");
-    const auto& logits = model.nodes[*model.index_of(model.outputs[0])];
+    const auto index = model.index_of(model.outputs[0]);
+    if (!index) throw InputError("the model's output " + std::to_string(model.outputs[0]) + " is not a node id");
+    const auto& logits = model.nodes[*index];
     if (logits.shape.size() != 2)
         throw InputError("the model's output must be logits [batch, classes], got " + to_string(logits.shape));
     Graph base = model;

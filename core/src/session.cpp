@@ -92,9 +92,15 @@ std::size_t Session::Impl::add_slot(TensorType type, SlotKind kind) {
     s.type = std::move(type);
     s.kind = kind;
     if (kind == SlotKind::arena) {
+        // Sizes come from the graph: each is checked, and so is their sum. checked_byte_size
+        // keeps a size below 2^63, so rounding it up cannot wrap a size_t; a rounded size or a
+        // sum past 2^63-1 is refused by checked_add_sizes.
+        const auto bytes = align_up(byte_size(s.type.shape, s.type.dtype));
         s.offset = arena_bytes;
-        arena_bytes += align_up(static_cast<std::size_t>(element_count(s.type.shape)) *
-                                dtype_size(s.type.dtype));
+        arena_bytes = static_cast<std::size_t>(checked_add_sizes(
+            static_cast<std::int64_t>(arena_bytes), static_cast<std::int64_t>(bytes),
+            "the total size in bytes of the graph's intermediate tensors (reached at one of "
+            "shape " + to_string(s.type.shape) + " " + string(to_string(s.type.dtype)) + ")"));
     }
     slots.push_back(std::move(s));
     return slots.size() - 1;
@@ -196,28 +202,33 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     impl->device = profile.config.device;
 
     // Which capsule runs each node, from the accepted plan.
-    std::unordered_map<std::int64_t, CapsuleRef> capsule_of;
+    // Per-node tables are indexed by the node's position in the graph (one hash lookup per id).
+    const auto position = node_positions(graph);
+    std::vector<const KernelCapsule*> capsule_at(graph.nodes.size(), nullptr);
     for (const auto& group : plan.plan().groups)
         for (auto id : group.node_ids) {
-            auto index = graph.index_of(id);
-            if (!index || graph.nodes[*index].op != group.op)
+            auto index = position.find(id);
+            if (index == position.end() || graph.nodes[index->second].op != group.op)
                 throw InputError("the accepted plan does not match the graph: node " +
                                  std::to_string(id) + " is not a " + string(to_string(group.op)) +
                                  " node of " + graph.source.string());
-            if (!capsule_of.emplace(id, group.capsule).second)
+            if (capsule_at[index->second])
                 throw InputError("the accepted plan lists node " + std::to_string(id) + " twice");
+            capsule_at[index->second] = group.capsule.get();
         }
 
-    // Open and probe every plugin the plan uses, once; bind each node's kernel.
-    std::unordered_map<std::int64_t, detail::BoundKernel> kernel_of;
+    // Open and probe every plugin the plan uses, once; bind each distinct capsule's kernel once.
+    std::unordered_map<const KernelCapsule*, detail::BoundKernel> kernel_of;
     std::map<string, detail::BoundKernel> used;
-    for (const auto& [id, k] : capsule_of) {
+    for (const auto& group : plan.plan().groups) {
+        const auto& k = group.capsule;
+        if (kernel_of.count(k.get())) continue;
         if (k->device != impl->device)
             throw ProbeError("capsule " + k->name + " runs on " + string(to_string(k->device)) +
                              ", the profile's device is " + string(to_string(impl->device)));
         auto bound = bind_kernel(host, *k, options.allow_test_only);
         used.emplace(bound.record->name, bound);
-        kernel_of.emplace(id, std::move(bound));
+        kernel_of.emplace(k.get(), std::move(bound));
     }
     // A graph that needs no kernel still moves its inputs and outputs through the device's memory:
     // a plugin of the profile's registry must serve the device.
@@ -235,7 +246,20 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         throw ProbeError("no plugin supplies memory for device " + string(to_string(impl->device)));
 
     // Slots, views and steps in graph order.
-    std::unordered_map<std::int64_t, std::size_t> slot_of;
+    constexpr auto kNoSlot = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> slot_at(graph.nodes.size(), kNoSlot);
+    // The slot of an earlier node's value.
+    auto slot_of = [&](std::int64_t id, const Node& reader) {
+        auto index = position.find(id);
+        if (index == position.end() || slot_at[index->second] == kNoSlot)
+            throw InputError(node_label(reader) + ": parent " + std::to_string(id) +
+                             " is not an earlier node of " + graph.source.string());
+        return slot_at[index->second];
+    };
+    impl->slots.reserve(graph.nodes.size() + parameters.size());
+    impl->views.reserve(2 * graph.nodes.size());
+    impl->view_slot.reserve(2 * graph.nodes.size());
+    impl->steps.reserve(graph.nodes.size());
     std::set<string> used_parameters;
     auto fixed_slot = [&](const ParameterSpec& spec, const Node& node) {
         auto it = parameters.find(spec.key);
@@ -254,9 +278,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         impl->slots[slot].fixed = impl->fixed_storage.back().data();
         return slot;
     };
-    for (const auto& node : graph.nodes) {
-        std::vector<TensorType> parent_types;
-        for (auto p : node.parents) parent_types.push_back(impl->slots[slot_of.at(p)].type);
+    std::vector<TensorType> parent_types;
+    for (std::size_t at = 0; at < graph.nodes.size(); ++at) {
+        const auto& node = graph.nodes[at];
+        parent_types.clear();
+        for (auto p : node.parents) parent_types.push_back(impl->slots[slot_of(p, node)].type);
         const TensorType type{node.shape, node.dtype};
         auto specs = parameter_specs(node, parent_types);
         switch (node.kind) {
@@ -265,29 +291,29 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                 impl->slots[slot].input_index = impl->inputs.size();
                 impl->inputs.push_back({node.parameter_prefix(), node.id, type});
                 impl->input_slots.push_back(slot);
-                slot_of[node.id] = slot;
+                slot_at[at] = slot;
                 continue;
             }
-            case NodeKind::constant: slot_of[node.id] = fixed_slot(specs.at(0), node); continue;
-            case NodeKind::detach: slot_of[node.id] = slot_of.at(node.parents.at(0)); continue;
+            case NodeKind::constant: slot_at[at] = fixed_slot(specs.at(0), node); continue;
+            case NodeKind::detach: slot_at[at] = slot_of(node.parents.at(0), node); continue;
             case NodeKind::op: break;
         }
-        auto found = capsule_of.find(node.id);
-        if (found == capsule_of.end())
+        const KernelCapsule* capsule = capsule_at[at];
+        if (!capsule)
             throw InputError("the accepted plan does not cover " + node_label(node) +
                              "; was it planned from another graph?");
-        const auto& bound = kernel_of.at(node.id);
+        const auto& bound = kernel_of.at(capsule);
         const capsule_kernel* kernel = bound.kernel;
         Step step;
         step.node_id = node.id;
-        step.capsule = found->second.get();
+        step.capsule = capsule;
         step.plugin = &bound.record->name;
         step.forward = kernel->forward;
         step.backward = kernel->backward;
         step.prepare = kernel->prepare;
         step.release = kernel->release;
         step.first_input = impl->views.size();
-        for (auto p : node.parents) impl->add_view(slot_of.at(p));
+        for (auto p : node.parents) impl->add_view(slot_of(p, node));
         step.num_inputs = node.parents.size();
         step.parents = node.parents;
         std::vector<std::size_t> param_slots;
@@ -300,8 +326,8 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.num_params = param_slots.size();
         auto out = impl->add_slot(type, SlotKind::arena);
         step.output = impl->add_view(out);
-        step.attrs = std::make_unique<AttributeViews>(node.attrs);
-        slot_of[node.id] = out;
+        if (!node.attrs.empty()) step.attrs = std::make_unique<AttributeViews>(node.attrs);
+        slot_at[at] = out;
         impl->steps.push_back(std::move(step));
     }
     std::vector<string> unused;
@@ -313,10 +339,14 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         throw InputError("the parameters file holds tensors that no node uses: " + list);
     }
     for (auto id : graph.outputs) {
-        const auto& node = graph.nodes[*graph.index_of(id)];
+        auto index = position.find(id);
+        if (index == position.end())
+            throw InputError("output " + std::to_string(id) + " is not a node of " +
+                             graph.source.string());
+        const auto& node = graph.nodes[index->second];
         impl->outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name,
                                  id, TensorType{node.shape, node.dtype}});
-        impl->output_slots.push_back(slot_of.at(id));
+        impl->output_slots.push_back(slot_of(id, node));
     }
     // Stable view pointers: slots no longer move.
     for (std::size_t v = 0; v < impl->views.size(); ++v) {
@@ -354,8 +384,8 @@ void Session::Impl::prepare_steps(int threads) {
         args.num_params = params.size();
         args.outputs = &out;
         args.num_outputs = 1;
-        args.attrs = step.attrs->data();
-        args.num_attrs = step.attrs->size();
+        args.attrs = step.attrs ? step.attrs->data() : nullptr;
+        args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.num_threads = threads;
         void* state = nullptr;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.prepare(&args, &state, st); }))
@@ -418,8 +448,8 @@ void Session::Impl::execute(const std::vector<void*>& data) const {
         args.params = run_views.data() + step.first_param;
         args.num_params = step.num_params;
         args.outputs = run_views.data() + step.output;
-        args.attrs = step.attrs->data();
-        args.num_attrs = step.attrs->size();
+        args.attrs = step.attrs ? step.attrs->data() : nullptr;
+        args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.state = step.state;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
             throw ExecutionError("node " + std::to_string(step.node_id) + " (" +

@@ -40,7 +40,7 @@ struct Step {
     std::size_t first_input = 0, num_inputs = 0;
     std::size_t first_param = 0, num_params = 0;
     std::size_t output = 0;
-    std::unique_ptr<AttributeViews> attrs;
+    std::unique_ptr<AttributeViews> attrs;  // null when the node has no attributes
     std::vector<std::int64_t> parents;    // node ids, one per input view
     std::vector<std::string> param_keys;  // one per parameter view
 };

@@ -41,11 +41,11 @@ int64_t mul(int64_t a, int64_t b) {
 /// Product of the dimensions; fails on overflow.
 int64_t product(const Shape& shape, size_t begin = 0, size_t end = SIZE_MAX) {
     end = std::min(end, shape.size());
-    for (size_t i = begin; i < end; ++i)
-        if (shape[i] == 0) return 0;
-    int64_t n = 1;
-    for (size_t i = begin; i < end; ++i) n = mul(n, shape[i]);
-    return n;
+    begin = std::min(begin, end);
+    const auto dims = std::span<const int64_t>(shape).subspan(begin, end - begin);
+    if (auto n = try_element_count(dims)) return *n;
+    fail("integer overflow in shape arithmetic: the product of " + shape_text(dims) +
+         " exceeds 2^63-1");
 }
 
 string str(int64_t v) { return std::to_string(v); }
@@ -1184,8 +1184,9 @@ TensorType infer(Context& c) {
             const auto shape = c.req_shape("shape");
             c.int_or("seed", 0);
             const auto dtype = c.string_or("dtype", "float32", {"float32", "float64"});
-            element_count(shape);
-            return {shape, dtype == "float64" ? DType::float64 : DType::float32};
+            const auto type = dtype == "float64" ? DType::float64 : DType::float32;
+            byte_size(shape, type);  // the output is allocated from this untrusted shape
+            return {shape, type};
         }
         case BackendOp::bernoulli_mask: {
             c.arity(1);

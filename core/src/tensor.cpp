@@ -23,6 +23,7 @@ std::shared_ptr<unsigned char> host_allocate(std::size_t bytes) {
 }  // namespace
 
 std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
+    element_count(shape);  // raises unless every stride below fits in int64
     std::vector<std::int64_t> strides(shape.size());
     std::int64_t stride = 1;
     for (std::size_t i = shape.size(); i-- > 0;) {
@@ -35,9 +36,10 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
 Tensor Tensor::zeros(DType dtype, Shape shape) {
     Tensor t;
     t.dtype_ = dtype;
-    t.numel_ = element_count(shape);  // raises InputError for negative dimensions
+    const auto bytes = byte_size(shape, dtype);  // raises InputError: negative dims, overflow
+    t.numel_ = element_count(shape);
     t.shape_ = std::move(shape);
-    t.storage_ = host_allocate(t.nbytes());
+    t.storage_ = host_allocate(bytes);
     return t;
 }
 
@@ -62,6 +64,7 @@ Tensor Tensor::on_device(DType dtype, Shape shape, Device device,
                          const capsule_device_interface& interface) {
     Tensor t;
     t.dtype_ = dtype;
+    byte_size(shape, dtype);  // raises InputError: negative dims, overflow
     t.numel_ = element_count(shape);
     t.shape_ = std::move(shape);
     t.device_ = device;

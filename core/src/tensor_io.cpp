@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capsule/error.hpp"
+#include "capsule/shape_math.hpp"
 #include "json_reader.hpp"
 
 namespace capsule {
@@ -18,12 +19,10 @@ using std::string;
 
 namespace {
 
-/// Bytes of a tensor of `shape` and `dtype`, or nullopt when the count overflows 64 bits.
+/// Bytes of a tensor of `shape` and `dtype` (try_byte_size), or nullopt past 2^63-1.
 std::optional<std::size_t> checked_nbytes(const Shape& shape, DType dtype) {
-    std::size_t n = dtype_size(dtype);
-    for (auto d : shape)
-        if (d < 0 || __builtin_mul_overflow(n, static_cast<std::size_t>(d), &n)) return std::nullopt;
-    return n;
+    if (auto n = try_byte_size(shape, dtype_size(dtype))) return static_cast<std::size_t>(*n);
+    return std::nullopt;
 }
 
 }  // namespace
@@ -176,7 +175,7 @@ Tensor read_npy(const fs::path& path) {
     if (!needed || bytes.size() - data_start != *needed)
         bad(path, "data holds " + std::to_string(bytes.size() - data_start) + " bytes, shape " +
                       to_string(shape) + " of " + string(to_string(dtype)) + " needs " +
-                      (needed ? std::to_string(*needed) : string("more than 2^64")));
+                      (needed ? std::to_string(*needed) : string("more than 2^63-1 bytes")));
     Tensor t = Tensor::zeros(dtype, shape);
     if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start, t.nbytes());
     if (dtype == DType::boolean)
@@ -250,7 +249,7 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
         const auto needed = checked_nbytes(shape, found->second);
         if (!needed || static_cast<std::size_t>(end - begin) != *needed)
             o.fail("offsets cover " + std::to_string(end - begin) + " bytes, shape " + to_string(shape) +
-                   " of " + dt + " needs " + (needed ? std::to_string(*needed) : string("more than 2^64")));
+                   " of " + dt + " needs " + (needed ? std::to_string(*needed) : string("more than 2^63-1 bytes")));
         Tensor t = Tensor::zeros(found->second, shape);
         if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start + begin, t.nbytes());
         ranges.emplace_back(begin, end);

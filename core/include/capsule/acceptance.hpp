@@ -62,7 +62,7 @@ public:
     const AcceptancePolicy& policy() const { return policy_; }
 
 private:
-    friend AcceptedPlanResult gate(const GraphLoweringPlan&, const AcceptancePolicy&);
+    friend AcceptedPlanResult gate(GraphLoweringPlan&&, const AcceptancePolicy&);
     AcceptedPlan(GraphLoweringPlan plan, std::vector<ObligationReport> reports,
                  AcceptancePolicy policy)
         : plan_(std::move(plan)), reports_(std::move(reports)), policy_(policy) {}
@@ -83,5 +83,7 @@ std::optional<GateFailureKind> gate_failure_kind(const AcceptancePolicy& policy,
 /// Rechecks, audits and gates `plan` under `policy`. Raises PlanningError only when recheck finds
 /// a malformed plan.
 AcceptedPlanResult gate(const GraphLoweringPlan& plan, const AcceptancePolicy& policy);
+/// The same, taking the plan over instead of copying it.
+AcceptedPlanResult gate(GraphLoweringPlan&& plan, const AcceptancePolicy& policy);
 
 }  // namespace capsule

@@ -10,9 +10,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
+#include "capsule/shape_math.hpp"
 #include "capsule/vocabulary.hpp"
 
 namespace capsule {
@@ -30,8 +32,13 @@ std::size_t dtype_size(DType dtype);
 using Shape = std::vector<std::int64_t>;
 /// `[2, 3]`
 std::string to_string(const Shape& shape);
-/// Product of the dimensions (1 for a scalar shape `[]`).
+/// Product of the dimensions (1 for a scalar shape `[]`): checked_element_count
+/// (capsule/shape_math.hpp). Raises InputError naming the shape when a dimension is negative or
+/// the count (or the product of the non-zero dimensions) exceeds 2^63-1.
 std::int64_t element_count(const Shape& shape);
+/// Bytes of a dense tensor of `shape` and `dtype`: checked_byte_size. Raises InputError naming the
+/// shape as element_count does, or when the byte count exceeds 2^63-1.
+std::size_t byte_size(const Shape& shape, DType dtype);
 
 /// A node attribute value. JSON integers read as int64, other numbers as double, arrays of
 /// integers as int list, arrays with any non-integer number as float list.
@@ -66,9 +73,14 @@ struct Graph {
     std::optional<std::string> parameters;  // parameters file, relative to the graph file
     std::filesystem::path source;           // file the graph was read from (may be empty)
 
-    /// Index into `nodes` of the node with this id; nullopt when absent.
+    /// Index into `nodes` of the node with this id; nullopt when absent. A linear scan: for
+    /// lookups of many ids use node_positions.
     std::optional<std::size_t> index_of(std::int64_t id) const;
 };
+
+/// Index into `graph.nodes` of every node id (the first node when an id repeats), built in one
+/// pass; lookups are O(1).
+std::unordered_map<std::int64_t, std::size_t> node_positions(const Graph& graph);
 
 /// The inferred type of a node's output.
 struct TensorType {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "capsule/plugin_abi.h"
+#include "capsule/shape_math.hpp"
 
 namespace capsule::plugin {
 
@@ -97,10 +98,13 @@ struct Tensor {
         return {view->shape, static_cast<std::size_t>(view->rank)};
     }
     int64_t dim(int i) const { return view->shape[i < 0 ? i + view->rank : i]; }
+    /// Element count; raises KernelError when a dimension is negative or the count (or the
+    /// product of the non-zero dimensions) exceeds 2^63-1 (try_element_count).
     int64_t numel() const {
-        int64_t n = 1;
-        for (int i = 0; i < view->rank; ++i) n *= view->shape[i];
-        return n;
+        if (auto n = try_element_count(shape())) return *n;
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "tensor of shape " + shape_text(shape()) +
+                              " has a negative dimension or more than 2^63-1 elements");
     }
     capsule_dtype dtype() const { return static_cast<capsule_dtype>(view->dtype); }
     bool present() const { return view != nullptr && view->data != nullptr; }

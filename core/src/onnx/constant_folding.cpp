@@ -140,7 +140,7 @@ Shape reshape_target(ImportContext& ctx, const onnx::NodeProto& node, const Shap
         auto spec = int_values(ctx.constant(input_name(node, 1), "Reshape's shape"));
         const bool allowzero = attr_int(node, "allowzero", 0) != 0;
         Shape out;
-        std::int64_t infer = -1, known = 1;
+        std::int64_t infer = -1;
         for (std::size_t k = 0; k < spec.size(); ++k) {
             std::int64_t d = spec[k];
             if (d == 0 && !allowzero) {
@@ -155,8 +155,8 @@ Shape reshape_target(ImportContext& ctx, const onnx::NodeProto& node, const Shap
             }
             if (d < 0) unsupported("Reshape's shape has a negative dimension " + std::to_string(d));
             out.push_back(d);
-            known *= d;
         }
+        const auto known = element_count(out);  // a -1 counts as 1; raises on overflow
         if (infer >= 0) {
             if (known == 0 || element_count(in) % known != 0)
                 unsupported("Reshape cannot infer -1 for " + to_string(in) + " → " + to_string(out));
@@ -170,9 +170,8 @@ Shape reshape_target(ImportContext& ctx, const onnx::NodeProto& node, const Shap
         auto axis = attr_int(node, "axis", 1);
         if (axis < 0) axis += rank;
         if (axis < 0 || axis > rank) unsupported("Flatten axis out of range");
-        std::int64_t a = 1, b = 1;
-        for (std::int64_t k = 0; k < rank; ++k) (k < axis ? a : b) *= in[k];
-        return {a, b};
+        return {element_count(Shape(in.begin(), in.begin() + axis)),
+                element_count(Shape(in.begin() + axis, in.end()))};
     }
     std::vector<std::int64_t> axes;
     const bool from_input = ctx.opset() >= 13;
@@ -278,12 +277,11 @@ CT concat(const std::vector<CT>& xs, std::int64_t axis) {
     shape[axis] = 0;
     for (const auto& x : xs) {
         if (x.dtype != xs[0].dtype || x.shape.size() != xs[0].shape.size()) unsupported("Concat operands differ in dtype or rank");
-        shape[axis] += x.shape[axis];
+        shape[axis] = checked_add_sizes(shape[axis], x.shape[axis], "Concat's output dimension " + std::to_string(axis));
     }
     CT out = make(xs[0].dtype, shape);
-    std::int64_t outer = 1, inner = 1;
-    for (std::int64_t d = 0; d < axis; ++d) outer *= shape[d];
-    for (std::int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
+    const std::int64_t outer = element_count(Shape(shape.begin(), shape.begin() + axis));
+    const std::int64_t inner = element_count(Shape(shape.begin() + axis + 1, shape.end()));
     std::int64_t k = 0;
     for (std::int64_t o = 0; o < outer; ++o)
         for (const auto& x : xs) {
@@ -303,9 +301,8 @@ CT gather(const CT& x, const CT& idx, std::int64_t axis) {
     shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
     shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
     CT out = make(x.dtype, shape);
-    std::int64_t outer = 1, inner = 1;
-    for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (std::int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+    const std::int64_t outer = element_count(Shape(x.shape.begin(), x.shape.begin() + axis));
+    const std::int64_t inner = element_count(Shape(x.shape.begin() + axis + 1, x.shape.end()));
     const auto n = x.shape[axis];
     std::int64_t k = 0;
     for (std::int64_t o = 0; o < outer; ++o)

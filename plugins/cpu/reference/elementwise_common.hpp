@@ -72,17 +72,17 @@ inline void check_view(const Tensor& t, const Label& what) {
         fail(what.str() + " has rank " + std::to_string(t.view->rank) +
              "; the reference CPU kernels support at most " + std::to_string(kMaxRank) +
              " dimensions");
-    element_size(t.dtype());
-    int64_t n = 1;
+    const auto bytes_per_element = element_size(t.dtype());
     bool empty = false;
     for (int i = 0; i < t.rank(); ++i) {
         const int64_t d = t.view->shape[i];
         if (d < 0) [[unlikely]]
             fail(what.str() + " has a negative dimension in shape " + shape_string(t.shape()));
         if (d == 0) empty = true;
-        else if (!empty && __builtin_mul_overflow(n, d, &n)) [[unlikely]]
-            fail(what.str() + " is too large");
     }
+    if (!try_byte_size(t.shape(), bytes_per_element)) [[unlikely]]
+        fail(what.str() + " of shape " + shape_string(t.shape()) +
+             " is too large (more than 2^63-1 elements or bytes)");
     if (!empty && t.view->data == nullptr) [[unlikely]]
         fail(what.str() + " has no data");
     if (t.view->strides != nullptr && !empty) {
@@ -167,10 +167,10 @@ inline Dims broadcast_strides(std::span<const int64_t> in, std::span<const int64
     return s;
 }
 
+/// Element count of a shape; raises when it is negative or overflows (try_element_count).
 inline int64_t numel(std::span<const int64_t> shape) {
-    int64_t n = 1;
-    for (auto d : shape) n *= d;
-    return n;
+    if (auto n = try_element_count(shape)) return *n;
+    fail("shape " + shape_string(shape) + " has a negative dimension or more than 2^63-1 elements");
 }
 
 /// Iterates a row-major index space of `shape` and K operands with the given element strides

@@ -1,0 +1,241 @@
+// The one strict JSON reader behind every document the runtime reads: a repeated key is an error
+// naming the file, the JSON path and the key (never "the last one wins"), and a number outside
+// the range of a double is an InputError naming the file and path (never a raw json exception).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../core/src/json_reader.hpp"
+#include "capsule/tensor_io.hpp"
+#include "capsule_fixtures.hpp"
+
+using namespace capsule;
+using namespace capsule::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Replaces the first occurrence of `what` in `text` (which must hold it) by `with`.
+std::string replace_first(std::string text, const std::string& what, const std::string& with) {
+    const auto at = text.find(what);
+    EXPECT_NE(at, std::string::npos) << what << " not in " << text;
+    if (at != std::string::npos) text.replace(at, what.size(), with);
+    return text;
+}
+
+/// A valid one-capsule manifest as compact JSON text (keys in sorted order).
+std::string manifest_text() {
+    return manifest_to_json(make_manifest("demo", {make_capsule("demo.relu", BackendOp::relu)})).dump();
+}
+
+/// The type of exception `f` raises and its message.
+template <typename F>
+std::pair<std::string, std::string> raised(F&& f) {
+    try {
+        f();
+    } catch (const InputError& e) {
+        return {"InputError", e.what()};
+    } catch (const nlohmann::json::exception& e) {
+        return {"json::exception", e.what()};
+    } catch (const std::exception& e) {
+        return {"std::exception", e.what()};
+    }
+    return {"nothing", ""};
+}
+
+const char* kGraphHead = R"({"format": "capsule-ir", "version": 1, "nodes": [)"
+                         R"({"id": 0, "op": "input", "name": "x", "shape": [2]}, )";
+
+}  // namespace
+
+TEST(StrictJson, ParsesLikeNlohmannWhenNoKeyRepeats) {
+    const std::string text =
+        R"({"a": [1, -2, 3.5, true, null, "s", {"b": {}}], "c": {"d": [[], [{}]]}, "u": 18446744073709551615})";
+    EXPECT_EQ(detail::parse_json_text(text, "t.json"), nlohmann::json::parse(text));
+    EXPECT_EQ(detail::parse_json_text("7", "t.json"), nlohmann::json(7));
+    // The same key in different objects is fine.
+    EXPECT_EQ(detail::parse_json_text(R"([{"k": 1}, {"k": 2}, {"o": {"k": 3}}])", "t.json")[2]["o"]["k"], 3);
+}
+
+TEST(StrictJson, RepeatedKeyNamesFilePathAndKey) {
+    struct Case { std::string text, expected; };
+    const Case cases[] = {
+        {R"({"a": 1, "a": 1})", "t.json: $.a: duplicate key 'a' (each key may appear once in an object)"},
+        {R"({"a": {"b": [0, {"c": 1, "d": 2, "c": 3}]}})", "t.json: $.a.b[1].c: duplicate key 'c'"},
+        {R"([[], [{"x": 1}, {"y": {"z": 1, "z": 1}}]])", "t.json: $[1][1].y.z: duplicate key 'z'"},
+        {R"({"odd key": 1, "odd key": 2})", "t.json: $['odd key']: duplicate key 'odd key'"},
+        {R"({"": 1, "": 2})", "t.json: $['']: duplicate key ''"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.text);
+        auto [type, msg] = raised([&] { detail::parse_json_text(c.text, "t.json"); });
+        EXPECT_EQ(type, "InputError");
+        EXPECT_EQ(msg.rfind(c.expected, 0), 0u) << msg;
+    }
+}
+
+TEST(StrictJson, NumberOutOfRangeIsAnInputErrorWithItsPath) {
+    struct Case { std::string text, expected; };
+    const Case cases[] = {
+        {"1e400", "t.json: $: number overflow: '1e400' is outside the range of a double"},
+        {R"({"a": [1, -1e400]})", "t.json: $.a[1]: number overflow: '-1e400'"},
+        {R"({"a": {"b": 1E+999}})", "t.json: $.a.b: number overflow: '1E+999'"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.text);
+        auto [type, msg] = raised([&] { detail::parse_json_text(c.text, "t.json"); });
+        EXPECT_EQ(type, "InputError");
+        EXPECT_EQ(msg.rfind(c.expected, 0), 0u) << msg;
+    }
+    // Tiny numbers underflow to zero, as strtod does; that is not an error.
+    EXPECT_EQ(detail::parse_json_text("1e-400", "t.json").get<double>(), 0.0);
+}
+
+TEST(StrictJson, SyntaxErrorsStayMalformedJson) {
+    for (const std::string text : {"", "{", "{\"a\": }", "[1, 2", "\"\xff\"", "{\"a\" 1}"}) {
+        SCOPED_TRACE(text);
+        auto [type, msg] = raised([&] { detail::parse_json_text(text, "t.json"); });
+        EXPECT_EQ(type, "InputError");
+        EXPECT_EQ(msg.rfind("t.json: malformed JSON: ", 0), 0u) << msg;
+    }
+    // Deep nesting is read without recursion.
+    EXPECT_EQ(detail::parse_json_text(std::string(100000, '[') + std::string(100000, ']'), "t.json").size(), 1u);
+}
+
+TEST(StrictJson, StreamedArrayDeliversEachElementOnceInOrder) {
+    std::vector<std::pair<std::size_t, nlohmann::json>> got;
+    const detail::StreamedArray stream{"items", [&](const nlohmann::json& e, std::size_t i) { got.emplace_back(i, e); }};
+    const auto doc = detail::parse_json_text(
+        R"({"before": {"items": [9]}, "items": [1, {"a": [2, {"items": [3]}]}, [], "s"], "after": 4})", "t.json",
+        stream);
+    // Only the top-level member is streamed; it is left empty in the document.
+    EXPECT_EQ(doc, nlohmann::json::parse(R"({"before": {"items": [9]}, "items": [], "after": 4})"));
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0], (std::pair<std::size_t, nlohmann::json>{0, 1}));
+    EXPECT_EQ(got[1].first, 1u);
+    EXPECT_EQ(got[1].second, nlohmann::json::parse(R"({"a": [2, {"items": [3]}]})"));
+    EXPECT_EQ(got[2], (std::pair<std::size_t, nlohmann::json>{2, nlohmann::json::array()}));
+    EXPECT_EQ(got[3], (std::pair<std::size_t, nlohmann::json>{3, "s"}));
+    // Paths inside the streamed array count the elements already delivered.
+    EXPECT_EQ(error_of([&] { detail::parse_json_text(R"({"items": [{}, 1, {"k": 1, "k": 2}]})", "t.json", stream); }),
+              "t.json: $.items[2].k: duplicate key 'k' (each key may appear once in an object)");
+    EXPECT_EQ(error_of([&] { detail::parse_json_text(R"({"items": [0, 1, 2, 1e999]})", "t.json", stream); }),
+              "t.json: $.items[3]: number overflow: '1e999' is outside the range of a double");
+    // A root that is not an object streams nothing.
+    got.clear();
+    EXPECT_EQ(detail::parse_json_text(R"([{"items": [1]}])", "t.json", stream).size(), 1u);
+    EXPECT_TRUE(got.empty());
+}
+
+TEST(StrictJson, GraphNodeErrorsKeepTheirOrderWhenNodesAreStreamed) {
+    // A bad node is reported after the top-level checks, as when the whole document is read.
+    EXPECT_EQ(error_of([] {
+                  parse_graph(R"({"format": "capsule-ir", "version": 2, "nodes": [{"id": "x"}], "outputs": []})", "g.json");
+              }),
+              "g.json: $.version: unsupported version 2; this runtime reads version 1");
+    EXPECT_EQ(error_of([] {
+                  parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relux", "shape": [2]}, {"id": 2}], "outputs": [1]})", "g.json");
+              }).rfind("g.json: node 1: unknown op 'relux'", 0),
+              0u);
+    // A syntax error anywhere wins over a bad node before it.
+    EXPECT_EQ(error_of([] { parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relux", "shape": [2]}], "outputs": [1)", "g.json"); })
+                  .rfind("g.json: malformed JSON", 0),
+              0u);
+    auto g = parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relu", "parents": [0], "shape": [2]}], "outputs": [1]})", "g.json");
+    ASSERT_EQ(g.nodes.size(), 2u);
+    EXPECT_EQ(g.nodes[0].name, "x");
+    EXPECT_EQ(g.nodes[1].parents, (std::vector<std::int64_t>{0}));
+}
+
+TEST(StrictJson, ManifestWithRepeatedTrustOrEvidenceIsRefused) {
+    const auto text = manifest_text();
+    // The attack: a fuzzed capsule that also claims to be verified, last one wins in nlohmann.
+    auto trust = replace_first(text, R"("trust":"checked")", R"("trust":"fuzzed","trust":"verified")");
+    EXPECT_EQ(error_of([&] { parse_manifest(trust, "demo.capsule.json"); }),
+              "demo.capsule.json: $.capsules[0].trust: duplicate key 'trust' (each key may appear "
+              "once in an object)");
+    // Evidence inside contracts (keys are sorted: layout comes first).
+    auto evidence = replace_first(text, R"("evidence":"runtime-guard")",
+                                  R"("evidence":"fuzz-oracle","evidence":"theorem")");
+    EXPECT_EQ(error_of([&] { parse_manifest(evidence, "demo.capsule.json"); }),
+              "demo.capsule.json: $.capsules[0].contracts.layout.evidence: duplicate key "
+              "'evidence' (each key may appear once in an object)");
+    // The same manifest without the repetition loads.
+    EXPECT_EQ(parse_manifest(text, "demo.capsule.json").capsules.at(0).trust, TrustLevel::checked);
+}
+
+TEST(StrictJson, ManifestWithHugeNumberIsAnInputErrorNamingTheFile) {
+    auto text = replace_first(manifest_text(), R"("priority":0)", R"("priority":1e400)");
+    auto [type, msg] = raised([&] { parse_manifest(text, "demo.capsule.json"); });
+    EXPECT_EQ(type, "InputError");
+    EXPECT_EQ(msg, "demo.capsule.json: $.priority: number overflow: '1e400' is outside the range of a double");
+}
+
+TEST(StrictJson, ProfileWithRepeatedKeyOrHugeNumberIsRefused) {
+    EXPECT_EQ(error_of([] {
+                  profile_from_json(R"({"name": "x", "base": "checked_cpu", "lowering_mode": "singleton",
+                                        "lowering_mode": "coalesced"})",
+                                    "p.json");
+              }),
+              "p.json: $.lowering_mode: duplicate key 'lowering_mode' (each key may appear once in an object)");
+    EXPECT_EQ(error_of([] {
+                  profile_from_json(R"({"name": "x", "base": "checked_cpu",
+                                        "config": {"trust_policy": "verified-only", "trust_policy": "trusted-external-ok"}})",
+                                    "p.json");
+              }),
+              "p.json: $.config.trust_policy: duplicate key 'trust_policy' (each key may appear once in an object)");
+    auto [type, msg] = raised([] {
+        profile_from_json(R"({"name": "x", "base": "checked_cpu", "acceptance_policy": {"require_evidence": 1e400}})",
+                          "p.json");
+    });
+    EXPECT_EQ(type, "InputError");
+    EXPECT_EQ(msg, "p.json: $.acceptance_policy.require_evidence: number overflow: '1e400' is outside the "
+                   "range of a double");
+}
+
+TEST(StrictJson, GraphWithRepeatedKeyIsRefused) {
+    auto e = error_of([] {
+        parse_graph(std::string(kGraphHead) +
+                        R"({"id": 1, "op": "relu", "op": "exp", "parents": [0], "shape": [2]}], "outputs": [1]})",
+                    "g.json");
+    });
+    EXPECT_EQ(e, "g.json: $.nodes[1].op: duplicate key 'op' (each key may appear once in an object)");
+    e = error_of([] {
+        parse_graph(std::string(kGraphHead) +
+                        R"({"id": 1, "op": "scale", "parents": [0], "shape": [2], "attrs": {"factor": 1, "factor": 2}}], "outputs": [1]})",
+                    "g.json");
+    });
+    EXPECT_EQ(e, "g.json: $.nodes[1].attrs.factor: duplicate key 'factor' (each key may appear once in an object)");
+    e = error_of([] {
+        parse_graph(std::string(kGraphHead) + R"({"id": 1, "op": "relu", "parents": [0], "shape": [2]}], "outputs": [1], "outputs": [0]})",
+                    "g.json");
+    });
+    EXPECT_EQ(e, "g.json: $.outputs: duplicate key 'outputs' (each key may appear once in an object)");
+}
+
+TEST(StrictJson, SafetensorsHeaderWithRepeatedKeyIsRefused) {
+    const auto p = fs::temp_directory_path() / ("capsule-json-" + std::to_string(::getpid()) + ".safetensors");
+    const std::string header =
+        R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})";
+    std::string bytes;
+    const std::uint64_t n = header.size();
+    bytes.append(reinterpret_cast<const char*>(&n), 8);
+    bytes += header + std::string(8, '\0');
+    std::ofstream(p, std::ios::binary) << bytes;
+    EXPECT_EQ(error_of([&] { read_safetensors(p); }),
+              p.string() + ": $.w: duplicate key 'w' (each key may appear once in an object)");
+    // A repeated key inside one tensor's entry, too.
+    const std::string inner = R"({"w": {"dtype": "F32", "shape": [1], "shape": [2], "data_offsets": [0, 4]}})";
+    bytes.clear();
+    const std::uint64_t m = inner.size();
+    bytes.append(reinterpret_cast<const char*>(&m), 8);
+    bytes += inner + std::string(4, '\0');
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+    EXPECT_EQ(error_of([&] { read_safetensors(p); }),
+              p.string() + ": $.w.shape: duplicate key 'shape' (each key may appear once in an object)");
+    fs::remove(p);
+}
