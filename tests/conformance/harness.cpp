@@ -331,7 +331,7 @@ KernelCase error_case(std::string name, BackendOp op, std::vector<CaseTensor> in
 std::vector<KernelCase> all_cases() {
     std::vector<KernelCase> out;
     for (auto family : {elementwise_cases, shape_cases, linalg_cases, conv_pool_cases, indexing_cases,
-                        activation_cases, logic_cases}) {
+                        activation_cases, logic_cases, stability_cases}) {
         auto cases = family();
         out.insert(out.end(), std::make_move_iterator(cases.begin()),
                    std::make_move_iterator(cases.end()));

@@ -87,6 +87,7 @@ std::vector<KernelCase> conv_pool_cases();    // conv, conv_transpose, pools, ff
 std::vector<KernelCase> indexing_cases();     // where, concat, gather, slice, pad, cumsum, tile, triu
 std::vector<KernelCase> logic_cases();        // comparisons, logical ops, cast
 std::vector<KernelCase> activation_cases();   // rounding, trigonometric, hyperbolic, activations
+std::vector<KernelCase> stability_cases();    // extreme inputs: overflow, underflow, cancellation
 
 /// Every case of every family.
 std::vector<KernelCase> all_cases();

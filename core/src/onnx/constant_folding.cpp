@@ -1,8 +1,11 @@
 // Constant folding at import: ONNX nodes that only compute on constants (initializers, Constant
 // nodes, static shapes) are evaluated on the host, so that shape computations (Shape → Gather →
 // Concat → Reshape) become attributes and no runtime node is left for them. Integer values are
-// kept exactly as int64 (Slice's "to the end" is INT64_MAX); float values are computed in double
-// and stored in the node's output dtype.
+// kept exactly as int64 (Slice's "to the end" is INT64_MAX). A folded value has the bits running
+// the node would give: arithmetic and conversions are done in the output's own dtype (float32
+// values are computed as float, never rounded twice through double), casts convert exactly as
+// the cast kernel does (plugins/cpu/reference/cast.cpp), and int64 arithmetic that would
+// overflow is refused instead of wrapping (it is undefined in C++ and never a valid shape).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -20,7 +23,7 @@ namespace {
 struct CT {
     DType dtype = DType::float32;
     Shape shape;
-    std::vector<double> f;        // float32 / float64
+    std::vector<double> f;        // float32 / float64 (a float32 value is always a float's value)
     std::vector<std::int64_t> i;  // int64 / bool
     bool is_float() const { return dtype == DType::float32 || dtype == DType::float64; }
     std::int64_t size() const { return element_count(shape); }
@@ -90,7 +93,8 @@ void for_each_index(const Shape& shape, F f) {
     }
 }
 
-/// Elementwise op over broadcast operands. `fop` for floats, `iop` for integers.
+/// Elementwise op over broadcast operands. `fop` (a generic callable) for floats, evaluated in
+/// the operands' dtype (float for float32, as the kernels compute); `iop` for integers.
 template <typename FOp, typename IOp>
 CT binary(const CT& a, const CT& b, DType out_dtype, FOp fop, IOp iop) {
     if (a.dtype != b.dtype) unsupported("operands have different dtypes");
@@ -98,7 +102,9 @@ CT binary(const CT& a, const CT& b, DType out_dtype, FOp fop, IOp iop) {
     for_each_index(out.shape, [&](std::int64_t k, const std::vector<std::int64_t>& idx) {
         auto ka = bcast_index(idx, out.shape, a.shape), kb = bcast_index(idx, out.shape, b.shape);
         if (a.is_float()) {
-            double r = fop(a.f[ka], b.f[kb]);
+            const double r = a.dtype == DType::float32
+                                 ? static_cast<double>(fop(static_cast<float>(a.f[ka]), static_cast<float>(b.f[kb])))
+                                 : static_cast<double>(fop(a.f[ka], b.f[kb]));
             set(out, k, r, static_cast<std::int64_t>(r));
         } else {
             std::int64_t r = iop(a.i[ka], b.i[kb]);
@@ -114,19 +120,49 @@ CT reshaped(CT c, Shape shape) {
     return c;
 }
 
+/// Cast, element by element, with the cast kernel's rules: one conversion straight into the
+/// target type (int64 → float32 rounds once, as static_cast<float>(int64_t): 2^60 + 2^36 + 1
+/// becomes 2^60 + 2^37, where a detour through double would give 2^60); float → int64 truncates
+/// toward zero and refuses a NaN, infinite or out-of-range value; anything → bool is x != 0.
 CT cast(const CT& c, DType to) {
     CT out = make(to, c.shape);
     for (std::int64_t k = 0; k < c.size(); ++k) {
         if (c.is_float()) {
-            double v = c.f[k];
-            if (!out.is_float() && to == DType::int64 && !std::isfinite(v))
-                unsupported("Cast of a non-finite value to int64");
-            set(out, k, v, to == DType::boolean ? (v != 0.0) : static_cast<std::int64_t>(std::trunc(v)));
+            const double v = c.f[k];  // exactly the source value (float32 or float64)
+            switch (to) {
+                case DType::float32: out.f[k] = static_cast<double>(static_cast<float>(v)); break;
+                case DType::float64: out.f[k] = v; break;
+                case DType::boolean: out.i[k] = v != 0.0; break;
+                case DType::int64:
+                    // [-2^63, 2^63) holds exactly the values whose truncation fits in int64.
+                    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+                        unsupported("Cast of element " + std::to_string(k) + " = " + std::to_string(v) +
+                                    " to int64: the value has no int64 value (NaN, infinite or out of range)");
+                    out.i[k] = static_cast<std::int64_t>(v);
+                    break;
+            }
         } else {
-            set(out, k, static_cast<double>(c.i[k]), c.i[k]);
+            const std::int64_t v = c.i[k];
+            switch (to) {
+                case DType::float32: out.f[k] = static_cast<double>(static_cast<float>(v)); break;
+                case DType::float64: out.f[k] = static_cast<double>(v); break;
+                case DType::boolean: out.i[k] = v != 0; break;
+                case DType::int64: out.i[k] = v; break;
+            }
         }
     }
     return out;
+}
+
+/// int64 a + b, a - b, a * b, refused when the result does not fit (C++ leaves it undefined).
+std::int64_t checked_int(char op, std::int64_t a, std::int64_t b) {
+    std::int64_t r = 0;
+    const bool overflow = op == '+' ? __builtin_add_overflow(a, b, &r)
+                          : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                                      : __builtin_mul_overflow(a, b, &r);
+    if (overflow)
+        unsupported("int64 overflow in a constant: " + std::to_string(a) + " " + op + " " + std::to_string(b));
+    return r;
 }
 
 }  // namespace
@@ -438,11 +474,21 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     if (op == "Range") {
         CT s = arg(0), l = arg(1), d = arg(2);
         if (s.is_float()) {
-            double start = s.f[0], limit = l.f[0], delta = d.f[0];
-            auto n = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((limit - start) / delta)));
-            CT c = make(s.dtype, {n});
-            for (std::int64_t k = 0; k < n; ++k) c.f[k] = start + k * delta;
-            return out(c);
+            // ONNX Range: n = max(ceil((limit - start) / delta), 0), output[k] = start + k * delta,
+            // evaluated in the inputs' dtype.
+            auto range = [&]<typename T>(T start, T limit, T delta) {
+                const T count = std::ceil((limit - start) / delta);
+                if (std::isnan(count) || count >= T(9223372036854775808.0))
+                    unsupported("Range(" + std::to_string(double(start)) + ", " + std::to_string(double(limit)) + ", " +
+                                std::to_string(double(delta)) + ") has no finite element count");
+                const auto n = count > T(0) ? static_cast<std::int64_t>(count) : std::int64_t(0);
+                CT c = make(s.dtype, {n});
+                for (std::int64_t k = 0; k < n; ++k) c.f[k] = static_cast<double>(start + static_cast<T>(k) * delta);
+                return c;
+            };
+            if (s.dtype == DType::float32)
+                return out(range(static_cast<float>(s.f[0]), static_cast<float>(l.f[0]), static_cast<float>(d.f[0])));
+            return out(range(s.f[0], l.f[0], d.f[0]));
         }
         std::int64_t start = s.i[0], limit = l.i[0], delta = d.i[0];
         if (delta == 0) unsupported("Range delta 0");
@@ -454,23 +500,26 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     if (op == "Neg") {
         CT x = arg(0);
         for (auto& v : x.f) v = -v;
-        for (auto& v : x.i) v = -v;
+        for (auto& v : x.i) v = checked_int('-', 0, v);
         return out(x);
     }
-    if (op == "Add") return out(binary(arg(0), arg(1), arg(0).dtype, std::plus<double>(), std::plus<std::int64_t>()));
-    if (op == "Sub") return out(binary(arg(0), arg(1), arg(0).dtype, std::minus<double>(), std::minus<std::int64_t>()));
-    if (op == "Mul") return out(binary(arg(0), arg(1), arg(0).dtype, std::multiplies<double>(), std::multiplies<std::int64_t>()));
+    auto checked = [](char o) { return [o](std::int64_t x, std::int64_t y) { return checked_int(o, x, y); }; };
+    if (op == "Add") return out(binary(arg(0), arg(1), arg(0).dtype, std::plus<>(), checked('+')));
+    if (op == "Sub") return out(binary(arg(0), arg(1), arg(0).dtype, std::minus<>(), checked('-')));
+    if (op == "Mul") return out(binary(arg(0), arg(1), arg(0).dtype, std::multiplies<>(), checked('*')));
     if (op == "Div") {
         CT a = arg(0);
         if (a.dtype == DType::boolean) return false;
-        return out(binary(a, arg(1), a.dtype, std::divides<double>(), [](std::int64_t x, std::int64_t y) {
+        return out(binary(a, arg(1), a.dtype, std::divides<>(), [](std::int64_t x, std::int64_t y) {
             if (y == 0) unsupported("integer division by zero in a constant");
+            if (x == std::numeric_limits<std::int64_t>::min() && y == -1)
+                unsupported("int64 overflow in a constant: " + std::to_string(x) + " / -1");
             return x / y;
         }));
     }
-    if (op == "Equal") return out(binary(arg(0), arg(1), DType::boolean, [](double x, double y) { return double(x == y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x == y); }));
-    if (op == "Less") return out(binary(arg(0), arg(1), DType::boolean, [](double x, double y) { return double(x < y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x < y); }));
-    if (op == "Greater") return out(binary(arg(0), arg(1), DType::boolean, [](double x, double y) { return double(x > y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x > y); }));
+    if (op == "Equal") return out(binary(arg(0), arg(1), DType::boolean, [](auto x, auto y) { return double(x == y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x == y); }));
+    if (op == "Less") return out(binary(arg(0), arg(1), DType::boolean, [](auto x, auto y) { return double(x < y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x < y); }));
+    if (op == "Greater") return out(binary(arg(0), arg(1), DType::boolean, [](auto x, auto y) { return double(x > y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x > y); }));
     if (op == "Where") {
         CT c = arg(0), a = arg(1), b = arg(2);
         if (a.dtype != b.dtype) unsupported("Where operands differ in dtype");

@@ -46,6 +46,12 @@ double scalar_value(ImportContext& c, const string& name, const string& what) {
     if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
     return t.at(0);
 }
+/// An integer scalar read as int64 itself (through double, values beyond 2^53 would round).
+std::int64_t scalar_int(ImportContext& c, const string& name, const string& what) {
+    const Tensor& t = c.constant(name, what);
+    if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
+    return int_values(t).at(0);
+}
 
 bool in_vocabulary(const string& op);
 Id pad_spatial(ImportContext& c, Id x, const vector<std::int64_t>& begin, const vector<std::int64_t>& end, double value);
@@ -509,6 +515,68 @@ Converter reduce(string op, string pre = {}, string post = {}) {
     };
 }
 
+/// A scalar constant of `dtype` named after the node's output, as a runtime value.
+Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suffix, DType dtype, double v) {
+    const string name = out0(n) + "#" + suffix;
+    c.define_constant(name, Tensor::from_values(dtype, {}, {v}));
+    return c.runtime(name);
+}
+
+/// ReduceLogSumExp: log Σ exp(x) with the maximum shifted out, as torch.logsumexp computes it
+/// (aten/src/ATen/native/ReduceOps.cpp, logsumexp_out_impl):
+///   m = reduce_max(x, keepdims), with ±inf (and NaN) replaced by 0,
+///   y = log(reduce_sum(exp(x − m))) + m.
+/// exp never overflows (every x − m ≤ 0 and the largest is 0, so the sum is in [1, n]), and a row
+/// far below 0 keeps its value: [[100, 0], [200, 0]] over axis 1 gives [100, 200] and
+/// [-1000, -1000] gives −1000 + log 2, where log(Σ exp(x)) gives inf and −inf. A non-finite
+/// maximum is not shifted, so an all −inf row still gives −inf and a +inf entry +inf.
+/// Existing BackendOps only (reduce_max, abs, less, where, sub, exp, reduce_sum, log, add):
+/// a dedicated op would need its own kernels, backward and conformance on every plugin.
+void conv_reduce_log_sum_exp(ImportContext& c, const onnx::NodeProto& n) {
+    bool noop = false;
+    auto axes = reduce_axes(c, n, noop);
+    if (noop) unsupported("noop_with_empty_axes on a composite reduction");
+    Id x = x0(c, n);
+    if (rank_of(c, x) == 0) unsupported("reduction of a scalar");
+    const auto dtype = c.node_type(x).dtype;
+    const bool keepdims = attr_int(n, "keepdims", 1) != 0;
+    Attributes kept{{"keepdims", true}}, attrs{{"keepdims", keepdims}};
+    if (!axes.empty()) kept["axes"] = attrs["axes"] = axes;
+    Id m = c.add("reduce_max", {x}, kept);
+    Id finite = c.add("less", {c.add("abs", {m}), scalar_constant(c, n, "inf", dtype, std::numeric_limits<double>::infinity())});
+    Id shift = c.add("where", {finite, m, scalar_constant(c, n, "zero", dtype, 0.0)});
+    Id sum = c.add("reduce_sum", {c.add("exp", {c.add("sub", {x, shift})})}, attrs);
+    Id y = c.add("add", {c.add("log", {sum}), reshape(c, shift, shape_of(c, sum))}, {}, out0(n));
+    c.define_node(out0(n), y);
+}
+
+/// ReduceL2: sqrt(Σ x²) scaled by the largest |x| (as LAPACK's dnrm2 scales), so squares neither
+/// overflow nor underflow: with s = max|x| (1 where that is 0, inf or NaN),
+///   y = s · sqrt(reduce_sum((x / s)²)).
+/// float32 [3e20, 4e20] gives 5e20 (the plain form overflows to inf) and [3e-30, 4e-30] gives
+/// 5e-30 (the plain form underflows to 0). An inf or NaN input still gives inf or NaN.
+void conv_reduce_l2(ImportContext& c, const onnx::NodeProto& n) {
+    bool noop = false;
+    auto axes = reduce_axes(c, n, noop);
+    if (noop) unsupported("noop_with_empty_axes on a composite reduction");
+    Id x = x0(c, n);
+    if (rank_of(c, x) == 0) unsupported("reduction of a scalar");
+    const auto dtype = c.node_type(x).dtype;
+    const bool keepdims = attr_int(n, "keepdims", 1) != 0;
+    Attributes kept{{"keepdims", true}}, attrs{{"keepdims", keepdims}};
+    if (!axes.empty()) kept["axes"] = attrs["axes"] = axes;
+    Id a = c.add("abs", {x});
+    Id m = c.add("reduce_max", {a}, kept);
+    Id zero = scalar_constant(c, n, "zero", dtype, 0.0);
+    Id usable = c.add("logical_and", {c.add("greater", {m, zero}),
+                                      c.add("less", {m, scalar_constant(c, n, "inf", dtype, std::numeric_limits<double>::infinity())})});
+    Id scale = c.add("where", {usable, m, scalar_constant(c, n, "one", dtype, 1.0)});
+    Id q = c.add("div", {a, scale});
+    Id root = c.add("sqrt", {c.add("reduce_sum", {c.add("mul", {q, q})}, attrs)});
+    Id y = c.add("mul", {root, reshape(c, scale, shape_of(c, root))}, {}, out0(n));
+    c.define_node(out0(n), y);
+}
+
 void conv_flatten(ImportContext& c, const onnx::NodeProto& n) { conv_reshape_like(c, n); }
 
 bool in_vocabulary(const string& op) {
@@ -587,17 +655,23 @@ void conv_pad(ImportContext& c, const onnx::NodeProto& n) {
     string mode = attr_string(n, "mode", "constant");
     vector<std::int64_t> pads;
     double value = 0;
+    std::int64_t int_value = 0;  // an int64 tensor's value, read without a detour through double
+    const bool int_data = c.node_type(x).dtype == DType::int64;
     if (c.opset() < 11) {
         pads = attr_ints(n, c.opset() < 2 ? "paddings" : "pads").value_or(vector<std::int64_t>{});
         value = attr_float(n, "value", 0.0f);
+        int_value = static_cast<std::int64_t>(value);
     } else {
         pads = int_values(c.constant(n.input(1), "Pad's pads"));
-        if (!input_name(n, 2).empty()) value = scalar_value(c, n.input(2), "Pad's constant_value");
+        if (!input_name(n, 2).empty()) {
+            if (int_data) int_value = scalar_int(c, n.input(2), "Pad's constant_value");
+            else value = scalar_value(c, n.input(2), "Pad's constant_value");
+        }
         if (!input_name(n, 3).empty()) unsupported("Pad with axes");
     }
     Attributes attrs{{"pads", pads}, {"mode", mode}};
     if (mode == "constant") {
-        if (c.node_type(x).dtype == DType::int64) attrs["value"] = static_cast<std::int64_t>(value);
+        if (int_data) attrs["value"] = int_value;
         else attrs["value"] = value;
     }
     c.define_node(out0(n), c.add("pad", {x}, attrs, out0(n)));
@@ -620,13 +694,13 @@ void conv_arg(ImportContext& c, const onnx::NodeProto& n, const string& op) {
 
 void conv_trilu(ImportContext& c, const onnx::NodeProto& n) {
     std::int64_t k = 0;
-    if (!input_name(n, 1).empty()) k = static_cast<std::int64_t>(scalar_value(c, n.input(1), "Trilu's k"));
+    if (!input_name(n, 1).empty()) k = scalar_int(c, n.input(1), "Trilu's k");
     const bool upper = attr_int(n, "upper", 1) != 0;
     c.define_node(out0(n), c.add(upper ? "triu" : "tril", {x0(c, n)}, {{"k", k}}, out0(n)));
 }
 
 void conv_cumsum(ImportContext& c, const onnx::NodeProto& n) {
-    const auto axis = static_cast<std::int64_t>(scalar_value(c, n.input(1), "CumSum's axis"));
+    const auto axis = scalar_int(c, n.input(1), "CumSum's axis");
     Attributes attrs{{"axis", axis}};
     if (attr_int(n, "exclusive", 0)) attrs["exclusive"] = true;
     if (attr_int(n, "reverse", 0)) attrs["reverse"] = true;
@@ -840,9 +914,9 @@ const std::map<string, Converter>& converters() {
         t["ReduceProd"] = reduce("reduce_prod");
         t["ReduceSumSquare"] = reduce("reduce_sum", "square");
         t["ReduceL1"] = reduce("reduce_sum", "abs");
-        t["ReduceL2"] = reduce("reduce_sum", "square", "sqrt");
+        t["ReduceL2"] = conv_reduce_l2;
         t["ReduceLogSum"] = reduce("reduce_sum", {}, "log");
-        t["ReduceLogSumExp"] = reduce("reduce_sum", "exp", "log");
+        t["ReduceLogSumExp"] = conv_reduce_log_sum_exp;
         return t;
     }();
     return table;

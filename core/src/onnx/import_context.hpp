@@ -138,6 +138,13 @@ std::string input_name(const onnx::NodeProto& node, int i);
 /// Values of an int64 (or int32) constant tensor.
 std::vector<std::int64_t> int_values(const Tensor& t);
 
+/// Checks every node's index-like attributes (axis, axes, perm, window sizes, pads, split)
+/// against the ranks its inputs have, so that libonnx's shape inference, which indexes shapes
+/// with some of them unchecked, never sees a bad one; raises InputError naming the node, op,
+/// attribute and value. Returns how many leading nodes inference may be given: a node whose
+/// input rank cannot be told here (inference_guard.cpp) and every node after it are left out.
+int nodes_safe_for_inference(const onnx::GraphProto& g, std::int64_t opset, const std::string& src);
+
 /// NumPy broadcast of two shapes, or Unsupported when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range.

@@ -495,13 +495,20 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
     }
 
     // ONNX shape inference with the static input shapes: every value's type, for cross-checks.
+    // libonnx is not trusted with unchecked attributes: the guard refuses bad ones, and nodes it
+    // cannot check are held back from inference (their outputs are then not cross-checked).
     std::map<string, InferredType> inferred;
+    const int checked = nodes_safe_for_inference(g, opset, src);
+    std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
+    if (!held_back.empty()) g.mutable_node()->ExtractSubrange(checked, static_cast<int>(held_back.size()), held_back.data());
     try {
         onnx::ShapeInferenceOptions si(false, 0, false);
         onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), si);
     } catch (const std::exception& e) {
+        for (auto* node : held_back) g.mutable_node()->AddAllocated(node);
         throw InputError(src + ": ONNX shape inference fails: " + string(e.what()));
     }
+    for (auto* node : held_back) g.mutable_node()->AddAllocated(node);
     for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
     for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
 

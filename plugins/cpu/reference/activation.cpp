@@ -225,9 +225,13 @@ void hardswish_backward(const BackwardCall& call) {
     });
 }
 
-// softsign(x) = x / (1 + |x|); gradient g / (1 + |x|)^2.
+// softsign(x) = x / (1 + |x|); gradient g / (1 + |x|)^2. At ±inf the value is its limit ±1
+// (the formula's inf / inf would be NaN, as in torch's softsign).
 void softsign_forward(const ForwardCall& call) {
-    unary_forward(call, "softsign", [](auto x) { return x / (decltype(x)(1) + std::abs(x)); });
+    unary_forward(call, "softsign", [](auto x) {
+        using T = decltype(x);
+        return std::isinf(x) ? std::copysign(T(1), x) : x / (T(1) + std::abs(x));
+    });
 }
 void softsign_backward(const BackwardCall& call) {
     unary_backward(call, "softsign", [](auto x, auto g) {

@@ -61,6 +61,22 @@ ClampBounds clamp_bounds(const plugin::Attributes& attrs) {
 }
 
 
+/// 1 + tanh(u) without cancellation for u < 0: 1 + tanh(u) = 2 sigmoid(2u) = 2 e^(2u) / (1 + e^(2u)).
+/// For u >= 0 the sum has no cancellation and is PyTorch's expression.
+template <typename T>
+T one_plus_tanh(T u) {
+    if (!(u < T(0))) return T(1) + std::tanh(u);
+    const T e = std::exp(T(2) * u);
+    return T(2) * e / (T(1) + e);
+}
+
+/// 1 - tanh(u)^2 = sech(u)^2 = 4 s (1 - s) with s = sigmoid(2u): no cancellation as |tanh u| -> 1.
+template <typename T>
+T sech_squared(T u) {
+    const T a = T(2) * std::abs(u);
+    return T(4) * sigmoid_of(a) * sigmoid_of(-a);  // 1 - sigmoid(a) = sigmoid(-a)
+}
+
 template <typename T>
 T max_of(T a, T b) {  // torch.maximum: NaN if either is NaN
     if (std::isnan(a)) return a;
@@ -186,18 +202,20 @@ void relu_backward(const BackwardCall& call) {
 }
 
 // gelu: approximate = "none" (exact erf form, default) or "tanh", as F.gelu; the backward
-// formulas are PyTorch's GeluBackward kernels.
+// formulas are PyTorch's GeluBackward kernels. Two rewrites keep the negative tail, where
+// PyTorch's 1 + erf(z) and 1 + tanh(u) cancel to 0 (gelu(-10) = -7.6e-23, not 0): the erf form
+// uses 1 + erf(z) = erfc(-z) (Abramowitz & Stegun 7.1.2), the tanh form one_plus_tanh below.
 void gelu_forward(const ForwardCall& call) {
     if (gelu_tanh(call.attrs())) {
         unary_forward(call, "gelu", [](auto x) {
             using T = decltype(x);
             const T inner = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
-            return T(0.5) * x * (T(1) + std::tanh(inner));
+            return T(0.5) * x * one_plus_tanh(inner);
         });
     } else {
         unary_forward(call, "gelu", [](auto x) {
             using T = decltype(x);
-            return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2)));
+            return T(0.5) * x * std::erfc(-x * T(kSqrt1_2));
         });
     }
 }
@@ -206,16 +224,16 @@ void gelu_backward(const BackwardCall& call) {
         unary_backward(call, "gelu", [](auto x, auto g) {
             using T = decltype(x);
             const T x2 = x * x;
-            const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x2 * x));
+            const T u = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x2 * x);
             const T left = T(0.5) * x;
-            const T dleft = T(0.5) * (T(1) + t);
-            const T dright = left * (T(1) - t * t) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x2);
+            const T dleft = T(0.5) * one_plus_tanh(u);
+            const T dright = left * sech_squared(u) * T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x2);
             return g * (dleft + dright);
         });
     } else {
         unary_backward(call, "gelu", [](auto x, auto g) {
             using T = decltype(x);
-            const T cdf = T(0.5) * (T(1) + std::erf(x * T(kSqrt1_2)));
+            const T cdf = T(0.5) * std::erfc(-x * T(kSqrt1_2));
             const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * x * x);
             return g * (cdf + x * pdf);
         });
@@ -245,13 +263,19 @@ void tanh_backward(const BackwardCall& call) {
 
 // softplus(beta = 1, threshold = 20), as F.softplus: x where beta * x > threshold, else
 // log1p(exp(beta * x)) / beta; gradient g where beta * x > threshold, else
-// g * exp(beta x) / (exp(beta x) + 1).
+// g * exp(beta x) / (exp(beta x) + 1) = g * sigmoid(beta x). Below the threshold the value is
+// evaluated as (max(bx, 0) + log1p(exp(-|bx|))) / beta (the same number; exp never overflows),
+// and the gradient as the two-sided sigmoid, so a threshold above log(max float) (about 88.7
+// for float32) gives softplus(100) = 100 and gradient g where PyTorch's formula gives inf / NaN.
+// Where PyTorch's value is finite, it is the same function (bit-identical for bx <= 0).
 void softplus_forward(const ForwardCall& call) {
     const auto p = softplus_params(call.attrs());
     unary_forward(call, "softplus", [p](auto x) {
         using T = decltype(x);
         const T bx = x * T(p.beta);
-        return bx > T(p.threshold) ? x : std::log1p(std::exp(bx)) / T(p.beta);
+        if (bx > T(p.threshold)) return x;
+        const T pos = bx > T(0) ? bx : T(0);
+        return (pos + std::log1p(std::exp(-std::abs(bx)))) / T(p.beta);
     });
 }
 void softplus_backward(const BackwardCall& call) {
@@ -260,8 +284,7 @@ void softplus_backward(const BackwardCall& call) {
         using T = decltype(x);
         const T bx = x * T(p.beta);
         if (bx > T(p.threshold)) return g;
-        const T z = std::exp(bx);
-        return g * z / (z + T(1));
+        return g * sigmoid_of(bx);
     });
 }
 

@@ -243,13 +243,15 @@ void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char*
     channel_stats<T>(call, d, X, mean.data(), rstd.data());
     const T* w = d.affine ? call.param(0).data<T>() : nullptr;
     const T* b = d.affine ? call.param(1).data<T>() : nullptr;
+    // (x - mean) * scale + bias: subtracting first keeps the digits that x * scale - mean * scale
+    // cancels when |mean| is much larger than the spread (float64 inputs).
     for (int64_t bi = 0; bi < d.n; ++bi)
         for (int64_t ch = 0; ch < d.c; ++ch) {
             const double scale = rstd[ch] * (w ? double(w[ch]) : 1.0);
-            const double shift = (b ? double(b[ch]) : 0.0) - mean[ch] * scale;
+            const double shift = b ? double(b[ch]) : 0.0;
             const T* p = X + (bi * d.c + ch) * d.s;
             T* q = Y + (bi * d.c + ch) * d.s;
-            for (int64_t i = 0; i < d.s; ++i) q[i] = T(double(p[i]) * scale + shift);
+            for (int64_t i = 0; i < d.s; ++i) q[i] = T((double(p[i]) - mean[ch]) * scale + shift);
         }
 }
 

@@ -57,15 +57,21 @@ int64_t counted_rows(const CrossEntropy& ce, const int64_t* target) {
     return count;
 }
 
-/// log(sum(exp(row))) with the maximum subtracted first, so large logits do not overflow.
+/// log(sum(exp(row))) as its two parts: the row maximum m and log(sum(exp(row - m))), so large
+/// logits do not overflow and small ones do not underflow to log(0). Callers subtract m from a
+/// logit before adding the log-sum: (m - x_t) + log_sum keeps digits that m + log_sum - x_t
+/// loses when |m| is large. An infinite (or NaN) maximum gives log_sum 0.
+struct LogSumExp {
+    double max = 0, log_sum = 0;
+};
 template <typename T>
-double log_sum_exp(const T* row, int64_t classes) {
+LogSumExp log_sum_exp(const T* row, int64_t classes) {
     double m = -INFINITY;
     for (int64_t c = 0; c < classes; ++c) m = std::fmax(m, double(row[c]));
-    if (std::isinf(m)) return m;
+    if (!std::isfinite(m)) return {m, 0.0};
     double s = 0;
     for (int64_t c = 0; c < classes; ++c) s += std::exp(double(row[c]) - m);
-    return m + std::log(s);
+    return {m, std::log(s)};
 }
 
 void check_loss_view(const Tensor& v, const char* what, const CrossEntropy& ce, capsule_dtype dtype) {
@@ -130,7 +136,11 @@ void cross_entropy_forward(const ForwardCall& call) {
         double total = 0;
         for (int64_t i = 0; i < ce.n; ++i) {
             const T* row = xp + i * ce.classes;
-            const double loss = tp[i] == ce.ignore_index ? 0.0 : log_sum_exp(row, ce.classes) - double(row[tp[i]]);
+            double loss = 0.0;
+            if (tp[i] != ce.ignore_index) {
+                const LogSumExp lse = log_sum_exp(row, ce.classes);
+                loss = (lse.max - double(row[tp[i]])) + lse.log_sum;
+            }
             if (ce.reduction == Reduction::none) y.data<T>()[i] = T(loss);
             total += loss;
         }
@@ -164,9 +174,10 @@ void cross_entropy_backward(const BackwardCall& call) {
                 continue;
             }
             const double up = double(ce.reduction == Reduction::none ? gp[i] : gp[0]) / divisor;
-            const double lse = log_sum_exp(row, ce.classes);
+            const LogSumExp lse = log_sum_exp(row, ce.classes);
             for (int64_t c = 0; c < ce.classes; ++c)
-                grow[c] = T(up * (std::exp(double(row[c]) - lse) - (c == tp[i] ? 1.0 : 0.0)));
+                grow[c] = T(up * (std::exp((double(row[c]) - lse.max) - lse.log_sum) -
+                                  (c == tp[i] ? 1.0 : 0.0)));
         }
     });
 }
