@@ -38,8 +38,9 @@ string vjp_refusal(const string& profile, VJPMode mode) {
 /// per node.
 class ProgramBuilder {
 public:
-    ProgramBuilder(const Session::Impl& impl, const Graph& graph)
-        : impl_(impl), graph_(graph), position_(node_positions(graph)) {}
+    ProgramBuilder(const Session::Impl& impl, const Graph& graph,
+                   const std::unordered_map<std::int64_t, std::size_t>& positions)
+        : impl_(impl), graph_(graph), position_(positions) {}
 
     BackwardProgram build() {
         program_.refusal = vjp_refusal(impl_.profile_name, impl_.vjp_mode);
@@ -213,7 +214,7 @@ private:
 
     const Session::Impl& impl_;
     const Graph& graph_;
-    const std::unordered_map<std::int64_t, std::size_t> position_;
+    const std::unordered_map<std::int64_t, std::size_t>& position_;
     BackwardProgram program_;
     std::vector<std::size_t> region_;  // per node position: gradient offset, or kNone
     std::vector<bool> reached_;        // per node position: some graph output depends on it
@@ -242,8 +243,10 @@ void accumulate(void* dst, const void* src, const TensorType& type) {
 
 }  // namespace
 
-BackwardProgram detail::build_backward_program(const Session::Impl& impl, const Graph& graph) {
-    return ProgramBuilder(impl, graph).build();
+BackwardProgram detail::build_backward_program(
+    const Session::Impl& impl, const Graph& graph,
+    const std::unordered_map<std::int64_t, std::size_t>& positions) {
+    return ProgramBuilder(impl, graph, positions).build();
 }
 
 struct Tape::State {

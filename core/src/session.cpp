@@ -283,7 +283,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         const auto& node = graph.nodes[at];
         parent_types.clear();
         for (auto p : node.parents) parent_types.push_back(impl->slots[slot_of(p, node)].type);
-        const TensorType type{node.shape, node.dtype};
+        TensorType type{node.shape, node.dtype};
         auto specs = parameter_specs(node, parent_types);
         switch (node.kind) {
             case NodeKind::input: {
@@ -324,7 +324,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.first_param = impl->views.size();
         for (auto s : param_slots) impl->add_view(s);
         step.num_params = param_slots.size();
-        auto out = impl->add_slot(type, SlotKind::arena);
+        auto out = impl->add_slot(std::move(type), SlotKind::arena);
         step.output = impl->add_view(out);
         if (!node.attrs.empty()) step.attrs = std::make_unique<AttributeViews>(node.attrs);
         slot_at[at] = out;
@@ -356,7 +356,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     }
     impl->prepare_steps(options.threads > 0 ? options.threads
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-    impl->backward = build_backward_program(*impl, graph);
+    impl->backward = build_backward_program(*impl, graph, position);
     return Session(std::move(impl));
 }
 

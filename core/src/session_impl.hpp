@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "capsule/attribute_views.hpp"
@@ -166,6 +167,8 @@ namespace capsule::detail {
 
 /// The backward program of a freshly built session (autograd.cpp). Records a refusal instead of
 /// raising, so that inference-only sessions are unaffected.
-BackwardProgram build_backward_program(const Session::Impl& impl, const Graph& graph);
+/// `positions` is node_positions(graph).
+BackwardProgram build_backward_program(const Session::Impl& impl, const Graph& graph,
+                                       const std::unordered_map<std::int64_t, std::size_t>& positions);
 
 }  // namespace capsule::detail
