@@ -1,0 +1,256 @@
+// onednn eltwise (relu, gelu, sigmoid, tanh), softmax / log_softmax, binary add / sub / mul with
+// broadcasting, and batch_norm inference.
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+
+namespace {
+
+/// A state holding one primitive and the plain descriptors of its operands.
+struct PrimitiveState : NodeState {
+    using NodeState::NodeState;
+    bool empty = false;
+    memory::desc src_md, src1_md, dst_md;
+    bool swapped = false;  // binary: operands exchanged (see prepare_binary)
+    dnnl::primitive primitive;
+};
+
+// ---- eltwise --------------------------------------------------------------------------------
+
+/// relu (torch.relu), gelu (torch.nn.functional.gelu: approximate none = oneDNN gelu_erf,
+/// tanh = gelu_tanh), sigmoid (torch.sigmoid = oneDNN logistic), tanh: elementwise over the
+/// tensor seen as one flat vector, any rank.
+enum class Unary { relu, gelu, sigmoid, tanh };
+
+template <Unary Op>
+std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
+    const char* name = Op == Unary::relu      ? "onednn.relu"
+                       : Op == Unary::gelu    ? "onednn.gelu"
+                       : Op == Unary::sigmoid ? "onednn.sigmoid"
+                                              : "onednn.tanh";
+    auto s = std::make_unique<PrimitiveState>(name, call);
+    const Tensor x = call.input(0);
+    require_float32(name, x, "input x");
+    s->empty = x.numel() == 0;
+    if (s->empty) return s;
+    dnnl::algorithm algo = dnnl::algorithm::eltwise_relu;
+    if constexpr (Op == Unary::gelu) {
+        const auto approximate = call.attrs().get_string("approximate", "none");
+        if (approximate == "none")
+            algo = dnnl::algorithm::eltwise_gelu_erf;
+        else if (approximate == "tanh")
+            algo = dnnl::algorithm::eltwise_gelu_tanh;
+        else
+            plugin::fail("onednn.gelu: attribute 'approximate' must be 'none' or 'tanh', got '" +
+                         approximate + "'");
+    } else if constexpr (Op == Unary::sigmoid) {
+        algo = dnnl::algorithm::eltwise_logistic;
+    } else if constexpr (Op == Unary::tanh) {
+        algo = dnnl::algorithm::eltwise_tanh;
+    }
+    s->src_md = plain_desc({x.numel()});
+    s->dst_md = s->src_md;
+    s->primitive = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algo, s->src_md, 0.f, 0.f),
+        cpu_engine()));
+    return s;
+}
+
+void run_unary(const ForwardCall& call) {
+    const auto& s = state_of<PrimitiveState>(call, "onednn eltwise");
+    if (s.empty) return;
+    execute(s.primitive,
+            {{DNNL_ARG_SRC, wrap(s.src_md, call.input(0).data<float>())},
+             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}},
+            s.threads);
+}
+
+// ---- softmax --------------------------------------------------------------------------------
+
+/// torch.softmax / torch.log_softmax(x, dim=axis) (axis may be negative; a rank-0 x is one
+/// element): oneDNN softmax_forward / logsoftmax_forward over the plain row-major tensor.
+template <bool Log>
+std::unique_ptr<PrimitiveState> prepare_softmax(const PrepareCall& call) {
+    const char* name = Log ? "onednn.log_softmax" : "onednn.softmax";
+    auto s = std::make_unique<PrimitiveState>(name, call);
+    const Tensor x = call.input(0);
+    require_float32(name, x, "input x");
+    const int rank = std::max(x.rank(), 1);
+    int64_t axis = call.attrs().get_int("axis", -1);
+    if (axis < 0) axis += rank;
+    plugin::require(axis >= 0 && axis < rank, [&] {
+        return std::string(name) + ": axis out of range for rank " + std::to_string(x.rank());
+    });
+    s->empty = x.numel() == 0;
+    if (s->empty) return s;
+    s->src_md = plain_desc(dims_of(x));
+    s->dst_md = s->src_md;
+    const auto kind = dnnl::prop_kind::forward_inference;
+    if constexpr (Log)
+        s->primitive = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
+            dnnl::logsoftmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), cpu_engine()));
+    else
+        s->primitive = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+            dnnl::softmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), cpu_engine()));
+    return s;
+}
+
+// ---- binary ---------------------------------------------------------------------------------
+
+/// torch.add / torch.sub / torch.mul(a, b) with NumPy broadcasting. oneDNN's binary primitive
+/// broadcasts its second source only (its first source has the output's shape), so: when a has
+/// the output's shape, dst = a op b; when b has it and a broadcasts, the operands are exchanged
+/// (add and mul commute; sub computes -(b - a) with an eltwise post-op, exact in IEEE arithmetic).
+/// When both operands broadcast (e.g. [3, 1] + [1, 4]) the node is refused.
+enum class Binary { add, sub, mul };
+
+template <Binary Op>
+std::unique_ptr<PrimitiveState> prepare_binary(const PrepareCall& call) {
+    const char* name = Op == Binary::add ? "onednn.add" : Op == Binary::sub ? "onednn.sub" : "onednn.mul";
+    auto s = std::make_unique<PrimitiveState>(name, call);
+    const Tensor a = call.input(0), b = call.input(1), y = call.output();
+    require_float32(name, a, "input a");
+    require_float32(name, b, "input b");
+    s->empty = y.numel() == 0;
+    if (s->empty) return s;
+    const std::size_t rank = std::max<std::size_t>(y.rank(), 1);
+    auto aligned = [&](const Tensor& t) {
+        memory::dims d(t.shape().begin(), t.shape().end());
+        d.insert(d.begin(), rank - d.size(), 1);
+        return d;
+    };
+    const memory::dims ad = aligned(a), bd = aligned(b), yd = dims_of(y);
+    if (ad != yd) {
+        plugin::require(bd == yd, [&] {
+            return std::string(name) + ": both operands broadcast (" + shape_string(a.shape()) +
+                   " and " + shape_string(b.shape()) + " to " + shape_string(y.shape()) +
+                   "); oneDNN's binary primitive broadcasts its second operand only";
+        });
+        s->swapped = true;
+    }
+    s->src_md = plain_desc(s->swapped ? bd : ad);
+    s->src1_md = plain_desc(s->swapped ? ad : bd);
+    s->dst_md = plain_desc(yd);
+    const auto algo = Op == Binary::add   ? dnnl::algorithm::binary_add
+                      : Op == Binary::sub ? dnnl::algorithm::binary_sub
+                                          : dnnl::algorithm::binary_mul;
+    dnnl::primitive_attr attr;
+    if (Op == Binary::sub && s->swapped) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, -1.f, 0.f);
+        attr.set_post_ops(ops);
+    }
+    s->primitive = dnnl::binary(dnnl::binary::primitive_desc(
+        dnnl::binary::desc(algo, s->src_md, s->src1_md, s->dst_md), attr, cpu_engine()));
+    return s;
+}
+
+void run_binary(const ForwardCall& call) {
+    const auto& s = state_of<PrimitiveState>(call, "onednn binary");
+    if (s.empty) return;
+    const float* a = call.input(0).data<float>();
+    const float* b = call.input(1).data<float>();
+    execute(s.primitive,
+            {{DNNL_ARG_SRC_0, wrap(s.src_md, s.swapped ? b : a)},
+             {DNNL_ARG_SRC_1, wrap(s.src1_md, s.swapped ? a : b)},
+             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}},
+            s.threads);
+}
+
+// ---- batch_norm -----------------------------------------------------------------------------
+
+/// torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training=False,
+/// eps) on x [N, C, ...] (rank 2 to 5, plain layout): y = (x - mean) / sqrt(var + eps) * weight +
+/// bias with the running statistics (oneDNN use_global_stats, use_scale, use_shift). Parameters
+/// in docs/ops.md order: weight, bias (when affine), running_mean, running_var. training = true
+/// (batch statistics) is not implemented here and is refused.
+struct BatchNormState : NodeState {
+    using NodeState::NodeState;
+    bool empty = false, affine = true;
+    memory::desc x_md, c_md;
+    dnnl::batch_normalization_forward primitive;
+};
+
+std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
+    const char* name = "onednn.batch_norm";
+    auto s = std::make_unique<BatchNormState>(name, call);
+    const Tensor x = call.input(0);
+    require_float32(name, x, "input x");
+    const auto attrs = call.attrs();
+    if (attrs.get_bool("training", false))
+        plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
+                     "onednn.batch_norm: training = true (batch statistics) is not implemented by the "
+                     "oneDNN capsule; only inference with the running statistics is");
+    s->affine = attrs.get_bool("affine", true);
+    const double eps = attrs.get_float("eps", 1e-5);
+    plugin::require(call.num_params() == (s->affine ? 4u : 2u),
+                    "onednn.batch_norm: expects parameters [weight, bias,] running_mean, running_var");
+    plugin::require(x.rank() >= 2 && x.rank() <= 5, [&] {
+        return std::string(name) + ": x of rank " + std::to_string(x.rank()) +
+               " is not supported (oneDNN batch normalization takes rank 2 to 5)";
+    });
+    for (std::size_t i = 0; i < call.num_params(); ++i) {
+        require_float32(name, call.param(i), "a parameter");
+        plugin::require(call.param(i).numel() == x.dim(1), "onednn.batch_norm: parameters must be [C]");
+    }
+    s->empty = x.numel() == 0;
+    if (s->empty) return s;
+    s->x_md = plain_desc(dims_of(x));
+    s->c_md = plain_desc({x.dim(1)});
+    auto flags = dnnl::normalization_flags::use_global_stats;
+    if (s->affine)
+        flags = flags | dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    s->primitive = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, s->x_md,
+                                                static_cast<float>(eps), flags),
+        cpu_engine()));
+    return s;
+}
+
+void batch_norm(const ForwardCall& call) {
+    const auto& s = state_of<BatchNormState>(call, "onednn.batch_norm");
+    if (s.empty) return;
+    const std::size_t stats = s.affine ? 2 : 0;
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, wrap(s.x_md, call.input(0).data<float>())},
+        {DNNL_ARG_DST, wrap(s.x_md, call.output().data<float>())},
+        {DNNL_ARG_MEAN, wrap(s.c_md, call.param(stats).data<float>())},
+        {DNNL_ARG_VARIANCE, wrap(s.c_md, call.param(stats + 1).data<float>())}};
+    if (s.affine) {
+        args.emplace(DNNL_ARG_SCALE, wrap(s.c_md, call.param(0).data<float>()));
+        args.emplace(DNNL_ARG_SHIFT, wrap(s.c_md, call.param(1).data<float>()));
+    }
+    execute(s.primitive, args, s.threads);
+}
+
+template <typename State, std::unique_ptr<State> (*Prepare)(const PrepareCall&),
+          void (*Forward)(const ForwardCall&)>
+constexpr capsule_kernel entry(const char* name) {
+    return plugin::kernel(name, forward_entry<Forward>, nullptr, prepare_entry<State, Prepare>,
+                          release_entry<State>);
+}
+
+}  // namespace
+
+const capsule_kernel relu_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::relu>, run_unary>("onednn.relu");
+const capsule_kernel gelu_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary>("onednn.gelu");
+const capsule_kernel sigmoid_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary>("onednn.sigmoid");
+const capsule_kernel tanh_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary>("onednn.tanh");
+const capsule_kernel softmax_kernel =
+    entry<PrimitiveState, prepare_softmax<false>, run_unary>("onednn.softmax");
+const capsule_kernel log_softmax_kernel =
+    entry<PrimitiveState, prepare_softmax<true>, run_unary>("onednn.log_softmax");
+const capsule_kernel add_kernel =
+    entry<PrimitiveState, prepare_binary<Binary::add>, run_binary>("onednn.add");
+const capsule_kernel sub_kernel =
+    entry<PrimitiveState, prepare_binary<Binary::sub>, run_binary>("onednn.sub");
+const capsule_kernel mul_kernel =
+    entry<PrimitiveState, prepare_binary<Binary::mul>, run_binary>("onednn.mul");
+const capsule_kernel batch_norm_kernel =
+    entry<BatchNormState, prepare_batch_norm, batch_norm>("onednn.batch_norm");
+
+}  // namespace capsule::onednn
