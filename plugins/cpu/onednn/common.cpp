@@ -88,9 +88,36 @@ ThreadScope::~ThreadScope() {
     if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
 }
 
-void execute(const dnnl::primitive& primitive, const std::unordered_map<int, memory>& args,
-             int threads) {
-    ThreadScope scope(threads);
+dnnl::primitive_attr scratchpad_attr() {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+}
+
+void* scratch(int index, std::size_t bytes) {
+    struct Buffer {
+        std::unique_ptr<char[]> data;
+        std::size_t size = 0;
+    };
+    thread_local Buffer buffers[3];
+    auto& b = buffers[index];
+    if (b.size < bytes) {
+        b.data.reset();
+        b.data.reset(new (std::align_val_t(64)) char[bytes]);
+        b.size = bytes;
+    }
+    return b.data.get();
+}
+
+void add_scratchpad(const NodeState& state, std::unordered_map<int, memory>& args) {
+    const std::size_t bytes = state.scratchpad.get_size();
+    if (bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(state.scratchpad, cpu_engine(), scratch(2, bytes)));
+}
+
+void execute(const NodeState& state, const dnnl::primitive& primitive,
+             std::unordered_map<int, memory> args) {
+    add_scratchpad(state, args);
+    ThreadScope scope(state.threads);
     auto& stream = thread_stream();
     primitive.execute(stream, args);
     stream.wait();

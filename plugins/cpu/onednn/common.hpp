@@ -59,6 +59,9 @@ struct NodeState {
     std::vector<std::vector<int64_t>> input_shapes;
     std::vector<int64_t> output_shape;
     int threads = 1;
+    /// The primitive's scratchpad (user-managed: each call uses a per-thread buffer, so that
+    /// concurrent calls never share one and no call allocates once the buffer has grown).
+    memory::desc scratchpad;
 
     NodeState(const char* name, const PrepareCall& call);
     virtual ~NodeState() = default;
@@ -93,10 +96,20 @@ private:
     int previous_ = 0;
 };
 
-/// Executes `primitive` on the calling thread's stream with `args`, honouring `threads`, and
-/// waits for it.
-void execute(const dnnl::primitive& primitive, const std::unordered_map<int, memory>& args,
-             int threads);
+/// Primitive attributes with a user-managed scratchpad (see NodeState::scratchpad).
+dnnl::primitive_attr scratchpad_attr();
+
+/// A per-thread buffer of at least `bytes`, 64-byte aligned, reused across calls on the same
+/// thread; `index` 0 and 1 hold staged activations (source, destination), 2 the scratchpad.
+void* scratch(int index, std::size_t bytes);
+
+/// Executes `primitive` of node `state` on the calling thread's stream with `args` (plus the
+/// scratchpad), honouring the node's thread count, and waits for it.
+void execute(const NodeState& state, const dnnl::primitive& primitive,
+             std::unordered_map<int, memory> args);
+
+/// Adds the node's scratchpad (a per-thread buffer) to `args` when the primitive needs one.
+void add_scratchpad(const NodeState& state, std::unordered_map<int, memory>& args);
 
 /// Wraps a host buffer (no copy).
 inline memory wrap(const memory::desc& desc, const void* data) {

@@ -34,23 +34,12 @@ struct Staged {
     }
 };
 
-/// A per-thread scratch buffer of at least `bytes` (index 0 or 1: source or destination), reused
-/// across calls on the same thread.
-void* scratch(int index, std::size_t bytes) {
-    thread_local std::vector<std::unique_ptr<char[]>> buffers(2);
-    thread_local std::size_t sizes[2] = {0, 0};
-    if (sizes[index] < bytes) {
-        buffers[index].reset(new (std::align_val_t(64)) char[bytes]);
-        sizes[index] = bytes;
-    }
-    return buffers[index].get();
-}
-
 /// Runs `primitive` with src/dst in the host's layout, reordering through scratch buffers where
 /// the primitive's layouts differ. `extra` holds the other arguments (weights, bias).
-void run_staged(const dnnl::primitive& primitive, const Staged& src, const Staged& dst,
-                const void* x, void* y, std::unordered_map<int, memory> extra, int threads) {
-    ThreadScope scope(threads);
+void run_staged(const NodeState& state, const dnnl::primitive& primitive, const Staged& src,
+                const Staged& dst, const void* x, void* y, std::unordered_map<int, memory> extra) {
+    add_scratchpad(state, extra);
+    ThreadScope scope(state.threads);
     auto& stream = thread_stream();
     memory x_plain = wrap(src.plain, x), y_plain = wrap(dst.plain, y);
     memory x_inner = x_plain, y_inner = y_plain;
@@ -138,7 +127,8 @@ std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                       dnnl::algorithm::convolution_direct, x_any, w_any,
                                                       y_any, strides, dil, pad, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, cpu_engine());
+    dnnl::convolution_forward::primitive_desc pd(desc, scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
     s->src.init(memory::desc(x_dims, f32, tag::nchw), pd.src_desc(), true);
     s->dst.init(memory::desc(y_dims, f32, tag::nchw), pd.dst_desc(), false);
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
@@ -152,8 +142,8 @@ void conv2d(const ForwardCall& call) {
     if (s.empty) return;
     std::unordered_map<int, memory> extra{{DNNL_ARG_WEIGHTS, s.weights}};
     if (s.has_bias) extra.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
-    run_staged(s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
-               std::move(extra), s.threads);
+    run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
+               std::move(extra));
 }
 
 // ---- pools ----------------------------------------------------------------------------------
@@ -165,6 +155,12 @@ void conv2d(const ForwardCall& call) {
 /// equal the host's. Average pooling with count_include_pad divides by the whole window in
 /// oneDNN but, in PyTorch, only by the part within the explicitly padded input: that combination
 /// (count_include_pad with a window past the padding) is refused, not computed differently.
+template <bool Max, bool Padded>
+constexpr const char* pool_name() {
+    return Max ? (Padded ? "onednn.max_pool2d_pad" : "onednn.max_pool2d")
+               : (Padded ? "onednn.avg_pool2d_pad" : "onednn.avg_pool2d");
+}
+
 struct PoolState : NodeState {
     using NodeState::NodeState;
     bool empty = false;
@@ -174,8 +170,7 @@ struct PoolState : NodeState {
 
 template <bool Max, bool Padded>
 std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
-    const char* name = Max ? (Padded ? "onednn.max_pool2d_pad" : "onednn.max_pool2d")
-                           : (Padded ? "onednn.avg_pool2d_pad" : "onednn.avg_pool2d");
+    const char* name = pool_name<Max, Padded>();
     auto s = std::make_unique<PoolState>(name, call);
     const Tensor x = call.input(0), y = call.output();
     require_float32(name, x, "input x");
@@ -215,7 +210,8 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
         dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algo, x_plain, y_plain,
                                     {stride[0], stride[1]}, {kernel[0], kernel[1]},
                                     {padding[0], padding[1]}, pad_r),
-        cpu_engine());
+        scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
     s->src.init(x_plain, pd.src_desc(), true);
     s->dst.init(y_plain, pd.dst_desc(), false);
     s->primitive = dnnl::pooling_forward(pd);
@@ -224,10 +220,10 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
 
 template <bool Max, bool Padded>
 void pool(const ForwardCall& call) {
-    const auto& s = state_of<PoolState>(call, "onednn pool");
+    const auto& s = state_of<PoolState>(call, pool_name<Max, Padded>());
     if (s.empty) return;
-    run_staged(s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
-               {}, s.threads);
+    run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
+               {});
 }
 
 }  // namespace

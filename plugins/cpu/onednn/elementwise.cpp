@@ -1,5 +1,7 @@
 // onednn eltwise (relu, gelu, sigmoid, tanh), softmax / log_softmax, binary add / sub / mul with
 // broadcasting, and batch_norm inference.
+#include <limits>
+
 #include "kernels.hpp"
 
 namespace capsule::onednn {
@@ -50,29 +52,52 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
     }
     s->src_md = plain_desc({x.numel()});
     s->dst_md = s->src_md;
-    s->primitive = dnnl::eltwise_forward(dnnl::eltwise_forward::primitive_desc(
+    dnnl::eltwise_forward::primitive_desc pd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algo, s->src_md, 0.f, 0.f),
-        cpu_engine()));
+        scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::eltwise_forward(pd);
     return s;
 }
 
+template <const char* Name>
 void run_unary(const ForwardCall& call) {
-    const auto& s = state_of<PrimitiveState>(call, "onednn eltwise");
+    const auto& s = state_of<PrimitiveState>(call, Name);
     if (s.empty) return;
-    execute(s.primitive,
+    execute(s, s.primitive,
             {{DNNL_ARG_SRC, wrap(s.src_md, call.input(0).data<float>())},
-             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}},
-            s.threads);
+             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
+}
+
+/// relu: oneDNN's eltwise_relu maps NaN to 0 where torch.relu keeps NaN, so a second pass copies
+/// NaN inputs to the output (one extra read of x; relu is memory-bound either way).
+template <const char* Name>
+void run_relu(const ForwardCall& call) {
+    run_unary<Name>(call);
+    const Tensor x = call.input(0);
+    const float* in = x.data<float>();
+    float* out = call.output().data<float>();
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i)
+        if (in[i] != in[i]) out[i] = in[i];
 }
 
 // ---- softmax --------------------------------------------------------------------------------
 
 /// torch.softmax / torch.log_softmax(x, dim=axis) (axis may be negative; a rank-0 x is one
 /// element): oneDNN softmax_forward / logsoftmax_forward over the plain row-major tensor.
+/// oneDNN skips NaN when taking the maximum, so a slice along the axis
+/// that holds a NaN gets numbers (0, -inf) where PyTorch gives NaN for the whole slice; a second
+/// pass sets such slices to NaN.
+struct SoftmaxState : PrimitiveState {
+    using PrimitiveState::PrimitiveState;
+    int64_t outer = 1, length = 1, inner = 1;  // dims before, along and after the axis
+};
+
 template <bool Log>
-std::unique_ptr<PrimitiveState> prepare_softmax(const PrepareCall& call) {
+std::unique_ptr<SoftmaxState> prepare_softmax(const PrepareCall& call) {
     const char* name = Log ? "onednn.log_softmax" : "onednn.softmax";
-    auto s = std::make_unique<PrimitiveState>(name, call);
+    auto s = std::make_unique<SoftmaxState>(name, call);
     const Tensor x = call.input(0);
     require_float32(name, x, "input x");
     const int rank = std::max(x.rank(), 1);
@@ -83,16 +108,43 @@ std::unique_ptr<PrimitiveState> prepare_softmax(const PrepareCall& call) {
     });
     s->empty = x.numel() == 0;
     if (s->empty) return s;
-    s->src_md = plain_desc(dims_of(x));
+    const memory::dims dims = dims_of(x);
+    for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
+        (i < axis ? s->outer : i == axis ? s->length : s->inner) *= dims[i];
+    s->src_md = plain_desc(dims);
     s->dst_md = s->src_md;
     const auto kind = dnnl::prop_kind::forward_inference;
-    if constexpr (Log)
-        s->primitive = dnnl::logsoftmax_forward(dnnl::logsoftmax_forward::primitive_desc(
-            dnnl::logsoftmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), cpu_engine()));
-    else
-        s->primitive = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
-            dnnl::softmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), cpu_engine()));
+    if constexpr (Log) {
+        dnnl::logsoftmax_forward::primitive_desc pd(
+            dnnl::logsoftmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), scratchpad_attr(),
+            cpu_engine());
+        s->scratchpad = pd.scratchpad_desc();
+        s->primitive = dnnl::logsoftmax_forward(pd);
+    } else {
+        dnnl::softmax_forward::primitive_desc pd(
+            dnnl::softmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), scratchpad_attr(),
+            cpu_engine());
+        s->scratchpad = pd.scratchpad_desc();
+        s->primitive = dnnl::softmax_forward(pd);
+    }
     return s;
+}
+
+template <const char* Name>
+void run_softmax(const ForwardCall& call) {
+    const auto& s = state_of<SoftmaxState>(call, Name);
+    if (s.empty) return;
+    const float* x = call.input(0).data<float>();
+    float* y = call.output().data<float>();
+    execute(s, s.primitive, {{DNNL_ARG_SRC, wrap(s.src_md, x)}, {DNNL_ARG_DST, wrap(s.dst_md, y)}});
+    for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t i = 0; i < s.inner; ++i) {
+            const int64_t base = o * s.length * s.inner + i;
+            bool nan = false;
+            for (int64_t k = 0; k < s.length; ++k) nan |= x[base + k * s.inner] != x[base + k * s.inner];
+            if (nan)
+                for (int64_t k = 0; k < s.length; ++k) y[base + k * s.inner] = std::numeric_limits<float>::quiet_NaN();
+        }
 }
 
 // ---- binary ---------------------------------------------------------------------------------
@@ -134,27 +186,29 @@ std::unique_ptr<PrimitiveState> prepare_binary(const PrepareCall& call) {
     const auto algo = Op == Binary::add   ? dnnl::algorithm::binary_add
                       : Op == Binary::sub ? dnnl::algorithm::binary_sub
                                           : dnnl::algorithm::binary_mul;
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = scratchpad_attr();
     if (Op == Binary::sub && s->swapped) {
         dnnl::post_ops ops;
         ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, -1.f, 0.f);
         attr.set_post_ops(ops);
     }
-    s->primitive = dnnl::binary(dnnl::binary::primitive_desc(
-        dnnl::binary::desc(algo, s->src_md, s->src1_md, s->dst_md), attr, cpu_engine()));
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algo, s->src_md, s->src1_md, s->dst_md), attr,
+                                    cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::binary(pd);
     return s;
 }
 
+template <const char* Name>
 void run_binary(const ForwardCall& call) {
-    const auto& s = state_of<PrimitiveState>(call, "onednn binary");
+    const auto& s = state_of<PrimitiveState>(call, Name);
     if (s.empty) return;
     const float* a = call.input(0).data<float>();
     const float* b = call.input(1).data<float>();
-    execute(s.primitive,
+    execute(s, s.primitive,
             {{DNNL_ARG_SRC_0, wrap(s.src_md, s.swapped ? b : a)},
              {DNNL_ARG_SRC_1, wrap(s.src1_md, s.swapped ? a : b)},
-             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}},
-            s.threads);
+             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
 }
 
 // ---- batch_norm -----------------------------------------------------------------------------
@@ -200,10 +254,12 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     auto flags = dnnl::normalization_flags::use_global_stats;
     if (s->affine)
         flags = flags | dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-    s->primitive = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(
+    dnnl::batch_normalization_forward::primitive_desc pd(
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, s->x_md,
                                                 static_cast<float>(eps), flags),
-        cpu_engine()));
+        scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::batch_normalization_forward(pd);
     return s;
 }
 
@@ -220,7 +276,7 @@ void batch_norm(const ForwardCall& call) {
         args.emplace(DNNL_ARG_SCALE, wrap(s.c_md, call.param(0).data<float>()));
         args.emplace(DNNL_ARG_SHIFT, wrap(s.c_md, call.param(1).data<float>()));
     }
-    execute(s.primitive, args, s.threads);
+    execute(s, s.primitive, std::move(args));
 }
 
 template <typename State, std::unique_ptr<State> (*Prepare)(const PrepareCall&),
@@ -232,24 +288,36 @@ constexpr capsule_kernel entry(const char* name) {
 
 }  // namespace
 
+namespace {
+constexpr char k_relu[] = "onednn.relu";
+constexpr char k_gelu[] = "onednn.gelu";
+constexpr char k_sigmoid[] = "onednn.sigmoid";
+constexpr char k_tanh[] = "onednn.tanh";
+constexpr char k_softmax[] = "onednn.softmax";
+constexpr char k_log_softmax[] = "onednn.log_softmax";
+constexpr char k_add[] = "onednn.add";
+constexpr char k_sub[] = "onednn.sub";
+constexpr char k_mul[] = "onednn.mul";
+}  // namespace
+
 const capsule_kernel relu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::relu>, run_unary>("onednn.relu");
+    entry<PrimitiveState, prepare_unary<Unary::relu>, run_relu<k_relu>>(k_relu);
 const capsule_kernel gelu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary>("onednn.gelu");
+    entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary<k_gelu>>(k_gelu);
 const capsule_kernel sigmoid_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary>("onednn.sigmoid");
+    entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary<k_sigmoid>>(k_sigmoid);
 const capsule_kernel tanh_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary>("onednn.tanh");
+    entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary<k_tanh>>(k_tanh);
 const capsule_kernel softmax_kernel =
-    entry<PrimitiveState, prepare_softmax<false>, run_unary>("onednn.softmax");
+    entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>>(k_softmax);
 const capsule_kernel log_softmax_kernel =
-    entry<PrimitiveState, prepare_softmax<true>, run_unary>("onednn.log_softmax");
+    entry<SoftmaxState, prepare_softmax<true>, run_softmax<k_log_softmax>>(k_log_softmax);
 const capsule_kernel add_kernel =
-    entry<PrimitiveState, prepare_binary<Binary::add>, run_binary>("onednn.add");
+    entry<PrimitiveState, prepare_binary<Binary::add>, run_binary<k_add>>(k_add);
 const capsule_kernel sub_kernel =
-    entry<PrimitiveState, prepare_binary<Binary::sub>, run_binary>("onednn.sub");
+    entry<PrimitiveState, prepare_binary<Binary::sub>, run_binary<k_sub>>(k_sub);
 const capsule_kernel mul_kernel =
-    entry<PrimitiveState, prepare_binary<Binary::mul>, run_binary>("onednn.mul");
+    entry<PrimitiveState, prepare_binary<Binary::mul>, run_binary<k_mul>>(k_mul);
 const capsule_kernel batch_norm_kernel =
     entry<BatchNormState, prepare_batch_norm, batch_norm>("onednn.batch_norm");
 

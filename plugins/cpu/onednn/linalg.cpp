@@ -57,7 +57,8 @@ std::unique_ptr<LinearState> prepare_linear(const PrepareCall& call) {
                                                         w_any, s->bias_md, s->dst_md)
                     : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, s->src_md,
                                                         w_any, s->dst_md);
-    dnnl::inner_product_forward::primitive_desc pd(desc, cpu_engine());
+    dnnl::inner_product_forward::primitive_desc pd(desc, scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::inner_product_forward(pd);
     return s;
@@ -77,7 +78,7 @@ void linear(const ForwardCall& call) {
                                          {DNNL_ARG_WEIGHTS, s.weights},
                                          {DNNL_ARG_DST, wrap(s.dst_md, y)}};
     if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
-    execute(s.primitive, args, s.threads);
+    execute(s, s.primitive, std::move(args));
 }
 
 // ---- matmul ---------------------------------------------------------------------------------
@@ -139,7 +140,9 @@ std::unique_ptr<MatmulState> prepare_matmul(const PrepareCall& call) {
     s->a_md = plain_desc(ad);
     s->b_md = plain_desc(bd);
     s->c_md = plain_desc(cd);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->a_md, s->b_md, s->c_md), cpu_engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->a_md, s->b_md, s->c_md), scratchpad_attr(),
+                                    cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
     s->primitive = dnnl::matmul(pd);
     return s;
 }
@@ -152,11 +155,10 @@ void matmul(const ForwardCall& call) {
         std::memset(out.data<float>(), 0, static_cast<std::size_t>(out.numel()) * sizeof(float));
         return;
     }
-    execute(s.primitive,
+    execute(s, s.primitive,
             {{DNNL_ARG_SRC, wrap(s.a_md, call.input(0).data<float>())},
              {DNNL_ARG_WEIGHTS, wrap(s.b_md, call.input(1).data<float>())},
-             {DNNL_ARG_DST, wrap(s.c_md, out.data<float>())}},
-            s.threads);
+             {DNNL_ARG_DST, wrap(s.c_md, out.data<float>())}});
 }
 
 }  // namespace
