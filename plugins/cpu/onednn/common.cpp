@@ -62,6 +62,11 @@ NodeState::NodeState(const char* name, const PrepareCall& call) : capsule(name) 
     threads = call.threads();
 }
 
+void NodeState::limit_threads(double flops) {
+    constexpr double kParallelThreshold = 1 << 20;  // about 0.1 ms of one core's work
+    if (flops < kParallelThreshold) threads = 1;
+}
+
 void NodeState::check_shapes(const ForwardCall& call) const {
     bool same = call.num_inputs() == input_shapes.size();
     for (std::size_t i = 0; same && i < input_shapes.size(); ++i) {

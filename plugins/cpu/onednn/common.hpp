@@ -65,6 +65,10 @@ struct NodeState {
 
     NodeState(const char* name, const PrepareCall& call);
     virtual ~NodeState() = default;
+    /// Uses one thread for a node whose work (about `flops` floating-point operations, or
+    /// element visits for memory-bound ops) is too small to pay for waking an OpenMP team (tens
+    /// of microseconds, far more when the cores are shared with other processes).
+    void limit_threads(double flops);
     /// Refuses a call whose input or output shapes differ from those seen in prepare.
     void check_shapes(const ForwardCall& call) const;
 };

@@ -96,6 +96,9 @@ std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
                std::to_string(groups) + " does not match input " + shape_string(x.shape());
     });
     s->empty = y.numel() == 0;
+    s->limit_threads(2.0 * double(y.numel()) * double(w.numel() / std::max<int64_t>(o, 1)));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty || c == 0) {
         plugin::require(s->empty, "onednn.conv2d: zero input channels are not supported");
         return s;
@@ -184,6 +187,9 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     const auto padding = Padded ? pair_attr(attrs, "padding", 0, name) : std::array<int64_t, 2>{0, 0};
     const bool include_pad = Padded ? attrs.get_bool("count_include_pad", true) : true;
     s->empty = y.numel() == 0;
+    s->limit_threads(double(y.numel()) * double(kernel[0] * kernel[1]));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty) return s;
     memory::dims pad_r(2);
     for (int i = 0; i < 2; ++i) {

@@ -34,6 +34,9 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
     const Tensor x = call.input(0);
     require_float32(name, x, "input x");
     s->empty = x.numel() == 0;
+    s->limit_threads(8.0 * double(x.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty) return s;
     dnnl::algorithm algo = dnnl::algorithm::eltwise_relu;
     if constexpr (Op == Unary::gelu) {
@@ -107,6 +110,9 @@ std::unique_ptr<SoftmaxState> prepare_softmax(const PrepareCall& call) {
         return std::string(name) + ": axis out of range for rank " + std::to_string(x.rank());
     });
     s->empty = x.numel() == 0;
+    s->limit_threads(8.0 * double(x.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty) return s;
     const memory::dims dims = dims_of(x);
     for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
@@ -164,6 +170,9 @@ std::unique_ptr<PrimitiveState> prepare_binary(const PrepareCall& call) {
     require_float32(name, a, "input a");
     require_float32(name, b, "input b");
     s->empty = y.numel() == 0;
+    s->limit_threads(double(y.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty) return s;
     const std::size_t rank = std::max<std::size_t>(y.rank(), 1);
     auto aligned = [&](const Tensor& t) {
@@ -248,6 +257,9 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
         plugin::require(call.param(i).numel() == x.dim(1), "onednn.batch_norm: parameters must be [C]");
     }
     s->empty = x.numel() == 0;
+    s->limit_threads(8.0 * double(x.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty) return s;
     s->x_md = plain_desc(dims_of(x));
     s->c_md = plain_desc({x.dim(1)});

@@ -46,6 +46,9 @@ std::unique_ptr<LinearState> prepare_linear(const PrepareCall& call) {
     s->rows = product(x.shape(), 0, x.rank() - 1);
     if (s->has_bias) require_float32(name, call.param(1), "bias");
     s->trivial = s->rows == 0 || s->out == 0 || s->in == 0;
+    s->limit_threads(2.0 * double(s->rows) * double(s->in) * double(s->out));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->trivial) return s;
     s->src_md = memory::desc({s->rows, s->in}, memory::data_type::f32, memory::format_tag::nc);
     s->dst_md = memory::desc({s->rows, s->out}, memory::data_type::f32, memory::format_tag::nc);
@@ -135,6 +138,9 @@ std::unique_ptr<MatmulState> prepare_matmul(const PrepareCall& call) {
     });
     s->empty = count == 0;
     s->zero_inner = ad[rank - 1] == 0;
+    s->limit_threads(2.0 * double(count) * double(ad[rank - 1]));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
     if (s->empty || s->zero_inner) return s;
     // A batch of zero size in one operand broadcast against 1 gives an empty result (handled above).
     s->a_md = plain_desc(ad);
