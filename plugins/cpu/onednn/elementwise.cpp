@@ -14,6 +14,8 @@ struct PrimitiveState : NodeState {
     bool empty = false;
     memory::desc src_md, src1_md, dst_md;
     bool swapped = false;  // binary: operands exchanged (see prepare_binary)
+    bool expand = false;   // binary: both operands broadcast; a is first expanded into the output
+    std::vector<int64_t> out_dims, a_strides;  // for the expansion (a's strides, 0 on broadcast dims)
     dnnl::primitive primitive;
 };
 
@@ -159,7 +161,8 @@ void run_softmax(const ForwardCall& call) {
 /// broadcasts its second source only (its first source has the output's shape), so: when a has
 /// the output's shape, dst = a op b; when b has it and a broadcasts, the operands are exchanged
 /// (add and mul commute; sub computes -(b - a) with an eltwise post-op, exact in IEEE arithmetic).
-/// When both operands broadcast (e.g. [3, 1] + [1, 4]) the node is refused.
+/// When both operands broadcast (e.g. [3, 1] + [1, 4]), a is first copied, broadcast, into the
+/// output buffer and the primitive runs in place there: dst = dst op b.
 enum class Binary { add, sub, mul };
 
 template <Binary Op>
@@ -182,14 +185,20 @@ std::unique_ptr<PrimitiveState> prepare_binary(const PrepareCall& call) {
     };
     const memory::dims ad = aligned(a), bd = aligned(b), yd = dims_of(y);
     if (ad != yd) {
-        plugin::require(bd == yd, [&] {
-            return std::string(name) + ": both operands broadcast (" + shape_string(a.shape()) +
-                   " and " + shape_string(b.shape()) + " to " + shape_string(y.shape()) +
-                   "); oneDNN's binary primitive broadcasts its second operand only";
-        });
-        s->swapped = true;
+        if (bd == yd) {
+            s->swapped = true;
+        } else {
+            s->expand = true;
+            s->out_dims.assign(yd.begin(), yd.end());
+            s->a_strides.assign(rank, 0);
+            int64_t stride = 1;
+            for (std::size_t i = rank; i-- > 0;) {
+                s->a_strides[i] = ad[i] == 1 ? 0 : stride;
+                stride *= ad[i];
+            }
+        }
     }
-    s->src_md = plain_desc(s->swapped ? bd : ad);
+    s->src_md = plain_desc(s->swapped ? bd : s->expand ? yd : ad);
     s->src1_md = plain_desc(s->swapped ? ad : bd);
     s->dst_md = plain_desc(yd);
     const auto algo = Op == Binary::add   ? dnnl::algorithm::binary_add
@@ -208,12 +217,37 @@ std::unique_ptr<PrimitiveState> prepare_binary(const PrepareCall& call) {
     return s;
 }
 
+/// Copies `a` (strides `a_strides`, 0 on broadcast dims) broadcast into the row-major `y` of dims
+/// `dims`.
+void broadcast_copy(const float* a, const std::vector<int64_t>& a_strides,
+                    const std::vector<int64_t>& dims, float* y) {
+    const std::size_t rank = dims.size();
+    const int64_t last = dims[rank - 1], last_stride = a_strides[rank - 1];
+    std::vector<int64_t> index(rank, 0);
+    int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < rank; ++i) rows *= dims[i];
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t offset = 0;
+        for (std::size_t i = 0; i + 1 < rank; ++i) offset += index[i] * a_strides[i];
+        for (int64_t j = 0; j < last; ++j) y[r * last + j] = a[offset + j * last_stride];
+        for (std::size_t i = rank - 1; i-- > 0;) {
+            if (++index[i] < dims[i]) break;
+            index[i] = 0;
+        }
+    }
+}
+
 template <const char* Name>
 void run_binary(const ForwardCall& call) {
     const auto& s = state_of<PrimitiveState>(call, Name);
     if (s.empty) return;
     const float* a = call.input(0).data<float>();
     const float* b = call.input(1).data<float>();
+    if (s.expand) {
+        float* y = call.output().data<float>();
+        broadcast_copy(a, s.a_strides, s.out_dims, y);
+        a = y;  // in place: dst = dst op b
+    }
     execute(s, s.primitive,
             {{DNNL_ARG_SRC_0, wrap(s.src_md, s.swapped ? b : a)},
              {DNNL_ARG_SRC_1, wrap(s.src1_md, s.swapped ? a : b)},
