@@ -243,6 +243,9 @@ std::vector<Compare> comparisons() {
           {"ceil_mode", true}, {"count_include_pad", false}});
     pool("avg_pool2d_pad/ceil_no_pad", B::avg_pool2d_pad, {1, 2, 13, 13},
          {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"ceil_mode", true}});
+    pool("avg_pool2d_pad/exclude_pad_h_only_ceil", B::avg_pool2d_pad, {1, 2, 6, 6},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"padding", Ints{1, 0}},
+          {"ceil_mode", true}, {"count_include_pad", false}});
     pool("avg_pool2d/global_7x7", B::avg_pool2d, {2, 8, 7, 7}, {{"kernel_size", std::int64_t(7)}});
     // eltwise and softmax.
     add("relu/3d", B::relu, {{2, 3, 4}}, {});
@@ -340,6 +343,20 @@ TEST(OnednnRefusals, AveragePoolCountingPaddingPastThePaddingIsRefused) {
     c.inputs = {rnd({1, 1, 6, 6}, 3)};
     c.attrs = {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)},
                {"padding", std::int64_t(1)}, {"ceil_mode", true}};
+    const auto err = onednn_error(c);
+    EXPECT_NE(err.find("count_include_pad with ceil_mode windows that run past the padding"),
+              std::string::npos) << err;
+}
+
+TEST(OnednnRefusals, AveragePoolCountingPaddingPastThePaddingOfOneAxisIsRefused) {
+    REQUIRE_ONEDNN();
+    // Padding on H only; ceil_mode makes the last W window run past the (zero) W padding, which
+    // PyTorch divides by its valid part and oneDNN's include-padding average by the whole window.
+    KernelCase c;
+    c.op = BackendOp::avg_pool2d_pad;
+    c.inputs = {rnd({1, 1, 5, 6}, 9)};  // H: no window past the padding; W: one
+    c.attrs = {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)},
+               {"padding", Ints{1, 0}}, {"ceil_mode", true}};
     const auto err = onednn_error(c);
     EXPECT_NE(err.find("count_include_pad with ceil_mode windows that run past the padding"),
               std::string::npos) << err;

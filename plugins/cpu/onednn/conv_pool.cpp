@@ -90,7 +90,7 @@ std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
     if (s->has_bias) require_float32(name, call.param(1), "bias");
     plugin::require(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
                     "onednn.conv2d: expects x [N, C, H, W] and weight [O, C/groups, kh, kw]");
-    const int64_t n = x.dim(0), c = x.dim(1), o = w.dim(0);
+    const int64_t c = x.dim(1), o = w.dim(0);
     plugin::require(groups >= 1 && c % groups == 0 && o % groups == 0 && w.dim(1) * groups == c, [&] {
         return std::string(name) + ": weight " + shape_string(w.shape()) + " with groups " +
                std::to_string(groups) + " does not match input " + shape_string(x.shape());
@@ -136,7 +136,6 @@ std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
     s->dst.init(memory::desc(y_dims, f32, tag::nchw), pd.dst_desc(), false);
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::convolution_forward(pd);
-    (void)n;
     return s;
 }
 
@@ -191,20 +190,20 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
     const ThreadScope scope(s->threads);
     if (s->empty) return s;
+    // Without explicit padding, a window past the input (ceil_mode) averages its valid part in
+    // PyTorch, which is oneDNN's exclude-padding average.
+    const bool any_pad = padding[0] > 0 || padding[1] > 0;
     memory::dims pad_r(2);
     for (int i = 0; i < 2; ++i) {
         const int64_t in = x.dim(2 + i), out = y.dim(2 + i);
         pad_r[i] = std::max<int64_t>(padding[i], (out - 1) * stride[i] + kernel[i] - in - padding[i]);
-        if (!Max && include_pad && padding[i] > 0 && pad_r[i] > padding[i])
+        if (!Max && include_pad && any_pad && pad_r[i] > padding[i])
             plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
                          std::string(name) + ": count_include_pad with ceil_mode windows that run past "
                          "the padding (input " + shape_string(x.shape()) + ", output " +
                          shape_string(y.shape()) + ") divides differently in oneDNN than in PyTorch; "
                          "not supported");
     }
-    // Without explicit padding, a window past the input (ceil_mode) averages its valid part in
-    // PyTorch, which is oneDNN's exclude-padding average.
-    const bool any_pad = padding[0] > 0 || padding[1] > 0;
     const auto algo = Max ? dnnl::algorithm::pooling_max
                           : (include_pad && any_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding);
