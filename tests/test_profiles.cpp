@@ -170,7 +170,14 @@ TEST(Profiles, OnednnCpuAndOsTargets) {
     EXPECT_TRUE(dnn.availability().providers.count(Provider::onednn));
     EXPECT_EQ(dnn.target.os, OperatingSystem::linux_os);
     EXPECT_EQ(dnn.acceptance_policy, AcceptancePolicy::checked_runtime());
-    EXPECT_EQ(planned_capsule(dnn, BackendOp::matmul), "reference.matmul");
+    EXPECT_EQ(dnn.config.backend, BackendPreference::prefer(Provider::onednn));
+    EXPECT_EQ(dnn.config.vjp_mode, VJPMode::none);  // inference: onednn capsules are forward-only
+    EXPECT_EQ(planned_capsule(dnn, BackendOp::matmul), "onednn.matmul");
+    EXPECT_EQ(planned_capsule(dnn, BackendOp::conv2d), "onednn.conv2d");
+    // Ops oneDNN lacks stay on reference capsules in the same plan.
+    EXPECT_EQ(planned_capsule(dnn, BackendOp::concat), "reference.concat");
+    // checked_cpu's portable target has no onednn provider: nothing changes there.
+    EXPECT_EQ(planned_capsule(find_builtin_profile("checked_cpu"), BackendOp::conv2d), "reference.conv2d");
     auto mac = BackendProfile::checked_cpu_target(OperatingSystem::macos, Architecture::aarch64);
     EXPECT_EQ(mac.name, "checked_macos_aarch64_cpu");
     EXPECT_EQ(mac, find_builtin_profile("checked_macos_aarch64_cpu"));

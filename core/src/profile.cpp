@@ -99,9 +99,15 @@ BackendProfile BackendProfile::libtorch_autograd_cpu() {
                 AcceptancePolicy::allow_trusted_runtime());
 }
 
+// Inference on oneDNN: its capsules come first (prefer:onednn); ops it lacks stay on the
+// reference capsules of the same plan. VJP mode none: the oneDNN capsules have no backward
+// kernels, so a differentiating mode (torchlean-tape) would never admit them; training uses
+// checked_cpu.
 BackendProfile BackendProfile::onednn_cpu() {
     auto p = checked_cpu();
     p.name = "onednn_cpu";
+    p.config.backend = BackendPreference::prefer(Provider::onednn);
+    p.config.vjp_mode = VJPMode::none;
     p.target = linux_cpu_with(BuildFeature::onednn);
     return p;
 }

@@ -126,14 +126,40 @@ struct Call {
         for (auto& b : params) { b.refresh(); param_views.push_back(b.view); }
         for (auto& b : outputs) { b.refresh(); out_views.push_back(b.view); }
     }
+    /// Runs `k`'s forward kernel; a kernel with `prepare` (ABI 1.1) is prepared first, as a
+    /// session does (inputs and outputs without data, parameters with it), run with its state,
+    /// and released.
     std::string forward(const capsule_kernel& k) {
         relink();
+        void* state = nullptr;
+        if (k.prepare) {
+            std::vector<capsule_tensor_view> in = in_views, out = out_views;
+            for (auto& v : in) v.data = nullptr;
+            for (auto& v : out) v.data = nullptr;
+            capsule_prepare_args p{};
+            p.struct_size = sizeof p;
+            p.inputs = in.data(); p.num_inputs = in.size();
+            p.params = param_views.data(); p.num_params = param_views.size();
+            p.outputs = out.data(); p.num_outputs = out.size();
+            p.attrs = attrs.data(); p.num_attrs = attrs.size();
+            p.num_threads = 1;
+            capsule_status st{};
+            st.struct_size = sizeof st;
+            if (k.prepare(&p, &state, &st) != CAPSULE_OK)
+                return "prepare failed (code " + std::to_string(st.code) + "): " + st.message;
+        }
+        struct Release {
+            const capsule_kernel& k;
+            void* state;
+            ~Release() { if (state && k.release) k.release(state); }
+        } release{k, state};
         capsule_forward_args a{};
         a.struct_size = sizeof a;
         a.inputs = in_views.data(); a.num_inputs = in_views.size();
         a.params = param_views.data(); a.num_params = param_views.size();
         a.outputs = out_views.data(); a.num_outputs = out_views.size();
         a.attrs = attrs.data(); a.num_attrs = attrs.size();
+        a.state = state;
         capsule_status st{};
         st.struct_size = sizeof st;
         if (k.forward(&a, &st) != CAPSULE_OK)
@@ -231,6 +257,24 @@ std::string run_forward_case(const capsule_plugin& plugin, const std::string& ca
         return describe_mismatch(got, c.expected.values, c.rtol, c.atol, "output");
     } catch (const std::exception& e) {
         return std::string("case error: ") + e.what();
+    }
+}
+
+std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::string& capsule_name,
+                                       const KernelCase& c, std::string& error) {
+    try {
+        const auto* k = find_kernel(plugin, capsule_name);
+        if (!k) {
+            error = "plugin has no kernel for " + capsule_name;
+            return {};
+        }
+        Call call(c, false);
+        error = call.forward(*k);
+        if (!error.empty()) return {};
+        return call.outputs[0].values();
+    } catch (const std::exception& e) {
+        error = std::string("case error: ") + e.what();
+        return {};
     }
 }
 

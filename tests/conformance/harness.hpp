@@ -67,11 +67,18 @@ struct KernelCase {
     double grad_tol = 1e-5;
 };
 
-/// Runs the forward kernel of capsule `capsule_name` from `plugin` on `c`; returns "" on success
+/// Runs the forward kernel of capsule `capsule_name` from `plugin` on `c` (a kernel with `prepare`
+/// is prepared first with one thread, run with its state and released); returns "" on success
 /// (for an error case: the kernel failed with the expected message) or a description of the
 /// mismatch or error.
 std::string run_forward_case(const capsule_plugin& plugin, const std::string& capsule_name,
                              const KernelCase& c);
+
+/// Runs the forward kernel of `capsule_name` on `c`'s inputs (prepared first when the kernel has
+/// `prepare`) and returns its output values, or nothing with `error` set. For comparing two
+/// plugins on the same inputs.
+std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::string& capsule_name,
+                                       const KernelCase& c, std::string& error);
 
 /// Runs the backward kernel on float64 copies of the case's inputs with a fixed pseudo-random
 /// upstream gradient, and compares every gradient against central finite differences of the

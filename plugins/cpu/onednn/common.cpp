@@ -1,0 +1,163 @@
+#include "common.hpp"
+
+#include <omp.h>
+
+#include <cstring>
+
+namespace capsule::onednn {
+
+const dnnl::engine& cpu_engine() {
+    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    return engine;
+}
+
+dnnl::stream& thread_stream() {
+    thread_local dnnl::stream stream(cpu_engine());
+    return stream;
+}
+
+memory::dims dims_of(std::span<const int64_t> shape) {
+    if (shape.empty()) return {1};
+    return memory::dims(shape.begin(), shape.end());
+}
+
+memory::dims dims_of(const Tensor& t) { return dims_of(t.shape()); }
+
+memory::desc plain_desc(const memory::dims& dims) {
+    memory::dims strides(dims.size());
+    memory::dim stride = 1;
+    for (std::size_t i = dims.size(); i-- > 0;) {
+        strides[i] = stride;
+        stride *= std::max<memory::dim>(dims[i], 1);
+    }
+    return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+std::string shape_string(std::span<const int64_t> shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+void require_float32(const char* capsule, const Tensor& t, const char* what) {
+    if (t.dtype() == CAPSULE_DTYPE_FLOAT32) return;
+    const char* name = t.dtype() == CAPSULE_DTYPE_FLOAT64 ? "float64"
+                       : t.dtype() == CAPSULE_DTYPE_INT64 ? "int64"
+                       : t.dtype() == CAPSULE_DTYPE_BOOL  ? "bool"
+                                                          : "this dtype";
+    plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
+                 std::string(capsule) + ": " + what + " is " + name +
+                     "; the oneDNN capsules compute float32 only (oneDNN has no " + name +
+                     " CPU primitives): plan this node on another provider, e.g. profile "
+                     "checked_cpu");
+}
+
+NodeState::NodeState(const char* name, const PrepareCall& call) : capsule(name) {
+    for (std::size_t i = 0; i < call.num_inputs(); ++i) {
+        auto s = call.input(i).shape();
+        input_shapes.emplace_back(s.begin(), s.end());
+    }
+    auto o = call.output().shape();
+    output_shape.assign(o.begin(), o.end());
+    threads = call.threads();
+}
+
+void NodeState::limit_threads(double flops) {
+    constexpr double kParallelThreshold = 1 << 20;  // about 0.1 ms of one core's work
+    if (flops < kParallelThreshold) threads = 1;
+}
+
+void NodeState::check_shapes(const ForwardCall& call) const {
+    bool same = call.num_inputs() == input_shapes.size();
+    for (std::size_t i = 0; same && i < input_shapes.size(); ++i) {
+        auto s = call.input(i).shape();
+        same = std::equal(s.begin(), s.end(), input_shapes[i].begin(), input_shapes[i].end());
+    }
+    auto o = call.output().shape();
+    same = same && std::equal(o.begin(), o.end(), output_shape.begin(), output_shape.end());
+    if (!same) [[unlikely]] {
+        std::string got, want;
+        for (std::size_t i = 0; i < call.num_inputs(); ++i) got += shape_string(call.input(i).shape()) + " ";
+        for (const auto& s : input_shapes) want += shape_string(s) + " ";
+        plugin::fail(std::string(capsule) + ": called with input shapes " + got + "-> " +
+                     shape_string(o) + ", but prepared for " + want + "-> " +
+                     shape_string(output_shape));
+    }
+}
+
+ThreadScope::ThreadScope(int threads) : previous_(omp_get_max_threads()) {
+    if (threads != previous_) omp_set_num_threads(threads);
+}
+
+ThreadScope::~ThreadScope() {
+    if (omp_get_max_threads() != previous_) omp_set_num_threads(previous_);
+}
+
+dnnl::primitive_attr scratchpad_attr() {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+}
+
+void* scratch(int index, std::size_t bytes) {
+    struct Buffer {
+        std::unique_ptr<char[]> data;
+        std::size_t size = 0;
+    };
+    thread_local Buffer buffers[3];
+    auto& b = buffers[index];
+    if (b.size < bytes) {
+        b.data.reset();
+        b.data.reset(new (std::align_val_t(64)) char[bytes]);
+        b.size = bytes;
+    }
+    return b.data.get();
+}
+
+void add_scratchpad(const NodeState& state, std::unordered_map<int, memory>& args) {
+    const std::size_t bytes = state.scratchpad.get_size();
+    if (bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(state.scratchpad, cpu_engine(), scratch(2, bytes)));
+}
+
+void execute(const NodeState& state, const dnnl::primitive& primitive,
+             std::unordered_map<int, memory> args) {
+    add_scratchpad(state, args);
+    ThreadScope scope(state.threads);
+    auto& stream = thread_stream();
+    primitive.execute(stream, args);
+    stream.wait();
+}
+
+memory reorder_once(const memory::desc& user_desc, const void* data, const memory::desc& wanted) {
+    memory user = wrap(user_desc, data);
+    if (wanted == user_desc) return user;
+    memory out(wanted, cpu_engine());
+    dnnl::stream stream(cpu_engine());
+    dnnl::reorder(user, out).execute(stream, user, out);
+    stream.wait();
+    return out;
+}
+
+void rethrow_dnnl(const char* stage, const dnnl::error& e) {
+    int32_t code = CAPSULE_ERROR_INTERNAL;
+    std::string kind = "error";
+    switch (e.status) {
+        case dnnl_unimplemented:
+            code = CAPSULE_ERROR_UNSUPPORTED;
+            kind = "no implementation for this case";
+            break;
+        case dnnl_invalid_arguments:
+            code = CAPSULE_ERROR_INVALID_ARGUMENT;
+            kind = "invalid arguments";
+            break;
+        case dnnl_out_of_memory:
+            code = CAPSULE_ERROR_OUT_OF_MEMORY;
+            kind = "out of memory";
+            break;
+        default: break;
+    }
+    throw KernelError(code, std::string("oneDNN ") + kind + " in " + stage + ": " + e.what() +
+                                " (dnnl_status " + std::to_string(static_cast<int>(e.status)) + ")");
+}
+
+}  // namespace capsule::onednn

@@ -1,0 +1,161 @@
+// Shared pieces of the oneDNN plugin (plugins/cpu/onednn): the CPU engine, per-thread streams,
+// oneDNN memory descriptors for the host's row-major tensors, the prepared-state base with its
+// shape guard, the intra-op thread scope, and adapters that turn dnnl::error into statuses.
+//
+// Nothing of oneDNN crosses the C ABI: states are opaque `void*` to the host, and every oneDNN
+// exception is caught in the adapters below and reported as a capsule_status naming the stage
+// (prepare or forward) and oneDNN's own message.
+//
+// Layouts: the host passes contiguous row-major tensors; they are wrapped as oneDNN memory with
+// plain row-major strides (nchw for activations, oihw / goihw for PyTorch conv weights, oi for
+// linear weights). Weights are reordered once, in prepare, into the layout the primitive picked.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <string>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "capsule/plugin.hpp"
+
+namespace capsule::onednn {
+
+using capsule::plugin::ForwardCall;
+using capsule::plugin::KernelError;
+using capsule::plugin::PrepareCall;
+using capsule::plugin::Tensor;
+using dnnl::memory;
+
+/// The process-wide CPU engine (created on first use; engines are thread-safe).
+const dnnl::engine& cpu_engine();
+
+/// A stream of the calling thread on cpu_engine(): one per thread, so that concurrent calls
+/// never share a stream.
+dnnl::stream& thread_stream();
+
+/// The dims of a tensor view (a rank-0 tensor becomes {1}: oneDNN has no rank-0 memory).
+memory::dims dims_of(const Tensor& t);
+memory::dims dims_of(std::span<const int64_t> shape);
+
+/// A float32 descriptor of `dims` with plain row-major strides (any rank 1..12).
+memory::desc plain_desc(const memory::dims& dims);
+
+/// Raises CAPSULE_ERROR_UNSUPPORTED unless `t` is float32: oneDNN on CPU has no float64
+/// primitives, so a float64 node must be planned on another provider (e.g. reference).
+void require_float32(const char* capsule, const Tensor& t, const char* what);
+
+/// "[2, 3, 4]"
+std::string shape_string(std::span<const int64_t> shape);
+
+/// What every prepared state shares: the capsule's name, the shapes seen in prepare (a forward
+/// call with other shapes is refused: the primitive was built for these), and the intra-op
+/// thread count the host granted.
+struct NodeState {
+    const char* capsule = "";
+    std::vector<std::vector<int64_t>> input_shapes;
+    std::vector<int64_t> output_shape;
+    int threads = 1;
+    /// The primitive's scratchpad (user-managed: each call uses a per-thread buffer, so that
+    /// concurrent calls never share one and no call allocates once the buffer has grown).
+    memory::desc scratchpad;
+
+    NodeState(const char* name, const PrepareCall& call);
+    virtual ~NodeState() = default;
+    /// Uses one thread for a node whose work (about `flops` floating-point operations, or
+    /// element visits for memory-bound ops) is too small to pay for waking an OpenMP team (tens
+    /// of microseconds, far more when the cores are shared with other processes).
+    void limit_threads(double flops);
+    /// Refuses a call whose input or output shapes differ from those seen in prepare.
+    void check_shapes(const ForwardCall& call) const;
+};
+
+/// The state of `call`, checked against the call's shapes; refuses a call without state (a host
+/// that skipped prepare).
+template <typename State>
+const State& state_of(const ForwardCall& call, const char* capsule) {
+    const State* s = call.state<State>();
+    if (!s) [[unlikely]]
+        plugin::fail(std::string(capsule) +
+                     ": called without its prepared state (the host must call prepare first, ABI "
+                     "1.1)");
+    s->check_shapes(call);
+    return *s;
+}
+
+/// Sets the calling thread's OpenMP thread count (oneDNN's threading runtime here) to the
+/// node's thread count for the duration of a call, and restores it afterwards. OpenMP keeps this
+/// setting per thread, so concurrent calls do not interfere.
+class ThreadScope {
+public:
+    explicit ThreadScope(int threads);
+    ~ThreadScope();
+    ThreadScope(const ThreadScope&) = delete;
+    ThreadScope& operator=(const ThreadScope&) = delete;
+
+private:
+    int previous_ = 0;
+};
+
+/// Primitive attributes with a user-managed scratchpad (see NodeState::scratchpad).
+dnnl::primitive_attr scratchpad_attr();
+
+/// A per-thread buffer of at least `bytes`, 64-byte aligned, reused across calls on the same
+/// thread; `index` 0 and 1 hold staged activations (source, destination), 2 the scratchpad.
+void* scratch(int index, std::size_t bytes);
+
+/// Executes `primitive` of node `state` on the calling thread's stream with `args` (plus the
+/// scratchpad), honouring the node's thread count, and waits for it.
+void execute(const NodeState& state, const dnnl::primitive& primitive,
+             std::unordered_map<int, memory> args);
+
+/// Adds the node's scratchpad (a per-thread buffer) to `args` when the primitive needs one.
+void add_scratchpad(const NodeState& state, std::unordered_map<int, memory>& args);
+
+/// Wraps a host buffer (no copy).
+inline memory wrap(const memory::desc& desc, const void* data) {
+    return memory(desc, cpu_engine(), const_cast<void*>(data));
+}
+
+/// Keeps `user` (plain, borrowed host data valid for the session) when `wanted` equals its
+/// descriptor, else reorders it once into a new buffer of layout `wanted` owned by the returned
+/// memory.
+memory reorder_once(const memory::desc& user_desc, const void* data, const memory::desc& wanted);
+
+/// Turns a dnnl::error into a KernelError naming the stage and oneDNN's status.
+[[noreturn]] void rethrow_dnnl(const char* stage, const dnnl::error& e);
+
+/// Adapts `std::unique_ptr<State> Fn(const PrepareCall&)`, catching oneDNN errors.
+template <typename State, std::unique_ptr<State> (*Fn)(const PrepareCall&)>
+int32_t prepare_entry(const capsule_prepare_args* args, void** state, capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        try {
+            *state = Fn(PrepareCall{args}).release();
+        } catch (const dnnl::error& e) {
+            rethrow_dnnl("prepare", e);
+        }
+    });
+}
+
+/// Adapts `void Fn(const ForwardCall&)`, catching oneDNN errors.
+template <void (*Fn)(const ForwardCall&)>
+int32_t forward_entry(const capsule_forward_args* args, capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        try {
+            Fn(ForwardCall{args});
+        } catch (const dnnl::error& e) {
+            rethrow_dnnl("forward", e);
+        }
+    });
+}
+
+/// Frees a state made by prepare_entry.
+template <typename State>
+void release_entry(void* state) noexcept {
+    delete static_cast<State*>(state);
+}
+
+}  // namespace capsule::onednn

@@ -1,0 +1,252 @@
+// onednn.conv2d and the 2-D pools (max_pool2d, max_pool2d_pad, avg_pool2d, avg_pool2d_pad).
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+
+namespace {
+
+/// An `int|pair` attribute as {h, w}.
+std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* name, int64_t fallback,
+                                 const char* capsule) {
+    auto v = attrs.get_ints(name, {fallback});
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() == 2) return {v[0], v[1]};
+    plugin::fail(std::string(capsule) + ": attribute '" + name + "' must be an int or a pair");
+}
+
+/// Activations stay in the host's plain nchw layout, while the primitive may prefer a blocked
+/// one (nChw8c / nChw16c): when it does, forward reorders in and out through per-thread scratch
+/// buffers. `plain` is the host's layout, `inner` the primitive's.
+struct Staged {
+    memory::desc plain, inner;
+    dnnl::reorder to_inner, to_plain;
+    bool reordered = false;
+
+    void init(const memory::desc& host, const memory::desc& wanted, bool is_source) {
+        plain = host;
+        inner = wanted;
+        reordered = wanted != host;
+        if (!reordered) return;
+        if (is_source)
+            to_inner = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), host, cpu_engine(), wanted));
+        else
+            to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), wanted, cpu_engine(), host));
+    }
+};
+
+/// Runs `primitive` with src/dst in the host's layout, reordering through scratch buffers where
+/// the primitive's layouts differ. `extra` holds the other arguments (weights, bias).
+void run_staged(const NodeState& state, const dnnl::primitive& primitive, const Staged& src,
+                const Staged& dst, const void* x, void* y, std::unordered_map<int, memory> extra) {
+    add_scratchpad(state, extra);
+    ThreadScope scope(state.threads);
+    auto& stream = thread_stream();
+    memory x_plain = wrap(src.plain, x), y_plain = wrap(dst.plain, y);
+    memory x_inner = x_plain, y_inner = y_plain;
+    if (src.reordered) {
+        x_inner = memory(src.inner, cpu_engine(), scratch(0, src.inner.get_size()));
+        src.to_inner.execute(stream, x_plain, x_inner);
+    }
+    if (dst.reordered) y_inner = memory(dst.inner, cpu_engine(), scratch(1, dst.inner.get_size()));
+    extra.emplace(DNNL_ARG_SRC, x_inner);
+    extra.emplace(DNNL_ARG_DST, y_inner);
+    primitive.execute(stream, extra);
+    if (dst.reordered) dst.to_plain.execute(stream, y_inner, y_plain);
+    stream.wait();
+}
+
+// ---- conv2d ---------------------------------------------------------------------------------
+
+/// torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups)
+/// (cross-correlation, zero padding on both sides): x [N, C_in, H, W] (nchw), weight
+/// [out_channels, C_in/groups, kh, kw] (oihw; goihw with groups > 1, which is the same memory),
+/// bias [out_channels] when the `bias` attribute holds. oneDNN's dilation is PyTorch's minus 1.
+/// Runs as a oneDNN direct convolution (forward_inference) in the layouts it prefers; the weights
+/// are reordered once in prepare, activations per call (see Staged).
+struct ConvState : NodeState {
+    using NodeState::NodeState;
+    bool empty = false;
+    bool has_bias = false;
+    Staged src, dst;
+    memory weights;
+    memory::desc bias_md;
+    dnnl::convolution_forward primitive;
+};
+
+std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
+    const char* name = "onednn.conv2d";
+    auto s = std::make_unique<ConvState>(name, call);
+    const Tensor x = call.input(0), w = call.param(0), y = call.output();
+    require_float32(name, x, "input x");
+    require_float32(name, w, "weight");
+    const auto attrs = call.attrs();
+    const auto stride = pair_attr(attrs, "stride", 1, name);
+    const auto padding = pair_attr(attrs, "padding", 0, name);
+    const auto dilation = pair_attr(attrs, "dilation", 1, name);
+    const int64_t groups = attrs.get_int("groups", 1);
+    s->has_bias = attrs.get_bool("bias", true);
+    plugin::require(call.num_params() == (s->has_bias ? 2u : 1u),
+                    "onednn.conv2d: expects parameters weight and (with bias) bias");
+    if (s->has_bias) require_float32(name, call.param(1), "bias");
+    plugin::require(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
+                    "onednn.conv2d: expects x [N, C, H, W] and weight [O, C/groups, kh, kw]");
+    const int64_t c = x.dim(1), o = w.dim(0);
+    plugin::require(groups >= 1 && c % groups == 0 && o % groups == 0 && w.dim(1) * groups == c, [&] {
+        return std::string(name) + ": weight " + shape_string(w.shape()) + " with groups " +
+               std::to_string(groups) + " does not match input " + shape_string(x.shape());
+    });
+    s->empty = y.numel() == 0;
+    s->limit_threads(2.0 * double(y.numel()) * double(w.numel() / std::max<int64_t>(o, 1)));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty || c == 0) {
+        plugin::require(s->empty, "onednn.conv2d: zero input channels are not supported");
+        return s;
+    }
+    using tag = memory::format_tag;
+    const auto f32 = memory::data_type::f32;
+    const memory::dims x_dims = dims_of(x), y_dims = dims_of(y);
+    memory::dims w_dims = groups == 1 ? memory::dims{o, c, w.dim(2), w.dim(3)}
+                                      : memory::dims{groups, o / groups, c / groups, w.dim(2), w.dim(3)};
+    const memory::desc w_user(w_dims, f32, groups == 1 ? tag::oihw : tag::goihw);
+    const memory::desc w_any(w_dims, f32, tag::any);
+    const memory::desc x_any(x_dims, f32, tag::any), y_any(y_dims, f32, tag::any);
+    s->bias_md = memory::desc({o}, f32, tag::x);
+    const memory::dims strides{stride[0], stride[1]}, dil{dilation[0] - 1, dilation[1] - 1},
+        pad{padding[0], padding[1]};
+    // Right/bottom padding so that oneDNN's output size equals the host's (floor division):
+    // out = (in + pl + pr - ((k - 1) d + 1)) / s + 1.
+    memory::dims pad_r(2);
+    for (int i = 0; i < 2; ++i) {
+        const int64_t in = x.dim(2 + i), k = w.dim(2 + i), out = y.dim(2 + i);
+        const int64_t span = (k - 1) * dilation[i] + 1;
+        pad_r[i] = (out - 1) * stride[i] + span - in - padding[i];
+        if (pad_r[i] < padding[i]) pad_r[i] = padding[i];
+    }
+    auto desc = s->has_bias
+                    ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, x_any, w_any,
+                                                      s->bias_md, y_any, strides, dil, pad, pad_r)
+                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, x_any, w_any,
+                                                      y_any, strides, dil, pad, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->src.init(memory::desc(x_dims, f32, tag::nchw), pd.src_desc(), true);
+    s->dst.init(memory::desc(y_dims, f32, tag::nchw), pd.dst_desc(), false);
+    s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
+    s->primitive = dnnl::convolution_forward(pd);
+    return s;
+}
+
+void conv2d(const ForwardCall& call) {
+    const auto& s = state_of<ConvState>(call, "onednn.conv2d");
+    if (s.empty) return;
+    std::unordered_map<int, memory> extra{{DNNL_ARG_WEIGHTS, s.weights}};
+    if (s.has_bias) extra.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
+    run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
+               std::move(extra));
+}
+
+// ---- pools ----------------------------------------------------------------------------------
+
+/// torch.nn.functional.max_pool2d / avg_pool2d(x, kernel_size, stride, padding, ceil_mode,
+/// count_include_pad) on x [N, C, H, W] (nchw). Max pooling never picks padding (PyTorch pads with
+/// -inf; oneDNN's pooling_max skips padded positions). With ceil_mode, the last window may run
+/// past the explicit padding: oneDNN gets the larger right padding that makes its output size
+/// equal the host's. Average pooling with count_include_pad divides by the whole window in
+/// oneDNN but, in PyTorch, only by the part within the explicitly padded input: that combination
+/// (count_include_pad with a window past the padding) is refused, not computed differently.
+template <bool Max, bool Padded>
+constexpr const char* pool_name() {
+    return Max ? (Padded ? "onednn.max_pool2d_pad" : "onednn.max_pool2d")
+               : (Padded ? "onednn.avg_pool2d_pad" : "onednn.avg_pool2d");
+}
+
+struct PoolState : NodeState {
+    using NodeState::NodeState;
+    bool empty = false;
+    Staged src, dst;
+    dnnl::pooling_forward primitive;
+};
+
+template <bool Max, bool Padded>
+std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
+    const char* name = pool_name<Max, Padded>();
+    auto s = std::make_unique<PoolState>(name, call);
+    const Tensor x = call.input(0), y = call.output();
+    require_float32(name, x, "input x");
+    plugin::require(x.rank() == 4 && y.rank() == 4, [&] {
+        return std::string(name) + ": expects x [N, C, H, W], got " + shape_string(x.shape());
+    });
+    const auto attrs = call.attrs();
+    const auto kernel = pair_attr(attrs, "kernel_size", 1, name);
+    plugin::require(attrs.has("kernel_size"), [&] { return std::string(name) + ": kernel_size is required"; });
+    const auto stride = attrs.has("stride") ? pair_attr(attrs, "stride", 1, name) : kernel;
+    const auto padding = Padded ? pair_attr(attrs, "padding", 0, name) : std::array<int64_t, 2>{0, 0};
+    const bool include_pad = Padded ? attrs.get_bool("count_include_pad", true) : true;
+    s->empty = y.numel() == 0;
+    s->limit_threads(double(y.numel()) * double(kernel[0] * kernel[1]));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty) return s;
+    // Without explicit padding, a window past the input (ceil_mode) averages its valid part in
+    // PyTorch, which is oneDNN's exclude-padding average.
+    const bool any_pad = padding[0] > 0 || padding[1] > 0;
+    memory::dims pad_r(2);
+    for (int i = 0; i < 2; ++i) {
+        const int64_t in = x.dim(2 + i), out = y.dim(2 + i);
+        pad_r[i] = std::max<int64_t>(padding[i], (out - 1) * stride[i] + kernel[i] - in - padding[i]);
+        if (!Max && include_pad && any_pad && pad_r[i] > padding[i])
+            plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
+                         std::string(name) + ": count_include_pad with ceil_mode windows that run past "
+                         "the padding (input " + shape_string(x.shape()) + ", output " +
+                         shape_string(y.shape()) + ") divides differently in oneDNN than in PyTorch; "
+                         "not supported");
+    }
+    const auto algo = Max ? dnnl::algorithm::pooling_max
+                          : (include_pad && any_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                                    : dnnl::algorithm::pooling_avg_exclude_padding);
+    using tag = memory::format_tag;
+    const auto f32 = memory::data_type::f32;
+    const memory::dims x_dims = dims_of(x), y_dims = dims_of(y);
+    const memory::desc x_plain(x_dims, f32, tag::nchw), y_plain(y_dims, f32, tag::nchw);
+    dnnl::pooling_forward::primitive_desc pd(
+        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algo, x_plain, y_plain,
+                                    {stride[0], stride[1]}, {kernel[0], kernel[1]},
+                                    {padding[0], padding[1]}, pad_r),
+        scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->src.init(x_plain, pd.src_desc(), true);
+    s->dst.init(y_plain, pd.dst_desc(), false);
+    s->primitive = dnnl::pooling_forward(pd);
+    return s;
+}
+
+template <bool Max, bool Padded>
+void pool(const ForwardCall& call) {
+    const auto& s = state_of<PoolState>(call, pool_name<Max, Padded>());
+    if (s.empty) return;
+    run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
+               {});
+}
+
+}  // namespace
+
+const capsule_kernel conv2d_kernel = plugin::kernel(
+    "onednn.conv2d", forward_entry<conv2d>, nullptr, prepare_entry<ConvState, prepare_conv2d>,
+    release_entry<ConvState>);
+const capsule_kernel max_pool2d_kernel = plugin::kernel(
+    "onednn.max_pool2d", forward_entry<pool<true, false>>, nullptr,
+    prepare_entry<PoolState, prepare_pool<true, false>>, release_entry<PoolState>);
+const capsule_kernel max_pool2d_pad_kernel = plugin::kernel(
+    "onednn.max_pool2d_pad", forward_entry<pool<true, true>>, nullptr,
+    prepare_entry<PoolState, prepare_pool<true, true>>, release_entry<PoolState>);
+const capsule_kernel avg_pool2d_kernel = plugin::kernel(
+    "onednn.avg_pool2d", forward_entry<pool<false, false>>, nullptr,
+    prepare_entry<PoolState, prepare_pool<false, false>>, release_entry<PoolState>);
+const capsule_kernel avg_pool2d_pad_kernel = plugin::kernel(
+    "onednn.avg_pool2d_pad", forward_entry<pool<false, true>>, nullptr,
+    prepare_entry<PoolState, prepare_pool<false, true>>, release_entry<PoolState>);
+
+}  // namespace capsule::onednn

@@ -1,0 +1,370 @@
+// onednn eltwise (relu, gelu, sigmoid, tanh), softmax / log_softmax, binary add / sub / mul with
+// broadcasting, and batch_norm inference.
+#include <limits>
+
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+
+namespace {
+
+/// A state holding one primitive and the plain descriptors of its operands.
+struct PrimitiveState : NodeState {
+    using NodeState::NodeState;
+    bool empty = false;
+    memory::desc src_md, src1_md, dst_md;
+    bool swapped = false;  // binary: operands exchanged (see prepare_binary)
+    bool expand = false;   // binary: both operands broadcast; a is first expanded into the output
+    std::vector<int64_t> out_dims, a_strides;  // for the expansion (a's strides, 0 on broadcast dims)
+    dnnl::primitive primitive;
+};
+
+// ---- eltwise --------------------------------------------------------------------------------
+
+/// relu (torch.relu), gelu (torch.nn.functional.gelu: approximate none = oneDNN gelu_erf,
+/// tanh = gelu_tanh), sigmoid (torch.sigmoid = oneDNN logistic), tanh: elementwise over the
+/// tensor seen as one flat vector, any rank.
+enum class Unary { relu, gelu, sigmoid, tanh };
+
+template <Unary Op>
+std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
+    const char* name = Op == Unary::relu      ? "onednn.relu"
+                       : Op == Unary::gelu    ? "onednn.gelu"
+                       : Op == Unary::sigmoid ? "onednn.sigmoid"
+                                              : "onednn.tanh";
+    auto s = std::make_unique<PrimitiveState>(name, call);
+    const Tensor x = call.input(0);
+    require_float32(name, x, "input x");
+    s->empty = x.numel() == 0;
+    s->limit_threads(8.0 * double(x.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty) return s;
+    dnnl::algorithm algo = dnnl::algorithm::eltwise_relu;
+    if constexpr (Op == Unary::gelu) {
+        const auto approximate = call.attrs().get_string("approximate", "none");
+        if (approximate == "none")
+            algo = dnnl::algorithm::eltwise_gelu_erf;
+        else if (approximate == "tanh")
+            algo = dnnl::algorithm::eltwise_gelu_tanh;
+        else
+            plugin::fail("onednn.gelu: attribute 'approximate' must be 'none' or 'tanh', got '" +
+                         approximate + "'");
+    } else if constexpr (Op == Unary::sigmoid) {
+        algo = dnnl::algorithm::eltwise_logistic;
+    } else if constexpr (Op == Unary::tanh) {
+        algo = dnnl::algorithm::eltwise_tanh;
+    }
+    s->src_md = plain_desc({x.numel()});
+    s->dst_md = s->src_md;
+    dnnl::eltwise_forward::primitive_desc pd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algo, s->src_md, 0.f, 0.f),
+        scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::eltwise_forward(pd);
+    return s;
+}
+
+template <const char* Name>
+void run_unary(const ForwardCall& call) {
+    const auto& s = state_of<PrimitiveState>(call, Name);
+    if (s.empty) return;
+    execute(s, s.primitive,
+            {{DNNL_ARG_SRC, wrap(s.src_md, call.input(0).data<float>())},
+             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
+}
+
+/// relu: oneDNN's eltwise_relu maps NaN to 0 where torch.relu keeps NaN, so a second pass copies
+/// NaN inputs to the output (one extra read of x; relu is memory-bound either way).
+template <const char* Name>
+void run_relu(const ForwardCall& call) {
+    run_unary<Name>(call);
+    const Tensor x = call.input(0);
+    const float* in = x.data<float>();
+    float* out = call.output().data<float>();
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i)
+        if (in[i] != in[i]) out[i] = in[i];
+}
+
+// ---- softmax --------------------------------------------------------------------------------
+
+/// torch.softmax / torch.log_softmax(x, dim=axis) (axis may be negative; a rank-0 x is one
+/// element): oneDNN softmax_forward / logsoftmax_forward over the plain row-major tensor.
+/// oneDNN skips NaN when taking the maximum, so a slice along the axis
+/// that holds a NaN gets numbers (0, -inf) where PyTorch gives NaN for the whole slice; a second
+/// pass sets such slices to NaN.
+struct SoftmaxState : PrimitiveState {
+    using PrimitiveState::PrimitiveState;
+    int64_t outer = 1, length = 1, inner = 1;  // dims before, along and after the axis
+};
+
+template <bool Log>
+std::unique_ptr<SoftmaxState> prepare_softmax(const PrepareCall& call) {
+    const char* name = Log ? "onednn.log_softmax" : "onednn.softmax";
+    auto s = std::make_unique<SoftmaxState>(name, call);
+    const Tensor x = call.input(0);
+    require_float32(name, x, "input x");
+    const int rank = std::max(x.rank(), 1);
+    int64_t axis = call.attrs().get_int("axis", -1);
+    if (axis < 0) axis += rank;
+    plugin::require(axis >= 0 && axis < rank, [&] {
+        return std::string(name) + ": axis out of range for rank " + std::to_string(x.rank());
+    });
+    s->empty = x.numel() == 0;
+    s->limit_threads(8.0 * double(x.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty) return s;
+    const memory::dims dims = dims_of(x);
+    for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
+        (i < axis ? s->outer : i == axis ? s->length : s->inner) *= dims[i];
+    s->src_md = plain_desc(dims);
+    s->dst_md = s->src_md;
+    const auto kind = dnnl::prop_kind::forward_inference;
+    if constexpr (Log) {
+        dnnl::logsoftmax_forward::primitive_desc pd(
+            dnnl::logsoftmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), scratchpad_attr(),
+            cpu_engine());
+        s->scratchpad = pd.scratchpad_desc();
+        s->primitive = dnnl::logsoftmax_forward(pd);
+    } else {
+        dnnl::softmax_forward::primitive_desc pd(
+            dnnl::softmax_forward::desc(kind, s->src_md, static_cast<int>(axis)), scratchpad_attr(),
+            cpu_engine());
+        s->scratchpad = pd.scratchpad_desc();
+        s->primitive = dnnl::softmax_forward(pd);
+    }
+    return s;
+}
+
+template <const char* Name>
+void run_softmax(const ForwardCall& call) {
+    const auto& s = state_of<SoftmaxState>(call, Name);
+    if (s.empty) return;
+    const float* x = call.input(0).data<float>();
+    float* y = call.output().data<float>();
+    execute(s, s.primitive, {{DNNL_ARG_SRC, wrap(s.src_md, x)}, {DNNL_ARG_DST, wrap(s.dst_md, y)}});
+    for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t i = 0; i < s.inner; ++i) {
+            const int64_t base = o * s.length * s.inner + i;
+            bool nan = false;
+            for (int64_t k = 0; k < s.length; ++k) nan |= x[base + k * s.inner] != x[base + k * s.inner];
+            if (nan)
+                for (int64_t k = 0; k < s.length; ++k) y[base + k * s.inner] = std::numeric_limits<float>::quiet_NaN();
+        }
+}
+
+// ---- binary ---------------------------------------------------------------------------------
+
+/// torch.add / torch.sub / torch.mul(a, b) with NumPy broadcasting. oneDNN's binary primitive
+/// broadcasts its second source only (its first source has the output's shape), so: when a has
+/// the output's shape, dst = a op b; when b has it and a broadcasts, the operands are exchanged
+/// (add and mul commute; sub computes -(b - a) with an eltwise post-op, exact in IEEE arithmetic).
+/// When both operands broadcast (e.g. [3, 1] + [1, 4]), a is first copied, broadcast, into the
+/// output buffer and the primitive runs in place there: dst = dst op b.
+enum class Binary { add, sub, mul };
+
+template <Binary Op>
+std::unique_ptr<PrimitiveState> prepare_binary(const PrepareCall& call) {
+    const char* name = Op == Binary::add ? "onednn.add" : Op == Binary::sub ? "onednn.sub" : "onednn.mul";
+    auto s = std::make_unique<PrimitiveState>(name, call);
+    const Tensor a = call.input(0), b = call.input(1), y = call.output();
+    require_float32(name, a, "input a");
+    require_float32(name, b, "input b");
+    s->empty = y.numel() == 0;
+    s->limit_threads(double(y.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty) return s;
+    const std::size_t rank = std::max<std::size_t>(y.rank(), 1);
+    auto aligned = [&](const Tensor& t) {
+        memory::dims d(t.shape().begin(), t.shape().end());
+        d.insert(d.begin(), rank - d.size(), 1);
+        return d;
+    };
+    const memory::dims ad = aligned(a), bd = aligned(b), yd = dims_of(y);
+    if (ad != yd) {
+        if (bd == yd) {
+            s->swapped = true;
+        } else {
+            s->expand = true;
+            s->out_dims.assign(yd.begin(), yd.end());
+            s->a_strides.assign(rank, 0);
+            int64_t stride = 1;
+            for (std::size_t i = rank; i-- > 0;) {
+                s->a_strides[i] = ad[i] == 1 ? 0 : stride;
+                stride *= ad[i];
+            }
+        }
+    }
+    s->src_md = plain_desc(s->swapped ? bd : s->expand ? yd : ad);
+    s->src1_md = plain_desc(s->swapped ? ad : bd);
+    s->dst_md = plain_desc(yd);
+    const auto algo = Op == Binary::add   ? dnnl::algorithm::binary_add
+                      : Op == Binary::sub ? dnnl::algorithm::binary_sub
+                                          : dnnl::algorithm::binary_mul;
+    dnnl::primitive_attr attr = scratchpad_attr();
+    if (Op == Binary::sub && s->swapped) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, -1.f, 0.f);
+        attr.set_post_ops(ops);
+    }
+    dnnl::binary::primitive_desc pd(dnnl::binary::desc(algo, s->src_md, s->src1_md, s->dst_md), attr,
+                                    cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::binary(pd);
+    return s;
+}
+
+/// Copies `a` (strides `a_strides`, 0 on broadcast dims) broadcast into the row-major `y` of dims
+/// `dims`.
+void broadcast_copy(const float* a, const std::vector<int64_t>& a_strides,
+                    const std::vector<int64_t>& dims, float* y) {
+    const std::size_t rank = dims.size();
+    const int64_t last = dims[rank - 1], last_stride = a_strides[rank - 1];
+    std::vector<int64_t> index(rank, 0);
+    int64_t rows = 1;
+    for (std::size_t i = 0; i + 1 < rank; ++i) rows *= dims[i];
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t offset = 0;
+        for (std::size_t i = 0; i + 1 < rank; ++i) offset += index[i] * a_strides[i];
+        for (int64_t j = 0; j < last; ++j) y[r * last + j] = a[offset + j * last_stride];
+        for (std::size_t i = rank - 1; i-- > 0;) {
+            if (++index[i] < dims[i]) break;
+            index[i] = 0;
+        }
+    }
+}
+
+template <const char* Name>
+void run_binary(const ForwardCall& call) {
+    const auto& s = state_of<PrimitiveState>(call, Name);
+    if (s.empty) return;
+    const float* a = call.input(0).data<float>();
+    const float* b = call.input(1).data<float>();
+    if (s.expand) {
+        float* y = call.output().data<float>();
+        broadcast_copy(a, s.a_strides, s.out_dims, y);
+        a = y;  // in place: dst = dst op b
+    }
+    execute(s, s.primitive,
+            {{DNNL_ARG_SRC_0, wrap(s.src_md, s.swapped ? b : a)},
+             {DNNL_ARG_SRC_1, wrap(s.src1_md, s.swapped ? a : b)},
+             {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
+}
+
+// ---- batch_norm -----------------------------------------------------------------------------
+
+/// torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training=False,
+/// eps) on x [N, C, ...] (rank 2 to 5, plain layout): y = (x - mean) / sqrt(var + eps) * weight +
+/// bias with the running statistics (oneDNN use_global_stats, use_scale, use_shift). Parameters
+/// in docs/ops.md order: weight, bias (when affine), running_mean, running_var. training = true
+/// (batch statistics) is not implemented here and is refused.
+struct BatchNormState : NodeState {
+    using NodeState::NodeState;
+    bool empty = false, affine = true;
+    memory::desc x_md, c_md;
+    dnnl::batch_normalization_forward primitive;
+};
+
+std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
+    const char* name = "onednn.batch_norm";
+    auto s = std::make_unique<BatchNormState>(name, call);
+    const Tensor x = call.input(0);
+    require_float32(name, x, "input x");
+    const auto attrs = call.attrs();
+    if (attrs.get_bool("training", false))
+        plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
+                     "onednn.batch_norm: training = true (batch statistics) is not implemented by the "
+                     "oneDNN capsule; only inference with the running statistics is");
+    s->affine = attrs.get_bool("affine", true);
+    const double eps = attrs.get_float("eps", 1e-5);
+    plugin::require(call.num_params() == (s->affine ? 4u : 2u),
+                    "onednn.batch_norm: expects parameters [weight, bias,] running_mean, running_var");
+    plugin::require(x.rank() >= 2 && x.rank() <= 5, [&] {
+        return std::string(name) + ": x of rank " + std::to_string(x.rank()) +
+               " is not supported (oneDNN batch normalization takes rank 2 to 5)";
+    });
+    for (std::size_t i = 0; i < call.num_params(); ++i) {
+        require_float32(name, call.param(i), "a parameter");
+        plugin::require(call.param(i).numel() == x.dim(1), "onednn.batch_norm: parameters must be [C]");
+    }
+    s->empty = x.numel() == 0;
+    s->limit_threads(8.0 * double(x.numel()));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty) return s;
+    s->x_md = plain_desc(dims_of(x));
+    s->c_md = plain_desc({x.dim(1)});
+    auto flags = dnnl::normalization_flags::use_global_stats;
+    if (s->affine)
+        flags = flags | dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    dnnl::batch_normalization_forward::primitive_desc pd(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, s->x_md,
+                                                static_cast<float>(eps), flags),
+        scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::batch_normalization_forward(pd);
+    return s;
+}
+
+void batch_norm(const ForwardCall& call) {
+    const auto& s = state_of<BatchNormState>(call, "onednn.batch_norm");
+    if (s.empty) return;
+    const std::size_t stats = s.affine ? 2 : 0;
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, wrap(s.x_md, call.input(0).data<float>())},
+        {DNNL_ARG_DST, wrap(s.x_md, call.output().data<float>())},
+        {DNNL_ARG_MEAN, wrap(s.c_md, call.param(stats).data<float>())},
+        {DNNL_ARG_VARIANCE, wrap(s.c_md, call.param(stats + 1).data<float>())}};
+    if (s.affine) {
+        args.emplace(DNNL_ARG_SCALE, wrap(s.c_md, call.param(0).data<float>()));
+        args.emplace(DNNL_ARG_SHIFT, wrap(s.c_md, call.param(1).data<float>()));
+    }
+    execute(s, s.primitive, std::move(args));
+}
+
+template <typename State, std::unique_ptr<State> (*Prepare)(const PrepareCall&),
+          void (*Forward)(const ForwardCall&)>
+constexpr capsule_kernel entry(const char* name) {
+    return plugin::kernel(name, forward_entry<Forward>, nullptr, prepare_entry<State, Prepare>,
+                          release_entry<State>);
+}
+
+}  // namespace
+
+namespace {
+constexpr char k_relu[] = "onednn.relu";
+constexpr char k_gelu[] = "onednn.gelu";
+constexpr char k_sigmoid[] = "onednn.sigmoid";
+constexpr char k_tanh[] = "onednn.tanh";
+constexpr char k_softmax[] = "onednn.softmax";
+constexpr char k_log_softmax[] = "onednn.log_softmax";
+constexpr char k_add[] = "onednn.add";
+constexpr char k_sub[] = "onednn.sub";
+constexpr char k_mul[] = "onednn.mul";
+}  // namespace
+
+const capsule_kernel relu_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::relu>, run_relu<k_relu>>(k_relu);
+const capsule_kernel gelu_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary<k_gelu>>(k_gelu);
+const capsule_kernel sigmoid_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary<k_sigmoid>>(k_sigmoid);
+const capsule_kernel tanh_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary<k_tanh>>(k_tanh);
+const capsule_kernel softmax_kernel =
+    entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>>(k_softmax);
+const capsule_kernel log_softmax_kernel =
+    entry<SoftmaxState, prepare_softmax<true>, run_softmax<k_log_softmax>>(k_log_softmax);
+const capsule_kernel add_kernel =
+    entry<PrimitiveState, prepare_binary<Binary::add>, run_binary<k_add>>(k_add);
+const capsule_kernel sub_kernel =
+    entry<PrimitiveState, prepare_binary<Binary::sub>, run_binary<k_sub>>(k_sub);
+const capsule_kernel mul_kernel =
+    entry<PrimitiveState, prepare_binary<Binary::mul>, run_binary<k_mul>>(k_mul);
+const capsule_kernel batch_norm_kernel =
+    entry<BatchNormState, prepare_batch_norm, batch_norm>("onednn.batch_norm");
+
+}  // namespace capsule::onednn

@@ -1,0 +1,179 @@
+// onednn.linear and onednn.matmul.
+#include <cstring>
+
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+
+namespace {
+
+int64_t product(std::span<const int64_t> s, std::size_t from, std::size_t to) {
+    int64_t n = 1;
+    for (std::size_t i = from; i < to; ++i) n *= s[i];
+    return n;
+}
+
+// ---- linear ---------------------------------------------------------------------------------
+
+/// torch.nn.functional.linear(x, weight, bias): x [..., in] (flattened to [M, in]), weight
+/// [out, in] (PyTorch layout, oneDNN `oi`), bias [out]; y [..., out] = x weightᵀ + bias. Runs as a
+/// oneDNN inner product (forward_inference); the weights are reordered once into the layout the
+/// primitive prefers.
+struct LinearState : NodeState {
+    using NodeState::NodeState;
+    int64_t rows = 0, in = 0, out = 0;
+    bool has_bias = false;
+    bool trivial = false;  // rows or out is 0, or in is 0 (y = bias, or 0)
+    memory::desc src_md, dst_md, bias_md;
+    memory weights;  // in the primitive's layout
+    dnnl::inner_product_forward primitive;
+};
+
+std::unique_ptr<LinearState> prepare_linear(const PrepareCall& call) {
+    const char* name = "onednn.linear";
+    auto s = std::make_unique<LinearState>(name, call);
+    const Tensor x = call.input(0), w = call.param(0);
+    require_float32(name, x, "input x");
+    require_float32(name, w, "weight");
+    s->has_bias = call.attrs().get_bool("bias", true);
+    plugin::require(call.num_params() == (s->has_bias ? 2u : 1u),
+                    "onednn.linear: expects parameters weight and (with bias) bias");
+    plugin::require(x.rank() >= 1 && w.rank() == 2 && x.dim(-1) == w.dim(1),
+                    [&] { return std::string(name) + ": input " + shape_string(x.shape()) +
+                                 " does not match weight " + shape_string(w.shape()) + " [out, in]"; });
+    s->in = w.dim(1);
+    s->out = w.dim(0);
+    s->rows = product(x.shape(), 0, x.rank() - 1);
+    if (s->has_bias) require_float32(name, call.param(1), "bias");
+    s->trivial = s->rows == 0 || s->out == 0 || s->in == 0;
+    s->limit_threads(2.0 * double(s->rows) * double(s->in) * double(s->out));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->trivial) return s;
+    s->src_md = memory::desc({s->rows, s->in}, memory::data_type::f32, memory::format_tag::nc);
+    s->dst_md = memory::desc({s->rows, s->out}, memory::data_type::f32, memory::format_tag::nc);
+    s->bias_md = memory::desc({s->out}, memory::data_type::f32, memory::format_tag::x);
+    const memory::desc w_user({s->out, s->in}, memory::data_type::f32, memory::format_tag::oi);
+    const memory::desc w_any({s->out, s->in}, memory::data_type::f32, memory::format_tag::any);
+    auto desc = s->has_bias
+                    ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, s->src_md,
+                                                        w_any, s->bias_md, s->dst_md)
+                    : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, s->src_md,
+                                                        w_any, s->dst_md);
+    dnnl::inner_product_forward::primitive_desc pd(desc, scratchpad_attr(), cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
+    s->primitive = dnnl::inner_product_forward(pd);
+    return s;
+}
+
+void linear(const ForwardCall& call) {
+    const auto& s = state_of<LinearState>(call, "onednn.linear");
+    float* y = call.output().data<float>();
+    if (s.trivial) {
+        // in == 0: y = bias (or 0) for every row; rows or out == 0: nothing to write.
+        for (int64_t r = 0; r < s.rows; ++r)
+            for (int64_t o = 0; o < s.out; ++o)
+                y[r * s.out + o] = s.has_bias ? call.param(1).data<float>()[o] : 0.0f;
+        return;
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(s.src_md, call.input(0).data<float>())},
+                                         {DNNL_ARG_WEIGHTS, s.weights},
+                                         {DNNL_ARG_DST, wrap(s.dst_md, y)}};
+    if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
+    execute(s, s.primitive, std::move(args));
+}
+
+// ---- matmul ---------------------------------------------------------------------------------
+
+/// torch.matmul(a, b): a 1-D a is [1, k] (the 1 removed from the result), a 1-D b is [k, 1];
+/// leading (batch) dims are aligned at the right, padded with 1s, and broadcast (a batch dim of
+/// size 1 against any size), as oneDNN's matmul primitive does for both operands. The output
+/// buffer is the host's row-major [batch..., n, m] with the removed 1s, which has the same memory
+/// layout.
+struct MatmulState : NodeState {
+    using NodeState::NodeState;
+    bool zero_inner = false;  // k == 0: the result is all zeros
+    bool empty = false;       // the result has no elements
+    memory::desc a_md, b_md, c_md;
+    dnnl::matmul primitive;
+};
+
+std::unique_ptr<MatmulState> prepare_matmul(const PrepareCall& call) {
+    const char* name = "onednn.matmul";
+    auto s = std::make_unique<MatmulState>(name, call);
+    const Tensor a = call.input(0), b = call.input(1);
+    require_float32(name, a, "input a");
+    require_float32(name, b, "input b");
+    plugin::require(a.rank() >= 1 && b.rank() >= 1, "onednn.matmul: operands need rank >= 1");
+    memory::dims ad(a.shape().begin(), a.shape().end()), bd(b.shape().begin(), b.shape().end());
+    if (ad.size() == 1) ad.insert(ad.begin(), 1);
+    if (bd.size() == 1) bd.push_back(1);
+    const std::size_t rank = std::max(ad.size(), bd.size());
+    plugin::require(rank <= 12, [&] {
+        return std::string(name) + ": rank " + std::to_string(rank) +
+               " exceeds oneDNN's 12 dimensions";
+    });
+    ad.insert(ad.begin(), rank - ad.size(), 1);
+    bd.insert(bd.begin(), rank - bd.size(), 1);
+    plugin::require(ad[rank - 1] == bd[rank - 2], [&] {
+        return std::string(name) + ": inner dimensions differ: " + shape_string(a.shape()) + " @ " +
+               shape_string(b.shape());
+    });
+    memory::dims cd(rank);
+    for (std::size_t i = 0; i + 2 < rank; ++i) {
+        plugin::require(ad[i] == bd[i] || ad[i] == 1 || bd[i] == 1, [&] {
+            return std::string(name) + ": batch dims of " + shape_string(a.shape()) + " and " +
+                   shape_string(b.shape()) + " do not broadcast";
+        });
+        cd[i] = ad[i] == 1 ? bd[i] : ad[i];
+    }
+    cd[rank - 2] = ad[rank - 2];
+    cd[rank - 1] = bd[rank - 1];
+    int64_t count = 1;
+    for (auto d : cd) count *= d;
+    plugin::require(count == call.output().numel(), [&] {
+        return std::string(name) + ": output " + shape_string(call.output().shape()) +
+               " does not match " + shape_string(a.shape()) + " @ " + shape_string(b.shape());
+    });
+    s->empty = count == 0;
+    s->zero_inner = ad[rank - 1] == 0;
+    s->limit_threads(2.0 * double(count) * double(ad[rank - 1]));
+    // Built for the thread count it will run with (oneDNN sizes its work split at creation).
+    const ThreadScope scope(s->threads);
+    if (s->empty || s->zero_inner) return s;
+    // A batch of zero size in one operand broadcast against 1 gives an empty result (handled above).
+    s->a_md = plain_desc(ad);
+    s->b_md = plain_desc(bd);
+    s->c_md = plain_desc(cd);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->a_md, s->b_md, s->c_md), scratchpad_attr(),
+                                    cpu_engine());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::matmul(pd);
+    return s;
+}
+
+void matmul(const ForwardCall& call) {
+    const auto& s = state_of<MatmulState>(call, "onednn.matmul");
+    if (s.empty) return;
+    const Tensor out = call.output();
+    if (s.zero_inner) {
+        std::memset(out.data<float>(), 0, static_cast<std::size_t>(out.numel()) * sizeof(float));
+        return;
+    }
+    execute(s, s.primitive,
+            {{DNNL_ARG_SRC, wrap(s.a_md, call.input(0).data<float>())},
+             {DNNL_ARG_WEIGHTS, wrap(s.b_md, call.input(1).data<float>())},
+             {DNNL_ARG_DST, wrap(s.c_md, out.data<float>())}});
+}
+
+}  // namespace
+
+const capsule_kernel linear_kernel = plugin::kernel(
+    "onednn.linear", forward_entry<linear>, nullptr, prepare_entry<LinearState, prepare_linear>,
+    release_entry<LinearState>);
+const capsule_kernel matmul_kernel = plugin::kernel(
+    "onednn.matmul", forward_entry<matmul>, nullptr, prepare_entry<MatmulState, prepare_matmul>,
+    release_entry<MatmulState>);
+
+}  // namespace capsule::onednn

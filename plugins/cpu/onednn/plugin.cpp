@@ -1,0 +1,68 @@
+// The oneDNN plugin's table: every capsule declared in onednn.capsule.json, by name, each with a
+// prepared kernel (prepare builds the oneDNN primitive once per node; forward wraps the host's
+// buffers and executes it). Forward only: no backward kernels (the manifest declares VJP mode
+// `none`, so these capsules serve inference profiles such as onednn_cpu).
+#include <array>
+
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+namespace {
+
+int32_t init(capsule_status* status) {
+    return plugin::guarded(status, [] {
+        try {
+            (void)cpu_engine();
+        } catch (const dnnl::error& e) {
+            rethrow_dnnl("init (creating the CPU engine)", e);
+        }
+    });
+}
+
+int32_t probe(capsule_status* status) {
+    return plugin::guarded(status, [] {
+        try {
+            dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+            (void)engine;
+        } catch (const dnnl::error& e) {
+            rethrow_dnnl("probe (creating a CPU engine)", e);
+        }
+    });
+}
+
+const std::array<capsule_kernel, 17>& kernels() {
+    static const std::array<capsule_kernel, 17> table{
+        linear_kernel,      matmul_kernel,         conv2d_kernel,     max_pool2d_kernel,
+        max_pool2d_pad_kernel, avg_pool2d_kernel,  avg_pool2d_pad_kernel, relu_kernel,
+        gelu_kernel,        sigmoid_kernel,        tanh_kernel,       softmax_kernel,
+        log_softmax_kernel, add_kernel,            sub_kernel,        mul_kernel,
+        batch_norm_kernel};
+    return table;
+}
+
+}  // namespace
+}  // namespace capsule::onednn
+
+extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t host_major, uint32_t) {
+    using namespace capsule::onednn;
+    if (host_major != CAPSULE_ABI_MAJOR) return nullptr;
+    static const capsule_plugin table = [] {
+        capsule_plugin p{};
+        p.struct_size = sizeof(capsule_plugin);
+        p.abi_major = CAPSULE_ABI_MAJOR;
+        p.abi_minor = CAPSULE_ABI_MINOR;
+        p.name = "onednn";
+        p.version = "0.1.0";
+        p.device = CAPSULE_DEVICE_CPU;
+        p.init = init;
+        p.shutdown = nullptr;
+        p.probe = probe;
+        p.kernels = kernels().data();
+        p.num_kernels = kernels().size();
+        p.device_interface = nullptr;
+        p.extensions = nullptr;
+        p.kernel_entry_size = sizeof(capsule_kernel);
+        return p;
+    }();
+    return &table;
+}

@@ -1,0 +1,440 @@
+// The oneDNN plugin (plugins/cpu/onednn) against independently computed values: the shared
+// conformance cases (float32 forward cases of every op it implements), the reference capsules on
+// the same pseudo-random inputs (many shapes and attributes per op), the shared ONNX models'
+// PyTorch outputs under profile onednn_cpu, and its refusals (float64, unsupported attribute
+// combinations, a forward call without prepared state). Skipped when the build has no oneDNN.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/onnx_import.hpp"
+#include "capsule/session.hpp"
+#include "capsule/tensor_io.hpp"
+#include "capsule_fixtures.hpp"
+#include "conformance/case_builders.hpp"
+#include "conformance/harness.hpp"
+
+using namespace capsule;
+using namespace capsule::conformance;
+using namespace capsule::conformance::builders;
+namespace fs = std::filesystem;
+
+namespace {
+
+const capsule_plugin* open_plugin(const char* file) {
+    std::string error;
+    auto* p = open_plugin_library(std::string(CAPSULE_PLUGIN_DIR) + "/" + file, error);
+    if (!p) ADD_FAILURE() << "cannot open " << file << ": " << error;
+    return p;
+}
+
+const capsule_plugin* onednn_plugin() {
+#ifdef CAPSULE_HAVE_ONEDNN
+    static const capsule_plugin* p = open_plugin("libcapsule_onednn.so");
+    return p;
+#else
+    return nullptr;
+#endif
+}
+
+const capsule_plugin& reference_plugin() {
+    static const capsule_plugin* p = open_plugin("libcapsule_reference.so");
+    if (!p) throw std::runtime_error("reference plugin unavailable");
+    return *p;
+}
+
+#define REQUIRE_ONEDNN()                                                                        \
+    if (!onednn_plugin()) GTEST_SKIP() << "the onednn plugin is not built (libdnnl-dev missing)"
+
+std::set<BackendOp> onednn_ops() {
+    std::set<BackendOp> ops;
+    if (auto* p = onednn_plugin())
+        for (std::size_t i = 0; i < p->num_kernels; ++i)
+            ops.insert(parse<BackendOp>(std::string(p->kernels[i].capsule_name).substr(7)));
+    return ops;
+}
+
+std::string capsule_name(BackendOp op) { return "onednn." + std::string(to_string(op)); }
+
+/// Tolerance floors per op for the shared cases, whose expected values are exact (double): oneDNN
+/// sums in float32 in its own order (matmul, linear, conv, pools, softmax, batch norm) and
+/// approximates the transcendental functions (gelu's erf, tanh, logistic, exp/log in softmax)
+/// with polynomials accurate to a few float32 ulps.
+std::pair<double, double> tolerance_floor(BackendOp op) {
+    switch (op) {
+        case BackendOp::relu: case BackendOp::add: case BackendOp::sub: case BackendOp::mul:
+        case BackendOp::max_pool2d: case BackendOp::max_pool2d_pad:
+            return {1e-6, 1e-7};
+        default: return {1e-5, 1e-5};
+    }
+}
+
+}  // namespace
+
+// ---- the shared conformance cases ------------------------------------------------------------
+
+class OnednnConformance : public ::testing::TestWithParam<std::size_t> {};
+
+const std::vector<KernelCase>& shared_cases() {
+    static const std::vector<KernelCase> all = all_cases();
+    return all;
+}
+
+TEST_P(OnednnConformance, MatchesExpected) {
+    REQUIRE_ONEDNN();
+    KernelCase c = shared_cases()[GetParam()];
+    if (!onednn_ops().count(c.op)) GTEST_SKIP() << "no onednn capsule for " << to_string(c.op);
+    for (const auto& t : c.inputs)
+        if (t.dtype == DType::float64)
+            GTEST_SKIP() << c.name << ": float64 case; the oneDNN capsules are float32 only (see "
+                            "OnednnRefusals.Float64IsUnsupported)";
+    // Cases the oneDNN capsules refuse by design: each must fail with its documented reason.
+    static const std::map<std::string, std::string> refused{
+        {"batch_norm/training_2d", "training = true (batch statistics) is not implemented"},
+        {"batch_norm/grad_training_3d", "training = true (batch statistics) is not implemented"},
+        {"avg_pool2d_pad/ceil_mode_include_pad", "count_include_pad with ceil_mode windows that run past the padding"},
+    };
+    if (auto it = refused.find(c.name); it != refused.end()) {
+        std::string error;
+        run_forward_values(*onednn_plugin(), capsule_name(c.op), c, error);
+        EXPECT_NE(error.find(it->second), std::string::npos) << c.name << ": expected the refusal '"
+                                                             << it->second << "', got: " << error;
+        return;
+    }
+    if (!c.expected_error.empty())
+        GTEST_SKIP() << c.name << ": an error case of the reference kernel's own messages (shape "
+                        "errors are the host's shape inference's; the oneDNN refusals are tested "
+                        "in OnednnRefusals)";
+    auto [rtol, atol] = tolerance_floor(c.op);
+    c.rtol = std::max(c.rtol, rtol);
+    c.atol = std::max(c.atol, atol);
+    EXPECT_EQ(run_forward_case(*onednn_plugin(), capsule_name(c.op), c), "") << c.name;
+}
+
+/// The ops of plugins/cpu/onednn.capsule.json (OnednnPlugin.ImplementsEveryManifestCapsule...
+/// checks that the list is the manifest's), so that the case list is the same whether the plugin
+/// is built or not.
+const std::set<BackendOp>& manifest_ops() {
+    using B = BackendOp;
+    static const std::set<BackendOp> ops{
+        B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
+        B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
+        B::add, B::sub, B::mul, B::batch_norm};
+    return ops;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shared, OnednnConformance,
+    ::testing::ValuesIn([] {
+        std::vector<std::size_t> out;
+        for (std::size_t i = 0; i < shared_cases().size(); ++i)
+            if (manifest_ops().count(shared_cases()[i].op)) out.push_back(i);
+        return out;
+    }()),
+    [](const ::testing::TestParamInfo<std::size_t>& info) {
+        std::string name = shared_cases()[info.param].name;
+        for (auto& ch : name)
+            if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+        return name;
+    });
+
+TEST(OnednnPlugin, ImplementsEveryManifestCapsuleWithPreparedForwardKernels) {
+    REQUIRE_ONEDNN();
+    std::ifstream f(fs::path(CAPSULE_SOURCE_DIR) / "plugins/cpu/onednn.capsule.json");
+    const auto manifest = nlohmann::json::parse(f);
+    const auto& p = *onednn_plugin();
+    ASSERT_EQ(p.num_kernels, manifest["capsules"].size());
+    std::set<BackendOp> declared;
+    for (const auto& k : manifest["capsules"]) declared.insert(parse<BackendOp>(k["op"].get<std::string>()));
+    EXPECT_EQ(declared, manifest_ops());
+    for (std::size_t i = 0; i < p.num_kernels; ++i) {
+        const auto& k = p.kernels[i];
+        EXPECT_EQ(manifest["capsules"][i]["name"], k.capsule_name);
+        EXPECT_EQ(manifest["capsules"][i]["vjp"], "none") << k.capsule_name;
+        EXPECT_NE(k.prepare, nullptr) << k.capsule_name;
+        EXPECT_NE(k.release, nullptr) << k.capsule_name;
+        EXPECT_EQ(k.backward, nullptr) << k.capsule_name << ": forward-only (VJP mode none)";
+    }
+}
+
+// ---- against the reference capsules on pseudo-random inputs ----------------------------------
+
+namespace {
+
+constexpr std::uint64_t kSalt = 0x0DDE;
+
+CaseTensor rnd(Shape s, std::uint64_t seed) { return random(DType::float32, std::move(s), seed, kSalt); }
+
+struct Compare {
+    std::string name;
+    BackendOp op;
+    std::vector<CaseTensor> inputs;
+    std::vector<CaseTensor> params;
+    Attributes attrs;
+};
+
+std::vector<Compare> comparisons() {
+    using B = BackendOp;
+    std::vector<Compare> out;
+    std::uint64_t seed = 1;
+    auto add = [&](std::string name, B op, std::vector<Shape> ins, std::vector<Shape> params,
+                   Attributes attrs = {}) {
+        Compare c{std::move(name), op, {}, {}, std::move(attrs)};
+        for (auto& s : ins) c.inputs.push_back(rnd(s, seed++));
+        for (auto& s : params) c.params.push_back(rnd(s, seed++));
+        out.push_back(std::move(c));
+    };
+    // linear: weight [out, in], optional bias.
+    add("linear/2d_bias", B::linear, {{3, 5}}, {{4, 5}, {4}}, {{"out_features", std::int64_t(4)}});
+    add("linear/3d_no_bias", B::linear, {{2, 3, 7}}, {{6, 7}}, {{"out_features", std::int64_t(6)}, {"bias", false}});
+    add("linear/batch1_wide", B::linear, {{1, 300}}, {{70, 300}, {70}}, {{"out_features", std::int64_t(70)}});
+    add("linear/batch64", B::linear, {{64, 33}}, {{17, 33}, {17}}, {{"out_features", std::int64_t(17)}});
+    add("linear/1d_input", B::linear, {{9}}, {{5, 9}, {5}}, {{"out_features", std::int64_t(5)}});
+    // matmul: 2-D, batched, broadcast batch dims, 1-D operands.
+    add("matmul/2d", B::matmul, {{4, 5}, {5, 3}}, {});
+    add("matmul/batched_times_2d", B::matmul, {{2, 3, 4, 5}, {5, 6}}, {});
+    add("matmul/broadcast_batch", B::matmul, {{2, 1, 4, 5}, {3, 5, 2}}, {});
+    add("matmul/vector_times_batched", B::matmul, {{5}, {2, 5, 3}}, {});
+    add("matmul/matrix_times_vector", B::matmul, {{3, 4}, {4}}, {});
+    add("matmul/dot", B::matmul, {{7}, {7}}, {});
+    add("matmul/large", B::matmul, {{33, 65}, {65, 47}}, {});
+    // conv2d: stride, padding, dilation, groups, depthwise, non-square, no bias, 1x1.
+    auto conv = [&](std::string name, Shape x, std::int64_t o, Ints k, Ints s, Ints p, Ints d,
+                    std::int64_t g, bool bias) {
+        Attributes a{{"out_channels", o}, {"kernel_size", k}, {"stride", s}, {"padding", p},
+                     {"dilation", d}, {"groups", g}, {"bias", bias}};
+        std::vector<Shape> params{{o, x[1] / g, k[0], k[1]}};
+        if (bias) params.push_back({o});
+        add("conv2d/" + name, B::conv2d, {x}, params, a);
+    };
+    conv("3x3_pad1", {2, 3, 8, 8}, 4, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true);
+    conv("stride2_no_pad", {1, 4, 9, 9}, 5, {3, 3}, {2, 2}, {0, 0}, {1, 1}, 1, true);
+    conv("dilation2_pad2", {2, 3, 10, 10}, 4, {3, 3}, {1, 1}, {2, 2}, {2, 2}, 1, true);
+    conv("groups2", {2, 4, 7, 7}, 6, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 2, true);
+    conv("depthwise_stride2", {2, 6, 9, 9}, 6, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 6, true);
+    conv("depthwise_multiplier2", {1, 4, 8, 8}, 8, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 4, false);
+    conv("non_square", {1, 3, 9, 7}, 4, {3, 1}, {2, 1}, {1, 0}, {1, 1}, 1, true);
+    conv("no_bias_1x1", {2, 16, 5, 5}, 8, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false);
+    conv("wide_channels", {1, 32, 14, 14}, 64, {3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true);
+    conv("stride_dilation_pad_mix", {1, 8, 13, 11}, 16, {3, 5}, {2, 3}, {2, 1}, {2, 1}, 2, true);
+    conv("first_layer_7x7", {1, 3, 32, 32}, 16, {7, 7}, {2, 2}, {3, 3}, {1, 1}, 1, false);
+    // pools: windows, strides, padding, ceil_mode, count_include_pad.
+    auto pool = [&](std::string name, B op, Shape x, Attributes a) { add(name, op, {x}, {}, a); };
+    pool("max_pool2d/k2", B::max_pool2d, {2, 3, 8, 8}, {{"kernel_size", Ints{2, 2}}});
+    pool("max_pool2d/k3_s2", B::max_pool2d, {1, 4, 9, 10}, {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}});
+    pool("max_pool2d_pad/k3_s2_p1", B::max_pool2d_pad, {2, 3, 8, 8},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"padding", std::int64_t(1)}});
+    pool("max_pool2d_pad/ceil_no_pad", B::max_pool2d_pad, {1, 2, 13, 13},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"ceil_mode", true}});
+    pool("max_pool2d_pad/ceil_pad1", B::max_pool2d_pad, {1, 2, 10, 9},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"padding", std::int64_t(1)}, {"ceil_mode", true}});
+    pool("avg_pool2d/k2", B::avg_pool2d, {2, 3, 8, 8}, {{"kernel_size", std::int64_t(2)}});
+    pool("avg_pool2d/k3_s2", B::avg_pool2d, {1, 3, 9, 11}, {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}});
+    pool("avg_pool2d_pad/include_pad", B::avg_pool2d_pad, {1, 3, 8, 8},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"padding", std::int64_t(1)}});
+    pool("avg_pool2d_pad/exclude_pad_ceil", B::avg_pool2d_pad, {1, 3, 10, 9},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"padding", std::int64_t(1)},
+          {"ceil_mode", true}, {"count_include_pad", false}});
+    pool("avg_pool2d_pad/ceil_no_pad", B::avg_pool2d_pad, {1, 2, 13, 13},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"ceil_mode", true}});
+    pool("avg_pool2d_pad/exclude_pad_h_only_ceil", B::avg_pool2d_pad, {1, 2, 6, 6},
+         {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)}, {"padding", Ints{1, 0}},
+          {"ceil_mode", true}, {"count_include_pad", false}});
+    pool("avg_pool2d/global_7x7", B::avg_pool2d, {2, 8, 7, 7}, {{"kernel_size", std::int64_t(7)}});
+    // eltwise and softmax.
+    add("relu/3d", B::relu, {{2, 3, 4}}, {});
+    add("gelu/none", B::gelu, {{2, 3, 5}}, {});
+    add("gelu/tanh", B::gelu, {{2, 3, 5}}, {}, {{"approximate", std::string("tanh")}});
+    add("sigmoid/3d", B::sigmoid, {{4, 5, 6}}, {});
+    add("tanh/3d", B::tanh, {{4, 5, 6}}, {});
+    add("softmax/last", B::softmax, {{3, 4, 5}}, {});
+    add("softmax/axis1", B::softmax, {{3, 4, 5}}, {}, {{"axis", std::int64_t(1)}});
+    add("softmax/axis0", B::softmax, {{3, 4, 5}}, {}, {{"axis", std::int64_t(0)}});
+    add("log_softmax/last", B::log_softmax, {{3, 40}}, {});
+    add("log_softmax/axis_minus2", B::log_softmax, {{3, 4, 5}}, {}, {{"axis", std::int64_t(-2)}});
+    // binary with broadcasting (second operand, first operand exchanged, rank 0).
+    add("add/same_shape", B::add, {{2, 3, 4}, {2, 3, 4}}, {});
+    add("add/row", B::add, {{2, 3, 4}, {4}}, {});
+    add("add/first_broadcasts", B::add, {{3, 1}, {2, 3, 4}}, {});
+    add("sub/row", B::sub, {{2, 3, 4}, {3, 1}}, {});
+    add("sub/first_broadcasts", B::sub, {{4}, {2, 3, 4}}, {});
+    add("mul/channel", B::mul, {{2, 3, 4, 4}, {1, 3, 1, 1}}, {});
+    add("mul/scalar", B::mul, {{}, {5}}, {});
+    add("mul/scalars", B::mul, {{}, {}}, {});
+    add("add/both_broadcast", B::add, {{3, 1}, {1, 4}}, {});
+    add("sub/both_broadcast_rank3", B::sub, {{2, 1, 5}, {3, 1}}, {});
+    add("mul/both_broadcast_rank4", B::mul, {{1, 3, 1, 4}, {2, 1, 5, 1}}, {});
+    // batch_norm inference.
+    add("batch_norm/affine_4d", B::batch_norm, {{2, 3, 4, 4}}, {{3}, {3}, {3}, {3}});
+    add("batch_norm/plain_2d", B::batch_norm, {{5, 3}}, {{3}, {3}}, {{"affine", false}, {"eps", 1e-3}});
+    // Variances must be positive: make the last parameter |v| + 0.5.
+    for (auto& c : out)
+        if (c.op == B::batch_norm)
+            for (auto& v : c.params.back().values) v = std::fabs(v) + 0.5;
+    return out;
+}
+
+}  // namespace
+
+class OnednnVersusReference : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(OnednnVersusReference, WithinOneInTenThousand) {
+    REQUIRE_ONEDNN();
+    const auto cmp = comparisons()[GetParam()];
+    KernelCase c;
+    c.name = cmp.name;
+    c.op = cmp.op;
+    c.inputs = cmp.inputs;
+    c.params = cmp.params;
+    c.attrs = cmp.attrs;
+    std::string error;
+    auto want = run_forward_values(reference_plugin(), "reference." + std::string(to_string(c.op)), c, error);
+    ASSERT_EQ(error, "") << "reference kernel failed";
+    auto got = run_forward_values(*onednn_plugin(), capsule_name(c.op), c, error);
+    ASSERT_EQ(error, "") << "onednn kernel failed";
+    ASSERT_EQ(got.size(), want.size());
+    double scale = 0;
+    for (double w : want) scale = std::max(scale, std::fabs(w));
+    for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_LE(std::fabs(got[i] - want[i]), 1e-4 * std::fabs(want[i]) + 1e-6 * std::max(scale, 1.0))
+            << cmp.name << " element " << i << ": onednn " << got[i] << ", reference " << want[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, OnednnVersusReference,
+                         ::testing::Range<std::size_t>(0, comparisons().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                             std::string name = comparisons()[info.param].name;
+                             for (auto& ch : name)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return name;
+                         });
+
+// ---- refusals ------------------------------------------------------------------------------
+
+namespace {
+std::string onednn_error(KernelCase c) {
+    std::string error;
+    run_forward_values(*onednn_plugin(), capsule_name(c.op), c, error);
+    return error;
+}
+}  // namespace
+
+TEST(OnednnRefusals, Float64IsUnsupported) {
+    REQUIRE_ONEDNN();
+    KernelCase c;
+    c.op = BackendOp::relu;
+    c.inputs = {f64({2}, {1, -1})};
+    const auto err = onednn_error(c);
+    EXPECT_NE(err.find("prepare failed (code 2)"), std::string::npos) << err;  // UNSUPPORTED
+    EXPECT_NE(err.find("onednn.relu: input x is float64; the oneDNN capsules compute float32 only"),
+              std::string::npos) << err;
+}
+
+TEST(OnednnRefusals, AveragePoolCountingPaddingPastThePaddingIsRefused) {
+    REQUIRE_ONEDNN();
+    KernelCase c;
+    c.op = BackendOp::avg_pool2d_pad;
+    c.inputs = {rnd({1, 1, 6, 6}, 3)};
+    c.attrs = {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)},
+               {"padding", std::int64_t(1)}, {"ceil_mode", true}};
+    const auto err = onednn_error(c);
+    EXPECT_NE(err.find("count_include_pad with ceil_mode windows that run past the padding"),
+              std::string::npos) << err;
+}
+
+TEST(OnednnRefusals, AveragePoolCountingPaddingPastThePaddingOfOneAxisIsRefused) {
+    REQUIRE_ONEDNN();
+    // Padding on H only; ceil_mode makes the last W window run past the (zero) W padding, which
+    // PyTorch divides by its valid part and oneDNN's include-padding average by the whole window.
+    KernelCase c;
+    c.op = BackendOp::avg_pool2d_pad;
+    c.inputs = {rnd({1, 1, 5, 6}, 9)};  // H: no window past the padding; W: one
+    c.attrs = {{"kernel_size", std::int64_t(3)}, {"stride", std::int64_t(2)},
+               {"padding", Ints{1, 0}}, {"ceil_mode", true}};
+    const auto err = onednn_error(c);
+    EXPECT_NE(err.find("count_include_pad with ceil_mode windows that run past the padding"),
+              std::string::npos) << err;
+}
+
+TEST(OnednnRefusals, TrainingBatchNormIsRefused) {
+    REQUIRE_ONEDNN();
+    KernelCase c;
+    c.op = BackendOp::batch_norm;
+    c.inputs = {rnd({2, 3}, 4)};
+    c.params = {rnd({3}, 5), rnd({3}, 6), rnd({3}, 7), rnd({3}, 8)};
+    c.attrs = {{"training", true}};
+    EXPECT_NE(onednn_error(c).find("training = true (batch statistics) is not implemented"),
+              std::string::npos) << onednn_error(c);
+}
+
+TEST(OnednnRefusals, ForwardWithoutPreparedStateIsRefused) {
+    REQUIRE_ONEDNN();
+    const auto& p = *onednn_plugin();
+    float x[2] = {1, -1}, y[2] = {0, 0};
+    const std::int64_t shape[1] = {2}, strides[1] = {1};
+    capsule_tensor_view in{sizeof(capsule_tensor_view), CAPSULE_DTYPE_FLOAT32, CAPSULE_DEVICE_CPU, 1, shape, strides, x};
+    capsule_tensor_view out = in;
+    out.data = y;
+    capsule_forward_args a{};
+    a.struct_size = sizeof a;
+    a.inputs = &in;
+    a.num_inputs = 1;
+    a.outputs = &out;
+    a.num_outputs = 1;
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    const capsule_kernel* relu = nullptr;
+    for (std::size_t i = 0; i < p.num_kernels; ++i)
+        if (std::string(p.kernels[i].capsule_name) == "onednn.relu") relu = &p.kernels[i];
+    ASSERT_NE(relu, nullptr);
+    EXPECT_NE(relu->forward(&a, &st), CAPSULE_OK);
+    EXPECT_NE(std::string(st.message).find("onednn.relu: called without its prepared state"), std::string::npos)
+        << st.message;
+}
+
+// ---- the shared ONNX models under onednn_cpu ---------------------------------------------------
+
+class OnednnModels : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnednnModels, MatchPyTorchOutputsUnderOnednnCpu) {
+    REQUIRE_ONEDNN();
+    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / GetParam();
+    std::ifstream meta_file(dir / "meta.json");
+    ASSERT_TRUE(meta_file) << dir;
+    const auto meta = nlohmann::json::parse(meta_file);
+    auto model = import_onnx(dir / "model.onnx");
+    const Tensor input = read_npy(dir / "input.npy");
+    const Tensor expected = read_npy(dir / "output.npy");
+    const auto& profile = find_builtin_profile("onednn_cpu");
+    auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
+    ASSERT_TRUE(accepted.accepted.has_value());
+    // The plan must actually use oneDNN (conv2d at least) and keep the rest on reference.
+    std::size_t onednn_nodes = 0, other_nodes = 0;
+    for (const auto& g : accepted.accepted->plan().groups)
+        (g.capsule->provider == Provider::onednn ? onednn_nodes : other_nodes) += g.node_ids.size();
+    std::cout << GetParam() << ": " << onednn_nodes << " nodes on onednn, " << other_nodes
+              << " on other providers\n";
+    EXPECT_GT(onednn_nodes, 0u);
+    ParameterMap params = model.parameters;
+    auto inputs = bind_onnx_inputs(model, {{meta["input"]["name"].get<std::string>(), input}}, params);
+    auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
+    auto out = session.run(inputs);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].shape(), expected.shape());
+    double max_abs = 0, scale = 0;
+    for (std::int64_t i = 0; i < expected.numel(); ++i) {
+        max_abs = std::max(max_abs, std::fabs(out[0].at(i) - expected.at(i)));
+        scale = std::max(scale, std::fabs(expected.at(i)));
+    }
+    std::cout << GetParam() << " under onednn_cpu: max abs error " << max_abs << ", max |expected| "
+              << scale << ", ratio " << max_abs / scale << "\n";
+    EXPECT_LE(max_abs, 1e-4 * scale) << "error relative to the output scale";
+}
+
+INSTANTIATE_TEST_SUITE_P(Real, OnednnModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
