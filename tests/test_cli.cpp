@@ -198,7 +198,7 @@ TEST(Cli, VersionAndGlobalOptionsOnEitherSideOfTheSubcommand) {
     EXPECT_EQ(version.code, 0);
     EXPECT_TRUE(contains(version.out, "capsule 0.1.0, plugin ABI 1.1")) << version.out;
     const std::string profile_file = " --profile-file " + kSource + "/examples/plugin/example_cpu.json";
-    for (const std::string cmd : {"--threads 1" + profile_file + " plan --profile example_cpu --ops relu",
+    for (const std::string& cmd : {"--threads 1" + profile_file + " plan --profile example_cpu --ops relu",
                                   "plan --profile example_cpu --ops relu --threads 1" + profile_file}) {
         auto r = capsule_tool(cmd);
         EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
