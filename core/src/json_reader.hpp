@@ -92,7 +92,7 @@ private:
 inline nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
     try {
         return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400
         throw InputError(source + ": malformed JSON: " + e.what());
     }
 }
