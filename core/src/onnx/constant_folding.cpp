@@ -155,7 +155,8 @@ Shape reshape_target(ImportContext& ctx, const onnx::NodeProto& node, const Shap
             }
             if (d < 0) unsupported("Reshape's shape has a negative dimension " + std::to_string(d));
             out.push_back(d);
-            known *= d;
+            if (__builtin_mul_overflow(known, d, &known))
+                unsupported("Reshape's shape " + to_string(spec) + " has more than 2^63-1 elements");
         }
         if (infer >= 0) {
             if (known == 0 || element_count(in) % known != 0)
@@ -170,9 +171,7 @@ Shape reshape_target(ImportContext& ctx, const onnx::NodeProto& node, const Shap
         auto axis = attr_int(node, "axis", 1);
         if (axis < 0) axis += rank;
         if (axis < 0 || axis > rank) unsupported("Flatten axis out of range");
-        std::int64_t a = 1, b = 1;
-        for (std::int64_t k = 0; k < rank; ++k) (k < axis ? a : b) *= in[k];
-        return {a, b};
+        return {dim_product(in, 0, std::size_t(axis)), dim_product(in, std::size_t(axis), in.size())};
     }
     std::vector<std::int64_t> axes;
     const bool from_input = ctx.opset() >= 13;
@@ -281,9 +280,8 @@ CT concat(const std::vector<CT>& xs, std::int64_t axis) {
         shape[axis] += x.shape[axis];
     }
     CT out = make(xs[0].dtype, shape);
-    std::int64_t outer = 1, inner = 1;
-    for (std::int64_t d = 0; d < axis; ++d) outer *= shape[d];
-    for (std::int64_t d = axis + 1; d < rank; ++d) inner *= shape[d];
+    const auto outer = dim_product(shape, 0, std::size_t(axis));
+    const auto inner = dim_product(shape, std::size_t(axis) + 1, std::size_t(rank));
     std::int64_t k = 0;
     for (std::int64_t o = 0; o < outer; ++o)
         for (const auto& x : xs) {
@@ -303,9 +301,8 @@ CT gather(const CT& x, const CT& idx, std::int64_t axis) {
     shape.insert(shape.end(), idx.shape.begin(), idx.shape.end());
     shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
     CT out = make(x.dtype, shape);
-    std::int64_t outer = 1, inner = 1;
-    for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape[d];
-    for (std::int64_t d = axis + 1; d < rank; ++d) inner *= x.shape[d];
+    const auto outer = dim_product(x.shape, 0, std::size_t(axis));
+    const auto inner = dim_product(x.shape, std::size_t(axis) + 1, std::size_t(rank));
     const auto n = x.shape[axis];
     std::int64_t k = 0;
     for (std::int64_t o = 0; o < outer; ++o)

@@ -148,8 +148,7 @@ void conv_softmax_like(ImportContext& c, const onnx::NodeProto& n, const string&
     // second dimension, then back. Exact (reshapes move no values).
     auto axis = normalize_axis(attr_int(n, "axis", 1), rank);
     const Shape& in = shape_of(c, x);
-    std::int64_t a = 1, b = 1;
-    for (std::int64_t k = 0; k < rank; ++k) (k < axis ? a : b) *= in[k];
+    const auto a = dim_product(in, 0, std::size_t(axis)), b = dim_product(in, std::size_t(axis), in.size());
     if (axis == rank - 1 || rank <= 1) {
         c.define_node(out0(n), c.add(op, {x}, {{"axis", std::int64_t(-1)}}, out0(n)));
         return;

@@ -142,5 +142,9 @@ std::vector<std::int64_t> int_values(const Tensor& t);
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range.
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank);
+/// Product of dims[begin, end). Raises InputError when it exceeds int64: a shape with a zero
+/// dimension has no elements and passes element_count, yet its other dimensions can still multiply
+/// past 2^63.
+std::int64_t dim_product(const Shape& dims, std::size_t begin, std::size_t end);
 
 }  // namespace capsule::onnx_import

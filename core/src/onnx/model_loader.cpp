@@ -317,6 +317,14 @@ std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {
     return axis < 0 ? axis + r : axis;
 }
 
+std::int64_t dim_product(const Shape& dims, std::size_t begin, std::size_t end) {
+    std::int64_t n = 1;
+    for (std::size_t k = begin; k < end; ++k)
+        if (__builtin_mul_overflow(n, dims[k], &n))
+            throw InputError("dimensions of " + to_string(dims) + " multiply past 2^63-1");
+    return n;
+}
+
 namespace {
 
 struct InferredType {
