@@ -413,11 +413,9 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
                                    "opset", "opset " + std::to_string(opset) + " is newer than libonnx knows");
     out.opset = opset;
 
-    try {
-        onnx::checker::check_model(model);
-    } catch (const std::exception& e) {
-        throw InputError(src + ": the ONNX checker rejects the model: " + string(e.what()));
-    }
+    if (auto error = run_libonnx_isolated(model, src, "checker", false,
+                                          [](onnx::ModelProto& m) { onnx::checker::check_model(m); }))
+        throw InputError(src + ": the ONNX checker rejects the model: " + *error);
     auto& g = *model.mutable_graph();
 
     std::set<string> initializer_names;
@@ -504,12 +502,11 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
 
     // ONNX shape inference with the static input shapes: every value's type, for cross-checks.
     std::map<string, InferredType> inferred;
-    try {
-        onnx::ShapeInferenceOptions si(false, 0, false);
-        onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), si);
-    } catch (const std::exception& e) {
-        throw InputError(src + ": ONNX shape inference fails: " + string(e.what()));
-    }
+    if (auto error = run_libonnx_isolated(model, src, "shape inference", true, [](onnx::ModelProto& m) {
+            onnx::ShapeInferenceOptions si(false, 0, false);
+            onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), si);
+        }))
+        throw InputError(src + ": ONNX shape inference fails: " + *error);
     for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
     for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
 
