@@ -72,7 +72,8 @@ string describe_status(int status) {
 
 std::optional<string> run_libonnx_isolated(onnx::ModelProto& model, const string& src, const string& what,
                                            bool want_types, const std::function<void(onnx::ModelProto&)>& step) {
-    onnx::OpSchemaRegistry::Instance();  // initialised here, never half-way in a forked child
+    // libonnx builds its schema table on first use: build it here, once, not in every child.
+    onnx::OpSchemaRegistry::Schema("Relu", 13);
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(src + ": cannot run " + what + ": pipe: " + std::strerror(errno));
     const pid_t pid = ::fork();
