@@ -23,7 +23,7 @@ for name in $TARGETS; do
   corpus="$scratch/$name"
   mkdir -p "$corpus" "build-fuzz/artifacts/$name"
   cp -r "tests/fuzz/corpus/$name/." "$corpus/"
-  options=(-max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
+  options=(-max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -print_funcs=0
            -artifact_prefix="build-fuzz/artifacts/$name/")
   [ -f "tests/fuzz/$name.dict" ] && options+=(-dict="tests/fuzz/$name.dict")
   log="build-fuzz/logs/$name.log"
