@@ -114,3 +114,12 @@ TEST(FuzzRegressions, LibonnxCrashesRefuseTheModel) {
         EXPECT_NE(msg.find(name), std::string::npos) << msg;
     }
 }
+
+// Concat of two rank-0 constants: the axis was normalised as if a scalar had one axis and the
+// folder wrote to shape[0] of an empty shape. A scalar has no axis to name.
+TEST(FuzzRegressions, AxisOfAScalarIsRefused) {
+    const auto path = fs::path(CAPSULE_SOURCE_DIR) / "tests/fuzz/corpus/onnx/regression-concat-of-scalars.onnx";
+    auto msg = capsule::testing::error_of([&] { import_onnx(path); });
+    EXPECT_NE(msg.find("ONNX op Concat"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("axis 0 out of range for rank 0"), std::string::npos) << msg;
+}

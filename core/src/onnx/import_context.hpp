@@ -140,7 +140,8 @@ std::vector<std::int64_t> int_values(const Tensor& t);
 
 /// NumPy broadcast of two shapes, or Unsupported when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
-/// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range.
+/// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range (always for
+/// rank 0).
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank);
 /// Runs `step`, a call into libonnx on `model` (checker, shape inference), in a child process,
 /// so that a crash or hang of libonnx on a malformed model refuses the model instead of ending

@@ -311,10 +311,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     return out;
 }
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {
-    std::int64_t r = std::max<std::int64_t>(rank, 1);
-    if (axis < -r || axis >= r)
+    // A scalar has no axis: callers index the shape with the result.
+    if (axis < -rank || axis >= rank)
         unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + r : axis;
+    return axis < 0 ? axis + rank : axis;
 }
 
 std::int64_t dim_product(const Shape& dims, std::size_t begin, std::size_t end) {
