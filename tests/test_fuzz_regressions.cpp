@@ -123,3 +123,13 @@ TEST(FuzzRegressions, AxisOfAScalarIsRefused) {
     EXPECT_NE(msg.find("ONNX op Concat"), std::string::npos) << msg;
     EXPECT_NE(msg.find("axis 0 out of range for rank 0"), std::string::npos) << msg;
 }
+
+// SoftmaxCrossEntropyLoss with a rank-0 target: the converter inserted into its empty shape at
+// position 1 (past the end). The target must be the input's shape without C.
+TEST(FuzzRegressions, CrossEntropyTargetOfTheWrongShapeIsRefused) {
+    const auto path =
+        fs::path(CAPSULE_SOURCE_DIR) / "tests/fuzz/corpus/onnx/regression-cross-entropy-scalar-target.onnx";
+    auto msg = capsule::testing::error_of([&] { import_onnx(path); });
+    EXPECT_NE(msg.find("SoftmaxCrossEntropyLoss"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("target has shape [], the input [3, 5] needs [3]"), std::string::npos) << msg;
+}
