@@ -124,6 +124,52 @@ TEST(Session, ConcurrentRunsAreBitIdenticalToOneThread) {
     for (int t = 0; t < 8; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
+// One session over a convolutional graph with parameters (examples/lenet.json: conv, pooling,
+// flatten, linear), run from 8 threads at once, 50 runs each: every output equals, bit for bit,
+// what a single thread computed for the same input. The tsan preset runs this under
+// ThreadSanitizer.
+TEST(Session, ConcurrentLeNetRunsAreBitIdenticalToOneThread) {
+    auto graph = load_graph(fs::path(CAPSULE_SOURCE_DIR) / "examples" / "lenet.json");
+    ParameterMap params;
+    std::uint64_t seed = 1;
+    for (const auto& node : graph.nodes) {
+        std::vector<TensorType> parents;
+        for (auto p : node.parents) {
+            const auto& parent = graph.nodes[*graph.index_of(p)];
+            parents.push_back({parent.shape, parent.dtype});
+        }
+        for (const auto& spec : parameter_specs(node, parents))
+            params[spec.key] = Tensor::from_values(spec.type.dtype, spec.type.shape,
+                                                   pseudo_random(std::size_t(element_count(spec.type.shape)),
+                                                                 seed++, 0.2));
+    }
+    ASSERT_EQ(params.size(), 10u);  // weight and bias of conv1, conv2, fc1, fc2, fc3
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), graph);
+    ASSERT_TRUE(accepted.accepted);
+    auto session = Session::create(profile, *accepted.accepted, graph, built_host(), params);
+
+    constexpr int kThreads = 8, kRuns = 50;
+    std::vector<Tensor> inputs, expected;
+    for (int i = 0; i < kThreads; ++i) {
+        inputs.push_back(Tensor::from_values(DType::float32, {1, 1, 28, 28}, pseudo_random(784, 200 + i, 1.0)));
+        expected.push_back(session.run({{"image", inputs.back()}})[0]);
+    }
+    for (int i = 1; i < kThreads; ++i) ASSERT_FALSE(expected[i].bitwise_equal(expected[0]));  // inputs matter
+    std::vector<int> mismatches(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            for (int r = 0; r < kRuns; ++r) {
+                const int which = (t + r) % kThreads;  // threads interleave different inputs
+                auto out = session.run({{"image", inputs[which]}});
+                if (out.size() != 1 || !out[0].bitwise_equal(expected[which])) ++mismatches[t];
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
 TEST(Session, InputErrorsNameTheInput) {
     auto m = make_mlp();
     auto session = mlp_session(m);

@@ -97,10 +97,13 @@ IdxArray read_idx(const std::filesystem::path& path) {
         throw InputError(path.string() + ": IDX header declares shape " + to_string(out.shape) +
                          ", more than 2 GiB of data");
     const auto count = static_cast<std::size_t>(*elements);
-    // Read in chunks so that memory follows the bytes actually present, not a forged header.
-    constexpr std::size_t kChunk = std::size_t(1) << 24;
+    // Read in chunks that start small and double (up to 16 MiB), so that memory follows the bytes
+    // actually present, not a forged header: a 20-byte file claiming 2 GiB allocates 64 KiB.
+    constexpr std::size_t kMaxChunk = std::size_t(1) << 24;
+    std::size_t chunk = std::size_t(1) << 16;
     while (out.data.size() < count) {
-        const std::size_t have = out.data.size(), want = std::min<std::size_t>(kChunk, count - have);
+        const std::size_t have = out.data.size(), want = std::min<std::size_t>(chunk, count - have);
+        chunk = std::min(chunk * 2, kMaxChunk);
         out.data.resize(have + want);
         const std::size_t got = file.read(out.data.data() + have, want);
         out.data.resize(have + got);

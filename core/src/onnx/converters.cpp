@@ -779,6 +779,11 @@ Id nll_loss(ImportContext& c, const onnx::NodeProto& n, Id x, const string& out_
     Id target = c.runtime(n.input(1));
     if (c.node_type(target).dtype != DType::int64) unsupported("target must be int64");
     Shape t_view = shape_of(c, target);
+    Shape expected = in;
+    expected.erase(expected.begin() + 1);
+    if (t_view != expected)
+        unsupported("target has shape " + to_string(t_view) + ", the input " + to_string(in) + " needs " +
+                    to_string(expected) + " ([N, C, d1, ...] → [N, d1, ...])");
     t_view.insert(t_view.begin() + 1, 1);
     Shape class_view(in.size(), 1);
     class_view[1] = C;

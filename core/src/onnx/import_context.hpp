@@ -147,7 +147,17 @@ int nodes_safe_for_inference(const onnx::GraphProto& g, std::int64_t opset, cons
 
 /// NumPy broadcast of two shapes, or Unsupported when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
-/// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range.
+/// Normalises an axis in [-rank, rank) to [0, rank); Unsupported when out of range (always for
+/// rank 0).
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank);
+/// Runs `step`, a call into libonnx on `model` (checker, shape inference), in a child process,
+/// so that a crash or hang of libonnx on a malformed model refuses the model instead of ending
+/// the host. Returns the message of an exception `step` raised, or nullopt on success; with
+/// `want_types`, copies the graph's value_info and output types the child computed into `model`.
+/// Raises InputError naming `src` and `what` when the child crashes or runs over 60 s.
+std::optional<std::string> run_libonnx_isolated(onnx::ModelProto& model, const std::string& src,
+                                                const std::string& what, bool want_types,
+                                                const std::function<void(onnx::ModelProto&)>& step);
+
 
 }  // namespace capsule::onnx_import

@@ -311,10 +311,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
     return out;
 }
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {
-    std::int64_t r = std::max<std::int64_t>(rank, 1);
-    if (axis < -r || axis >= r)
+    // A scalar has no axis: callers index the shape with the result.
+    if (axis < -rank || axis >= rank)
         unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + r : axis;
+    return axis < 0 ? axis + rank : axis;
 }
 
 namespace {
@@ -405,11 +405,9 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
                                    "opset", "opset " + std::to_string(opset) + " is newer than libonnx knows");
     out.opset = opset;
 
-    try {
-        onnx::checker::check_model(model);
-    } catch (const std::exception& e) {
-        throw InputError(src + ": the ONNX checker rejects the model: " + string(e.what()));
-    }
+    if (auto error = run_libonnx_isolated(model, src, "checker", false,
+                                          [](onnx::ModelProto& m) { onnx::checker::check_model(m); }))
+        throw InputError(src + ": the ONNX checker rejects the model: " + *error);
     auto& g = *model.mutable_graph();
 
     std::set<string> initializer_names;
@@ -501,14 +499,13 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
     const int checked = nodes_safe_for_inference(g, opset, src);
     std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
     if (!held_back.empty()) g.mutable_node()->ExtractSubrange(checked, static_cast<int>(held_back.size()), held_back.data());
-    try {
+    // Shape inference also runs in a child process: a crash inside libonnx becomes an InputError.
+    auto error = run_libonnx_isolated(model, src, "shape inference", true, [](onnx::ModelProto& m) {
         onnx::ShapeInferenceOptions si(false, 0, false);
-        onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), si);
-    } catch (const std::exception& e) {
-        for (auto* node : held_back) g.mutable_node()->AddAllocated(node);
-        throw InputError(src + ": ONNX shape inference fails: " + string(e.what()));
-    }
+        onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), si);
+    });
     for (auto* node : held_back) g.mutable_node()->AddAllocated(node);
+    if (error) throw InputError(src + ": ONNX shape inference fails: " + *error);
     for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
     for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
 
