@@ -132,7 +132,8 @@ private:
             if (v < -r || v > hi)
                 refuse(attr, std::to_string(v),
                        "is out of range for input " + std::to_string(input) + " of rank " + std::to_string(r0) +
-                           " (valid: [" + std::to_string(-r) + ", " + std::to_string(hi) + "])");
+                           (hi < -r ? string(" (it has no axes)")
+                                    : " (valid: [" + std::to_string(-r) + ", " + std::to_string(hi) + "])"));
         }
     }
     /// A list of axes, each in [-r, r) for every rank r (+ extra) of input 0, without repeats.
@@ -147,7 +148,8 @@ private:
                     refuse(attr, list(*axes),
                            "has axis " + std::to_string(v) + ", out of range for " +
                                (extra ? "an output of rank " + std::to_string(r) : "input 0 of rank " + std::to_string(r0)) +
-                               " (valid: [" + std::to_string(-r) + ", " + std::to_string(r - 1) + "])");
+                               (r == 0 ? string(" (it has no axes)")
+                                       : " (valid: [" + std::to_string(-r) + ", " + std::to_string(r - 1) + "])"));
                 if (!seen.insert(v < 0 ? v + r : v).second)
                     refuse(attr, list(*axes), "names axis " + std::to_string(v < 0 ? v + r : v) + " twice");
             }
