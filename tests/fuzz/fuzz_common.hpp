@@ -14,8 +14,22 @@
 #include <string_view>
 
 #include "capsule/error.hpp"
+#include "capsule/registry.hpp"
 
 namespace capsule::fuzz {
+
+/// The reference plugin's manifest from the source tree in a manifests-only host (no library is
+/// ever opened), built once: what planning under checked_cpu sees.
+inline const PluginHost& reference_manifests_host() {
+    static const PluginHost host = [] {
+        PluginHostOptions options;
+        options.load = LoadPolicy::manifests_only;
+        return PluginHost::from_manifests(
+            {load_manifest(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins/cpu/reference.capsule.json")},
+            options);
+    }();
+    return host;
+}
 
 /// Runs `body`; a capsule::Error is the expected outcome for bad input (it must carry a message).
 /// Any other exception is a fault: it is printed and the process aborts.

@@ -14,17 +14,6 @@ using namespace capsule;
 
 namespace {
 
-const PluginHost& manifests_only_host() {
-    static const PluginHost host = [] {
-        PluginHostOptions options;
-        options.load_libraries = false;
-        return PluginHost::from_manifests(
-            {load_manifest(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins/cpu/reference.capsule.json")},
-            options);
-    }();
-    return host;
-}
-
 void check_round_trip(const Graph& graph) {
     const auto text = graph_to_json(graph);
     const auto again = graph_to_json(parse_graph(text));
@@ -38,7 +27,7 @@ void check_round_trip(const Graph& graph) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    manifests_only_host();
+    fuzz::reference_manifests_host();
     return 0;
 }
 
@@ -56,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
             parameter_specs(node, parents);
         }
-        find_builtin_profile("checked_cpu").accept_graph(manifests_only_host(), graph);
+        find_builtin_profile("checked_cpu").accept_graph(fuzz::reference_manifests_host(), graph);
     });
     return 0;
 }

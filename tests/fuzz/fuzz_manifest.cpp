@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             std::abort();
         }
         PluginHostOptions options;
-        options.load_libraries = false;
+        options.load = LoadPolicy::manifests_only;
         const auto host = PluginHost::from_manifests({std::move(manifest)}, options);
         for (const auto& record : host.plugins())
             for (const auto& mode : record.manifest ? record.manifest->registry_modes : std::vector<std::string>{})

@@ -9,23 +9,8 @@
 
 using namespace capsule;
 
-namespace {
-
-const PluginHost& manifests_only_host() {
-    static const PluginHost host = [] {
-        PluginHostOptions options;
-        options.load_libraries = false;
-        return PluginHost::from_manifests(
-            {load_manifest(std::filesystem::path(CAPSULE_SOURCE_DIR) / "plugins/cpu/reference.capsule.json")},
-            options);
-    }();
-    return host;
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    manifests_only_host();
+    fuzz::reference_manifests_host();
     return 0;
 }
 
@@ -33,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::expect_only_capsule_errors([&] {
         const auto model =
             import_onnx_bytes(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.onnx");
-        find_builtin_profile("checked_cpu").accept_graph(manifests_only_host(), model.graph);
+        find_builtin_profile("checked_cpu").accept_graph(fuzz::reference_manifests_host(), model.graph);
     });
     return 0;
 }
