@@ -100,8 +100,12 @@ dnnl::primitive_attr scratchpad_attr() {
 }
 
 void* scratch(int index, std::size_t bytes) {
+    // Allocated with the aligned operator new[], so it must be freed with the aligned delete[].
+    struct AlignedDelete {
+        void operator()(char* p) const { ::operator delete[](p, std::align_val_t(64)); }
+    };
     struct Buffer {
-        std::unique_ptr<char[]> data;
+        std::unique_ptr<char[], AlignedDelete> data;
         std::size_t size = 0;
     };
     thread_local Buffer buffers[3];
