@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capsule/manifest.hpp"
 #include "json_reader.hpp"
 
 namespace capsule {
@@ -9,30 +10,32 @@ namespace capsule {
 using detail::JsonCursor;
 using nlohmann::json;
 
-CapsuleRegistry BackendProfile::registry(const PluginHost& host) const {
-    return host.registry(registry_mode);
+CapsuleRegistry BackendProfile::registry(const RegistrySource& source) const {
+    return source.registry(registry_mode);
 }
 
-ExecutionPlan BackendProfile::plan_ops(const PluginHost& host,
+ExecutionPlan BackendProfile::plan_ops(const RegistrySource& source,
                                        std::span<const BackendOp> ops) const {
-    return capsule::plan_ops(registry(host), availability(), config, ops);
+    return capsule::plan_ops(registry(source), availability(), config, ops);
 }
 
-AcceptedPlanResult BackendProfile::gate_ops(const PluginHost& host,
+AcceptedPlanResult BackendProfile::gate_ops(const RegistrySource& source,
                                             std::span<const BackendOp> ops) const {
-    return gate(lower(plan_ops(host, ops)), acceptance_policy);
+    return gate(lower(plan_ops(source, ops)), acceptance_policy);
 }
 
-GraphExecutionPlan BackendProfile::plan_graph(const PluginHost& host, const Graph& graph) const {
-    return capsule::plan_graph(registry(host), availability(), config, graph);
+GraphExecutionPlan BackendProfile::plan_graph(const RegistrySource& source,
+                                              const Graph& graph) const {
+    return capsule::plan_graph(registry(source), availability(), config, graph);
 }
 
 GraphLoweringPlan BackendProfile::lower(const GraphExecutionPlan& plan) const {
     return capsule::lower(plan, lowering_mode);
 }
 
-AcceptedPlanResult BackendProfile::accept_graph(const PluginHost& host, const Graph& graph) const {
-    return gate(lower(plan_graph(host, graph)), acceptance_policy);
+AcceptedPlanResult BackendProfile::accept_graph(const RegistrySource& source,
+                                                const Graph& graph) const {
+    return gate(lower(plan_graph(source, graph)), acceptance_policy);
 }
 
 namespace {

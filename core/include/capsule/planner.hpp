@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "capsule/ir.hpp"
-#include "capsule/registry.hpp"
+#include "capsule/capsule_registry.hpp"
 #include "capsule/target.hpp"
 
 namespace capsule {

@@ -27,18 +27,18 @@ struct BackendProfile {
     /// Planner capabilities declared by the target; execution probes separately.
     Availability availability() const { return target.availability(); }
     /// The capsule registry of this profile's registry mode.
-    CapsuleRegistry registry(const PluginHost& host) const;
+    CapsuleRegistry registry(const RegistrySource& source) const;
     /// Plans a bare op sequence. Raises PlanningError.
-    ExecutionPlan plan_ops(const PluginHost& host, std::span<const BackendOp> ops) const;
+    ExecutionPlan plan_ops(const RegistrySource& source, std::span<const BackendOp> ops) const;
     /// Plans, lowers and gates a bare op sequence. Raises PlanningError.
-    AcceptedPlanResult gate_ops(const PluginHost& host, std::span<const BackendOp> ops) const;
+    AcceptedPlanResult gate_ops(const RegistrySource& source, std::span<const BackendOp> ops) const;
     /// Checks and plans a graph's runtime nodes. Raises InputError (malformed graph) or
     /// PlanningError.
-    GraphExecutionPlan plan_graph(const PluginHost& host, const Graph& graph) const;
+    GraphExecutionPlan plan_graph(const RegistrySource& source, const Graph& graph) const;
     /// Lowers under this profile's lowering mode.
     GraphLoweringPlan lower(const GraphExecutionPlan& plan) const;
     /// Plans, lowers and gates a graph. Raises InputError or PlanningError.
-    AcceptedPlanResult accept_graph(const PluginHost& host, const Graph& graph) const;
+    AcceptedPlanResult accept_graph(const RegistrySource& source, const Graph& graph) const;
 
     bool operator==(const BackendProfile&) const = default;
 

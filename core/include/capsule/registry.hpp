@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capsule/capsule_registry.hpp"
 #include "capsule/manifest.hpp"
 #include "capsule/plugin_abi.h"
 
@@ -94,30 +95,6 @@ struct PluginRecord {
     std::string status_text() const;
 };
 
-/// A plugin that discovery refused, as the planner reports it: a plugin whose manifest could be
-/// read lists its device, providers and declared ops, so that a planning failure can say that the
-/// plugin that would have served the op is broken, and why.
-struct FailedPlugin {
-    std::string name;
-    std::string reason;
-    std::optional<Device> device;           // absent when the manifest could not be read
-    std::vector<Provider> providers;
-    std::vector<BackendOp> ops;
-};
-
-using CapsuleRef = std::shared_ptr<const KernelCapsule>;
-
-/// An ordered capsule list: plugins in priority order (higher first, ties by plugin name), then
-/// each plugin's declaration order. Registry order is meaningful to the planner.
-struct CapsuleRegistry {
-    std::string mode;
-    std::vector<CapsuleRef> capsules;
-    std::vector<std::string> plugin_of;  // plugin name per capsule, same index
-    /// Plugins refused at discovery that join this mode (or whose manifest could not be read, so
-    /// their modes are unknown).
-    std::vector<FailedPlugin> failed_plugins;
-};
-
 /// Where to look for plugins, in order.
 struct PluginSearchPath {
     std::vector<std::filesystem::path> entries;  // directories or manifest files
@@ -151,7 +128,7 @@ struct PluginHostOptions {
 /// comment). Raises InputError naming the file and line of a malformed entry.
 std::set<std::string> read_trusted_hashes(const std::filesystem::path& path);
 
-class PluginHost {
+class PluginHost : public RegistrySource {
 public:
     /// Discovers every `*.capsule.json` under the entries of `search` (a directory is scanned, not
     /// recursively, in file-name order; a file is read directly). A missing directory is skipped.
@@ -164,7 +141,7 @@ public:
     const std::vector<PluginRecord>& plugins() const { return plugins_; }
     /// The registry of `mode`: capsules of every plugin that joins the mode and was not refused
     /// at discovery, plus the refused plugins (CapsuleRegistry::failed_plugins).
-    CapsuleRegistry registry(std::string_view mode) const;
+    CapsuleRegistry registry(std::string_view mode) const override;
     /// The plugin that declares capsule `name` and was not refused at discovery, or nullptr.
     const PluginRecord* plugin_of(std::string_view capsule_name) const;
 

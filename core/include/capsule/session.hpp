@@ -14,6 +14,7 @@
 
 #include "capsule/acceptance.hpp"
 #include "capsule/profile.hpp"
+#include "capsule/registry.hpp"
 #include "capsule/tensor.hpp"
 
 namespace capsule {
