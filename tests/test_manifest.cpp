@@ -167,6 +167,15 @@ TEST(Discovery, FailedPluginsAreReportedAndTheOthersStillLoad) {
 
 TEST(Discovery, StandardSearchPathOrder) {
     auto s = PluginSearchPath::standard("/opt/capsule/bin", "/a::/b", {"/c"});
-    EXPECT_EQ(s.entries, (std::vector<std::filesystem::path>{"/opt/capsule/bin/plugins", "/a", "/b", "/c"}));
-    EXPECT_EQ(PluginSearchPath::standard("/x", nullptr, {}).entries.size(), 1u);
+    // Beside the binary (build tree), then the installed plugin directory (`lib/capsule/plugins`
+    // under the prefix, or the library directory the build was configured with).
+    ASSERT_EQ(s.entries.size(), 5u);
+    EXPECT_EQ(s.entries[0], "/opt/capsule/bin/plugins");
+    EXPECT_TRUE(s.entries[1].string().starts_with("/opt/capsule/lib")) << s.entries[1];
+    EXPECT_TRUE(s.entries[1].string().ends_with("/capsule/plugins")) << s.entries[1];
+    EXPECT_EQ((std::vector<std::filesystem::path>(s.entries.begin() + 2, s.entries.end())),
+              (std::vector<std::filesystem::path>{"/a", "/b", "/c"}));
+    EXPECT_EQ(PluginSearchPath::standard("/x", nullptr, {}).entries.size(), 2u);
+    EXPECT_EQ(PluginSearchPath::standard({}, "/a", {}).entries,
+              (std::vector<std::filesystem::path>{"/a"}));
 }

@@ -28,7 +28,10 @@ std::string PluginRecord::status_text() const {
 PluginSearchPath PluginSearchPath::standard(const fs::path& exe_dir, const char* env_value,
                                             const std::vector<fs::path>& explicit_paths) {
     PluginSearchPath s;
-    s.entries.push_back(exe_dir / "plugins");
+    if (!exe_dir.empty()) {
+        s.entries.push_back(exe_dir / "plugins");
+        s.entries.push_back((exe_dir / CAPSULE_INSTALLED_PLUGIN_DIR_FROM_BIN).lexically_normal());
+    }
     if (env_value) {
         std::string value(env_value);
         std::size_t start = 0;

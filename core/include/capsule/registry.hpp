@@ -99,8 +99,10 @@ struct PluginRecord {
 struct PluginSearchPath {
     std::vector<std::filesystem::path> entries;  // directories or manifest files
 
-    /// `<exe_dir>/plugins`, then each directory of `env_value` (colon-separated, the value of
-    /// CAPSULE_PLUGIN_PATH; may be null), then `explicit_paths`.
+    /// `<exe_dir>/plugins` (the build tree), `<exe_dir>/../lib/capsule/plugins` (an installed
+    /// tree; the library directory the package was configured with), then each directory of
+    /// `env_value` (colon-separated, the value of CAPSULE_PLUGIN_PATH; may be null), then
+    /// `explicit_paths`. An empty `exe_dir` adds no directory beside an executable.
     static PluginSearchPath standard(const std::filesystem::path& exe_dir, const char* env_value,
                                      const std::vector<std::filesystem::path>& explicit_paths);
 };
