@@ -99,6 +99,16 @@ dnnl::primitive_attr scratchpad_attr() {
     return attr;
 }
 
+dnnl::primitive_attr scratchpad_attr(const PostOp& post) {
+    dnnl::primitive_attr attr = scratchpad_attr();
+    if (post) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, post.algorithm, 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+    }
+    return attr;
+}
+
 void* scratch(int index, std::size_t bytes) {
     // Allocated with the aligned operator new[], so it must be freed with the aligned delete[].
     struct AlignedDelete {

@@ -103,6 +103,17 @@ private:
 /// Primitive attributes with a user-managed scratchpad (see NodeState::scratchpad).
 dnnl::primitive_attr scratchpad_attr();
 
+/// An elementwise op applied by a primitive to its own result before writing it (a oneDNN
+/// eltwise post-op): what a compiled group fuses after a convolution, inner product or matmul.
+/// `algorithm` undef: none.
+struct PostOp {
+    dnnl::algorithm algorithm = dnnl::algorithm::undef;
+    explicit operator bool() const { return algorithm != dnnl::algorithm::undef; }
+};
+
+/// scratchpad_attr() with `post`, when set, as an eltwise post-op (scale 1, alpha = beta = 0).
+dnnl::primitive_attr scratchpad_attr(const PostOp& post);
+
 /// A per-thread buffer of at least `bytes`, 64-byte aligned, reused across calls on the same
 /// thread; `index` 0 and 1 hold staged activations (source, destination), 2 the scratchpad.
 void* scratch(int index, std::size_t bytes);

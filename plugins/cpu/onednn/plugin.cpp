@@ -41,6 +41,13 @@ const std::array<capsule_kernel, 17>& kernels() {
 }
 
 }  // namespace
+
+const capsule_kernel* find_kernel(std::string_view capsule_name) {
+    for (const auto& k : kernels())
+        if (capsule_name == k.capsule_name) return &k;
+    return nullptr;
+}
+
 }  // namespace capsule::onednn
 
 extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t host_major, uint32_t) {
@@ -60,7 +67,7 @@ extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t ho
         p.kernels = kernels().data();
         p.num_kernels = kernels().size();
         p.device_interface = nullptr;
-        p.extensions = nullptr;
+        p.extensions = &compiled_groups_extension.base;
         p.kernel_entry_size = sizeof(capsule_kernel);
         return p;
     }();
