@@ -270,11 +270,17 @@ string read_extensions(const capsule_plugin* t, LoadedPlugin& loaded) {
                    std::to_string(e->struct_size);
         if (e->type != CAPSULE_EXTENSION_COMPILED_GROUPS) continue;
         const auto* groups = reinterpret_cast<const capsule_compiled_groups_extension*>(e);
-        if (e->struct_size < sizeof(capsule_compiled_groups_extension) || !groups->compile ||
-            !groups->run || !groups->release)
-            return "compiled-groups extension is malformed: it needs compile, run and release "
-                   "(struct_size " + std::to_string(e->struct_size) + ", ABI 1.1 needs " +
-                   std::to_string(sizeof(capsule_compiled_groups_extension)) + ")";
+        if (e->struct_size < sizeof(capsule_compiled_groups_extension))
+            return "compiled-groups extension is " + std::to_string(e->struct_size) +
+                   " bytes, ABI 1.1's has " + std::to_string(sizeof(capsule_compiled_groups_extension));
+        string missing;
+        for (auto [fn, name] : {std::pair<bool, const char*>{groups->compile != nullptr, "compile"},
+                                {groups->run != nullptr, "run"},
+                                {groups->release != nullptr, "release"}})
+            if (!fn) missing += (missing.empty() ? "" : ", ") + string(name);
+        if (!missing.empty())
+            return "compiled-groups extension lacks its function(s): " + missing +
+                   " (compile, run and release are all required)";
         if (loaded.compiled_groups) return "plugin table lists the compiled-groups extension twice";
         loaded.compiled_groups = groups;
     }
