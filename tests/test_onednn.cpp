@@ -138,7 +138,7 @@ const std::set<BackendOp>& manifest_ops() {
     static const std::set<BackendOp> ops{
         B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
         B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
-        B::add, B::sub, B::mul, B::batch_norm};
+        B::add, B::sub, B::mul, B::batch_norm, B::clamp};
     return ops;
 }
 

@@ -1,11 +1,11 @@
 // The oneDNN plugin's compiled groups (ABI 1.1 extension, plugin_abi.h): a run of consecutive
 // nodes planned on this plugin becomes one executable. Inside it, a convolution, inner product
 // (linear) or matmul absorbs what follows it on its result alone: an inference batch_norm after a
-// convolution is folded into its weights and bias, and a relu, sigmoid, tanh or gelu becomes a
+// convolution is folded into its weights and bias, and a relu, clamp, sigmoid, tanh or gelu becomes a
 // oneDNN post-op, so the intermediate tensors are never written and read back. Every other node
 // runs its own capsule's prepared kernel, exactly as node by node.
 //
-// relu as a post-op maps NaN to 0 where torch.relu keeps NaN (oneDNN's eltwise_relu is a max):
+// relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN:
 // such a chain is fused only when its (folded) weights are finite, and a run whose inputs hold a
 // NaN or an infinity takes the unfused path for that chain, so results match the node-by-node
 // kernels.
@@ -45,6 +45,7 @@ PostOp post_op_of(const char* capsule, const plugin::Attributes& attrs) {
     if (std::strcmp(capsule, "onednn.relu") == 0) return {algorithm::eltwise_relu};
     if (std::strcmp(capsule, "onednn.sigmoid") == 0) return {algorithm::eltwise_logistic};
     if (std::strcmp(capsule, "onednn.tanh") == 0) return {algorithm::eltwise_tanh};
+    if (std::strcmp(capsule, "onednn.clamp") == 0) return clamp_post_op(attrs);
     if (std::strcmp(capsule, "onednn.gelu") == 0) {
         const auto approximate = attrs.get_string("approximate", "none");
         if (approximate == "none") return {algorithm::eltwise_gelu_erf};
@@ -82,7 +83,7 @@ struct Unit {
     std::vector<capsule_tensor_view> fused_params;
     std::vector<capsule_attribute> fused_attrs;
     std::deque<std::vector<float>> folded;  // folded weights and bias (borrowed by the state)
-    bool fused_relu = false;  // see the file comment: check inputs for NaN / infinity
+    bool fused_nan_check = false;  // see the file comment: check inputs for NaN / infinity
 };
 
 struct Executable {
@@ -229,12 +230,14 @@ std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g)
         const Unit& act = exe.units[next];
         post = post_op_of(act.kernel->capsule_name, attrs_of(act));
         if (post && !consumes_alone(act, act.kernel->capsule_name, result, g)) post = {};
-        const bool relu = post.algorithm == dnnl::algorithm::eltwise_relu;
+        // relu and clip map NaN to a bound (see the file comment).
+        const bool maps_nan = post.algorithm == dnnl::algorithm::eltwise_relu ||
+                          post.algorithm == dnnl::algorithm::eltwise_clip;
         bool finite = true;
         for (const auto& p : u.fused_params) finite = finite && !has_non_finite(p);
-        if (relu && !finite) post = {};
+        if (maps_nan && !finite) post = {};
         if (post) {
-            u.fused_relu = relu;
+            u.fused_nan_check = maps_nan;
             pattern += std::string("+") + (std::strchr(act.kernel->capsule_name, '.') + 1);
             result = exe.units[next++].output;
         }
@@ -345,7 +348,7 @@ int32_t run_group(void* executable, const capsule_tensor_view* values, size_t nu
         const auto& units = exe.units;
         for (std::size_t k = 0; k < units.size(); ++k) {
             const Unit& u = units[k];
-            if (u.fused_state && (!u.fused_relu || inputs_finite(u, values))) {
+            if (u.fused_state && (!u.fused_nan_check || inputs_finite(u, values))) {
                 forward(u, u.fused_state, u.fused_params, u.fused_attrs, values, u.fused_output);
                 k += u.fused_count;
             } else {

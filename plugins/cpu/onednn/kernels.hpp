@@ -17,6 +17,7 @@ extern const capsule_kernel relu_kernel;         // elementwise.cpp
 extern const capsule_kernel gelu_kernel;
 extern const capsule_kernel sigmoid_kernel;
 extern const capsule_kernel tanh_kernel;
+extern const capsule_kernel clamp_kernel;
 extern const capsule_kernel softmax_kernel;
 extern const capsule_kernel log_softmax_kernel;
 extern const capsule_kernel add_kernel;
