@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -137,7 +138,7 @@ const std::set<BackendOp>& manifest_ops() {
     static const std::set<BackendOp> ops{
         B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
         B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
-        B::add, B::sub, B::mul, B::batch_norm};
+        B::add, B::sub, B::mul, B::batch_norm, B::clamp};
     return ops;
 }
 
@@ -450,6 +451,187 @@ TEST_P(OnednnModels, MatchPyTorchOutputsUnderOnednnCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, OnednnModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
+
+// ---- compiled groups: fusion inside one plugin ---------------------------------------------------
+
+namespace {
+
+/// An MLP x [4, 16] -> linear(16 -> 32) -> relu -> linear(32 -> 8) -> `last`, whose first linear
+/// result is also a graph output when `expose_hidden` (so it must be written, not fused away).
+Graph mlp_graph(bool expose_hidden, const std::string& last = "softmax") {
+    std::string json = R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [4, 16], "dtype": "float32"},
+      {"id": 1, "op": "linear", "name": "fc1", "parents": [0], "attrs": {"out_features": 32}, "shape": [4, 32]},
+      {"id": 2, "op": "relu", "name": "relu1", "parents": [1], "shape": [4, 32]},
+      {"id": 3, "op": "linear", "name": "fc2", "parents": [2], "attrs": {"out_features": 8}, "shape": [4, 8]},
+      {"id": 4, "op": ")" + last + R"(", "name": "out", "parents": [3], )" +
+                       (last == "softmax" ? R"("attrs": {"axis": -1}, )" : "") + R"("shape": [4, 8]}
+    ], "outputs": [4)" + (expose_hidden ? ", 1" : "") + "]}";
+    return parse_graph(json);
+}
+
+ParameterMap mlp_parameters() {
+    using capsule::testing::pseudo_random;
+    return {{"fc1.weight", Tensor::from_values(DType::float32, {32, 16}, pseudo_random(512, 11, 0.3))},
+            {"fc1.bias", Tensor::from_values(DType::float32, {32}, pseudo_random(32, 12, 0.1))},
+            {"fc2.weight", Tensor::from_values(DType::float32, {8, 32}, pseudo_random(256, 13, 0.3))},
+            {"fc2.bias", Tensor::from_values(DType::float32, {8}, pseudo_random(8, 14, 0.1))}};
+}
+
+Session onednn_session(const Graph& graph, const ParameterMap& params, bool compile_groups) {
+    const auto& profile = find_builtin_profile("onednn_cpu");
+    auto accepted = profile.accept_graph(capsule::testing::built_host(), graph);
+    if (!accepted.accepted) throw std::runtime_error("onednn_cpu rejected the MLP");
+    SessionOptions options;
+    options.compile_groups = compile_groups;
+    return Session::create(profile, *accepted.accepted, graph, capsule::testing::built_host(), params, options);
+}
+
+/// Element-wise equal within `tolerance`, NaN where the other is NaN.
+void expect_same(const Tensor& got, const Tensor& want, double tolerance) {
+    ASSERT_EQ(got.shape(), want.shape());
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+        if (std::isnan(want.at(i))) {
+            EXPECT_TRUE(std::isnan(got.at(i))) << "element " << i << " is " << got.at(i) << ", want NaN";
+        } else {
+            EXPECT_NEAR(got.at(i), want.at(i), tolerance) << "element " << i;
+        }
+    }
+}
+
+}  // namespace
+
+TEST(OnednnCompiledGroups, LinearReluIsFusedAndMatchesTheNodeByNodeRunAndTheReference) {
+    REQUIRE_ONEDNN();
+    const Graph graph = mlp_graph(false);
+    const auto params = mlp_parameters();
+    auto fused = onednn_session(graph, params, true);
+    auto plain = onednn_session(graph, params, false);
+    const auto groups = fused.compiled_groups();
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups[0].plugin, "onednn");
+    EXPECT_EQ(groups[0].node_ids, (std::vector<std::int64_t>{1, 2, 3, 4}));
+    EXPECT_EQ(groups[0].fused, "linear+relu x1 (each a single oneDNN primitive)");
+    EXPECT_TRUE(plain.compiled_groups().empty());
+
+    const auto& checked = find_builtin_profile("checked_cpu");
+    auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
+    ASSERT_TRUE(accepted.accepted.has_value());
+    auto reference = Session::create(checked, *accepted.accepted, graph, capsule::testing::built_host(), params);
+    const Tensor x = Tensor::from_values(DType::float32, {4, 16}, capsule::testing::pseudo_random(64, 15, 2.0));
+    const auto want = reference.run({{"x", x}});
+    expect_same(fused.run({{"x", x}})[0], want[0], 1e-5);
+    expect_same(plain.run({{"x", x}})[0], want[0], 1e-5);
+    // run_recording runs node by node (its tape needs every intermediate value); inference-only
+    // onednn_cpu refuses it.
+    EXPECT_THROW(fused.run_recording({{"x", x}}), AutogradError);
+}
+
+TEST(OnednnCompiledGroups, NonFiniteInputsKeepTorchReluSemantics) {
+    // oneDNN's relu post-op maps NaN to 0; torch.relu keeps NaN. A NaN or an infinity in a row of
+    // x must give that row NaN (softmax over a NaN) exactly as the node-by-node run does.
+    REQUIRE_ONEDNN();
+    const Graph graph = mlp_graph(false);
+    const auto params = mlp_parameters();
+    auto fused = onednn_session(graph, params, true);
+    auto plain = onednn_session(graph, params, false);
+    auto values = capsule::testing::pseudo_random(64, 16, 2.0);
+    values[16 + 3] = std::numeric_limits<double>::quiet_NaN();
+    values[32 + 5] = std::numeric_limits<double>::infinity();
+    const Tensor x = Tensor::from_values(DType::float32, {4, 16}, values);
+    const auto want = plain.run({{"x", x}});
+    for (std::int64_t c = 0; c < 8; ++c) EXPECT_TRUE(std::isnan(want[0].at(8 + c))) << "row 1 of the plain run";
+    expect_same(fused.run({{"x", x}})[0], want[0], 1e-6);
+}
+
+TEST(OnednnCompiledGroups, AValueReadAfterTheGroupIsWrittenAndNotFused) {
+    REQUIRE_ONEDNN();
+    const Graph graph = mlp_graph(true);
+    const auto params = mlp_parameters();
+    auto fused = onednn_session(graph, params, true);
+    auto plain = onednn_session(graph, params, false);
+    // fc1's result is a graph output: nothing else to fuse, so the plugin declines the group.
+    EXPECT_TRUE(fused.compiled_groups().empty());
+    const Tensor x = Tensor::from_values(DType::float32, {4, 16}, capsule::testing::pseudo_random(64, 17, 2.0));
+    const auto got = fused.run({{"x", x}}), want = plain.run({{"x", x}});
+    ASSERT_EQ(got.size(), 2u);
+    expect_same(got[1], want[1], 0.0);
+    expect_same(got[0], want[0], 0.0);
+}
+
+TEST(OnednnCompiledGroups, TwoProducersFuseTheirActivations) {
+    REQUIRE_ONEDNN();
+    const Graph graph = mlp_graph(false, "tanh");
+    const auto params = mlp_parameters();
+    auto fused = onednn_session(graph, params, true);
+    const auto groups = fused.compiled_groups();
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups[0].fused, "linear+relu x1, linear+tanh x1 (each a single oneDNN primitive)");
+    auto plain = onednn_session(graph, params, false);
+    const Tensor x = Tensor::from_values(DType::float32, {4, 16}, capsule::testing::pseudo_random(64, 18, 2.0));
+    expect_same(fused.run({{"x", x}})[0], plain.run({{"x", x}})[0], 1e-6);
+}
+
+TEST(OnednnCompiledGroups, BatchNormIsFoldedIntoTheConvolutionAndMatchesTheReference) {
+    // conv2d (with and without bias) -> batch_norm (inference) -> relu, against checked_cpu's
+    // reference kernels, which compute each node from its definition.
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    for (const bool conv_bias : {true, false}) {
+        const std::string bias_attr = conv_bias ? "" : R"(, "bias": false)";
+        const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 8, 8], "dtype": "float32"},
+          {"id": 1, "op": "conv2d", "name": "conv", "parents": [0], "attrs": {"out_channels": 4, "kernel_size": 3, "padding": 1)" +
+                                        bias_attr + R"(}, "shape": [2, 4, 8, 8]},
+          {"id": 2, "op": "batch_norm", "name": "bn", "parents": [1], "attrs": {"eps": 0.001}, "shape": [2, 4, 8, 8]},
+          {"id": 3, "op": "relu", "name": "act", "parents": [2], "shape": [2, 4, 8, 8]}
+        ], "outputs": [3]})");
+        auto var = pseudo_random(4, 25, 0.5);
+        for (auto& v : var) v = std::fabs(v) + 0.2;
+        ParameterMap params{
+            {"conv.weight", Tensor::from_values(DType::float32, {4, 3, 3, 3}, pseudo_random(108, 21, 0.4))},
+            {"bn.weight", Tensor::from_values(DType::float32, {4}, pseudo_random(4, 22, 1.0))},
+            {"bn.bias", Tensor::from_values(DType::float32, {4}, pseudo_random(4, 23, 0.5))},
+            {"bn.running_mean", Tensor::from_values(DType::float32, {4}, pseudo_random(4, 24, 0.5))},
+            {"bn.running_var", Tensor::from_values(DType::float32, {4}, var)}};
+        if (conv_bias) params["conv.bias"] = Tensor::from_values(DType::float32, {4}, pseudo_random(4, 26, 0.3));
+        auto fused = onednn_session(graph, params, true);
+        const auto groups = fused.compiled_groups();
+        ASSERT_EQ(groups.size(), 1u);
+        EXPECT_EQ(groups[0].fused, "conv2d+batch_norm+relu x1 (each a single oneDNN primitive)");
+        const auto& checked = find_builtin_profile("checked_cpu");
+        auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
+        ASSERT_TRUE(accepted.accepted.has_value());
+        auto reference = Session::create(checked, *accepted.accepted, graph, capsule::testing::built_host(), params);
+        const Tensor x = Tensor::from_values(DType::float32, {2, 3, 8, 8}, pseudo_random(384, 27, 2.0));
+        const auto want = reference.run({{"x", x}})[0];
+        std::size_t positive = 0;
+        for (std::int64_t i = 0; i < want.numel(); ++i) positive += want.at(i) > 0;
+        EXPECT_GT(positive, 50u) << "the relu must not zero everything for the test to mean something";
+        expect_same(fused.run({{"x", x}})[0], want, 1e-5);
+    }
+}
+
+TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {
+    REQUIRE_ONEDNN();
+    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / "squeezenet1_1";
+    auto model = import_onnx(dir / "model.onnx");
+    const auto& profile = find_builtin_profile("onednn_cpu");
+    auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
+    ASSERT_TRUE(accepted.accepted.has_value());
+    ParameterMap params = model.parameters;
+    auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
+    std::size_t fused_nodes = 0;
+    std::string described;
+    for (const auto& g : session.compiled_groups()) {
+        EXPECT_EQ(g.plugin, "onednn");
+        fused_nodes += g.node_ids.size();
+        described += g.fused + "; ";
+    }
+    std::cout << "squeezenet1_1 compiled groups: " << described << "\n";
+    EXPECT_NE(described.find("conv2d+relu x"), std::string::npos) << described;
+    EXPECT_GT(fused_nodes, 2u);
+}
 
 // LeakSanitizer's exit-time tracer crashes (signal 11) while stopping the libgomp worker threads
 // that oneDNN's kernels start, which would fail ASan runs of tests that passed. A process that

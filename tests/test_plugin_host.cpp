@@ -198,6 +198,76 @@ TEST(Session, PreparedKernelsReceiveTheirState) {
     }
 }
 
+// ABI 1.1 compiled groups: the host hands a run of consecutive nodes of one plugin to its
+// compile function once, with each value's role, and runs the executable in their place.
+namespace {
+
+Graph relu_chain(bool expose_middle) {
+    return parse_graph(std::string(R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [4]},
+        {"id": 1, "op": "relu", "parents": [0], "shape": [4]},
+        {"id": 2, "op": "relu", "parents": [1], "shape": [4]},
+        {"id": 3, "op": "relu", "parents": [2], "shape": [4]}], "outputs": [3)") +
+                       (expose_middle ? ", 1" : "") + "]}");
+}
+
+Session group_session(const PluginHost& host, const Graph& graph, const BackendProfile& profile,
+                      bool compile_groups = true) {
+    auto accepted = profile.accept_graph(host, graph);
+    if (!accepted.accepted) throw std::runtime_error("relu chain rejected");
+    SessionOptions options;
+    options.compile_groups = compile_groups;
+    return Session::create(profile, *accepted.accepted, graph, host, {}, options);
+}
+
+const Tensor kChainInput = Tensor::from_values(DType::float32, {4}, {-1, 2, -3, 0.25});
+
+}  // namespace
+
+TEST(CompiledGroups, TheHostPassesValueRolesAndRunsTheExecutable) {
+    auto host = host_for({kFixtures / "fixture_groups"});
+    const auto profile = external_cpu_profile();
+    auto session = group_session(host, relu_chain(false), profile);
+    auto groups = session.compiled_groups();
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups[0].plugin, "fixture_groups");
+    EXPECT_EQ(groups[0].node_ids, (std::vector<std::int64_t>{1, 2, 3}));
+    EXPECT_EQ(groups[0].fused, "relu chain of 3 nodes; roles input,internal,internal,output");
+    EXPECT_EQ(session.run({{"x", kChainInput}}).at(0).to_doubles(), (std::vector<double>{0, 2, 0, 0.25}));
+
+    // A middle value that is also a graph output must leave the group.
+    auto exposed = group_session(host, relu_chain(true), profile);
+    ASSERT_EQ(exposed.compiled_groups().size(), 1u);
+    EXPECT_EQ(exposed.compiled_groups()[0].fused, "relu chain of 3 nodes; roles input,output,internal,output");
+    auto out = exposed.run({{"x", kChainInput}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{0, 2, 0, 0.25}));
+}
+
+TEST(CompiledGroups, SingletonLoweringAndTheSessionOptionKeepNodeByNodeCalls) {
+    auto host = host_for({kFixtures / "fixture_groups"});
+    auto singleton = external_cpu_profile();
+    singleton.lowering_mode = LoweringMode::singleton;
+    EXPECT_TRUE(group_session(host, relu_chain(false), singleton).compiled_groups().empty());
+    auto off = group_session(host, relu_chain(false), external_cpu_profile(), false);
+    EXPECT_TRUE(off.compiled_groups().empty());
+    EXPECT_EQ(off.run({{"x", kChainInput}}).at(0).to_doubles(), (std::vector<double>{0, 2, 0, 0.25}));
+}
+
+TEST(CompiledGroups, AFailingExecutableNamesTheGroupAndThePlugin) {
+    auto host = host_for({kFixtures / "fixture_groups_run_fails"});
+    auto session = group_session(host, relu_chain(false), external_cpu_profile());
+    EXPECT_EQ(error_of([&] { session.run({{"x", kChainInput}}); }),
+              "compiled group of nodes 1..3 (relu, relu, relu) failed in plugin fixture_groups_run_fails: "
+              "fixture group lost its device queue (code 3)");
+}
+
+TEST(CompiledGroups, AMalformedExtensionRefusesThePlugin) {
+    EXPECT_EQ(failure_of("fixture_groups_malformed"),
+              "compiled-groups extension lacks its function(s): run (compile, run and release are all "
+              "required)");
+}
+
 TEST(PluginHost, ProbingInAChildProcessSurvivesCrashesAndHangs) {
     auto host = host_for({kFixtures / "fixture_probe_crash", kFixtures / "fixture_probe_hang",
                           kFixtures / "fixture_good", kFixtures / "fixture_probe_fail",
@@ -239,9 +309,10 @@ TEST(PluginHost, FailuresDoNotStopOtherPlugins) {
     auto host = host_for(dirs, eager());
     int loaded = 0, failed = 0;
     for (const auto& r : host.plugins()) (r.status == PluginStatus::loaded ? loaded : failed)++;
-    // good, newer_minor, probe_fail, abi_1_0, wide_entries, raw_kernels, prepared
-    EXPECT_EQ(loaded, 7);
-    EXPECT_EQ(failed, 12);  // the other eleven fixtures and bad_json
+    // good, newer_minor, probe_fail, abi_1_0, wide_entries, raw_kernels, prepared, groups,
+    // groups_run_fails
+    EXPECT_EQ(loaded, 9);
+    EXPECT_EQ(failed, 13);  // the other twelve fixtures and bad_json
 }
 
 TEST(PluginHost, ProbeThatThrowsIsReportedNotPropagated) {

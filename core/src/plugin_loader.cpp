@@ -256,6 +256,37 @@ string check_table(const capsule_plugin* t, const PluginManifest& m, std::vector
     return "";
 }
 
+/// Finds the extensions this host knows in the table's list; returns the reason for refusal or
+/// "". The list is bounded so that a cyclic or garbage list cannot hang the host.
+string read_extensions(const capsule_plugin* t, LoadedPlugin& loaded) {
+    constexpr int kMaxExtensions = 64;
+    int count = 0;
+    for (const capsule_extension* e = t->extensions; e; e = e->next) {
+        if (++count > kMaxExtensions)
+            return "plugin table's extension list has more than " + std::to_string(kMaxExtensions) +
+                   " entries (a cycle?)";
+        if (e->struct_size < sizeof(capsule_extension))
+            return "extension " + std::to_string(count) + " is malformed: struct_size " +
+                   std::to_string(e->struct_size);
+        if (e->type != CAPSULE_EXTENSION_COMPILED_GROUPS) continue;
+        const auto* groups = reinterpret_cast<const capsule_compiled_groups_extension*>(e);
+        if (e->struct_size < sizeof(capsule_compiled_groups_extension))
+            return "compiled-groups extension is " + std::to_string(e->struct_size) +
+                   " bytes, ABI 1.1's has " + std::to_string(sizeof(capsule_compiled_groups_extension));
+        string missing;
+        for (auto [fn, name] : {std::pair<bool, const char*>{groups->compile != nullptr, "compile"},
+                                {groups->run != nullptr, "run"},
+                                {groups->release != nullptr, "release"}})
+            if (!fn) missing += (missing.empty() ? "" : ", ") + string(name);
+        if (!missing.empty())
+            return "compiled-groups extension lacks its function(s): " + missing +
+                   " (compile, run and release are all required)";
+        if (loaded.compiled_groups) return "plugin table lists the compiled-groups extension twice";
+        loaded.compiled_groups = groups;
+    }
+    return "";
+}
+
 /// The dynamic loader's own message from a Boost.DLL error, without Boost's wrapping and the
 /// errno text that std::system_error appends (which is unrelated: dlopen does not set errno).
 string loader_message(const std::system_error& e) {
@@ -312,6 +343,7 @@ LoadOutcome open_library(const LibraryCell& cell) {
     if (!loaded->table)
         return fail("plugin refused host ABI " + to_string(kHostAbiVersion) + " (entry returned null)");
     if (auto why = check_table(loaded->table, m, loaded->kernels); !why.empty()) return fail(why);
+    if (auto why = read_extensions(loaded->table, *loaded); !why.empty()) return fail(why);
     if (loaded->table->init) {
         capsule_status status{sizeof(capsule_status), 0, {}};
         int32_t code = CAPSULE_ERROR_INTERNAL;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "capsule/tensor_io.hpp"
+#include "compiled_groups.hpp"
 #include "kernel_binding.hpp"
 #include "session_impl.hpp"
 
@@ -185,6 +186,17 @@ Session::~Session() = default;
 const std::vector<TensorSlot>& Session::inputs() const { return impl_->inputs; }
 const std::vector<TensorSlot>& Session::outputs() const { return impl_->outputs; }
 
+std::vector<CompiledGroupReport> Session::compiled_groups() const {
+    std::vector<CompiledGroupReport> out;
+    for (const auto& g : impl_->groups) {
+        CompiledGroupReport report{*impl_->steps[g.first_step].plugin, {}, g.fused};
+        for (std::size_t s = g.first_step; s < g.first_step + g.num_steps; ++s)
+            report.node_ids.push_back(impl_->steps[s].node_id);
+        out.push_back(std::move(report));
+    }
+    return out;
+}
+
 std::vector<string> Session::kernel_trace() const {
     std::vector<string> out;
     for (const auto& s : impl_->steps) out.push_back(s.capsule->name);
@@ -312,6 +324,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.backward = kernel->backward;
         step.prepare = kernel->prepare;
         step.release = kernel->release;
+        step.groups = bound.plugin->compiled_groups;
         step.first_input = impl->views.size();
         for (auto p : node.parents) impl->add_view(slot_of(p, node));
         step.num_inputs = node.parents.size();
@@ -354,13 +367,18 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         impl->views[v].shape = s.type.shape.data();
         impl->views[v].strides = s.strides.data();
     }
-    impl->prepare_steps(options.threads > 0 ? options.threads
-                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    const int threads = options.threads > 0 ? options.threads
+                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    impl->prepare_steps(threads);
+    // A compiled group is one backend call for consecutive nodes: what coalesced lowering means.
+    if (options.compile_groups && profile.lowering_mode == LoweringMode::coalesced)
+        impl->groups = compile_groups(*impl, threads);
     impl->backward = build_backward_program(*impl, graph, position);
     return Session(std::move(impl));
 }
 
 Session::Impl::~Impl() {
+    release_groups(groups);
     for (auto& step : steps)
         if (step.state && step.release) step.release(step.state);
 }
@@ -436,26 +454,36 @@ std::vector<void*> Session::Impl::slot_data(const std::vector<Tensor>& bound,
     return data;
 }
 
-void Session::Impl::execute(const std::vector<void*>& data) const {
+void Session::Impl::execute(const std::vector<void*>& data, bool compiled) const {
     std::vector<capsule_tensor_view> run_views(views);
     for (std::size_t v = 0; v < run_views.size(); ++v) run_views[v].data = data[view_slot[v]];
+    std::size_t next_group = 0;
+    for (std::size_t s = 0; s < steps.size();) {
+        if (compiled && next_group < groups.size() && groups[next_group].first_step == s) {
+            run_group(*this, groups[next_group], data);
+            s += groups[next_group++].num_steps;
+            continue;
+        }
+        execute_step(steps[s++], run_views);
+    }
+}
+
+void Session::Impl::execute_step(const Step& step, std::vector<capsule_tensor_view>& run_views) const {
     capsule_forward_args args{};
     args.struct_size = sizeof args;
+    args.inputs = run_views.data() + step.first_input;
+    args.num_inputs = step.num_inputs;
+    args.params = run_views.data() + step.first_param;
+    args.num_params = step.num_params;
+    args.outputs = run_views.data() + step.output;
     args.num_outputs = 1;
-    for (const auto& step : steps) {
-        args.inputs = run_views.data() + step.first_input;
-        args.num_inputs = step.num_inputs;
-        args.params = run_views.data() + step.first_param;
-        args.num_params = step.num_params;
-        args.outputs = run_views.data() + step.output;
-        args.attrs = step.attrs ? step.attrs->data() : nullptr;
-        args.num_attrs = step.attrs ? step.attrs->size() : 0;
-        args.state = step.state;
-        if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
-            throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
-                                 string(to_string(step.capsule->op)) + ") failed in capsule " +
-                                 step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
-    }
+    args.attrs = step.attrs ? step.attrs->data() : nullptr;
+    args.num_attrs = step.attrs ? step.attrs->size() : 0;
+    args.state = step.state;
+    if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
+        throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
+                             string(to_string(step.capsule->op)) + ") failed in capsule " +
+                             step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
 }
 
 std::vector<Tensor> Session::Impl::collect_outputs(const std::vector<void*>& data) const {
@@ -472,7 +500,7 @@ std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
     // One arena per run: runs on different threads never share intermediate buffers.
     const auto arena = m.allocate(m.arena_bytes, false);
     const auto data = m.slot_data(bound, arena.get());
-    m.execute(data);
+    m.execute(data, true);
     return m.collect_outputs(data);
 }
 

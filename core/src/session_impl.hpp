@@ -38,12 +38,24 @@ struct Step {
     capsule_prepare_fn prepare = nullptr;    // ABI 1.1: null when the kernel keeps no state
     capsule_release_fn release = nullptr;
     void* state = nullptr;                   // what prepare returned; released with the session
+    /// The compiled-groups extension of the step's plugin (ABI 1.1), or null when it has none.
+    const capsule_compiled_groups_extension* groups = nullptr;
     std::size_t first_input = 0, num_inputs = 0;
     std::size_t first_param = 0, num_params = 0;
     std::size_t output = 0;
     std::unique_ptr<AttributeViews> attrs;  // null when the node has no attributes
     std::vector<std::int64_t> parents;    // node ids, one per input view
     std::vector<std::string> param_keys;  // one per parameter view
+};
+
+/// One compiled group of a session.
+struct CompiledGroup {
+    std::size_t first_step = 0, num_steps = 0;  // the steps (Impl::steps) it replaces
+    const capsule_compiled_groups_extension* extension = nullptr;
+    void* executable = nullptr;               // what compile returned; released with the session
+    std::vector<std::size_t> value_slots;     // the slot of each value, in compile's order
+    std::vector<capsule_tensor_view> values;  // view templates of the values; data set per run
+    std::string fused;                        // the plugin's description of what it fused
 };
 
 constexpr std::size_t kArenaAlignment = 64;
@@ -137,6 +149,7 @@ struct Session::Impl {
     ParameterMap parameter_storage;           // the same tensors by key
     std::size_t arena_bytes = 0;
     detail::BackwardProgram backward;
+    std::vector<detail::CompiledGroup> groups;  // compiled groups, in step order
     std::shared_ptr<detail::ArenaPool> arenas = std::make_shared<detail::ArenaPool>();
 
     std::size_t add_view(std::size_t slot);
@@ -154,9 +167,12 @@ struct Session::Impl {
     /// Calls each kernel's prepare (ABI 1.1) once per node with `threads` intra-op threads.
     /// Raises ExecutionError naming the node, capsule and plugin.
     void prepare_steps(int threads);
-    /// Calls every step's forward kernel. Raises ExecutionError naming the failing node, capsule
-    /// and plugin, and the plugin's message and code.
-    void execute(const std::vector<void*>& slot_data) const;
+    /// Calls every step's forward kernel, or with `compiled` each compiled group in place of its
+    /// steps. Raises ExecutionError naming the failing node (or group), capsule and plugin, and
+    /// the plugin's message and code.
+    void execute(const std::vector<void*>& slot_data, bool compiled = false) const;
+    /// Calls one step's forward kernel (see execute).
+    void execute_step(const detail::Step& step, std::vector<capsule_tensor_view>& run_views) const;
     /// The graph outputs of a run, as host tensors.
     std::vector<Tensor> collect_outputs(const std::vector<void*>& slot_data) const;
 };

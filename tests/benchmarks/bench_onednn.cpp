@@ -1,9 +1,11 @@
 // onednn_cpu against checked_cpu on whole models, in one process, interleaved: an MLP
 // 784-256-256-10 (batch 1 and 64), a ResNet-like stem and two basic blocks at 224x224 (batch 1
 // and 8), and the shared ONNX models squeezenet1_1 and mobilenet_v2 (tests/data/models; their
-// batch is fixed at 2 in the files). For each workload both sessions are created once (threads: SessionOptions default, all
-// cores), warmed up, then run alternately for `rounds` rounds; each round times `reps` runs of
-// each. Prints the median ms per run of each profile and the ratio onednn_cpu / checked_cpu.
+// batch is fixed at 2 in the files). For each workload three sessions are created once (threads:
+// SessionOptions default, all cores): checked_cpu, onednn_cpu node by node (compiled groups off)
+// and onednn_cpu with compiled groups (the plugin's fusion); they are warmed up, then run
+// alternately for `rounds` rounds; each round times `reps` runs of each. Prints the median ms per
+// run of each and the ratios fused / checked and fused / node by node.
 // Usage: bench_onednn [rounds=7] [reps=3] [threads=0 (all cores)]
 #include <algorithm>
 #include <chrono>
@@ -149,7 +151,8 @@ int main(int argc, char** argv) {
     };
     const auto& checked = find_builtin_profile("checked_cpu");
     const auto& dnn = find_builtin_profile("onednn_cpu");
-    std::printf("| workload | checked_cpu ms | onednn_cpu ms | onednn / checked | nodes on onednn |\n|---|---|---|---|---|\n");
+    std::printf("| workload | checked_cpu ms | onednn node by node ms | onednn fused ms | fused / checked | "
+                "fused / node by node | nodes on onednn | nodes in fused groups |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& make : workloads) {
         const Workload w = make();
         auto a1 = checked.accept_graph(host(), w.graph);
@@ -164,12 +167,18 @@ int main(int argc, char** argv) {
             if (g.capsule->provider == Provider::onednn) on_dnn += g.node_ids.size();
         }
         auto s1 = Session::create(checked, *a1.accepted, w.graph, host(), w.params, options);
-        auto s2 = Session::create(dnn, *a2.accepted, w.graph, host(), w.params, options);
+        SessionOptions unfused = options;
+        unfused.compile_groups = false;
+        auto s2 = Session::create(dnn, *a2.accepted, w.graph, host(), w.params, unfused);
+        auto s3 = Session::create(dnn, *a2.accepted, w.graph, host(), w.params, options);
+        std::size_t in_groups = 0;
+        for (const auto& g : s3.compiled_groups()) in_groups += g.node_ids.size();
         for (int i = 0; i < 2; ++i) {
             (void)s1.run(w.inputs);
             (void)s2.run(w.inputs);
+            (void)s3.run(w.inputs);
         }
-        std::vector<double> t1, t2;
+        std::vector<double> t1, t2, t3;
         auto time = [&](const Session& s, std::vector<double>& out) {
             for (int r = 0; r < reps; ++r) {
                 auto t0 = std::chrono::steady_clock::now();
@@ -180,9 +189,11 @@ int main(int argc, char** argv) {
         for (int r = 0; r < rounds; ++r) {
             time(s1, t1);
             time(s2, t2);
+            time(s3, t3);
         }
-        const double m1 = median(t1), m2 = median(t2);
-        std::printf("| %s | %.3f | %.3f | %.2fx | %zu / %zu |\n", w.name.c_str(), m1, m2, m2 / m1, on_dnn, total);
+        const double m1 = median(t1), m2 = median(t2), m3 = median(t3);
+        std::printf("| %s | %.3f | %.3f | %.3f | %.2fx | %.2fx | %zu / %zu | %zu |\n", w.name.c_str(), m1, m2, m3,
+                    m3 / m1, m3 / m2, on_dnn, total, in_groups);
         std::fflush(stdout);
     }
 }

@@ -210,12 +210,87 @@ typedef struct capsule_device_interface {
 } capsule_device_interface;
 
 /* Optional capability, linked as a list (PJRT-style), so the plugin table never has to grow for
- * an optional feature. No extension types are defined in ABI 1.0. */
+ * an optional feature. An extension struct starts with this header; `struct_size` is the size of
+ * the whole extension struct its writer knew. Types the host does not know are skipped. */
 typedef struct capsule_extension {
     size_t struct_size;
-    int32_t type;
+    int32_t type; /* capsule_extension_type */
     const struct capsule_extension* next;
 } capsule_extension;
+
+typedef enum capsule_extension_type {
+    CAPSULE_EXTENSION_COMPILED_GROUPS = 1 /* ABI 1.1: capsule_compiled_groups_extension */
+} capsule_extension_type;
+
+/* ABI 1.1, compiled groups (DESIGN.md section 10). A run of consecutive planned nodes whose
+ * capsules all come from one plugin may be handed to that plugin as a whole, once, when a session
+ * is created: the plugin compiles it into one executable and may fuse inside it (a convolution
+ * and the ReLU after it as one oneDNN primitive with a post-op, say). Planning does not change:
+ * each node keeps the capsule the planner chose, and the plugin must compute exactly what those
+ * capsules compute node by node.
+ *
+ * Values (tensors) are named by their index in the group's `values` array. A value's role says
+ * who writes it and who reads it:
+ *   INPUT:    made outside the group (a graph input, a constant, an earlier node); read-only.
+ *   OUTPUT:   made by a node of the group and read after it (a later node or a graph output):
+ *             the executable must write it.
+ *   INTERNAL: made and read only inside the group: the executable may leave its buffer unwritten
+ *             (when it fused the node that makes it) or use it as scratch. */
+typedef enum capsule_value_role {
+    CAPSULE_VALUE_INPUT = 0,
+    CAPSULE_VALUE_OUTPUT = 1,
+    CAPSULE_VALUE_INTERNAL = 2
+} capsule_value_role;
+
+/* One node of a group; the group's `nodes` array is in execution order (every value a node reads
+ * is an INPUT or made by an earlier node of the group). */
+typedef struct capsule_group_node {
+    size_t struct_size;
+    int64_t node_id;          /* the graph's node id, for messages */
+    const char* capsule_name; /* the capsule the planner chose (declared by this plugin) */
+    const size_t* inputs;     /* num_inputs indices into the group's values */
+    size_t num_inputs;
+    size_t output;            /* index into the group's values */
+    const capsule_tensor_view* params; /* with data, valid and unchanged for the session */
+    size_t num_params;
+    const capsule_attribute* attrs;
+    size_t num_attrs;
+} capsule_group_node;
+
+/* What `compile` sees of a group. Value views carry shapes and dtypes only (`data` is NULL). */
+typedef struct capsule_group_args {
+    size_t struct_size;
+    const capsule_group_node* nodes; /* num_nodes entries, node_entry_size bytes apart */
+    size_t num_nodes;
+    size_t node_entry_size;
+    const capsule_tensor_view* values;
+    const int32_t* value_roles; /* capsule_value_role, one per value */
+    size_t num_values;
+    int32_t num_threads; /* intra-op threads the executable may use, at least 1 */
+} capsule_group_args;
+
+/* `compile` sets `*executable` (NULL: the plugin declines the group, and the host calls the
+ * nodes' kernels one by one as without this extension) and writes into `description` (at most
+ * `description_size` bytes, NUL-terminated) what it fused, e.g. "conv2d+relu (post-op)", or
+ * an empty string. Called once per group at session creation. */
+typedef int32_t (*capsule_group_compile_fn)(const capsule_group_args* args, void** executable,
+                                            char* description, size_t description_size,
+                                            capsule_status* status);
+/* Runs a compiled group: `values` in the order and with the shapes of compile's `values`, each
+ * with `data` set (host buffers on the CPU, device buffers otherwise; INTERNAL values have
+ * buffers too). Called from many threads at once with different buffers: the executable must be
+ * treated as read-only or synchronised. */
+typedef int32_t (*capsule_group_run_fn)(void* executable, const capsule_tensor_view* values,
+                                        size_t num_values, void* stream, capsule_status* status);
+/* Frees what compile returned; called once when the session is destroyed. */
+typedef void (*capsule_group_release_fn)(void* executable);
+
+typedef struct capsule_compiled_groups_extension {
+    capsule_extension base; /* type CAPSULE_EXTENSION_COMPILED_GROUPS */
+    capsule_group_compile_fn compile;
+    capsule_group_run_fn run;
+    capsule_group_release_fn release;
+} capsule_compiled_groups_extension;
 
 /* The table a plugin library returns. */
 typedef struct capsule_plugin {

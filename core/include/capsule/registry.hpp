@@ -53,6 +53,8 @@ struct LoadedPlugin {
     /// The table's kernel entries, read with the table's entry size (ABI 1.1) and copied with the
     /// fields this host knows; fields a newer plugin appended are skipped, unknown ones zeroed.
     std::vector<capsule_kernel> kernels;
+    /// The compiled-groups extension (ABI 1.1), or nullptr when the plugin offers none.
+    const capsule_compiled_groups_extension* compiled_groups = nullptr;
     bool initialized = false;  // init succeeded: shutdown is called before unloading
 
     LoadedPlugin() = default;

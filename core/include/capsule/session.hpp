@@ -56,6 +56,19 @@ struct SessionOptions {
     /// Intra-op threads handed to kernels at prepare time (ABI 1.1); 0: every core of this
     /// machine (std::thread::hardware_concurrency).
     int threads = 0;
+    /// Let plugins that offer compiled groups (ABI 1.1) compile each run of consecutive nodes
+    /// they serve into one executable, possibly fused, under a `coalesced` lowering mode. Off:
+    /// every node is its own kernel call (what `singleton` lowering always does). Only `run`
+    /// uses compiled groups; `run_recording` calls kernels node by node, since its tape needs every
+    /// intermediate value.
+    bool compile_groups = true;
+};
+
+/// A group of nodes a plugin compiled into one executable (SessionOptions::compile_groups).
+struct CompiledGroupReport {
+    std::string plugin;                  // the plugin that compiled and runs it
+    std::vector<std::int64_t> node_ids;  // the group's nodes, in execution order
+    std::string fused;                   // what the plugin says it fused ("" when nothing)
 };
 
 /// What one recorded forward run keeps for its backward pass: every intermediate tensor and the
@@ -137,6 +150,9 @@ public:
     const std::vector<TensorSlot>& outputs() const;
     /// Capsule names the session calls, one per planned node, in execution order.
     std::vector<std::string> kernel_trace() const;
+    /// The groups of nodes that plugins compiled for `run`, in execution order (empty when none
+    /// did, or with SessionOptions::compile_groups off).
+    std::vector<CompiledGroupReport> compiled_groups() const;
 
     Session(Session&&) noexcept;
     Session& operator=(Session&&) noexcept;

@@ -1,3 +1,4 @@
+#include <limits>
 #include "common.hpp"
 
 #include <omp.h>
@@ -96,6 +97,25 @@ ThreadScope::~ThreadScope() {
 dnnl::primitive_attr scratchpad_attr() {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+}
+
+PostOp clamp_post_op(const plugin::Attributes& attrs) {
+    plugin::require(attrs.has("min") || attrs.has("max"), "onednn.clamp: needs at least one of min and max");
+    const float inf = std::numeric_limits<float>::infinity();
+    PostOp post{dnnl::algorithm::eltwise_clip, static_cast<float>(attrs.get_float("min", -inf)),
+                static_cast<float>(attrs.get_float("max", inf))};
+    if (post.alpha > post.beta) post.alpha = post.beta;
+    return post;
+}
+
+dnnl::primitive_attr scratchpad_attr(const PostOp& post) {
+    dnnl::primitive_attr attr = scratchpad_attr();
+    if (post) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.0f, post.algorithm, post.alpha, post.beta);
+        attr.set_post_ops(ops);
+    }
     return attr;
 }
 

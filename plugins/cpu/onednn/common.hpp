@@ -103,6 +103,23 @@ private:
 /// Primitive attributes with a user-managed scratchpad (see NodeState::scratchpad).
 dnnl::primitive_attr scratchpad_attr();
 
+/// An elementwise op applied by a primitive to its own result before writing it (a oneDNN
+/// eltwise post-op): what a compiled group fuses after a convolution, inner product or matmul.
+/// `algorithm` undef: none.
+struct PostOp {
+    dnnl::algorithm algorithm = dnnl::algorithm::undef;
+    float alpha = 0.0f, beta = 0.0f;  // the algorithm's parameters (eltwise_clip: min, max)
+    explicit operator bool() const { return algorithm != dnnl::algorithm::undef; }
+};
+
+/// scratchpad_attr() with `post`, when set, as an eltwise post-op (scale 1).
+dnnl::primitive_attr scratchpad_attr(const PostOp& post);
+
+/// torch.clamp(x, min, max) as oneDNN eltwise_clip's (alpha, beta): a missing bound is an
+/// infinity, and min > max clamps every element to max (alpha = beta = max), as PyTorch does.
+/// Raises unless one bound at least is given.
+PostOp clamp_post_op(const plugin::Attributes& attrs);
+
 /// A per-thread buffer of at least `bytes`, 64-byte aligned, reused across calls on the same
 /// thread; `index` 0 and 1 hold staged activations (source, destination), 2 the scratchpad.
 void* scratch(int index, std::size_t bytes);

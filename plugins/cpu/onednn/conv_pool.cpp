@@ -73,7 +73,8 @@ struct ConvState : NodeState {
     dnnl::convolution_forward primitive;
 };
 
-std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
+/// The conv2d state of `call`, with `post` (when set) applied to the result inside the primitive.
+std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& post) {
     const char* name = "onednn.conv2d";
     auto s = std::make_unique<ConvState>(name, call);
     const Tensor x = call.input(0), w = call.param(0), y = call.output();
@@ -130,7 +131,7 @@ std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                       dnnl::algorithm::convolution_direct, x_any, w_any,
                                                       y_any, strides, dil, pad, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, scratchpad_attr(), cpu_engine());
+    dnnl::convolution_forward::primitive_desc pd(desc, scratchpad_attr(post), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
     s->src.init(memory::desc(x_dims, f32, tag::nchw), pd.src_desc(), true);
     s->dst.init(memory::desc(y_dims, f32, tag::nchw), pd.dst_desc(), false);
@@ -138,6 +139,8 @@ std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) {
     s->primitive = dnnl::convolution_forward(pd);
     return s;
 }
+
+std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) { return build_conv2d(call, {}); }
 
 void conv2d(const ForwardCall& call) {
     const auto& s = state_of<ConvState>(call, "onednn.conv2d");
@@ -232,6 +235,11 @@ void pool(const ForwardCall& call) {
 }
 
 }  // namespace
+
+void* prepare_conv2d_fused(const PrepareCall& call, const PostOp& post) {
+    auto s = build_conv2d(call, post);
+    return s->empty ? nullptr : s.release();
+}
 
 const capsule_kernel conv2d_kernel = plugin::kernel(
     "onednn.conv2d", forward_entry<conv2d>, nullptr, prepare_entry<ConvState, prepare_conv2d>,

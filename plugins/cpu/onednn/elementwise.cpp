@@ -22,15 +22,16 @@ struct PrimitiveState : NodeState {
 // ---- eltwise --------------------------------------------------------------------------------
 
 /// relu (torch.relu), gelu (torch.nn.functional.gelu: approximate none = oneDNN gelu_erf,
-/// tanh = gelu_tanh), sigmoid (torch.sigmoid = oneDNN logistic), tanh: elementwise over the
-/// tensor seen as one flat vector, any rank.
-enum class Unary { relu, gelu, sigmoid, tanh };
+/// tanh = gelu_tanh), sigmoid (torch.sigmoid = oneDNN logistic), tanh, clamp (torch.clamp =
+/// oneDNN clip, see clamp_post_op): elementwise over the tensor seen as one flat vector, any rank.
+enum class Unary { relu, gelu, sigmoid, tanh, clamp };
 
 template <Unary Op>
 std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
     const char* name = Op == Unary::relu      ? "onednn.relu"
                        : Op == Unary::gelu    ? "onednn.gelu"
                        : Op == Unary::sigmoid ? "onednn.sigmoid"
+                       : Op == Unary::clamp   ? "onednn.clamp"
                                               : "onednn.tanh";
     auto s = std::make_unique<PrimitiveState>(name, call);
     const Tensor x = call.input(0);
@@ -41,7 +42,13 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
     const ThreadScope scope(s->threads);
     if (s->empty) return s;
     dnnl::algorithm algo = dnnl::algorithm::eltwise_relu;
-    if constexpr (Op == Unary::gelu) {
+    float alpha = 0.0f, beta = 0.0f;
+    if constexpr (Op == Unary::clamp) {
+        const PostOp clip = clamp_post_op(call.attrs());
+        algo = clip.algorithm;
+        alpha = clip.alpha;
+        beta = clip.beta;
+    } else if constexpr (Op == Unary::gelu) {
         const auto approximate = call.attrs().get_string("approximate", "none");
         if (approximate == "none")
             algo = dnnl::algorithm::eltwise_gelu_erf;
@@ -58,7 +65,7 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
     s->src_md = plain_desc({x.numel()});
     s->dst_md = s->src_md;
     dnnl::eltwise_forward::primitive_desc pd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algo, s->src_md, 0.f, 0.f),
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, algo, s->src_md, alpha, beta),
         scratchpad_attr(), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
     s->primitive = dnnl::eltwise_forward(pd);
@@ -74,8 +81,9 @@ void run_unary(const ForwardCall& call) {
              {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
 }
 
-/// relu: oneDNN's eltwise_relu maps NaN to 0 where torch.relu keeps NaN, so a second pass copies
-/// NaN inputs to the output (one extra read of x; relu is memory-bound either way).
+/// relu and clamp: oneDNN's eltwise_relu and eltwise_clip map NaN to a bound where torch.relu and
+/// torch.clamp keep NaN, so a second pass copies NaN inputs to the output (one extra read of x;
+/// both are memory-bound either way).
 template <const char* Name>
 void run_relu(const ForwardCall& call) {
     run_unary<Name>(call);
@@ -339,6 +347,7 @@ constexpr char k_relu[] = "onednn.relu";
 constexpr char k_gelu[] = "onednn.gelu";
 constexpr char k_sigmoid[] = "onednn.sigmoid";
 constexpr char k_tanh[] = "onednn.tanh";
+constexpr char k_clamp[] = "onednn.clamp";
 constexpr char k_softmax[] = "onednn.softmax";
 constexpr char k_log_softmax[] = "onednn.log_softmax";
 constexpr char k_add[] = "onednn.add";
@@ -348,6 +357,8 @@ constexpr char k_mul[] = "onednn.mul";
 
 const capsule_kernel relu_kernel =
     entry<PrimitiveState, prepare_unary<Unary::relu>, run_relu<k_relu>>(k_relu);
+const capsule_kernel clamp_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::clamp>, run_relu<k_clamp>>(k_clamp);
 const capsule_kernel gelu_kernel =
     entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary<k_gelu>>(k_gelu);
 const capsule_kernel sigmoid_kernel =

@@ -9,7 +9,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 OPS = ["linear", "matmul", "conv2d", "max_pool2d", "max_pool2d_pad", "avg_pool2d",
        "avg_pool2d_pad", "relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "add", "sub",
-       "mul", "batch_norm"]
+       "mul", "batch_norm", "clamp"]
 PRIMITIVE = {
     "linear": "inner_product (weights reordered once at prepare)",
     "matmul": "matmul (batch dims broadcast)",
@@ -20,6 +20,7 @@ PRIMITIVE = {
     "tanh": "eltwise_tanh", "softmax": "softmax", "log_softmax": "logsoftmax",
     "add": "binary_add", "sub": "binary_sub", "mul": "binary_mul",
     "batch_norm": "batch_normalization (inference, running statistics; training refused)",
+    "clamp": "eltwise_clip (NaN kept, as torch.clamp)",
 }
 
 

@@ -17,11 +17,26 @@ extern const capsule_kernel relu_kernel;         // elementwise.cpp
 extern const capsule_kernel gelu_kernel;
 extern const capsule_kernel sigmoid_kernel;
 extern const capsule_kernel tanh_kernel;
+extern const capsule_kernel clamp_kernel;
 extern const capsule_kernel softmax_kernel;
 extern const capsule_kernel log_softmax_kernel;
 extern const capsule_kernel add_kernel;
 extern const capsule_kernel sub_kernel;
 extern const capsule_kernel mul_kernel;
 extern const capsule_kernel batch_norm_kernel;
+
+/// The kernel entry of a capsule of this plugin, or nullptr (plugin.cpp).
+const capsule_kernel* find_kernel(std::string_view capsule_name);
+
+/// Prepares a conv2d / linear / matmul node with `post` fused into its primitive: the state is
+/// then used with that capsule's own forward and release. Returns nullptr when the node's shapes
+/// take a path without a primitive (an empty result, a zero inner dimension), where nothing can
+/// be fused. Raises what the capsule's prepare raises, and dnnl::error.
+void* prepare_conv2d_fused(const PrepareCall& call, const PostOp& post);  // conv_pool.cpp
+void* prepare_linear_fused(const PrepareCall& call, const PostOp& post);  // linalg.cpp
+void* prepare_matmul_fused(const PrepareCall& call, const PostOp& post);
+
+/// The compiled-groups extension (compiled_group.cpp).
+extern const capsule_compiled_groups_extension compiled_groups_extension;
 
 }  // namespace capsule::onednn

@@ -29,7 +29,8 @@ struct LinearState : NodeState {
     dnnl::inner_product_forward primitive;
 };
 
-std::unique_ptr<LinearState> prepare_linear(const PrepareCall& call) {
+/// The linear state of `call`, with `post` (when set) applied to the result inside the primitive.
+std::unique_ptr<LinearState> build_linear(const PrepareCall& call, const PostOp& post) {
     const char* name = "onednn.linear";
     auto s = std::make_unique<LinearState>(name, call);
     const Tensor x = call.input(0), w = call.param(0);
@@ -60,12 +61,14 @@ std::unique_ptr<LinearState> prepare_linear(const PrepareCall& call) {
                                                         w_any, s->bias_md, s->dst_md)
                     : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, s->src_md,
                                                         w_any, s->dst_md);
-    dnnl::inner_product_forward::primitive_desc pd(desc, scratchpad_attr(), cpu_engine());
+    dnnl::inner_product_forward::primitive_desc pd(desc, scratchpad_attr(post), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::inner_product_forward(pd);
     return s;
 }
+
+std::unique_ptr<LinearState> prepare_linear(const PrepareCall& call) { return build_linear(call, {}); }
 
 void linear(const ForwardCall& call) {
     const auto& s = state_of<LinearState>(call, "onednn.linear");
@@ -99,7 +102,8 @@ struct MatmulState : NodeState {
     dnnl::matmul primitive;
 };
 
-std::unique_ptr<MatmulState> prepare_matmul(const PrepareCall& call) {
+/// The matmul state of `call`, with `post` (when set) applied to the result inside the primitive.
+std::unique_ptr<MatmulState> build_matmul(const PrepareCall& call, const PostOp& post) {
     const char* name = "onednn.matmul";
     auto s = std::make_unique<MatmulState>(name, call);
     const Tensor a = call.input(0), b = call.input(1);
@@ -146,12 +150,14 @@ std::unique_ptr<MatmulState> prepare_matmul(const PrepareCall& call) {
     s->a_md = plain_desc(ad);
     s->b_md = plain_desc(bd);
     s->c_md = plain_desc(cd);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->a_md, s->b_md, s->c_md), scratchpad_attr(),
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->a_md, s->b_md, s->c_md), scratchpad_attr(post),
                                     cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
     s->primitive = dnnl::matmul(pd);
     return s;
 }
+
+std::unique_ptr<MatmulState> prepare_matmul(const PrepareCall& call) { return build_matmul(call, {}); }
 
 void matmul(const ForwardCall& call) {
     const auto& s = state_of<MatmulState>(call, "onednn.matmul");
@@ -168,6 +174,16 @@ void matmul(const ForwardCall& call) {
 }
 
 }  // namespace
+
+void* prepare_linear_fused(const PrepareCall& call, const PostOp& post) {
+    auto s = build_linear(call, post);
+    return s->trivial ? nullptr : s.release();
+}
+
+void* prepare_matmul_fused(const PrepareCall& call, const PostOp& post) {
+    auto s = build_matmul(call, post);
+    return s->empty || s->zero_inner ? nullptr : s.release();
+}
 
 const capsule_kernel linear_kernel = plugin::kernel(
     "onednn.linear", forward_entry<linear>, nullptr, prepare_entry<LinearState, prepare_linear>,

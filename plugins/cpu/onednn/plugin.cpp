@@ -30,17 +30,24 @@ int32_t probe(capsule_status* status) {
     });
 }
 
-const std::array<capsule_kernel, 17>& kernels() {
-    static const std::array<capsule_kernel, 17> table{
+const std::array<capsule_kernel, 18>& kernels() {
+    static const std::array<capsule_kernel, 18> table{
         linear_kernel,      matmul_kernel,         conv2d_kernel,     max_pool2d_kernel,
         max_pool2d_pad_kernel, avg_pool2d_kernel,  avg_pool2d_pad_kernel, relu_kernel,
         gelu_kernel,        sigmoid_kernel,        tanh_kernel,       softmax_kernel,
         log_softmax_kernel, add_kernel,            sub_kernel,        mul_kernel,
-        batch_norm_kernel};
+        batch_norm_kernel,  clamp_kernel};
     return table;
 }
 
 }  // namespace
+
+const capsule_kernel* find_kernel(std::string_view capsule_name) {
+    for (const auto& k : kernels())
+        if (capsule_name == k.capsule_name) return &k;
+    return nullptr;
+}
+
 }  // namespace capsule::onednn
 
 extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t host_major, uint32_t) {
@@ -60,7 +67,7 @@ extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t ho
         p.kernels = kernels().data();
         p.num_kernels = kernels().size();
         p.device_interface = nullptr;
-        p.extensions = nullptr;
+        p.extensions = &compiled_groups_extension.base;
         p.kernel_entry_size = sizeof(capsule_kernel);
         return p;
     }();

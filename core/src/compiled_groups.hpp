@@ -1,0 +1,29 @@
+// Compiled groups (ABI 1.1 extension, DESIGN.md section 10): at session creation, each run of
+// two or more consecutive steps whose kernels come from one plugin that offers the
+// compiled-groups extension is handed to that plugin once; what it compiles replaces those steps
+// in inference runs (`Session::run`). Recorded runs keep calling the kernels node by node: their
+// tape needs every intermediate value, which a fused executable may not write.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "session_impl.hpp"
+
+namespace capsule::detail {
+
+/// Compiles the session's eligible step runs (each step's `groups` says whether its plugin offers
+/// the extension) with `threads` intra-op threads, after the steps were prepared. A group the
+/// plugin declines is left to its steps. Raises ExecutionError naming the group's nodes, the
+/// plugin and its message when compile fails.
+std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads);
+
+/// Runs one compiled group on a run's slot data. Raises ExecutionError naming the group's nodes,
+/// the plugin and its message when the executable fails.
+void run_group(const Session::Impl& impl, const CompiledGroup& group, const std::vector<void*>& slot_data);
+
+/// Releases every group's executable (in reverse order of compilation).
+void release_groups(std::vector<CompiledGroup>& groups);
+
+}  // namespace capsule::detail

@@ -1,0 +1,369 @@
+// The oneDNN plugin's compiled groups (ABI 1.1 extension, plugin_abi.h): a run of consecutive
+// nodes planned on this plugin becomes one executable. Inside it, a convolution, inner product
+// (linear) or matmul absorbs what follows it on its result alone: an inference batch_norm after a
+// convolution is folded into its weights and bias, and a relu, clamp, sigmoid, tanh or gelu becomes a
+// oneDNN post-op, so the intermediate tensors are never written and read back. Every other node
+// runs its own capsule's prepared kernel, exactly as node by node.
+//
+// relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN:
+// such a chain is fused only when its (folded) weights are finite, and a run whose inputs hold a
+// NaN or an infinity takes the unfused path for that chain, so results match the node-by-node
+// kernels.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+namespace {
+
+/// A producer whose primitive can apply a post-op, and its fused preparer.
+struct Producer {
+    const char* capsule;
+    const char* op;
+    void* (*prepare_fused)(const PrepareCall&, const PostOp&);
+};
+constexpr Producer kProducers[] = {{"onednn.conv2d", "conv2d", prepare_conv2d_fused},
+                                   {"onednn.linear", "linear", prepare_linear_fused},
+                                   {"onednn.matmul", "matmul", prepare_matmul_fused}};
+
+const Producer* producer_of(const char* capsule) {
+    for (const auto& p : kProducers)
+        if (std::strcmp(p.capsule, capsule) == 0) return &p;
+    return nullptr;
+}
+
+/// The post-op that computes `capsule` (an elementwise node) on its input, or none.
+PostOp post_op_of(const char* capsule, const plugin::Attributes& attrs) {
+    using dnnl::algorithm;
+    if (std::strcmp(capsule, "onednn.relu") == 0) return {algorithm::eltwise_relu};
+    if (std::strcmp(capsule, "onednn.sigmoid") == 0) return {algorithm::eltwise_logistic};
+    if (std::strcmp(capsule, "onednn.tanh") == 0) return {algorithm::eltwise_tanh};
+    if (std::strcmp(capsule, "onednn.clamp") == 0) return clamp_post_op(attrs);
+    if (std::strcmp(capsule, "onednn.gelu") == 0) {
+        const auto approximate = attrs.get_string("approximate", "none");
+        if (approximate == "none") return {algorithm::eltwise_gelu_erf};
+        if (approximate == "tanh") return {algorithm::eltwise_gelu_tanh};
+    }
+    return {};
+}
+
+/// True when a float32 tensor holds a NaN or an infinity (all exponent bits set).
+bool has_non_finite(const capsule_tensor_view& t) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t.rank; ++d) n *= t.shape[d];
+    const auto* bits = static_cast<const uint32_t*>(t.data);
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
+    return bad != 0;
+}
+
+/// A node of the executable: its capsule's kernel and prepared state, and where its operands
+/// are. Shapes, strides and attributes are copied: compile's arrays are borrowed for the call.
+struct Unit {
+    const capsule_kernel* kernel = nullptr;
+    void* state = nullptr;
+    std::vector<std::size_t> inputs;  // value indices
+    std::size_t output = 0;
+    std::deque<std::vector<int64_t>> dims;  // storage of param shapes/strides and attribute ints
+    std::deque<std::string> strings;        // storage of attribute names and strings
+    std::deque<std::vector<double>> floats;
+    std::vector<capsule_tensor_view> params;
+    std::vector<capsule_attribute> attrs;
+    /// With the next `fused_count` units fused in: this unit's primitive with their ops folded in
+    /// or applied as a post-op, reading `fused_params` and `fused_attrs`, writing `fused_output`.
+    void* fused_state = nullptr;
+    std::size_t fused_count = 0, fused_output = 0;
+    std::vector<capsule_tensor_view> fused_params;
+    std::vector<capsule_attribute> fused_attrs;
+    std::deque<std::vector<float>> folded;  // folded weights and bias (borrowed by the state)
+    bool fused_nan_check = false;  // see the file comment: check inputs for NaN / infinity
+};
+
+struct Executable {
+    std::deque<Unit> units;
+    std::size_t num_values = 0;
+    ~Executable() {
+        for (auto& u : units) {
+            if (u.state) u.kernel->release(u.state);
+            if (u.fused_state) u.kernel->release(u.fused_state);
+        }
+    }
+};
+
+void copy_operands(Unit& u, const capsule_group_node& node) {
+    for (std::size_t p = 0; p < node.num_params; ++p) {
+        capsule_tensor_view v = node.params[p];
+        const auto& shape = u.dims.emplace_back(v.shape, v.shape + v.rank);
+        const auto& strides = u.dims.emplace_back(v.strides, v.strides + v.rank);
+        v.shape = shape.data();
+        v.strides = strides.data();
+        u.params.push_back(v);
+    }
+    for (std::size_t a = 0; a < node.num_attrs; ++a) {
+        capsule_attribute attr = node.attrs[a];
+        attr.name = u.strings.emplace_back(attr.name ? attr.name : "").c_str();
+        if (attr.string_value) attr.string_value = u.strings.emplace_back(attr.string_value).c_str();
+        if (attr.ints) attr.ints = u.dims.emplace_back(attr.ints, attr.ints + attr.count).data();
+        if (attr.floats) attr.floats = u.floats.emplace_back(attr.floats, attr.floats + attr.count).data();
+        u.attrs.push_back(attr);
+    }
+}
+
+/// Prepare arguments of unit `u` writing value `output`, with shapes from compile's values.
+capsule_prepare_args prepare_args(const Unit& u, const capsule_group_args& g,
+                                  std::vector<capsule_tensor_view>& inputs, std::size_t output) {
+    inputs.clear();
+    for (auto i : u.inputs) inputs.push_back(g.values[i]);
+    capsule_prepare_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = inputs.data();
+    args.num_inputs = inputs.size();
+    args.params = u.params.data();
+    args.num_params = u.params.size();
+    args.outputs = &g.values[output];
+    args.num_outputs = 1;
+    args.attrs = u.attrs.data();
+    args.num_attrs = u.attrs.size();
+    args.num_threads = g.num_threads;
+    return args;
+}
+
+/// Raises unless `code` is CAPSULE_OK, keeping the kernel's message.
+void check(int32_t code, const capsule_status& status, const char* stage, const char* capsule) {
+    if (code != CAPSULE_OK) plugin::fail(code, std::string(stage) + " of " + capsule + ": " + status.message);
+}
+
+const capsule_group_node& node_at(const capsule_group_args& g, std::size_t k) {
+    return *reinterpret_cast<const capsule_group_node*>(reinterpret_cast<const unsigned char*>(g.nodes) +
+                                                        k * g.node_entry_size);
+}
+
+/// How many nodes of the group read value `v`.
+std::size_t readers(const capsule_group_args& g, std::size_t v) {
+    std::size_t n = 0;
+    for (std::size_t k = 0; k < g.num_nodes; ++k)
+        for (std::size_t i = 0; i < node_at(g, k).num_inputs; ++i) n += node_at(g, k).inputs[i] == v;
+    return n;
+}
+
+bool params_finite(const Unit& u) {
+    for (const auto& p : u.params)
+        if (has_non_finite(p)) return false;
+    return true;
+}
+
+plugin::Attributes attrs_of(const Unit& u) { return {u.attrs.data(), u.attrs.size()}; }
+
+/// True when unit `next` is `capsule` and reads only `value`, which only it reads and nothing
+/// after the group needs: the producer of `value` may then compute `next` too.
+bool consumes_alone(const Unit& next, const char* capsule, std::size_t value, const capsule_group_args& g) {
+    return std::strcmp(next.kernel->capsule_name, capsule) == 0 && next.inputs.size() == 1 &&
+           next.inputs[0] == value && g.value_roles[value] == CAPSULE_VALUE_INTERNAL && readers(g, value) == 1;
+}
+
+/// Folds inference batch normalisation into the convolution before it (as ONNX Runtime's and
+/// PyTorch's conv-bn fusion do): with s = weight / sqrt(running_var + eps) per output channel,
+/// conv weights become w * s and the bias (b - running_mean) * s + bias_bn, computed in double.
+/// Sets the fused unit's parameters and attributes (bias on); false when `bn` cannot be folded.
+bool fold_batch_norm(Unit& conv, const Unit& bn) {
+    const auto attrs = attrs_of(bn);
+    if (attrs.get_bool("training", false)) return false;
+    const bool affine = attrs.get_bool("affine", true);
+    const double eps = attrs.get_float("eps", 1e-5);
+    const auto& w = conv.params.at(0);
+    const int64_t out = w.shape[0];
+    const std::size_t stats = affine ? 2 : 0;
+    if (bn.params.size() != stats + 2 || w.dtype != CAPSULE_DTYPE_FLOAT32) return false;
+    auto channel = [&](std::size_t p, int64_t o) { return double(static_cast<const float*>(bn.params[p].data)[o]); };
+    const bool conv_bias = attrs_of(conv).get_bool("bias", true);
+    const int64_t per_out = [&] { int64_t n = 1; for (int32_t d = 1; d < w.rank; ++d) n *= w.shape[d]; return n; }();
+    auto& weights = conv.folded.emplace_back(static_cast<std::size_t>(out * per_out));
+    auto& bias = conv.folded.emplace_back(static_cast<std::size_t>(out));
+    const auto* w0 = static_cast<const float*>(w.data);
+    for (int64_t o = 0; o < out; ++o) {
+        const double var = channel(stats + 1, o);
+        if (!(var + eps > 0)) return false;
+        const double scale = (affine ? channel(0, o) : 1.0) / std::sqrt(var + eps);
+        const double b = conv_bias ? double(static_cast<const float*>(conv.params.at(1).data)[o]) : 0.0;
+        bias[o] = static_cast<float>((b - channel(stats, o)) * scale + (affine ? channel(1, o) : 0.0));
+        for (int64_t i = 0; i < per_out; ++i)
+            weights[o * per_out + i] = static_cast<float>(double(w0[o * per_out + i]) * scale);
+    }
+    capsule_tensor_view wv = w, bv = w;
+    wv.data = weights.data();
+    bv.rank = 1;
+    bv.shape = &w.shape[0];
+    bv.strides = &conv.dims.emplace_back(1, 1)[0];
+    bv.data = bias.data();
+    conv.fused_params = {wv, bv};
+    conv.fused_attrs.clear();
+    for (const auto& a : conv.attrs)
+        if (std::strcmp(a.name, "bias") != 0) conv.fused_attrs.push_back(a);  // bias defaults to on
+    return true;
+}
+
+/// Fuses what follows producer unit k into it: a batch_norm folded into a conv2d, then an
+/// elementwise op as a post-op. Returns the pattern ("conv2d+batch_norm+relu") and sets
+/// `u.fused_count`, or returns "" when nothing was fused.
+std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g) {
+    Unit& u = exe.units[k];
+    const Producer* producer = producer_of(u.kernel->capsule_name);
+    if (!producer) return "";
+    std::string pattern = producer->op;
+    std::size_t next = k + 1, result = u.output;
+    u.fused_params = u.params;
+    u.fused_attrs = u.attrs;
+    if (std::strcmp(producer->op, "conv2d") == 0 && next < exe.units.size() &&
+        consumes_alone(exe.units[next], "onednn.batch_norm", result, g) && fold_batch_norm(u, exe.units[next])) {
+        pattern += "+batch_norm";
+        result = exe.units[next++].output;
+    }
+    PostOp post;
+    if (next < exe.units.size()) {
+        const Unit& act = exe.units[next];
+        post = post_op_of(act.kernel->capsule_name, attrs_of(act));
+        if (post && !consumes_alone(act, act.kernel->capsule_name, result, g)) post = {};
+        // relu and clip map NaN to a bound (see the file comment).
+        const bool maps_nan = post.algorithm == dnnl::algorithm::eltwise_relu ||
+                          post.algorithm == dnnl::algorithm::eltwise_clip;
+        bool finite = true;
+        for (const auto& p : u.fused_params) finite = finite && !has_non_finite(p);
+        if (maps_nan && !finite) post = {};
+        if (post) {
+            u.fused_nan_check = maps_nan;
+            pattern += std::string("+") + (std::strchr(act.kernel->capsule_name, '.') + 1);
+            result = exe.units[next++].output;
+        }
+    }
+    if (next == k + 1) return "";
+    std::vector<capsule_tensor_view> inputs;
+    auto args = prepare_args(u, g, inputs, result);
+    args.params = u.fused_params.data();
+    args.num_params = u.fused_params.size();
+    args.attrs = u.fused_attrs.data();
+    args.num_attrs = u.fused_attrs.size();
+    u.fused_state = producer->prepare_fused(PrepareCall{&args}, post);
+    if (!u.fused_state) return "";
+    u.fused_count = next - k - 1;
+    u.fused_output = result;
+    return pattern;
+}
+
+std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& description) {
+    auto exe = std::make_unique<Executable>();
+    exe->num_values = g.num_values;
+    std::vector<capsule_tensor_view> inputs;
+    for (std::size_t k = 0; k < g.num_nodes; ++k) {
+        const auto& node = node_at(g, k);
+        Unit& u = exe->units.emplace_back();
+        u.kernel = find_kernel(node.capsule_name ? node.capsule_name : "");
+        plugin::require(u.kernel != nullptr, [&] {
+            return std::string("compiled group: node ") + std::to_string(node.node_id) +
+                   " names capsule '" + (node.capsule_name ? node.capsule_name : "(null)") +
+                   "' that this plugin does not implement";
+        });
+        u.inputs.assign(node.inputs, node.inputs + node.num_inputs);
+        u.output = node.output;
+        for (auto i : u.inputs)
+            plugin::require(i < g.num_values && u.output < g.num_values, "compiled group: value index out of range");
+        copy_operands(u, node);
+        const auto args = prepare_args(u, g, inputs, u.output);
+        capsule_status status{sizeof status, 0, {}};
+        if (u.kernel->prepare)
+            check(u.kernel->prepare(&args, &u.state, &status), status, "prepare", node.capsule_name);
+    }
+    std::map<std::string, int> fused;
+    for (std::size_t k = 0; k + 1 < exe->units.size(); ++k)
+        if (auto pattern = fuse_at(*exe, k, g); !pattern.empty()) {
+            ++fused[pattern];
+            k += exe->units[k].fused_count;  // those nodes are part of this one now
+        }
+    if (fused.empty()) return nullptr;
+    for (const auto& [pattern, n] : fused)
+        description += (description.empty() ? "" : ", ") + pattern + " x" + std::to_string(n);
+    description += " (each a single oneDNN primitive)";
+    return exe;
+}
+
+/// Calls `u`'s forward with `state` and `params` / `attrs`, reading its inputs and writing value
+/// `output`.
+void forward(const Unit& u, void* state, const std::vector<capsule_tensor_view>& params,
+             const std::vector<capsule_attribute>& attrs, const capsule_tensor_view* values, std::size_t output) {
+    capsule_tensor_view inputs[8];
+    plugin::require(u.inputs.size() <= 8, "compiled group: a node with more than 8 inputs");
+    for (std::size_t i = 0; i < u.inputs.size(); ++i) inputs[i] = values[u.inputs[i]];
+    capsule_forward_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = inputs;
+    args.num_inputs = u.inputs.size();
+    args.params = params.data();
+    args.num_params = params.size();
+    args.outputs = &values[output];
+    args.num_outputs = 1;
+    args.attrs = attrs.data();
+    args.num_attrs = attrs.size();
+    args.state = state;
+    capsule_status status{sizeof status, 0, {}};
+    check(u.kernel->forward(&args, &status), status, "forward", u.kernel->capsule_name);
+}
+
+bool inputs_finite(const Unit& u, const capsule_tensor_view* values) {
+    for (auto i : u.inputs)
+        if (has_non_finite(values[i])) return false;
+    return true;
+}
+
+int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
+                      size_t description_size, capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        try {
+            std::string text;
+            *executable = compile(*args, text).release();
+            if (description && description_size > 0) {
+                const auto n = std::min(text.size(), description_size - 1);
+                std::memcpy(description, text.data(), n);
+                description[n] = '\0';
+            }
+        } catch (const dnnl::error& e) {
+            rethrow_dnnl("compile", e);
+        }
+    });
+}
+
+int32_t run_group(void* executable, const capsule_tensor_view* values, size_t num_values, void*,
+                  capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        const auto& exe = *static_cast<const Executable*>(executable);
+        plugin::require(num_values == exe.num_values, [&] {
+            return "compiled group: run with " + std::to_string(num_values) + " values, compiled with " +
+                   std::to_string(exe.num_values);
+        });
+        const auto& units = exe.units;
+        for (std::size_t k = 0; k < units.size(); ++k) {
+            const Unit& u = units[k];
+            if (u.fused_state && (!u.fused_nan_check || inputs_finite(u, values))) {
+                forward(u, u.fused_state, u.fused_params, u.fused_attrs, values, u.fused_output);
+                k += u.fused_count;
+            } else {
+                forward(u, u.state, u.params, u.attrs, values, u.output);
+            }
+        }
+    });
+}
+
+void release_group(void* executable) noexcept { delete static_cast<Executable*>(executable); }
+
+}  // namespace
+
+const capsule_compiled_groups_extension compiled_groups_extension{
+    {sizeof(capsule_compiled_groups_extension), CAPSULE_EXTENSION_COMPILED_GROUPS, nullptr},
+    compile_group, run_group, release_group};
+
+}  // namespace capsule::onednn
