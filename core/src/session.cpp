@@ -1,6 +1,7 @@
 #include "capsule/session.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -188,6 +189,14 @@ const std::vector<TensorSlot>& Session::outputs() const { return impl_->outputs;
 std::vector<string> Session::kernel_trace() const {
     std::vector<string> out;
     for (const auto& s : impl_->steps) out.push_back(s.capsule->name);
+    return out;
+}
+
+std::vector<SessionStep> Session::steps() const {
+    std::vector<SessionStep> out;
+    out.reserve(impl_->steps.size());
+    for (const auto& s : impl_->steps)
+        out.push_back({s.node_id, s.capsule->op, s.capsule->name, s.capsule->provider, *s.plugin});
     return out;
 }
 
@@ -436,7 +445,8 @@ std::vector<void*> Session::Impl::slot_data(const std::vector<Tensor>& bound,
     return data;
 }
 
-void Session::Impl::execute(const std::vector<void*>& data) const {
+void Session::Impl::execute(const std::vector<void*>& data, RunTimings::Step* timings,
+                            std::chrono::steady_clock::time_point start) const {
     std::vector<capsule_tensor_view> run_views(views);
     for (std::size_t v = 0; v < run_views.size(); ++v) run_views[v].data = data[view_slot[v]];
     capsule_forward_args args{};
@@ -451,10 +461,16 @@ void Session::Impl::execute(const std::vector<void*>& data) const {
         args.attrs = step.attrs ? step.attrs->data() : nullptr;
         args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.state = step.state;
+        std::chrono::steady_clock::time_point begin;
+        if (timings) begin = std::chrono::steady_clock::now();
         if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
             throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
                                  step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
+        if (timings) {
+            const auto end = std::chrono::steady_clock::now();
+            *timings++ = {begin - start, end - begin};
+        }
     }
 }
 
@@ -466,14 +482,32 @@ std::vector<Tensor> Session::Impl::collect_outputs(const std::vector<void*>& dat
     return results;
 }
 
-std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
-    const Impl& m = *impl_;
+namespace {
+/// One forward run; times it into `timings` when given.
+std::vector<Tensor> forward_run(const Session::Impl& m, const std::map<string, Tensor>& inputs,
+                                RunTimings* timings) {
+    if (timings) {
+        timings->start = std::chrono::steady_clock::now();
+        timings->steps.assign(m.steps.size(), {});
+    }
     const auto bound = m.bind_inputs(inputs);
     // One arena per run: runs on different threads never share intermediate buffers.
     const auto arena = m.allocate(m.arena_bytes, false);
     const auto data = m.slot_data(bound, arena.get());
-    m.execute(data);
-    return m.collect_outputs(data);
+    m.execute(data, timings ? timings->steps.data() : nullptr,
+              timings ? timings->start : std::chrono::steady_clock::time_point{});
+    auto outputs = m.collect_outputs(data);
+    if (timings) timings->total = std::chrono::steady_clock::now() - timings->start;
+    return outputs;
+}
+}  // namespace
+
+std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
+    return forward_run(*impl_, inputs, nullptr);
+}
+
+std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs, RunTimings& timings) const {
+    return forward_run(*impl_, inputs, &timings);
 }
 
 }  // namespace capsule

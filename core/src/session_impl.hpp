@@ -155,8 +155,10 @@ struct Session::Impl {
     /// Raises ExecutionError naming the node, capsule and plugin.
     void prepare_steps(int threads);
     /// Calls every step's forward kernel. Raises ExecutionError naming the failing node, capsule
-    /// and plugin, and the plugin's message and code.
-    void execute(const std::vector<void*>& slot_data) const;
+    /// and plugin, and the plugin's message and code. With `timings` (one entry per step), also
+    /// times each call relative to `start`; without, no clock is read.
+    void execute(const std::vector<void*>& slot_data, RunTimings::Step* timings = nullptr,
+                 std::chrono::steady_clock::time_point start = {}) const;
     /// The graph outputs of a run, as host tensors.
     std::vector<Tensor> collect_outputs(const std::vector<void*>& slot_data) const;
 };
