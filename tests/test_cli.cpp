@@ -1,53 +1,24 @@
 // The `capsule` tool as a user runs it: exit codes of DESIGN.md section 7 and the plan JSON.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
+#include "cli_tool.hpp"
 
 using namespace capsule;
 namespace fs = std::filesystem;
 
+using capsule_test::capsule_tool;
+using capsule_test::capsule_tool_raw;
+using capsule_test::contains;
+using capsule_test::temp_dir;
+
 namespace {
-
-struct Result {
-    int code = -1;
-    std::string out;  // stdout and stderr together
-};
-
-/// Runs a shell command line; `out` is what it writes to stdout.
-Result capsule_tool_raw(const std::string& cmd) {
-    Result r;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    if (!pipe) return r;
-    char buffer[4096];
-    while (std::size_t n = fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
-    int status = pclose(pipe);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-Result capsule_tool(const std::string& args) {
-    return capsule_tool_raw(std::string(CAPSULE_TOOL) + " " + args + " 2>&1");
-}
-
 const std::string kSource = CAPSULE_SOURCE_DIR;
-
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
-
-fs::path temp_dir(const std::string& name) {
-    auto d = fs::temp_directory_path() / ("capsule-cli-" + std::to_string(::getpid()) + "-" + name);
-    fs::create_directories(d);
-    return d;
-}
-
 }  // namespace
 
 TEST(Cli, PlanOpsAcceptedPrintsReport) {

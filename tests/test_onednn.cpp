@@ -513,6 +513,12 @@ TEST(OnednnCompiledGroups, LinearReluIsFusedAndMatchesTheNodeByNodeRunAndTheRefe
     EXPECT_EQ(groups[0].node_ids, (std::vector<std::int64_t>{1, 2, 3, 4}));
     EXPECT_EQ(groups[0].fused, "linear+relu x1 (each a single oneDNN primitive)");
     EXPECT_TRUE(plain.compiled_groups().empty());
+    // A compiled group is one backend call, timed as one.
+    const auto calls = fused.steps();
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0].group_nodes, (std::vector<std::int64_t>{1, 2, 3, 4}));
+    EXPECT_EQ(calls[0].capsule, "onednn.linear+onednn.relu+onednn.linear+onednn.softmax");
+    EXPECT_EQ(plain.steps().size(), 4u);
 
     const auto& checked = find_builtin_profile("checked_cpu");
     auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
@@ -522,6 +528,9 @@ TEST(OnednnCompiledGroups, LinearReluIsFusedAndMatchesTheNodeByNodeRunAndTheRefe
     const auto want = reference.run({{"x", x}});
     expect_same(fused.run({{"x", x}})[0], want[0], 1e-5);
     expect_same(plain.run({{"x", x}})[0], want[0], 1e-5);
+    RunTimings timings;
+    expect_same(fused.run({{"x", x}}, timings)[0], want[0], 1e-5);
+    EXPECT_EQ(timings.steps.size(), 1u);
     // run_recording runs node by node (its tape needs every intermediate value); inference-only
     // onednn_cpu refuses it.
     EXPECT_THROW(fused.run_recording({{"x", x}}), AutogradError);

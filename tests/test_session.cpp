@@ -101,6 +101,29 @@ TEST(Session, MlpMatchesADirectComputation) {
     EXPECT_TRUE(session.run({{"x", m.x}})[0].bitwise_equal(out[0]));
 }
 
+TEST(Session, TimedRunGivesTheSameOutputsAndOneTimingPerStep) {
+    auto m = make_mlp();
+    auto session = mlp_session(m);
+    const auto steps = session.steps();
+    ASSERT_EQ(steps.size(), 4u);
+    const std::vector<std::int64_t> ids{1, 2, 3, 4};
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        EXPECT_EQ(steps[i].node_id, ids[i]);
+        EXPECT_EQ(steps[i].capsule, session.kernel_trace()[i]);
+        EXPECT_EQ(steps[i].provider, Provider::reference);
+        EXPECT_EQ(steps[i].plugin, "reference");
+    }
+    EXPECT_EQ(steps[3].op, BackendOp::softmax);
+    RunTimings timings;
+    auto timed = session.run({{"x", m.x}}, timings);
+    auto plain = session.run({{"x", m.x}});
+    EXPECT_EQ(timed[0].to_doubles(), plain[0].to_doubles());
+    ASSERT_EQ(timings.steps.size(), steps.size());
+    for (std::size_t i = 0; i + 1 < steps.size(); ++i)
+        EXPECT_LE(timings.steps[i].begin + timings.steps[i].duration, timings.steps[i + 1].begin);
+    EXPECT_LE(timings.steps.back().begin + timings.steps.back().duration, timings.total);
+}
+
 TEST(Session, ConcurrentRunsAreBitIdenticalToOneThread) {
     auto m = make_mlp();
     auto session = mlp_session(m);

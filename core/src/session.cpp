@@ -1,6 +1,7 @@
 #include "capsule/session.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -200,6 +201,36 @@ std::vector<CompiledGroupReport> Session::compiled_groups() const {
 std::vector<string> Session::kernel_trace() const {
     std::vector<string> out;
     for (const auto& s : impl_->steps) out.push_back(s.capsule->name);
+    return out;
+}
+
+std::size_t Session::Impl::num_calls() const {
+    std::size_t n = steps.size();
+    for (const auto& g : groups) n -= g.num_steps - 1;
+    return n;
+}
+
+std::vector<SessionStep> Session::steps() const {
+    const Impl& m = *impl_;
+    std::vector<SessionStep> out;
+    out.reserve(m.num_calls());
+    std::size_t next_group = 0;
+    for (std::size_t i = 0; i < m.steps.size();) {
+        const auto& s = m.steps[i];
+        SessionStep step{s.node_id, s.capsule->op, s.capsule->name, s.capsule->provider, *s.plugin, {}, {}};
+        if (next_group < m.groups.size() && m.groups[next_group].first_step == i) {
+            const auto& g = m.groups[next_group++];
+            step.fused = g.fused;
+            for (std::size_t k = i; k < i + g.num_steps; ++k) {
+                step.group_nodes.push_back(m.steps[k].node_id);
+                if (k > i) step.capsule += "+" + m.steps[k].capsule->name;
+            }
+            i += g.num_steps;
+        } else {
+            ++i;
+        }
+        out.push_back(std::move(step));
+    }
     return out;
 }
 
@@ -454,17 +485,21 @@ std::vector<void*> Session::Impl::slot_data(const std::vector<Tensor>& bound,
     return data;
 }
 
-void Session::Impl::execute(const std::vector<void*>& data, bool compiled) const {
+void Session::Impl::execute(const std::vector<void*>& data, bool compiled, RunTimings::Step* timings,
+                            std::chrono::steady_clock::time_point start) const {
     std::vector<capsule_tensor_view> run_views(views);
     for (std::size_t v = 0; v < run_views.size(); ++v) run_views[v].data = data[view_slot[v]];
     std::size_t next_group = 0;
     for (std::size_t s = 0; s < steps.size();) {
+        std::chrono::steady_clock::time_point begin;
+        if (timings) begin = std::chrono::steady_clock::now();
         if (compiled && next_group < groups.size() && groups[next_group].first_step == s) {
             run_group(*this, groups[next_group], data);
             s += groups[next_group++].num_steps;
-            continue;
+        } else {
+            execute_step(steps[s++], run_views);
         }
-        execute_step(steps[s++], run_views);
+        if (timings) *timings++ = {begin - start, std::chrono::steady_clock::now() - begin};
     }
 }
 
@@ -494,14 +529,32 @@ std::vector<Tensor> Session::Impl::collect_outputs(const std::vector<void*>& dat
     return results;
 }
 
-std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
-    const Impl& m = *impl_;
+namespace {
+/// One forward run; times it into `timings` when given.
+std::vector<Tensor> forward_run(const Session::Impl& m, const std::map<string, Tensor>& inputs,
+                                RunTimings* timings) {
+    if (timings) {
+        timings->start = std::chrono::steady_clock::now();
+        timings->steps.assign(m.num_calls(), {});
+    }
     const auto bound = m.bind_inputs(inputs);
     // One arena per run: runs on different threads never share intermediate buffers.
     const auto arena = m.allocate(m.arena_bytes, false);
     const auto data = m.slot_data(bound, arena.get());
-    m.execute(data, true);
-    return m.collect_outputs(data);
+    m.execute(data, true, timings ? timings->steps.data() : nullptr,
+              timings ? timings->start : std::chrono::steady_clock::time_point{});
+    auto outputs = m.collect_outputs(data);
+    if (timings) timings->total = std::chrono::steady_clock::now() - timings->start;
+    return outputs;
+}
+}  // namespace
+
+std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs) const {
+    return forward_run(*impl_, inputs, nullptr);
+}
+
+std::vector<Tensor> Session::run(const std::map<string, Tensor>& inputs, RunTimings& timings) const {
+    return forward_run(*impl_, inputs, &timings);
 }
 
 }  // namespace capsule

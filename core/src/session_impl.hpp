@@ -168,11 +168,15 @@ struct Session::Impl {
     /// Raises ExecutionError naming the node, capsule and plugin.
     void prepare_steps(int threads);
     /// Calls every step's forward kernel, or with `compiled` each compiled group in place of its
-    /// steps. Raises ExecutionError naming the failing node (or group), capsule and plugin, and
-    /// the plugin's message and code.
-    void execute(const std::vector<void*>& slot_data, bool compiled = false) const;
+    /// steps. With `timings` (one entry per call: num_calls() with `compiled`, else one per step)
+    /// also times each call relative to `start`; without, no clock is read. Raises ExecutionError
+    /// naming the failing node (or group), capsule and plugin, and the plugin's message and code.
+    void execute(const std::vector<void*>& slot_data, bool compiled = false,
+                 RunTimings::Step* timings = nullptr, std::chrono::steady_clock::time_point start = {}) const;
     /// Calls one step's forward kernel (see execute).
     void execute_step(const detail::Step& step, std::vector<capsule_tensor_view>& run_views) const;
+    /// Backend calls of a `run`: one per step outside compiled groups, one per compiled group.
+    std::size_t num_calls() const;
     /// The graph outputs of a run, as host tensors.
     std::vector<Tensor> collect_outputs(const std::vector<void*>& slot_data) const;
 };

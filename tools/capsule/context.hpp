@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ private:
     std::vector<BackendProfile> profiles_;
 };
 
+/// `--input-shape` values: `NAME=1,3,224,224` or `NAME=1x3x224x224` → {NAME, [1, 3, 224, 224]}.
+/// Raises InputError for a missing `=`, a dimension that is not an integer, or a repeated NAME.
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs);
+
 /// Directory of the running executable (for plugin discovery next to the binaries).
 std::filesystem::path executable_dir();
 
@@ -59,5 +64,6 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options);
 Command add_train_command(CLI::App& app, const GlobalOptions& options);
 Command add_eval_command(CLI::App& app, const GlobalOptions& options);
 Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options);
+Command add_bench_command(CLI::App& app, const GlobalOptions& options);
 
 }  // namespace capsule::cli

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
         {"train", add_train_command(app, options)},
         {"eval", add_eval_command(app, options)},
         {"onnx-test", add_onnx_test_command(app, options)},
+        {"bench", add_bench_command(app, options)},
     };
 
     try {

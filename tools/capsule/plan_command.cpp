@@ -19,33 +19,6 @@ struct PlanArgs {
     std::vector<std::string> input_shapes;
 };
 
-/// `NAME=1,3,224,224` → {NAME, [1, 3, 224, 224]}.
-std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs) {
-    std::map<std::string, Shape> out;
-    for (const auto& spec : specs) {
-        auto eq = spec.find('=');
-        if (eq == std::string::npos || eq == 0)
-            throw InputError("--input-shape '" + spec + "': expected NAME=D0,D1,...");
-        Shape shape;
-        std::size_t start = eq + 1;
-        while (start < spec.size()) {
-            auto end = spec.find(',', start);
-            if (end == std::string::npos) end = spec.size();
-            try {
-                std::size_t used = 0;
-                auto item = spec.substr(start, end - start);
-                shape.push_back(std::stoll(item, &used));
-                if (used != item.size()) throw std::invalid_argument(item);
-            } catch (const std::exception&) {
-                throw InputError("--input-shape '" + spec + "': dimensions must be integers");
-            }
-            start = end + 1;
-        }
-        out[spec.substr(0, eq)] = shape;
-    }
-    return out;
-}
-
 std::vector<BackendOp> parse_ops(const std::string& list) {
     std::vector<BackendOp> ops;
     std::size_t start = 0;

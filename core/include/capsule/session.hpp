@@ -7,6 +7,7 @@
 // do not depend on the thread.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -109,6 +110,37 @@ struct TensorSlot {
     TensorType type;
 };
 
+/// One kernel call of a session's forward run, in execution order (one per planned node).
+struct SessionStep {
+    std::int64_t node_id = 0;
+    BackendOp op = BackendOp::add;
+    std::string capsule;                      // capsule name, e.g. `reference.relu`
+    Provider provider = Provider::reference;
+    std::string plugin;                       // the plugin whose library runs the kernel
+    /// A compiled group: every node it runs, in order (node_id and op are its first node's, and
+    /// `capsule` joins the nodes' capsule names with '+'); empty for a single kernel call.
+    std::vector<std::int64_t> group_nodes;
+    std::string fused;                        // a compiled group: what the plugin says it fused
+};
+
+/// Wall-clock times of one forward run, filled by `Session::run(inputs, timings)`. Times come
+/// from std::chrono::steady_clock, in nanoseconds.
+struct RunTimings {
+    /// When the run began (before its inputs were bound).
+    std::chrono::steady_clock::time_point start;
+    /// The whole call: binding and checking the inputs, taking the arena, every kernel call, and
+    /// copying the outputs out.
+    std::chrono::nanoseconds total{0};
+    /// One kernel call: its forward entry point only (not the host's input binding or output
+    /// download). `begin` is measured from `start`.
+    struct Step {
+        std::chrono::nanoseconds begin{0};
+        std::chrono::nanoseconds duration{0};
+    };
+    /// One entry per Session::steps() element (backend call), in the same order.
+    std::vector<Step> steps;
+};
+
 class Session {
 public:
     /// Builds a session. `plan` must come from `profile` gating `graph`.
@@ -123,6 +155,11 @@ public:
     /// the graph's outputs. Raises InputError for a missing, unknown or mistyped input and
     /// ExecutionError when a kernel fails. Thread-safe.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
+    /// `run`, also timing the run and each kernel call into `timings` (overwritten; see
+    /// RunTimings). Only this overload reads the clock (the untimed `run` pays one null
+    /// check per kernel call).
+    /// Raises what `run` raises. Thread-safe when each thread passes its own `timings`.
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, RunTimings& timings) const;
 
     /// Runs forward like `run` and records the tape for `backward`. Raises AutogradError, before
     /// running anything, when backward is refused for this session (VJP mode `none` or
@@ -153,6 +190,9 @@ public:
     /// The groups of nodes that plugins compiled for `run`, in execution order (empty when none
     /// did, or with SessionOptions::compile_groups off).
     std::vector<CompiledGroupReport> compiled_groups() const;
+    /// The backend calls of a `run`, in execution order: one per node, except that a compiled
+    /// group is one call (see SessionStep::group_nodes).
+    std::vector<SessionStep> steps() const;
 
     Session(Session&&) noexcept;
     Session& operator=(Session&&) noexcept;
