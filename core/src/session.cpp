@@ -405,6 +405,15 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     if (options.compile_groups && profile.lowering_mode == LoweringMode::coalesced)
         impl->groups = compile_groups(*impl, threads);
     impl->backward = build_backward_program(*impl, graph, position);
+    // Without a backward pass nothing calls a grouped node's own kernel again: free its state
+    // (reordered weights) so that the compiled executable's copy is the only one kept.
+    if (!impl->backward.refusal.empty())
+        for (const auto& group : impl->groups)
+            for (std::size_t s = group.first_step; s < group.first_step + group.num_steps; ++s) {
+                auto& step = impl->steps[s];
+                if (step.state && step.release) step.release(step.state);
+                step.state = nullptr;
+            }
     return Session(std::move(impl));
 }
 
