@@ -142,4 +142,11 @@ TEST(CliBench, BadArgumentsExit2WithTheCause) {
     auto trace = capsule_tool("bench --trace " + (dir / "no/such/dir/t.json").string() + " " + graph);
     EXPECT_EQ(trace.code, 2) << trace.out;
     EXPECT_TRUE(contains(trace.out, "cannot open the file for writing")) << trace.out;
+    auto empty_trace = capsule_tool("bench --trace '' " + graph);
+    EXPECT_EQ(empty_trace.code, 2) << empty_trace.out;
+    EXPECT_TRUE(contains(empty_trace.out, "--trace: needs a file name")) << empty_trace.out;
+    auto model_as_trace = capsule_tool("bench --trace " + graph + " " + graph);
+    EXPECT_EQ(model_as_trace.code, 2) << model_as_trace.out;
+    EXPECT_TRUE(contains(model_as_trace.out, "is the model file")) << model_as_trace.out;
+    EXPECT_TRUE(fs::exists(graph)) << "the model must be left alone";
 }

@@ -487,13 +487,13 @@ Session onednn_session(const Graph& graph, const ParameterMap& params, bool comp
     return Session::create(profile, *accepted.accepted, graph, capsule::testing::built_host(), params, options);
 }
 
-/// Element-wise equal within `tolerance`, NaN where the other is NaN.
+/// Element-wise equal within `tolerance` (infinities exactly), NaN where the other is NaN.
 void expect_same(const Tensor& got, const Tensor& want, double tolerance) {
     ASSERT_EQ(got.shape(), want.shape());
     for (std::int64_t i = 0; i < want.numel(); ++i) {
         if (std::isnan(want.at(i))) {
             EXPECT_TRUE(std::isnan(got.at(i))) << "element " << i << " is " << got.at(i) << ", want NaN";
-        } else {
+        } else if (got.at(i) != want.at(i)) {  // equal infinities pass
             EXPECT_NEAR(got.at(i), want.at(i), tolerance) << "element " << i;
         }
     }
@@ -619,6 +619,84 @@ TEST(OnednnCompiledGroups, BatchNormIsFoldedIntoTheConvolutionAndMatchesTheRefer
         EXPECT_GT(positive, 50u) << "the relu must not zero everything for the test to mean something";
         expect_same(fused.run({{"x", x}})[0], want, 1e-5);
     }
+}
+
+// Overflow inside a fused chain: a batch_norm folded into a convolution, or a relu post-op after a
+// reduction whose partial sums overflow to +inf and -inf (NaN), must give what the node-by-node
+// kernels give: the fold is declined when the folded weights are not finite, and a run whose
+// inputs could overflow the producer takes the node-by-node path.
+namespace {
+
+Graph conv_bn_graph(bool relu) {
+    return parse_graph(std::string(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 1, 1, 4], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": 1, "kernel_size": 1}, "shape": [1, 1, 1, 4]},
+      {"id": 2, "op": "batch_norm", "name": "bn", "parents": [1], "attrs": {"eps": 1e-30}, "shape": [1, 1, 1, 4]})") +
+                       (relu ? R"(, {"id": 3, "op": "relu", "name": "act", "parents": [2], "shape": [1, 1, 1, 4]}], "outputs": [3]})"
+                             : R"(], "outputs": [2]})"));
+}
+
+ParameterMap conv_bn_parameters(double w, double b, double gamma, double beta, double var) {
+    auto one = [](double v) { return Tensor::from_values(DType::float32, {1}, {v}); };
+    return {{"c.weight", Tensor::from_values(DType::float32, {1, 1, 1, 1}, {w})}, {"c.bias", one(b)},
+            {"bn.weight", one(gamma)}, {"bn.bias", one(beta)}, {"bn.running_mean", one(0)},
+            {"bn.running_var", one(var)}};
+}
+
+void expect_fused_equals_node_by_node(const Graph& graph, const ParameterMap& params,
+                                      const std::map<std::string, Tensor>& inputs) {
+    auto fused = onednn_session(graph, params, true);
+    auto plain = onednn_session(graph, params, false);
+    expect_same(fused.run(inputs)[0], plain.run(inputs)[0], 0.0);
+}
+
+}  // namespace
+
+TEST(OnednnCompiledGroups, OverflowsInsideAChainMatchTheNodeByNodeRun) {
+    REQUIRE_ONEDNN();
+    const double big = 3e38, inf = std::numeric_limits<double>::infinity();
+    auto x4 = [](std::vector<double> v) { return Tensor::from_values(DType::float32, {1, 1, 1, 4}, v); };
+    // Folded weight 1e30 / sqrt(1e-30) overflows: the fold is declined, nothing is fused.
+    {
+        const auto params = conv_bn_parameters(1e30, 0, 1, 0, 0);
+        EXPECT_TRUE(onednn_session(conv_bn_graph(false), params, true).compiled_groups().empty());
+        expect_fused_equals_node_by_node(conv_bn_graph(false), params, {{"x", x4({0, 1e-30, 2e-30, -1e-30})}});
+    }
+    // An infinite batch_norm weight: declined too.
+    expect_fused_equals_node_by_node(conv_bn_graph(false), conv_bn_parameters(2, 1, inf, 0.5, 1),
+                                     {{"x", x4({0, 1, 2, -1})}});
+    // A zero batch_norm weight folds to finite weights, but the convolution of 3e38 overflows to
+    // inf and inf * 0 is NaN node by node: that run must not take the fused path.
+    {
+        const auto params = conv_bn_parameters(2, 0, 0, 0.5, 1);
+        auto fused = onednn_session(conv_bn_graph(true), params, true);
+        ASSERT_EQ(fused.compiled_groups().size(), 1u);
+        const auto out = fused.run({{"x", x4({big, 1, -big, 0})}})[0];
+        EXPECT_TRUE(std::isnan(out.at(0)) && std::isnan(out.at(2))) << out.at(0) << " " << out.at(2);
+        EXPECT_EQ(out.at(1), 0.5);
+        expect_fused_equals_node_by_node(conv_bn_graph(true), params, {{"x", x4({big, 1, -big, 0})}});
+        // Ordinary inputs do take the fused path, with the same values.
+        expect_fused_equals_node_by_node(conv_bn_graph(true), params, {{"x", x4({3, 1, -2, 0})}});
+    }
+    // matmul + relu whose reduction sums 512 x 3e38 and 512 x -3e38: NaN node by node (relu keeps
+    // it), never 0.
+    const Graph mm = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "a", "shape": [1, 1024], "dtype": "float32"},
+      {"id": 1, "op": "input", "name": "b", "shape": [1024, 16], "dtype": "float32"},
+      {"id": 2, "op": "matmul", "name": "mm", "parents": [0, 1], "shape": [1, 16]},
+      {"id": 3, "op": "relu", "name": "act", "parents": [2], "shape": [1, 16]}], "outputs": [3]})");
+    std::vector<double> a(1024, big);
+    std::fill(a.begin() + 512, a.end(), -big);
+    const std::map<std::string, Tensor> mm_inputs{
+        {"a", Tensor::from_values(DType::float32, {1, 1024}, a)},
+        {"b", Tensor::from_values(DType::float32, {1024, 16}, std::vector<double>(1024 * 16, 1.0))}};
+    auto fused = onednn_session(mm, {}, true);
+    ASSERT_EQ(fused.compiled_groups().size(), 1u);
+    const auto out = fused.run(mm_inputs)[0];
+    auto plain = onednn_session(mm, {}, false);
+    const auto want = plain.run(mm_inputs)[0];
+    for (std::int64_t i = 0; i < 16; ++i) EXPECT_NE(out.at(i), 0.0) << "relu of an overflowed sum became 0";
+    expect_same(out, want, 0.0);
 }
 
 TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {

@@ -86,8 +86,13 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& options) {
         ->capture_default_str();
     sub->add_flag("--json", args->json, "print the results as one JSON object");
     sub->add_option("--trace", args->trace,
-                    "write a Chrome trace (chrome://tracing, Perfetto) of every kernel call of the timed runs");
+                    "write a Chrome trace (chrome://tracing, Perfetto) of every kernel call of the timed runs")
+        ->check([](const std::string& path) {
+            return path.empty() ? std::string("needs a file name") : std::string();
+        });
     return [&options, args]() {
+        if (!args->trace.empty() && std::filesystem::weakly_canonical(args->trace) == std::filesystem::weakly_canonical(args->model))
+            throw InputError("--trace " + args->trace + " is the model file; give another file name");
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
         BenchRecord record;

@@ -5,14 +5,18 @@
 // oneDNN post-op, so the intermediate tensors are never written and read back. Every other node
 // runs its own capsule's prepared kernel, exactly as node by node.
 //
-// relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN:
-// such a chain is fused only when its (folded) weights are finite, and a run whose inputs hold a
-// NaN or an infinity takes the unfused path for that chain, so results match the node-by-node
-// kernels.
+// relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN, and a
+// folded batch_norm would hide (or create) an overflow of the convolution's own result. Such a
+// chain is fused only with finite (folded) weights, and each run takes the fused path only when
+// no partial sum of the producer can overflow, so that neither an infinity nor a NaN can arise
+// inside it: max|x| * max_o sum_i |w[o, i]| + max|bias| <= 1e38 (for matmul, max|a| * max|b| * k),
+// with the larger of the original and folded weights. Otherwise the chain runs node by node, and
+// the results match the node-by-node kernels.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -83,7 +87,11 @@ struct Unit {
     std::vector<capsule_tensor_view> fused_params;
     std::vector<capsule_attribute> fused_attrs;
     std::deque<std::vector<float>> folded;  // folded weights and bias (borrowed by the state)
-    bool fused_nan_check = false;  // see the file comment: check inputs for NaN / infinity
+    /// See the file comment: the fused path needs a magnitude check of the inputs on each run,
+    /// against these bounds (the larger of the original and folded weights; for matmul the
+    /// second operand is an input, bounded per run).
+    bool fused_guard = false;
+    double weight_bound = 0, bias_bound = 0;
 };
 
 struct Executable {
@@ -153,10 +161,60 @@ std::size_t readers(const capsule_group_args& g, std::size_t v) {
     return n;
 }
 
-bool params_finite(const Unit& u) {
-    for (const auto& p : u.params)
-        if (has_non_finite(p)) return false;
-    return true;
+int64_t numel(const capsule_tensor_view& t) {
+    int64_t n = 1;
+    for (int32_t d = 0; d < t.rank; ++d) n *= t.shape[d];
+    return n;
+}
+
+/// The largest |value| of a float32 tensor; infinity when it holds a NaN or an infinity.
+double max_magnitude(const capsule_tensor_view& t) {
+    // One pass over the IEEE bits without the sign: for finite values their order as integers is
+    // the order of the magnitudes, and an infinity or a NaN is at least 0x7f800000.
+    const auto* bits = static_cast<const uint32_t*>(t.data);
+    uint32_t m = 0;
+    for (int64_t i = 0, n = numel(t); i < n; ++i) m = std::max(m, bits[i] & 0x7fffffffu);
+    if (m >= 0x7f800000u) return std::numeric_limits<double>::infinity();
+    float f;
+    std::memcpy(&f, &m, sizeof f);
+    return f;
+}
+
+/// max over rows o of sum_i |w[o, i]| for a weight tensor [O, ...] (infinity when not finite).
+double max_row_l1(const capsule_tensor_view& w) {
+    if (has_non_finite(w) || w.rank < 1) return std::numeric_limits<double>::infinity();
+    const auto* v = static_cast<const float*>(w.data);
+    const int64_t rows = w.shape[0], per_row = rows > 0 ? numel(w) / rows : 0;
+    double bound = 0;
+    for (int64_t o = 0; o < rows; ++o) {
+        double sum = 0;
+        for (int64_t i = 0; i < per_row; ++i) sum += std::fabs(double(v[o * per_row + i]));
+        bound = std::max(bound, sum);
+    }
+    return bound;
+}
+
+/// Records in `u` the bounds of its original and fused weights and biases (conv2d, linear).
+void set_bounds(Unit& u) {
+    u.weight_bound = u.bias_bound = 0;
+    for (const auto* params : {&u.params, &u.fused_params}) {
+        if (params->empty()) continue;
+        u.weight_bound = std::max(u.weight_bound, max_row_l1((*params)[0]));
+        if (params->size() > 1) u.bias_bound = std::max(u.bias_bound, max_magnitude((*params)[1]));
+    }
+}
+
+/// True when no partial sum of guarded unit `u` can overflow on this run's inputs (see the file
+/// comment), so that its fused path computes what the node-by-node kernels compute.
+bool fused_path_safe(const Unit& u, const capsule_tensor_view* values) {
+    constexpr double kSafeMagnitude = 1e38;
+    const auto& x = values[u.inputs[0]];
+    double weights = u.weight_bound;
+    if (u.inputs.size() == 2) {  // matmul: the second operand is an input
+        const int64_t k = x.rank > 0 ? x.shape[x.rank - 1] : 1;
+        weights = max_magnitude(values[u.inputs[1]]) * double(k);
+    }
+    return max_magnitude(x) * weights + u.bias_bound <= kSafeMagnitude;
 }
 
 plugin::Attributes attrs_of(const Unit& u) { return {u.attrs.data(), u.attrs.size()}; }
@@ -196,6 +254,10 @@ bool fold_batch_norm(Unit& conv, const Unit& bn) {
         for (int64_t i = 0; i < per_out; ++i)
             weights[o * per_out + i] = static_cast<float>(double(w0[o * per_out + i]) * scale);
     }
+    for (float v : weights)
+        if (!std::isfinite(v)) return false;
+    for (float v : bias)
+        if (!std::isfinite(v)) return false;
     capsule_tensor_view wv = w, bv = w;
     wv.data = weights.data();
     bv.rank = 1;
@@ -220,10 +282,12 @@ std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g)
     std::size_t next = k + 1, result = u.output;
     u.fused_params = u.params;
     u.fused_attrs = u.attrs;
+    bool folded = false;
     if (std::strcmp(producer->op, "conv2d") == 0 && next < exe.units.size() &&
         consumes_alone(exe.units[next], "onednn.batch_norm", result, g) && fold_batch_norm(u, exe.units[next])) {
         pattern += "+batch_norm";
         result = exe.units[next++].output;
+        folded = true;
     }
     PostOp post;
     if (next < exe.units.size()) {
@@ -237,12 +301,14 @@ std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g)
         for (const auto& p : u.fused_params) finite = finite && !has_non_finite(p);
         if (maps_nan && !finite) post = {};
         if (post) {
-            u.fused_nan_check = maps_nan;
+            u.fused_guard = maps_nan;
             pattern += std::string("+") + (std::strchr(act.kernel->capsule_name, '.') + 1);
             result = exe.units[next++].output;
         }
     }
     if (next == k + 1) return "";
+    u.fused_guard = u.fused_guard || folded;
+    if (u.fused_guard) set_bounds(u);
     std::vector<capsule_tensor_view> inputs;
     auto args = prepare_args(u, g, inputs, result);
     args.params = u.fused_params.data();
@@ -314,11 +380,7 @@ void forward(const Unit& u, void* state, const std::vector<capsule_tensor_view>&
     check(u.kernel->forward(&args, &status), status, "forward", u.kernel->capsule_name);
 }
 
-bool inputs_finite(const Unit& u, const capsule_tensor_view* values) {
-    for (auto i : u.inputs)
-        if (has_non_finite(values[i])) return false;
-    return true;
-}
+
 
 int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
                       size_t description_size, capsule_status* status) noexcept {
@@ -348,7 +410,7 @@ int32_t run_group(void* executable, const capsule_tensor_view* values, size_t nu
         const auto& units = exe.units;
         for (std::size_t k = 0; k < units.size(); ++k) {
             const Unit& u = units[k];
-            if (u.fused_state && (!u.fused_nan_check || inputs_finite(u, values))) {
+            if (u.fused_state && (!u.fused_guard || fused_path_safe(u, values))) {
                 forward(u, u.fused_state, u.fused_params, u.fused_attrs, values, u.fused_output);
                 k += u.fused_count;
             } else {
