@@ -337,8 +337,9 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
         });
         u.inputs.assign(node.inputs, node.inputs + node.num_inputs);
         u.output = node.output;
-        for (auto i : u.inputs)
-            plugin::require(i < g.num_values && u.output < g.num_values, "compiled group: value index out of range");
+        bool in_range = u.output < g.num_values;
+        for (auto i : u.inputs) in_range = in_range && i < g.num_values;
+        plugin::require(in_range, "compiled group: value index out of range");
         copy_operands(u, node);
         const auto args = prepare_args(u, g, inputs, u.output);
         capsule_status status{sizeof status, 0, {}};
@@ -379,8 +380,6 @@ void forward(const Unit& u, void* state, const std::vector<capsule_tensor_view>&
     capsule_status status{sizeof status, 0, {}};
     check(u.kernel->forward(&args, &status), status, "forward", u.kernel->capsule_name);
 }
-
-
 
 int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
                       size_t description_size, capsule_status* status) noexcept {
