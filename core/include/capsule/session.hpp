@@ -110,7 +110,8 @@ struct TensorSlot {
     TensorType type;
 };
 
-/// One kernel call of a session's forward run, in execution order (one per planned node).
+/// One backend call of a session's forward run (`run`), in execution order: a node's kernel, or a
+/// compiled group's executable (SessionStep::group_nodes).
 struct SessionStep {
     std::int64_t node_id = 0;
     BackendOp op = BackendOp::add;
@@ -131,8 +132,8 @@ struct RunTimings {
     /// The whole call: binding and checking the inputs, taking the arena, every kernel call, and
     /// copying the outputs out.
     std::chrono::nanoseconds total{0};
-    /// One kernel call: its forward entry point only (not the host's input binding or output
-    /// download). `begin` is measured from `start`.
+    /// One backend call (a kernel, or a compiled group's executable): the plugin's entry point
+    /// only (not the host's input binding or output download). `begin` is measured from `start`.
     struct Step {
         std::chrono::nanoseconds begin{0};
         std::chrono::nanoseconds duration{0};
@@ -155,9 +156,9 @@ public:
     /// the graph's outputs. Raises InputError for a missing, unknown or mistyped input and
     /// ExecutionError when a kernel fails. Thread-safe.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
-    /// `run`, also timing the run and each kernel call into `timings` (overwritten; see
+    /// `run`, also timing the run and each backend call into `timings` (overwritten; see
     /// RunTimings). Only this overload reads the clock (the untimed `run` pays one null
-    /// check per kernel call).
+    /// check per call).
     /// Raises what `run` raises. Thread-safe when each thread passes its own `timings`.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, RunTimings& timings) const;
 
