@@ -58,15 +58,28 @@ PostOp post_op_of(const char* capsule, const plugin::Attributes& attrs) {
     return {};
 }
 
-/// True when a float32 tensor holds a NaN or an infinity (all exponent bits set).
-bool has_non_finite(const capsule_tensor_view& t) {
+/// Elements of a tensor view.
+int64_t numel(const capsule_tensor_view& t) {
     int64_t n = 1;
     for (int32_t d = 0; d < t.rank; ++d) n *= t.shape[d];
-    const auto* bits = static_cast<const uint32_t*>(t.data);
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>((bits[i] & 0x7f800000u) == 0x7f800000u);
-    return bad != 0;
+    return n;
 }
+
+/// The largest |value| of a float32 tensor; infinity when it holds a NaN or an infinity.
+double max_magnitude(const capsule_tensor_view& t) {
+    // One pass over the IEEE bits without the sign: for finite values their order as integers is
+    // the order of the magnitudes, and an infinity or a NaN is at least 0x7f800000.
+    const auto* bits = static_cast<const uint32_t*>(t.data);
+    uint32_t m = 0;
+    for (int64_t i = 0, n = numel(t); i < n; ++i) m = std::max(m, bits[i] & 0x7fffffffu);
+    if (m >= 0x7f800000u) return std::numeric_limits<double>::infinity();
+    float f;
+    std::memcpy(&f, &m, sizeof f);
+    return f;
+}
+
+/// True when a float32 tensor holds a NaN or an infinity.
+bool has_non_finite(const capsule_tensor_view& t) { return !std::isfinite(max_magnitude(t)); }
 
 /// A node of the executable: its capsule's kernel and prepared state, and where its operands
 /// are. Shapes, strides and attributes are copied: compile's arrays are borrowed for the call.
@@ -161,34 +174,17 @@ std::size_t readers(const capsule_group_args& g, std::size_t v) {
     return n;
 }
 
-int64_t numel(const capsule_tensor_view& t) {
-    int64_t n = 1;
-    for (int32_t d = 0; d < t.rank; ++d) n *= t.shape[d];
-    return n;
-}
-
-/// The largest |value| of a float32 tensor; infinity when it holds a NaN or an infinity.
-double max_magnitude(const capsule_tensor_view& t) {
-    // One pass over the IEEE bits without the sign: for finite values their order as integers is
-    // the order of the magnitudes, and an infinity or a NaN is at least 0x7f800000.
-    const auto* bits = static_cast<const uint32_t*>(t.data);
-    uint32_t m = 0;
-    for (int64_t i = 0, n = numel(t); i < n; ++i) m = std::max(m, bits[i] & 0x7fffffffu);
-    if (m >= 0x7f800000u) return std::numeric_limits<double>::infinity();
-    float f;
-    std::memcpy(&f, &m, sizeof f);
-    return f;
-}
-
 /// max over rows o of sum_i |w[o, i]| for a weight tensor [O, ...] (infinity when not finite).
 double max_row_l1(const capsule_tensor_view& w) {
-    if (has_non_finite(w) || w.rank < 1) return std::numeric_limits<double>::infinity();
+    constexpr double kInfinity = std::numeric_limits<double>::infinity();
+    if (w.rank < 1) return kInfinity;
     const auto* v = static_cast<const float*>(w.data);
     const int64_t rows = w.shape[0], per_row = rows > 0 ? numel(w) / rows : 0;
     double bound = 0;
     for (int64_t o = 0; o < rows; ++o) {
         double sum = 0;
         for (int64_t i = 0; i < per_row; ++i) sum += std::fabs(double(v[o * per_row + i]));
+        if (!std::isfinite(sum)) return kInfinity;  // a NaN or an infinity in the row
         bound = std::max(bound, sum);
     }
     return bound;
@@ -241,7 +237,7 @@ bool fold_batch_norm(Unit& conv, const Unit& bn) {
     if (bn.params.size() != stats + 2 || w.dtype != CAPSULE_DTYPE_FLOAT32) return false;
     auto channel = [&](std::size_t p, int64_t o) { return double(static_cast<const float*>(bn.params[p].data)[o]); };
     const bool conv_bias = attrs_of(conv).get_bool("bias", true);
-    const int64_t per_out = [&] { int64_t n = 1; for (int32_t d = 1; d < w.rank; ++d) n *= w.shape[d]; return n; }();
+    const int64_t per_out = out > 0 ? numel(w) / out : 0;
     auto& weights = conv.folded.emplace_back(static_cast<std::size_t>(out * per_out));
     auto& bias = conv.folded.emplace_back(static_cast<std::size_t>(out));
     const auto* w0 = static_cast<const float*>(w.data);
