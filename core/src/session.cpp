@@ -214,23 +214,18 @@ std::vector<SessionStep> Session::steps() const {
     const Impl& m = *impl_;
     std::vector<SessionStep> out;
     out.reserve(m.num_calls());
-    std::size_t next_group = 0;
-    for (std::size_t i = 0; i < m.steps.size();) {
+    m.for_each_call(true, [&](std::size_t i, const CompiledGroup* group) {
         const auto& s = m.steps[i];
         SessionStep step{s.node_id, s.capsule->op, s.capsule->name, s.capsule->provider, *s.plugin, {}, {}};
-        if (next_group < m.groups.size() && m.groups[next_group].first_step == i) {
-            const auto& g = m.groups[next_group++];
-            step.fused = g.fused;
-            for (std::size_t k = i; k < i + g.num_steps; ++k) {
+        if (group) {
+            step.fused = group->fused;
+            for (std::size_t k = i; k < i + group->num_steps; ++k) {
                 step.group_nodes.push_back(m.steps[k].node_id);
                 if (k > i) step.capsule += "+" + m.steps[k].capsule->name;
             }
-            i += g.num_steps;
-        } else {
-            ++i;
         }
         out.push_back(std::move(step));
-    }
+    });
     return out;
 }
 
@@ -498,18 +493,15 @@ void Session::Impl::execute(const std::vector<void*>& data, bool compiled, RunTi
                             std::chrono::steady_clock::time_point start) const {
     std::vector<capsule_tensor_view> run_views(views);
     for (std::size_t v = 0; v < run_views.size(); ++v) run_views[v].data = data[view_slot[v]];
-    std::size_t next_group = 0;
-    for (std::size_t s = 0; s < steps.size();) {
+    for_each_call(compiled, [&](std::size_t s, const CompiledGroup* group) {
         std::chrono::steady_clock::time_point begin;
         if (timings) begin = std::chrono::steady_clock::now();
-        if (compiled && next_group < groups.size() && groups[next_group].first_step == s) {
-            run_group(*this, groups[next_group], data);
-            s += groups[next_group++].num_steps;
-        } else {
-            execute_step(steps[s++], run_views);
-        }
+        if (group)
+            run_group(*this, *group, data);
+        else
+            execute_step(steps[s], run_views);
         if (timings) *timings++ = {begin - start, std::chrono::steady_clock::now() - begin};
-    }
+    });
 }
 
 void Session::Impl::execute_step(const Step& step, std::vector<capsule_tensor_view>& run_views) const {

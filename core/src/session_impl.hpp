@@ -177,6 +177,19 @@ struct Session::Impl {
     void execute_step(const detail::Step& step, std::vector<capsule_tensor_view>& run_views) const;
     /// Backend calls of a `run`: one per step outside compiled groups, one per compiled group.
     std::size_t num_calls() const;
+    /// Walks the backend calls of a run in order: `call(first_step, group)` where `group` is the
+    /// compiled group starting at that step, or null for the step's own kernel (always null
+    /// without `compiled`).
+    template <typename Call>
+    void for_each_call(bool compiled, Call&& call) const {
+        std::size_t next_group = 0;
+        for (std::size_t s = 0; s < steps.size();) {
+            const bool starts_group = compiled && next_group < groups.size() && groups[next_group].first_step == s;
+            const detail::CompiledGroup* group = starts_group ? &groups[next_group++] : nullptr;
+            call(s, group);
+            s += group ? group->num_steps : 1;
+        }
+    }
     /// The graph outputs of a run, as host tensors.
     std::vector<Tensor> collect_outputs(const std::vector<void*>& slot_data) const;
 };
