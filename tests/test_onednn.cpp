@@ -699,6 +699,85 @@ TEST(OnednnCompiledGroups, OverflowsInsideAChainMatchTheNodeByNodeRun) {
     expect_same(out, want, 0.0);
 }
 
+// Values only a group sees stay channels-last (nhwc) between convolutions, pools and the
+// elementwise nodes around them; a node that needs the host's layout (a broadcasting mul) keeps
+// the values it touches, and every value tied to them through elementwise nodes, row-major.
+namespace {
+
+Graph nhwc_chain_graph(bool broadcast_mul) {
+    // x -> conv 3x3 -> relu -> max_pool 2 -> depthwise conv 3x3 -> add(pool, dw) -> batch_norm
+    //   [-> mul by s [1, 8, 1, 1]] -> conv 1x1 -> sigmoid
+    std::string nodes = R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 10, 10], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c1", "parents": [0], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1}, "shape": [2, 8, 10, 10]},
+      {"id": 2, "op": "relu", "name": "r1", "parents": [1], "shape": [2, 8, 10, 10]},
+      {"id": 3, "op": "max_pool2d", "name": "p1", "parents": [2], "attrs": {"kernel_size": 2, "stride": 2}, "shape": [2, 8, 5, 5]},
+      {"id": 4, "op": "conv2d", "name": "dw", "parents": [3], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1, "groups": 8}, "shape": [2, 8, 5, 5]},
+      {"id": 5, "op": "add", "name": "res", "parents": [3, 4], "shape": [2, 8, 5, 5]},
+      {"id": 6, "op": "batch_norm", "name": "bn", "parents": [5], "attrs": {"eps": 0.001}, "shape": [2, 8, 5, 5]},)";
+    if (broadcast_mul)
+        nodes += R"(
+      {"id": 7, "op": "input", "name": "s", "shape": [1, 8, 1, 1], "dtype": "float32"},
+      {"id": 8, "op": "mul", "name": "scale", "parents": [6, 7], "shape": [2, 8, 5, 5]},)";
+    nodes += std::string(R"(
+      {"id": 9, "op": "conv2d", "name": "c3", "parents": [)") + (broadcast_mul ? "8" : "6") +
+             R"(], "attrs": {"out_channels": 16, "kernel_size": 1}, "shape": [2, 16, 5, 5]},
+      {"id": 10, "op": "sigmoid", "name": "out", "parents": [9], "shape": [2, 16, 5, 5]}
+    ], "outputs": [10]})";
+    return parse_graph(nodes);
+}
+
+ParameterMap nhwc_chain_parameters() {
+    using capsule::testing::pseudo_random;
+    auto var = pseudo_random(8, 38, 0.5);
+    for (auto& v : var) v = std::fabs(v) + 0.2;
+    auto t = [](Shape s, std::vector<double> v) { return Tensor::from_values(DType::float32, std::move(s), v); };
+    return {{"c1.weight", t({8, 3, 3, 3}, pseudo_random(216, 31, 0.4))},
+            {"c1.bias", t({8}, pseudo_random(8, 32, 0.2))},
+            {"dw.weight", t({8, 1, 3, 3}, pseudo_random(72, 33, 0.5))},
+            {"dw.bias", t({8}, pseudo_random(8, 34, 0.2))},
+            {"bn.weight", t({8}, pseudo_random(8, 35, 1.0))},
+            {"bn.bias", t({8}, pseudo_random(8, 36, 0.5))},
+            {"bn.running_mean", t({8}, pseudo_random(8, 37, 0.5))},
+            {"bn.running_var", t({8}, var)},
+            {"c3.weight", t({16, 8, 1, 1}, pseudo_random(128, 39, 0.5))},
+            {"c3.bias", t({16}, pseudo_random(16, 40, 0.2))}};
+}
+
+}  // namespace
+
+TEST(OnednnCompiledGroups, InternalValuesStayChannelsLastAndMatchTheReference) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const auto params = nhwc_chain_parameters();
+    const auto& checked = find_builtin_profile("checked_cpu");
+    for (const bool broadcast_mul : {false, true}) {
+        SCOPED_TRACE(broadcast_mul ? "with a broadcasting mul" : "all internal values nhwc");
+        const Graph graph = nhwc_chain_graph(broadcast_mul);
+        auto fused = onednn_session(graph, params, true);
+        const auto groups = fused.compiled_groups();
+        ASSERT_EQ(groups.size(), 1u);
+        // Without the mul: conv, relu, pool, depthwise conv, add and batch_norm results (6); with
+        // it, the mul ties pool .. batch_norm to the row-major s, leaving the first two.
+        EXPECT_EQ(groups[0].fused, std::string("conv2d+relu x1, conv2d+sigmoid x1 (each a single oneDNN "
+                                               "primitive); ") +
+                                       (broadcast_mul ? "2" : "6") + " internal tensors kept nhwc");
+        auto plain = onednn_session(graph, params, false);
+        auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
+        ASSERT_TRUE(accepted.accepted.has_value());
+        auto reference = Session::create(checked, *accepted.accepted, graph, capsule::testing::built_host(), params);
+        std::map<std::string, Tensor> inputs{
+            {"x", Tensor::from_values(DType::float32, {2, 3, 10, 10}, pseudo_random(600, 41, 2.0))}};
+        if (broadcast_mul) inputs.emplace("s", Tensor::from_values(DType::float32, {1, 8, 1, 1}, pseudo_random(8, 42, 1.5)));
+        const auto want = reference.run(inputs)[0];
+        double spread = 0;
+        for (std::int64_t i = 0; i < want.numel(); ++i) spread = std::max(spread, std::fabs(want.at(i) - 0.5));
+        EXPECT_GT(spread, 0.2) << "outputs must vary for the comparison to mean something";
+        expect_same(fused.run(inputs)[0], want, 1e-5);
+        expect_same(plain.run(inputs)[0], want, 1e-5);
+    }
+}
+
 TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {
     REQUIRE_ONEDNN();
     const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / "squeezenet1_1";

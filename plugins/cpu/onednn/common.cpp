@@ -34,6 +34,12 @@ memory::desc plain_desc(const memory::dims& dims) {
     return memory::desc(dims, memory::data_type::f32, strides);
 }
 
+memory::desc view_desc(const Tensor& t) {
+    const memory::dims dims = dims_of(t);
+    if (t.rank() == 0 || t.view->strides == nullptr) return plain_desc(dims);
+    return memory::desc(dims, memory::data_type::f32, memory::dims(t.view->strides, t.view->strides + t.rank()));
+}
+
 std::string shape_string(std::span<const int64_t> shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

@@ -9,6 +9,8 @@
 // Layouts: the host passes contiguous row-major tensors; they are wrapped as oneDNN memory with
 // plain row-major strides (nchw for activations, oihw / goihw for PyTorch conv weights, oi for
 // linear weights). Weights are reordered once, in prepare, into the layout the primitive picked.
+// Inside a compiled group, values only the group sees may be channels-last (nhwc), which the
+// convolution, pooling and batch-norm kernels read through view_desc.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,11 @@ memory::dims dims_of(std::span<const int64_t> shape);
 
 /// A float32 descriptor of `dims` with plain row-major strides (any rank 1..12).
 memory::desc plain_desc(const memory::dims& dims);
+
+/// A float32 descriptor of `t` with its view's own strides (in elements): plain row-major for
+/// every tensor the host passes, channels-last (nhwc) for a value that a compiled group keeps in
+/// that layout (compiled_group.cpp). Kernels that read activations through it work in either.
+memory::desc view_desc(const Tensor& t);
 
 /// Raises CAPSULE_ERROR_UNSUPPORTED unless `t` is float32: oneDNN on CPU has no float64
 /// primitives, so a float64 node must be planned on another provider (e.g. reference).

@@ -5,6 +5,13 @@
 // oneDNN post-op, so the intermediate tensors are never written and read back. Every other node
 // runs its own capsule's prepared kernel, exactly as node by node.
 //
+// Values that only the group sees (role INTERNAL) between convolutions and pools are kept
+// channels-last (nhwc), the layout oneDNN's x64 convolutions compute in, instead of the host's
+// nchw: each convolution would otherwise reorder its input in and its output back. The host's
+// buffer of such a value is used as is (same size); only the strides of its view change, which
+// the convolution, pooling and batch-norm kernels read (view_desc), and elementwise kernels over
+// operands of one layout do not depend on.
+//
 // relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN, and a
 // folded batch_norm would hide (or create) an overflow of the convolution's own result. Such a
 // chain is fused only with finite (folded) weights, and each run takes the fused path only when
@@ -13,6 +20,8 @@
 // with the larger of the original and folded weights. Otherwise the chain runs node by node, and
 // the results match the node-by-node kernels.
 #include <algorithm>
+#include <array>
+#include <numeric>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -110,6 +119,9 @@ struct Unit {
 struct Executable {
     std::deque<Unit> units;
     std::size_t num_values = 0;
+    /// Values kept channels-last, with their nhwc strides (see the file comment).
+    std::vector<std::size_t> channels_last;
+    std::vector<std::array<int64_t, 4>> nhwc_strides;  // by value index; set for channels_last ones
     ~Executable() {
         for (auto& u : units) {
             if (u.state) u.kernel->release(u.state);
@@ -137,18 +149,20 @@ void copy_operands(Unit& u, const capsule_group_node& node) {
     }
 }
 
-/// Prepare arguments of unit `u` writing value `output`, with shapes from compile's values.
-capsule_prepare_args prepare_args(const Unit& u, const capsule_group_args& g,
-                                  std::vector<capsule_tensor_view>& inputs, std::size_t output) {
+/// Prepare arguments of unit `u` writing value `output`, with shapes and layouts from `values`
+/// (compile's values, with the strides of channels-last ones).
+capsule_prepare_args prepare_args(const Unit& u, const std::vector<capsule_tensor_view>& values,
+                                  const capsule_group_args& g, std::vector<capsule_tensor_view>& inputs,
+                                  std::size_t output) {
     inputs.clear();
-    for (auto i : u.inputs) inputs.push_back(g.values[i]);
+    for (auto i : u.inputs) inputs.push_back(values[i]);
     capsule_prepare_args args{};
     args.struct_size = sizeof args;
     args.inputs = inputs.data();
     args.num_inputs = inputs.size();
     args.params = u.params.data();
     args.num_params = u.params.size();
-    args.outputs = &g.values[output];
+    args.outputs = &values[output];
     args.num_outputs = 1;
     args.attrs = u.attrs.data();
     args.num_attrs = u.attrs.size();
@@ -270,7 +284,8 @@ bool fold_batch_norm(Unit& conv, const Unit& bn) {
 /// Fuses what follows producer unit k into it: a batch_norm folded into a conv2d, then an
 /// elementwise op as a post-op. Returns the pattern ("conv2d+batch_norm+relu") and sets
 /// `u.fused_count`, or returns "" when nothing was fused.
-std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g) {
+std::string fuse_at(Executable& exe, std::size_t k, const std::vector<capsule_tensor_view>& views,
+                    const capsule_group_args& g) {
     Unit& u = exe.units[k];
     const Producer* producer = producer_of(u.kernel->capsule_name);
     if (!producer) return "";
@@ -306,7 +321,7 @@ std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g)
     u.fused_guard = u.fused_guard || folded;
     if (u.fused_guard) set_bounds(u);
     std::vector<capsule_tensor_view> inputs;
-    auto args = prepare_args(u, g, inputs, result);
+    auto args = prepare_args(u, views, g, inputs, result);
     args.params = u.fused_params.data();
     args.num_params = u.fused_params.size();
     args.attrs = u.fused_attrs.data();
@@ -318,10 +333,86 @@ std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g)
     return pattern;
 }
 
+/// How a unit's kernel depends on the layout of its values.
+enum class LayoutUse {
+    any,    // reads each value's layout from its view (conv2d, pools)
+    same,   // works in any layout shared by all its operands (elementwise, batch_norm)
+    plain,  // needs the host's row-major layout
+};
+
+LayoutUse layout_use(const Unit& u, const capsule_group_args& g) {
+    const std::string_view name = u.kernel->capsule_name;
+    if (name == "onednn.conv2d" || name.starts_with("onednn.max_pool2d") || name.starts_with("onednn.avg_pool2d"))
+        return LayoutUse::any;
+    if (name == "onednn.relu" || name == "onednn.clamp" || name == "onednn.gelu" || name == "onednn.sigmoid" ||
+        name == "onednn.tanh" || name == "onednn.batch_norm")
+        return LayoutUse::same;
+    if (name == "onednn.add" || name == "onednn.sub" || name == "onednn.mul") {
+        // Without broadcasting, the binary primitive pairs elements at equal offsets.
+        const auto& y = g.values[u.output];
+        for (auto i : u.inputs) {
+            const auto& x = g.values[i];
+            if (x.rank != y.rank || !std::equal(x.shape, x.shape + x.rank, y.shape)) return LayoutUse::plain;
+        }
+        return LayoutUse::same;
+    }
+    return LayoutUse::plain;
+}
+
+/// The root of `v` in a union-find forest.
+std::size_t root(std::vector<std::size_t>& parent, std::size_t v) {
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+}
+
+/// Picks the values to keep channels-last (see the file comment): values that units of kind
+/// `same` tie together form one class, which goes channels-last when each of its values is an
+/// internal, non-empty float32 [N, C, H, W] tensor read and written only by units of kind `any`
+/// or `same`, and a convolution or pool touches the class (otherwise nothing would gain).
+void choose_layouts(Executable& exe, const capsule_group_args& g) {
+    const std::size_t n = g.num_values;
+    std::vector<std::size_t> parent(n);
+    std::iota(parent.begin(), parent.end(), std::size_t{0});
+    std::vector<char> eligible(n), touched_by_any(n, 0);
+    for (std::size_t v = 0; v < n; ++v) {
+        const auto& t = g.values[v];
+        eligible[v] = g.value_roles[v] == CAPSULE_VALUE_INTERNAL && t.rank == 4 &&
+                      t.dtype == CAPSULE_DTYPE_FLOAT32 && numel(t) > 0;
+    }
+    for (const auto& u : exe.units) {
+        const LayoutUse use = layout_use(u, g);
+        std::vector<std::size_t> operands(u.inputs);
+        operands.push_back(u.output);
+        for (auto v : operands) {
+            if (use == LayoutUse::plain) eligible[v] = 0;
+            if (use == LayoutUse::any) touched_by_any[v] = 1;
+            if (use == LayoutUse::same) parent[root(parent, v)] = root(parent, u.output);
+        }
+    }
+    std::vector<char> class_ok(n, 1), class_gains(n, 0);
+    for (std::size_t v = 0; v < n; ++v) {
+        const std::size_t r = root(parent, v);
+        class_ok[r] = class_ok[r] && eligible[v];
+        class_gains[r] = class_gains[r] || touched_by_any[v];
+    }
+    exe.nhwc_strides.assign(n, {});
+    for (std::size_t v = 0; v < n; ++v) {
+        const std::size_t r = root(parent, v);
+        if (!class_ok[r] || !class_gains[r]) continue;
+        const int64_t* d = g.values[v].shape;  // N, C, H, W
+        exe.nhwc_strides[v] = {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+        exe.channels_last.push_back(v);
+    }
+}
+
+/// `values` with the strides of the executable's channels-last values.
+void apply_layouts(const Executable& exe, std::vector<capsule_tensor_view>& values) {
+    for (auto v : exe.channels_last) values[v].strides = exe.nhwc_strides[v].data();
+}
+
 std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& description) {
     auto exe = std::make_unique<Executable>();
     exe->num_values = g.num_values;
-    std::vector<capsule_tensor_view> inputs;
     for (std::size_t k = 0; k < g.num_nodes; ++k) {
         const auto& node = node_at(g, k);
         Unit& u = exe->units.emplace_back();
@@ -337,21 +428,30 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
         for (auto i : u.inputs) in_range = in_range && i < g.num_values;
         plugin::require(in_range, "compiled group: value index out of range");
         copy_operands(u, node);
-        const auto args = prepare_args(u, g, inputs, u.output);
+    }
+    choose_layouts(*exe, g);
+    std::vector<capsule_tensor_view> views(g.values, g.values + g.num_values), inputs;
+    apply_layouts(*exe, views);
+    for (std::size_t k = 0; k < g.num_nodes; ++k) {
+        Unit& u = exe->units[k];
+        const auto args = prepare_args(u, views, g, inputs, u.output);
         capsule_status status{sizeof status, 0, {}};
         if (u.kernel->prepare)
-            check(u.kernel->prepare(&args, &u.state, &status), status, "prepare", node.capsule_name);
+            check(u.kernel->prepare(&args, &u.state, &status), status, "prepare", u.kernel->capsule_name);
     }
     std::map<std::string, int> fused;
     for (std::size_t k = 0; k + 1 < exe->units.size(); ++k)
-        if (auto pattern = fuse_at(*exe, k, g); !pattern.empty()) {
+        if (auto pattern = fuse_at(*exe, k, views, g); !pattern.empty()) {
             ++fused[pattern];
             k += exe->units[k].fused_count;  // those nodes are part of this one now
         }
-    if (fused.empty()) return nullptr;
+    if (fused.empty() && exe->channels_last.empty()) return nullptr;
     for (const auto& [pattern, n] : fused)
         description += (description.empty() ? "" : ", ") + pattern + " x" + std::to_string(n);
-    description += " (each a single oneDNN primitive)";
+    if (!fused.empty()) description += " (each a single oneDNN primitive)";
+    if (!exe->channels_last.empty())
+        description += std::string(description.empty() ? "" : "; ") +
+                       std::to_string(exe->channels_last.size()) + " internal tensors kept nhwc";
     return exe;
 }
 
@@ -402,6 +502,10 @@ int32_t run_group(void* executable, const capsule_tensor_view* values, size_t nu
             return "compiled group: run with " + std::to_string(num_values) + " values, compiled with " +
                    std::to_string(exe.num_values);
         });
+        thread_local std::vector<capsule_tensor_view> local;
+        local.assign(values, values + num_values);
+        apply_layouts(exe, local);
+        values = local.data();
         const auto& units = exe.units;
         for (std::size_t k = 0; k < units.size(); ++k) {
             const Unit& u = units[k];

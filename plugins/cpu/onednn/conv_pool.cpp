@@ -14,9 +14,10 @@ std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* na
     plugin::fail(std::string(capsule) + ": attribute '" + name + "' must be an int or a pair");
 }
 
-/// Activations stay in the host's plain nchw layout, while the primitive may prefer a blocked
-/// one (nChw8c / nChw16c): when it does, forward reorders in and out through per-thread scratch
-/// buffers. `plain` is the host's layout, `inner` the primitive's.
+/// Activations stay in the layout of their view (the host's plain nchw; nhwc for a value a
+/// compiled group keeps channels-last), while the primitive may prefer another (nChw16c, nhwc):
+/// when it does, forward reorders in and out through per-thread scratch buffers. `plain` is the
+/// view's layout, `inner` the primitive's.
 struct Staged {
     memory::desc plain, inner;
     dnnl::reorder to_inner, to_plain;
@@ -133,8 +134,8 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& p
                                                       y_any, strides, dil, pad, pad_r);
     dnnl::convolution_forward::primitive_desc pd(desc, scratchpad_attr(post), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
-    s->src.init(memory::desc(x_dims, f32, tag::nchw), pd.src_desc(), true);
-    s->dst.init(memory::desc(y_dims, f32, tag::nchw), pd.dst_desc(), false);
+    s->src.init(view_desc(x), pd.src_desc(), true);
+    s->dst.init(view_desc(y), pd.dst_desc(), false);
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::convolution_forward(pd);
     return s;
@@ -210,18 +211,15 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     const auto algo = Max ? dnnl::algorithm::pooling_max
                           : (include_pad && any_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding);
-    using tag = memory::format_tag;
-    const auto f32 = memory::data_type::f32;
-    const memory::dims x_dims = dims_of(x), y_dims = dims_of(y);
-    const memory::desc x_plain(x_dims, f32, tag::nchw), y_plain(y_dims, f32, tag::nchw);
+    // In the layout of the views (oneDNN pools nchw and nhwc alike, no reorder).
     dnnl::pooling_forward::primitive_desc pd(
-        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algo, x_plain, y_plain,
+        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algo, view_desc(x), view_desc(y),
                                     {stride[0], stride[1]}, {kernel[0], kernel[1]},
                                     {padding[0], padding[1]}, pad_r),
         scratchpad_attr(), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
-    s->src.init(x_plain, pd.src_desc(), true);
-    s->dst.init(y_plain, pd.dst_desc(), false);
+    s->src.init(view_desc(x), pd.src_desc(), true);
+    s->dst.init(view_desc(y), pd.dst_desc(), false);
     s->primitive = dnnl::pooling_forward(pd);
     return s;
 }

@@ -303,7 +303,7 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
     const ThreadScope scope(s->threads);
     if (s->empty) return s;
-    s->x_md = plain_desc(dims_of(x));
+    s->x_md = view_desc(x);  // x and y share a layout: plain, or nhwc inside a compiled group
     s->c_md = plain_desc({x.dim(1)});
     auto flags = dnnl::normalization_flags::use_global_stats;
     if (s->affine)
