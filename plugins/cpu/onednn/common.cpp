@@ -40,6 +40,12 @@ memory::desc view_desc(const Tensor& t) {
     return memory::desc(dims, memory::data_type::f32, memory::dims(t.view->strides, t.view->strides + t.rank()));
 }
 
+bool is_channels_last(const Tensor& t) {
+    if (t.rank() != 4 || t.view->strides == nullptr) return false;
+    const int64_t* st = t.view->strides;
+    return st[1] == 1 && st[3] == t.dim(1) && st[2] == t.dim(1) * t.dim(3) && t.dim(1) > 1;
+}
+
 std::string shape_string(std::span<const int64_t> shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

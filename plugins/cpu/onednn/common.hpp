@@ -51,6 +51,9 @@ memory::desc plain_desc(const memory::dims& dims);
 /// that layout (compiled_group.cpp). Kernels that read activations through it work in either.
 memory::desc view_desc(const Tensor& t);
 
+/// True when `t` is a rank-4 view with channels-last (nhwc) strides.
+bool is_channels_last(const Tensor& t);
+
 /// Raises CAPSULE_ERROR_UNSUPPORTED unless `t` is float32: oneDNN on CPU has no float64
 /// primitives, so a float64 node must be planned on another provider (e.g. reference).
 void require_float32(const char* capsule, const Tensor& t, const char* what);

@@ -211,14 +211,19 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     const auto algo = Max ? dnnl::algorithm::pooling_max
                           : (include_pad && any_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding);
-    // In the layout of the views (oneDNN pools nchw and nhwc alike, no reorder).
+    // In x's layout (nchw, or nhwc inside a compiled group) on both sides: oneDNN's optimised
+    // pools need one layout for source and destination (mixed ones take its slow reference
+    // implementation); Staged reorders y when its view's layout differs.
+    const memory::desc x_md = view_desc(x);
+    const memory::desc y_md(dims_of(y), memory::data_type::f32,
+                            is_channels_last(x) ? memory::format_tag::nhwc : memory::format_tag::nchw);
     dnnl::pooling_forward::primitive_desc pd(
-        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algo, view_desc(x), view_desc(y),
+        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, algo, x_md, y_md,
                                     {stride[0], stride[1]}, {kernel[0], kernel[1]},
                                     {padding[0], padding[1]}, pad_r),
         scratchpad_attr(), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
-    s->src.init(view_desc(x), pd.src_desc(), true);
+    s->src.init(x_md, pd.src_desc(), true);
     s->dst.init(view_desc(y), pd.dst_desc(), false);
     s->primitive = dnnl::pooling_forward(pd);
     return s;
