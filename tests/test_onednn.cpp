@@ -450,6 +450,61 @@ TEST_P(OnednnModels, MatchPyTorchOutputsUnderOnednnCpu) {
     EXPECT_LE(max_abs, 1e-4 * scale) << "error relative to the output scale";
 }
 
+// fpmath bf16 (profile onednn_cpu_bf16): convolutions and inner products take bfloat16 input and
+// weights (8-bit significand, relative rounding up to 2^-9) with float32 accumulation, where the
+// CPU computes bfloat16 natively. The value claims state 2e-2 of the output scale against
+// float32 and the same top-1 class; on a CPU without native bfloat16 the float32 kernels run
+// and the outputs equal onednn_cpu's.
+TEST_P(OnednnModels, StayWithinTheBf16ToleranceUnderOnednnCpuBf16) {
+    REQUIRE_ONEDNN();
+    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / GetParam();
+    std::ifstream meta_file(dir / "meta.json");
+    ASSERT_TRUE(meta_file) << dir;
+    const auto meta = nlohmann::json::parse(meta_file);
+    auto model = import_onnx(dir / "model.onnx");
+    const Tensor input = read_npy(dir / "input.npy");
+    auto run = [&](const char* name, std::string& described) {
+        const auto& profile = find_builtin_profile(name);
+        auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
+        if (!accepted.accepted) throw std::runtime_error(std::string(name) + " rejected the model");
+        ParameterMap params = model.parameters;
+        auto inputs = bind_onnx_inputs(model, {{meta["input"]["name"].get<std::string>(), input}}, params);
+        auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
+        for (const auto& g : session.compiled_groups()) described += g.fused + "\n";
+        return session.run(inputs).at(0);
+    };
+    std::string strict_groups, bf16_groups;
+    const Tensor want = run("onednn_cpu", strict_groups);
+    const Tensor got = run("onednn_cpu_bf16", bf16_groups);
+    ASSERT_EQ(got.shape(), want.shape());
+    EXPECT_EQ(strict_groups.find("bfloat16"), std::string::npos) << strict_groups;
+    double max_abs = 0, scale = 0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+        max_abs = std::max(max_abs, std::fabs(got.at(i) - want.at(i)));
+        scale = std::max(scale, std::fabs(want.at(i)));
+    }
+    const bool engaged = bf16_groups.find("in bfloat16 (fpmath bf16)") != std::string::npos;
+    std::cout << GetParam() << " under onednn_cpu_bf16 (" << (engaged ? "bfloat16 engaged" : "no native bfloat16 here")
+              << "): max abs difference to float32 " << max_abs << ", max |float32| " << scale << ", ratio "
+              << max_abs / scale << "\n";
+    if (!engaged) {
+        EXPECT_EQ(max_abs, 0.0) << "without native bfloat16 the float32 kernels must run";
+        return;
+    }
+    EXPECT_GT(max_abs, 1e-6 * scale) << "bfloat16 was reported but the outputs equal float32's";
+    EXPECT_LE(max_abs, 2e-2 * scale) << "beyond the tolerance stated in the value claims";
+    // Same top-1 class for each image of the batch.
+    const std::int64_t classes = want.shape().back(), rows = want.numel() / classes;
+    for (std::int64_t r = 0; r < rows; ++r) {
+        std::int64_t best_want = 0, best_got = 0;
+        for (std::int64_t c = 1; c < classes; ++c) {
+            if (want.at(r * classes + c) > want.at(r * classes + best_want)) best_want = c;
+            if (got.at(r * classes + c) > got.at(r * classes + best_got)) best_got = c;
+        }
+        EXPECT_EQ(best_got, best_want) << "image " << r;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Real, OnednnModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
 
 // ---- compiled groups: fusion inside one plugin ---------------------------------------------------

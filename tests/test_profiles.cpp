@@ -3,6 +3,8 @@
 
 #include "capsule_fixtures.hpp"
 
+#include <nlohmann/json.hpp>
+
 using namespace capsule;
 using namespace capsule::testing;
 
@@ -226,6 +228,22 @@ TEST(ProfileFiles, BaseOverridesOnlyGivenFields) {
     EXPECT_TRUE(custom.acceptance_policy.allow_runtime_guards);
 }
 
+TEST(ProfileFiles, FpmathDefaultsToStrictAndReadsBf16) {
+    EXPECT_EQ(BackendProfile::onednn_cpu().config.fpmath, FpMath::strict);
+    const auto p = profile_from_json(R"({"name": "fast", "base": "onednn_cpu", "config": {"fpmath": "bf16"}})",
+                                     "fast.json");
+    EXPECT_EQ(p.config.fpmath, FpMath::bf16);
+    EXPECT_EQ(p.config.backend, BackendPreference::prefer(Provider::onednn));
+    EXPECT_EQ(profile_to_json(p)["config"]["fpmath"], "bf16");
+    auto same = BackendProfile::onednn_cpu_bf16();
+    same.name = "fast";
+    EXPECT_EQ(p, same);
+    const auto msg = error_of([] {
+        profile_from_json(R"({"name": "x", "base": "checked_cpu", "config": {"fpmath": "tf32"}})", "p.json");
+    });
+    EXPECT_NE(msg.find("strict, bf16"), std::string::npos) << msg;
+}
+
 TEST(ProfileFiles, MalformedProfilesNameFilePathAndReason) {
     struct Case { const char* json; const char* expected; };
     const Case cases[] = {
@@ -235,6 +253,10 @@ TEST(ProfileFiles, MalformedProfilesNameFilePathAndReason) {
          "p.json: $.config.backend: unknown backend preference 'only:torch'"},
         {R"({"name": "x", "base": "checked_cpu", "config": {"device": "gpu"}})",
          "p.json: $.config.device: unknown device 'gpu'"},
+        {R"({"name": "x", "base": "checked_cpu", "config": {"fpmath": "fp16"}})",
+         "p.json: $.config.fpmath: unknown fpmath mode 'fp16'"},
+        {R"({"name": "x", "base": "checked_cpu", "config": {"fpmath": true}})",
+         "p.json: $.config.fpmath: expected a string, got boolean"},
         {R"({"name": "x", "base": "no_such"})", "p.json: $.base: unknown profile 'no_such'"},
         {R"({"name": "x", "config": {}})", "p.json: $: missing required key 'target'"},
         {R"({"name": "x", "base": "checked_cpu", "acceptance_policy": "lenient"})",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Capsule (`capsule bench` under onednn_cpu and checked_cpu) against ONNX Runtime
+# Capsule (`capsule bench` under onednn_cpu, onednn_cpu_bf16 and checked_cpu) against ONNX Runtime
 # (onnxruntime-node's bundled CPU library, tools/bench/ort_bench.mjs) on the same models, input
 # shapes and intra-op thread count, in interleaved rounds. A developer tool: CI does not run it
 # (it installs onnxruntime-node from the npm registry).
@@ -97,21 +97,22 @@ fi
 echo
 echo "$ROUNDS interleaved rounds of $WARMUP warm-up + $ITERATIONS timed runs each; medians of the timed runs, ms; $ort_note"
 echo
-echo "| model | threads | onednn_cpu ms | checked_cpu ms | ORT ms | onednn_cpu / ORT | checked_cpu / ORT |"
-echo "|---|---|---|---|---|---|---|"
+echo "| model | threads | onednn_cpu ms | onednn_cpu_bf16 ms | checked_cpu ms | ORT ms | onednn_cpu / ORT | onednn_cpu_bf16 / ORT | checked_cpu / ORT |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for entry in "${MODELS[@]}"; do
   IFS='|' read -r name model shape <<<"$entry"
   for t in "${THREADS[@]}"; do
-    : >"$work/dnn"; : >"$work/ref"; : >"$work/ort"
+    : >"$work/dnn"; : >"$work/bf16"; : >"$work/ref"; : >"$work/ort"
     for ((r = 0; r < ROUNDS; ++r)); do
       ours onednn_cpu "$t" "$model" "$shape" >>"$work/dnn"
+      ours onednn_cpu_bf16 "$t" "$model" "$shape" >>"$work/bf16"
       ours checked_cpu "$t" "$model" "$shape" >>"$work/ref"
       if [ "$ort_ready" = 1 ] && [[ "$model" == *.onnx ]]; then
         node tools/bench/ort_bench.mjs time "$model" "$t" "$WARMUP" "$ITERATIONS" "$shape" >>"$work/ort"
       fi
     done
-    dnn=$(median "$work/dnn"); ref=$(median "$work/ref"); ort=$(median "$work/ort")
+    dnn=$(median "$work/dnn"); bf16=$(median "$work/bf16"); ref=$(median "$work/ref"); ort=$(median "$work/ort")
     if [[ "$model" != *.onnx ]]; then ort="n/a (JSON IR only)"; fi
-    echo "| $name | $t | $dnn | $ref | $ort | $(ratio "$dnn" "$ort") | $(ratio "$ref" "$ort") |"
+    echo "| $name | $t | $dnn | $bf16 | $ref | $ort | $(ratio "$dnn" "$ort") | $(ratio "$bf16" "$ort") | $(ratio "$ref" "$ort") |"
   done
 done

@@ -123,6 +123,7 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
         args.value_roles = parts.roles.data();
         args.num_values = group.values.size();
         args.num_threads = threads;
+        args.fpmath = impl.fpmath == FpMath::bf16 ? CAPSULE_FPMATH_BF16 : CAPSULE_FPMATH_STRICT;
         std::array<char, 512> description{};
         void* executable = nullptr;
         if (auto failure = call_plugin([&](capsule_status* st) {

@@ -115,6 +115,15 @@ BackendProfile BackendProfile::onednn_cpu() {
     return p;
 }
 
+// onednn_cpu with fpmath bf16: float32 convolutions, inner products and matmuls may round their
+// inputs and weights to bfloat16 (float32 accumulation) where the CPU computes bfloat16 natively.
+BackendProfile BackendProfile::onednn_cpu_bf16() {
+    auto p = onednn_cpu();
+    p.name = "onednn_cpu_bf16";
+    p.config.fpmath = FpMath::bf16;
+    return p;
+}
+
 BackendProfile BackendProfile::future(std::string name, Device device, Target target,
                                       BackendPreference backend, TrustPolicy trust, VJPMode vjp,
                                       AcceptancePolicy acceptance) {
@@ -144,6 +153,7 @@ const std::vector<BackendProfile>& builtin_profiles() {
                       TrustPolicy::trusted_external_ok, VJPMode::external_autograd,
                       AcceptancePolicy::allow_trusted_runtime()),
             P::onednn_cpu(),
+            P::onednn_cpu_bf16(),
             P::libtorch_forward_cpu(),
             P::libtorch_autograd_cpu(),
         };
@@ -177,7 +187,8 @@ json profile_to_json(const BackendProfile& p) {
          {{"device", to_string(p.config.device)},
           {"backend", to_string(p.config.backend)},
           {"trust_policy", to_string(p.config.trust_policy)},
-          {"vjp_mode", to_string(p.config.vjp_mode)}}},
+          {"vjp_mode", to_string(p.config.vjp_mode)},
+          {"fpmath", to_string(p.config.fpmath)}}},
         {"target",
          {{"os", to_string(p.target.os)},
           {"arch", to_string(p.target.arch)},
@@ -200,7 +211,7 @@ auto rethrow_at(const JsonCursor& c, F&& read) {
 }
 
 void read_config(const JsonCursor& c, ExecutionConfig& config) {
-    c.object({"device", "backend", "trust_policy", "vjp_mode"});
+    c.object({"device", "backend", "trust_policy", "vjp_mode", "fpmath"});
     if (c.has("device")) config.device = c.at("device").spelling<Device>();
     if (c.has("backend")) {
         auto b = c.at("backend");
@@ -208,6 +219,7 @@ void read_config(const JsonCursor& c, ExecutionConfig& config) {
     }
     if (c.has("trust_policy")) config.trust_policy = c.at("trust_policy").spelling<TrustPolicy>();
     if (c.has("vjp_mode")) config.vjp_mode = c.at("vjp_mode").spelling<VJPMode>();
+    if (c.has("fpmath")) config.fpmath = c.at("fpmath").spelling<FpMath>();
 }
 
 void read_target(const JsonCursor& c, Target& target) {

@@ -47,7 +47,9 @@ string gate_report(const BackendProfile& profile, const GateResult& result, bool
     string out = "profile " + profile.name + ": " + std::to_string(result.plan.groups.size()) +
                  " group(s), lowering " + string(to_string(profile.lowering_mode)) +
                  ", acceptance " +
-                 acceptance_policy_to_json(profile.acceptance_policy).dump() + "\n";
+                 acceptance_policy_to_json(profile.acceptance_policy).dump() +
+                 (profile.config.fpmath == FpMath::strict ? "" : ", fpmath " + string(to_string(profile.config.fpmath))) +
+                 "\n";
     out += group_report(result.plan, detailed);
     if (result.trusted_external) out += "plan has trusted external capsules\n";
     if (result.accepted()) return out + "gate: accepted\n";

@@ -236,6 +236,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     auto impl = std::make_unique<Impl>();
     impl->profile_name = profile.name;
     impl->vjp_mode = profile.config.vjp_mode;
+    impl->fpmath = profile.config.fpmath;
     impl->input_gradients = options.input_gradients;
     impl->device = profile.config.device;
 
@@ -440,6 +441,7 @@ void Session::Impl::prepare_steps(int threads) {
         args.attrs = step.attrs ? step.attrs->data() : nullptr;
         args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.num_threads = threads;
+        args.fpmath = fpmath == FpMath::bf16 ? CAPSULE_FPMATH_BF16 : CAPSULE_FPMATH_STRICT;
         void* state = nullptr;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.prepare(&args, &state, st); }))
             throw ExecutionError("preparing node " + std::to_string(step.node_id) + " (" +

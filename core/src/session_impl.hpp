@@ -135,6 +135,7 @@ struct Session::Impl {
 
     std::string profile_name;
     VJPMode vjp_mode = VJPMode::none;
+    FpMath fpmath = FpMath::strict;  // the profile's, passed to every prepare and compile
     bool input_gradients = true;
     Device device = Device::cpu;
     const capsule_device_interface* device_interface = nullptr;  // non-CPU only

@@ -66,6 +66,10 @@ const std::array<pair<RuntimeSupport, string_view>, 4> Spellings<RuntimeSupport>
     {RuntimeSupport::planner_only, "planner-only"}, {RuntimeSupport::not_wired, "not-wired"},
 }};
 
+const std::array<pair<FpMath, string_view>, 2> Spellings<FpMath>::values{{
+    {FpMath::strict, "strict"}, {FpMath::bf16, "bf16"},
+}};
+
 namespace {
 constexpr std::array<pair<string_view, Device>, 7> kDeviceAliases{{
     {"gpu", Device::cuda}, {"amd", Device::rocm}, {"mps", Device::metal},

@@ -148,7 +148,8 @@ Command add_profiles_command(CLI::App& app, const GlobalOptions& options) {
                       << "  config: device=" << to_string(p.config.device)
                       << " backend=" << to_string(p.config.backend)
                       << " trust=" << to_string(p.config.trust_policy)
-                      << " vjp=" << to_string(p.config.vjp_mode) << "\n"
+                      << " vjp=" << to_string(p.config.vjp_mode)
+                      << " fpmath=" << to_string(p.config.fpmath) << "\n"
                       << "  target: " << profile_to_json(p)["target"].dump() << "\n"
                       << "  registry=" << p.registry_mode
                       << " lowering=" << to_string(p.lowering_mode)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -247,6 +248,13 @@ struct PrepareCall {
     std::size_t num_params() const { return args->num_params; }
     Attributes attrs() const { return {args->attrs, args->num_attrs}; }
     int threads() const { return args->num_threads > 0 ? args->num_threads : 1; }
+    /// The profile's float32 arithmetic (capsule_fpmath_mode); STRICT from a host whose prepare
+    /// arguments predate the field.
+    int32_t fpmath() const {
+        return args->struct_size >= offsetof(capsule_prepare_args, fpmath) + sizeof args->fpmath
+                   ? args->fpmath
+                   : CAPSULE_FPMATH_STRICT;
+    }
 };
 
 /// Runs `body`, turning any exception into a status code and message.

@@ -174,7 +174,21 @@ typedef struct capsule_prepare_args {
     const capsule_attribute* attrs;
     size_t num_attrs;
     int32_t num_threads; /* intra-op threads the kernel may use (ExecutionConfig), at least 1 */
+    /* Appended in ABI 1.1 (present when struct_size covers it; absent means STRICT): the float32
+     * arithmetic the profile allows, capsule_fpmath_mode. */
+    int32_t fpmath;
 } capsule_prepare_args;
+
+/* The float32 arithmetic a profile allows (its config's `fpmath`). A permission, never a demand:
+ * a kernel may always compute in float32.
+ *   STRICT: float32 throughout.
+ *   BF16:   float32 inputs and weights may be rounded to bfloat16 (8-bit significand) with
+ *           float32 accumulation, as oneDNN's fpmath_mode bf16; a kernel that does so states the
+ *           tolerance in its manifest's value claim. */
+typedef enum capsule_fpmath_mode {
+    CAPSULE_FPMATH_STRICT = 0,
+    CAPSULE_FPMATH_BF16 = 1
+} capsule_fpmath_mode;
 
 typedef int32_t (*capsule_forward_fn)(const capsule_forward_args* args, capsule_status* status);
 /* ABI 1.1: builds a node's state (`*state`, may stay NULL); called once per node at session
@@ -267,6 +281,9 @@ typedef struct capsule_group_args {
     const int32_t* value_roles; /* capsule_value_role, one per value */
     size_t num_values;
     int32_t num_threads; /* intra-op threads the executable may use, at least 1 */
+    /* Appended in ABI 1.1 (present when struct_size covers it; absent means STRICT):
+     * capsule_fpmath_mode, as in capsule_prepare_args. */
+    int32_t fpmath;
 } capsule_group_args;
 
 /* `compile` sets `*executable` (NULL: the plugin declines the group, and the host calls the

@@ -52,6 +52,7 @@ struct BackendProfile {
     static BackendProfile libtorch_forward_cpu();
     static BackendProfile libtorch_autograd_cpu();
     static BackendProfile onednn_cpu();
+    static BackendProfile onednn_cpu_bf16();
     /// A named target whose capsules are not implemented yet (default acceptance strict).
     static BackendProfile future(std::string name, Device device, Target target,
                                  BackendPreference backend = BackendPreference::automatic(),

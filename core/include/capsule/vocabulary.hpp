@@ -58,6 +58,12 @@ enum class TrustPolicy : std::uint8_t { verified_only, checked, fuzzed_ok, trust
 /// Who owns the backward pass.
 enum class VJPMode : std::uint8_t { none, torchlean_tape, backend_vjp, external_autograd };
 
+/// The floating-point arithmetic a profile allows kernels to use for float32 ops (oneDNN's
+/// fpmath mode): `strict` computes in float32; `bf16` lets a kernel round its float32 inputs and
+/// weights to bfloat16 and accumulate in float32, where the CPU computes bfloat16 natively
+/// (avx512_bf16, AMX). A permission, not a demand: a kernel may still compute in float32.
+enum class FpMath : std::uint8_t { strict, bf16 };
+
 /// Whether a capsule has a kernel that a session can call.
 enum class RuntimeSupport : std::uint8_t { eager, test_only, planner_only, not_wired };
 
@@ -79,6 +85,7 @@ CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
 CAPSULE_SPELLINGS(RuntimeSupport, "runtime support", 4)
+CAPSULE_SPELLINGS(FpMath, "fpmath mode", 2)
 #undef CAPSULE_SPELLINGS
 
 /// Comma-separated list of every valid spelling of E, for error messages.
@@ -154,13 +161,14 @@ std::string to_string(const BackendPreference& preference);
 /// Reads `auto`, `prefer:<provider>` or `only:<provider>`; raises VocabularyError otherwise.
 BackendPreference parse_backend_preference(std::string_view text);
 
-/// ExecutionConfig = device + backend preference + trust policy + VJP mode. Defaults: cpu, auto,
-/// checked, torchlean-tape.
+/// ExecutionConfig = device + backend preference + trust policy + VJP mode + fpmath mode.
+/// Defaults: cpu, auto, checked, torchlean-tape, strict.
 struct ExecutionConfig {
     Device device = Device::cpu;
     BackendPreference backend{};
     TrustPolicy trust_policy = TrustPolicy::checked;
     VJPMode vjp_mode = VJPMode::torchlean_tape;
+    FpMath fpmath = FpMath::strict;
     bool operator==(const ExecutionConfig&) const = default;
 };
 

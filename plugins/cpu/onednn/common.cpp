@@ -46,6 +46,14 @@ bool is_channels_last(const Tensor& t) {
     return st[1] == 1 && st[3] == t.dim(1) && st[2] == t.dim(1) * t.dim(3) && t.dim(1) > 1;
 }
 
+memory::data_type input_type(const PrepareCall& call) {
+    return call.fpmath() == CAPSULE_FPMATH_BF16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+bool is_reference(const dnnl::primitive_desc_base& pd) {
+    return std::string_view(pd.impl_info_str()).starts_with("ref");
+}
+
 std::string shape_string(std::span<const int64_t> shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

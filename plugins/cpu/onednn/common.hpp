@@ -110,6 +110,18 @@ private:
     int previous_ = 0;
 };
 
+/// The data type a convolution or inner product takes its input and weights in: bfloat16 when
+/// the profile allows fpmath bf16 (PrepareCall::fpmath), else float32. Bias and output stay
+/// float32, and accumulation is float32 either way.
+memory::data_type input_type(const PrepareCall& call);
+
+/// True when `pd` is one of oneDNN's reference (unoptimised) implementations: a bfloat16
+/// primitive on a CPU without native bfloat16 is one, and the float32 one is then used instead.
+bool is_reference(const dnnl::primitive_desc_base& pd);
+
+/// True when `desc` holds bfloat16 data.
+inline bool is_bf16(const memory::desc& desc) { return desc.data.data_type == dnnl_bf16; }
+
 /// Primitive attributes with a user-managed scratchpad (see NodeState::scratchpad).
 dnnl::primitive_attr scratchpad_attr();
 

@@ -23,6 +23,7 @@
 #include <array>
 #include <numeric>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -167,6 +168,9 @@ capsule_prepare_args prepare_args(const Unit& u, const std::vector<capsule_tenso
     args.attrs = u.attrs.data();
     args.num_attrs = u.attrs.size();
     args.num_threads = g.num_threads;
+    // fpmath was appended to the group arguments: absent from an older host means strict.
+    const bool has_fpmath = g.struct_size >= offsetof(capsule_group_args, fpmath) + sizeof g.fpmath;
+    args.fpmath = has_fpmath ? g.fpmath : CAPSULE_FPMATH_STRICT;
     return args;
 }
 
@@ -452,6 +456,10 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     if (!exe->channels_last.empty())
         description += std::string(description.empty() ? "" : "; ") +
                        std::to_string(exe->channels_last.size()) + " internal tensors kept nhwc";
+    std::size_t bf16 = 0;
+    for (const auto& u : exe->units) bf16 += computes_in_bf16(u.kernel, u.fused_state ? u.fused_state : u.state);
+    if (bf16 > 0)
+        description += "; " + std::to_string(bf16) + " convolutions / inner products in bfloat16 (fpmath bf16)";
     return exe;
 }
 

@@ -68,6 +68,7 @@ struct ConvState : NodeState {
     using NodeState::NodeState;
     bool empty = false;
     bool has_bias = false;
+    bool bf16 = false;  // input and weights computed in bfloat16 (fpmath bf16)
     Staged src, dst;
     memory weights;
     memory::desc bias_md;
@@ -111,8 +112,7 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& p
     memory::dims w_dims = groups == 1 ? memory::dims{o, c, w.dim(2), w.dim(3)}
                                       : memory::dims{groups, o / groups, c / groups, w.dim(2), w.dim(3)};
     const memory::desc w_user(w_dims, f32, groups == 1 ? tag::oihw : tag::goihw);
-    const memory::desc w_any(w_dims, f32, tag::any);
-    const memory::desc x_any(x_dims, f32, tag::any), y_any(y_dims, f32, tag::any);
+    const memory::desc y_any(y_dims, f32, tag::any);
     s->bias_md = memory::desc({o}, f32, tag::x);
     const memory::dims strides{stride[0], stride[1]}, dil{dilation[0] - 1, dilation[1] - 1},
         pad{padding[0], padding[1]};
@@ -125,14 +125,22 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& p
         pad_r[i] = (out - 1) * stride[i] + span - in - padding[i];
         if (pad_r[i] < padding[i]) pad_r[i] = padding[i];
     }
-    auto desc = s->has_bias
-                    ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                      dnnl::algorithm::convolution_direct, x_any, w_any,
-                                                      s->bias_md, y_any, strides, dil, pad, pad_r)
-                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                      dnnl::algorithm::convolution_direct, x_any, w_any,
-                                                      y_any, strides, dil, pad, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, scratchpad_attr(post), cpu_engine());
+    // Input and weights in input_type (bfloat16 under fpmath bf16, unless only oneDNN's
+    // reference implementation has it here), bias and output float32.
+    auto primitive_desc = [&](memory::data_type type) {
+        const memory::desc x_any(x_dims, type, tag::any), w_any(w_dims, type, tag::any);
+        auto desc = s->has_bias
+                        ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, x_any, w_any,
+                                                          s->bias_md, y_any, strides, dil, pad, pad_r)
+                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                          dnnl::algorithm::convolution_direct, x_any, w_any,
+                                                          y_any, strides, dil, pad, pad_r);
+        return dnnl::convolution_forward::primitive_desc(desc, scratchpad_attr(post), cpu_engine());
+    };
+    auto pd = primitive_desc(input_type(call));
+    if (is_bf16(pd.src_desc()) && is_reference(pd)) pd = primitive_desc(f32);
+    s->bf16 = is_bf16(pd.src_desc());
     s->scratchpad = pd.scratchpad_desc();
     s->src.init(view_desc(x), pd.src_desc(), true);
     s->dst.init(view_desc(y), pd.dst_desc(), false);
@@ -242,6 +250,13 @@ void pool(const ForwardCall& call) {
 void* prepare_conv2d_fused(const PrepareCall& call, const PostOp& post) {
     auto s = build_conv2d(call, post);
     return s->empty ? nullptr : s.release();
+}
+
+bool computes_in_bf16(const capsule_kernel* kernel, const void* state) {
+    if (!state) return false;
+    if (std::string_view(kernel->capsule_name) == conv2d_kernel.capsule_name)
+        return static_cast<const ConvState*>(state)->bf16;
+    return linear_computes_in_bf16(kernel, state);
 }
 
 const capsule_kernel conv2d_kernel = plugin::kernel(

@@ -36,6 +36,11 @@ void* prepare_conv2d_fused(const PrepareCall& call, const PostOp& post);  // con
 void* prepare_linear_fused(const PrepareCall& call, const PostOp& post);  // linalg.cpp
 void* prepare_matmul_fused(const PrepareCall& call, const PostOp& post);
 
+/// True when the prepared state of `kernel` computes in bfloat16 (fpmath bf16): conv2d
+/// (conv_pool.cpp) and linear (linalg.cpp, linear_computes_in_bf16).
+bool computes_in_bf16(const capsule_kernel* kernel, const void* state);
+bool linear_computes_in_bf16(const capsule_kernel* kernel, const void* state);
+
 /// The compiled-groups extension (compiled_group.cpp).
 extern const capsule_compiled_groups_extension compiled_groups_extension;
 

@@ -25,6 +25,11 @@ struct LinearState : NodeState {
     bool has_bias = false;
     bool trivial = false;  // rows or out is 0, or in is 0 (y = bias, or 0)
     memory::desc src_md, dst_md, bias_md;
+    /// Under fpmath bf16: x is converted into bfloat16 (`to_src`, into a scratch buffer) for a
+    /// primitive that takes bfloat16 input and weights.
+    bool bf16 = false;
+    memory::desc src_bf16_md;
+    dnnl::reorder to_src;
     memory weights;  // in the primitive's layout
     dnnl::inner_product_forward primitive;
 };
@@ -55,13 +60,24 @@ std::unique_ptr<LinearState> build_linear(const PrepareCall& call, const PostOp&
     s->dst_md = memory::desc({s->rows, s->out}, memory::data_type::f32, memory::format_tag::nc);
     s->bias_md = memory::desc({s->out}, memory::data_type::f32, memory::format_tag::x);
     const memory::desc w_user({s->out, s->in}, memory::data_type::f32, memory::format_tag::oi);
-    const memory::desc w_any({s->out, s->in}, memory::data_type::f32, memory::format_tag::any);
-    auto desc = s->has_bias
-                    ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, s->src_md,
-                                                        w_any, s->bias_md, s->dst_md)
-                    : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, s->src_md,
-                                                        w_any, s->dst_md);
-    dnnl::inner_product_forward::primitive_desc pd(desc, scratchpad_attr(post), cpu_engine());
+    // Input and weights in input_type (bfloat16 under fpmath bf16, unless only oneDNN's
+    // reference implementation has it here), bias and output float32.
+    auto primitive_desc = [&](memory::data_type type) {
+        const memory::desc src({s->rows, s->in}, type, memory::format_tag::nc);
+        const memory::desc w_any({s->out, s->in}, type, memory::format_tag::any);
+        auto desc = s->has_bias ? dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src,
+                                                                    w_any, s->bias_md, s->dst_md)
+                                : dnnl::inner_product_forward::desc(dnnl::prop_kind::forward_inference, src,
+                                                                    w_any, s->dst_md);
+        return dnnl::inner_product_forward::primitive_desc(desc, scratchpad_attr(post), cpu_engine());
+    };
+    auto pd = primitive_desc(input_type(call));
+    if (is_bf16(pd.src_desc()) && is_reference(pd)) pd = primitive_desc(memory::data_type::f32);
+    s->bf16 = is_bf16(pd.src_desc());
+    if (s->bf16) {
+        s->src_bf16_md = pd.src_desc();
+        s->to_src = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->src_md, cpu_engine(), s->src_bf16_md));
+    }
     s->scratchpad = pd.scratchpad_desc();
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::inner_product_forward(pd);
@@ -80,9 +96,14 @@ void linear(const ForwardCall& call) {
                 y[r * s.out + o] = s.has_bias ? call.param(1).data<float>()[o] : 0.0f;
         return;
     }
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(s.src_md, call.input(0).data<float>())},
-                                         {DNNL_ARG_WEIGHTS, s.weights},
-                                         {DNNL_ARG_DST, wrap(s.dst_md, y)}};
+    memory x = wrap(s.src_md, call.input(0).data<float>());
+    if (s.bf16) {
+        memory converted(s.src_bf16_md, cpu_engine(), scratch(0, s.src_bf16_md.get_size()));
+        const ThreadScope scope(s.threads);
+        s.to_src.execute(thread_stream(), x, converted);
+        x = converted;
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, s.weights}, {DNNL_ARG_DST, wrap(s.dst_md, y)}};
     if (s.has_bias) args.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
     execute(s, s.primitive, std::move(args));
 }
@@ -183,6 +204,11 @@ void* prepare_linear_fused(const PrepareCall& call, const PostOp& post) {
 void* prepare_matmul_fused(const PrepareCall& call, const PostOp& post) {
     auto s = build_matmul(call, post);
     return s->empty || s->zero_inner ? nullptr : s.release();
+}
+
+bool linear_computes_in_bf16(const capsule_kernel* kernel, const void* state) {
+    return std::string_view(kernel->capsule_name) == linear_kernel.capsule_name && state &&
+           static_cast<const LinearState*>(state)->bf16;
 }
 
 const capsule_kernel linear_kernel = plugin::kernel(
