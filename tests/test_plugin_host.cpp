@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "capsule/plugin.hpp"
 #include "capsule/session.hpp"
 #include "capsule_fixtures.hpp"
 
@@ -593,4 +594,15 @@ TEST(Session, CapsuleWithoutBackwardKernelRefusesBackward) {
     const std::string why = "node 1 (relu) runs capsule fixture_good.relu, which has no backward kernel";
     EXPECT_EQ(session.backward_refusal(), why);
     EXPECT_EQ(error_of([&] { session.run_recording({{"x", x}}); }), why);
+}
+
+// fpmath was appended to capsule_prepare_args in ABI 1.1: a plugin reads it only when the host's
+// struct_size covers it, and reads STRICT from a host that predates it.
+TEST(PluginHelpers, PrepareCallReadsFpmathOnlyWhenTheHostPassedIt) {
+    capsule_prepare_args args{};
+    args.struct_size = sizeof args;
+    args.fpmath = CAPSULE_FPMATH_BF16;
+    EXPECT_EQ(capsule::plugin::PrepareCall{&args}.fpmath(), CAPSULE_FPMATH_BF16);
+    args.struct_size = offsetof(capsule_prepare_args, fpmath);  // an older host's arguments
+    EXPECT_EQ(capsule::plugin::PrepareCall{&args}.fpmath(), CAPSULE_FPMATH_STRICT);
 }
