@@ -339,14 +339,15 @@ std::string fuse_at(Executable& exe, std::size_t k, const std::vector<capsule_te
 
 /// How a unit's kernel depends on the layout of its values.
 enum class LayoutUse {
-    any,    // reads each value's layout from its view (conv2d, pools)
+    any,    // reads each value's layout from its view (conv2d, pools, concat)
     same,   // works in any layout shared by all its operands (elementwise, batch_norm)
     plain,  // needs the host's row-major layout
 };
 
 LayoutUse layout_use(const Unit& u, const capsule_group_args& g) {
     const std::string_view name = u.kernel->capsule_name;
-    if (name == "onednn.conv2d" || name.starts_with("onednn.max_pool2d") || name.starts_with("onednn.avg_pool2d"))
+    if (name == "onednn.conv2d" || name.starts_with("onednn.max_pool2d") || name.starts_with("onednn.avg_pool2d") ||
+        name == "onednn.concat")
         return LayoutUse::any;
     if (name == "onednn.relu" || name == "onednn.clamp" || name == "onednn.gelu" || name == "onednn.sigmoid" ||
         name == "onednn.tanh" || name == "onednn.batch_norm")

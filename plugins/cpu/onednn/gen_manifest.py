@@ -9,7 +9,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 OPS = ["linear", "matmul", "conv2d", "max_pool2d", "max_pool2d_pad", "avg_pool2d",
        "avg_pool2d_pad", "relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "add", "sub",
-       "mul", "batch_norm", "clamp"]
+       "mul", "batch_norm", "clamp", "concat"]
 PRIMITIVE = {
     "linear": "inner_product (weights reordered once at prepare)",
     "matmul": "matmul (batch dims broadcast)",
@@ -21,6 +21,7 @@ PRIMITIVE = {
     "add": "binary_add", "sub": "binary_sub", "mul": "binary_mul",
     "batch_norm": "batch_normalization (inference, running statistics; training refused)",
     "clamp": "eltwise_clip (NaN kept, as torch.clamp)",
+    "concat": "concat (float32; int64, float64 and bool as row-major block copies)",
 }
 
 
@@ -30,6 +31,8 @@ BF16 = ("; under fpmath bf16 (e.g. profile onednn_cpu_bf16), on a CPU with nativ
         "within 2e-2 of the output scale of float32 and the same top-1 class on the shared models "
         "(mobilenet_v2, squeezenet1_1); elsewhere float32 as above")
 BF16_OPS = {"linear", "conv2d"}
+# Value claims that differ from the float32 one above.
+VALUE = {"concat": "a copy: values equal torch.cat exactly for float32, float64, int64 and bool (the conformance cases)"}
 
 
 def main():
@@ -57,7 +60,7 @@ def main():
                            "summary": "reads and writes contiguous row-major tensors (oneDNN plain layouts); blocked layouts stay inside the kernel",
                            "evidence": "runtime-guard", "provenance": prov},
                 "value": {"claim": {"kind": "value-refinement", "op": op, "spec": s},
-                          "summary": "float32 values match " + s + " within the conformance tolerances and the reference capsule within 1e-4 relative; float64 is refused (UNSUPPORTED)" + (BF16 if op in BF16_OPS else ""),
+                          "summary": VALUE.get(op, "float32 values match " + s + " within the conformance tolerances and the reference capsule within 1e-4 relative; float64 is refused (UNSUPPORTED)") + (BF16 if op in BF16_OPS else ""),
                           "evidence": "test-suite", "provenance": prov},
                 "vjp": {"claim": {"kind": "vjp-refinement", "op": op, "spec": s, "vjp_mode": "none"},
                         "summary": "forward-only (inference): no backward kernel; admissible only under VJP mode none",

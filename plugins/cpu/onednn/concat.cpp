@@ -1,0 +1,102 @@
+// onednn.concat.
+#include <cstring>
+
+#include "kernels.hpp"
+
+namespace capsule::onednn {
+
+namespace {
+
+/// torch.cat(xs, dim=axis) / ONNX Concat: inputs of equal rank whose dims agree apart from `axis`
+/// (negative counts from the end); zero-size inputs contribute nothing. float32 runs as oneDNN's
+/// concat primitive on each view's layout (plain row-major, or nhwc inside a compiled group, where
+/// a channel concat interleaves per pixel); other dtypes (int64 shapes, bool masks) are row-major
+/// block copies: for each index of the dims before `axis`, each input's contiguous block in turn.
+struct ConcatState : NodeState {
+    using NodeState::NodeState;
+    bool float32 = true;
+    std::vector<std::size_t> used;  // inputs with elements, in order
+    std::vector<memory::desc> src_mds;
+    memory::desc dst_md;
+    dnnl::concat primitive;
+    // Block copies (other dtypes): outer count and each input's block, in bytes.
+    int64_t outer = 0;
+    std::vector<int64_t> block_bytes;
+};
+
+std::unique_ptr<ConcatState> prepare_concat(const PrepareCall& call) {
+    const char* name = "onednn.concat";
+    auto s = std::make_unique<ConcatState>(name, call);
+    const Tensor y = call.output();
+    plugin::require(call.num_inputs() >= 1 && y.rank() >= 1, "onednn.concat: expects one or more inputs of rank >= 1");
+    plugin::require(call.attrs().has("axis"), "onednn.concat: attribute 'axis' is required");
+    int64_t axis = call.attrs().get_int("axis", 0);
+    if (axis < 0) axis += y.rank();
+    plugin::require(axis >= 0 && axis < y.rank(), [&] {
+        return std::string(name) + ": axis out of range for rank " + std::to_string(y.rank());
+    });
+    int64_t total = 0;
+    for (std::size_t i = 0; i < call.num_inputs(); ++i) {
+        const Tensor x = call.input(i);
+        plugin::require(x.rank() == y.rank() && x.dtype() == y.dtype(), [&] {
+            return std::string(name) + ": input " + std::to_string(i) + " " + shape_string(x.shape()) +
+                   " does not match the output " + shape_string(y.shape()) + " in rank or dtype";
+        });
+        for (int d = 0; d < y.rank(); ++d)
+            plugin::require(d == axis || x.dim(d) == y.dim(d), [&] {
+                return std::string(name) + ": input " + std::to_string(i) + " " + shape_string(x.shape()) +
+                       " differs from the output " + shape_string(y.shape()) + " outside axis " +
+                       std::to_string(axis);
+            });
+        total += x.dim(static_cast<int>(axis));
+        if (x.numel() > 0) s->used.push_back(i);
+    }
+    plugin::require(total == y.dim(static_cast<int>(axis)), [&] {
+        return std::string(name) + ": the inputs' sizes along axis " + std::to_string(axis) +
+               " sum to " + std::to_string(total) + ", the output has " + std::to_string(y.dim(static_cast<int>(axis)));
+    });
+    s->float32 = y.dtype() == CAPSULE_DTYPE_FLOAT32;
+    s->limit_threads(double(y.numel()));
+    const ThreadScope scope(s->threads);
+    if (s->used.empty()) return s;
+    if (!s->float32) {
+        const std::size_t element = y.dtype() == CAPSULE_DTYPE_BOOL ? 1 : 8;  // int64, float64
+        s->outer = 1;
+        for (int d = 0; d < axis; ++d) s->outer *= y.dim(d);
+        for (auto i : s->used) s->block_bytes.push_back(call.input(i).numel() / s->outer * int64_t(element));
+        return s;
+    }
+    for (auto i : s->used) s->src_mds.push_back(view_desc(call.input(i)));
+    s->dst_md = view_desc(y);
+    dnnl::concat::primitive_desc pd(s->dst_md, static_cast<int>(axis), s->src_mds, cpu_engine(), scratchpad_attr());
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::concat(pd);
+    return s;
+}
+
+void concat(const ForwardCall& call) {
+    const auto& s = state_of<ConcatState>(call, "onednn.concat");
+    if (s.used.empty()) return;
+    if (!s.float32) {
+        auto* out = call.output().data<unsigned char>();
+        for (int64_t o = 0; o < s.outer; ++o)
+            for (std::size_t k = 0; k < s.used.size(); ++k) {
+                const auto* in = call.input(s.used[k]).data<const unsigned char>();
+                std::memcpy(out, in + o * s.block_bytes[k], static_cast<std::size_t>(s.block_bytes[k]));
+                out += s.block_bytes[k];
+            }
+        return;
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}};
+    for (std::size_t k = 0; k < s.used.size(); ++k)
+        args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), wrap(s.src_mds[k], call.input(s.used[k]).data<float>()));
+    execute(s, s.primitive, std::move(args));
+}
+
+}  // namespace
+
+const capsule_kernel concat_kernel = plugin::kernel("onednn.concat", forward_entry<concat>, nullptr,
+                                                    prepare_entry<ConcatState, prepare_concat>,
+                                                    release_entry<ConcatState>);
+
+}  // namespace capsule::onednn
