@@ -148,8 +148,9 @@ void clear_out(T** out, const char* function, const char* name) {
 }
 
 capsule::DType dtype_from_c(capsule_dtype dtype, const char* function) {
-    const auto value = static_cast<long long>(dtype);
-    if (value < 0 || value >= static_cast<long long>(capsule::Spellings<capsule::DType>::values.size()))
+    // C passes an enum as int (C++ may give this one an unsigned underlying type).
+    const int value = static_cast<int>(dtype);
+    if (value < 0 || static_cast<size_t>(value) >= capsule::Spellings<capsule::DType>::values.size())
         invalid(function, "dtype " + std::to_string(value) + " is not a capsule_dtype");
     return static_cast<capsule::DType>(value);
 }
