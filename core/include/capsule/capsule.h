@@ -140,9 +140,10 @@ CAPSULE_C_API const char* capsule_dtype_name(capsule_dtype dtype);
  * files on disk; runs no plugin code (libraries are opened when a session needs them).
  *
  * Searched in order, unless `flags` has CAPSULE_HOST_ONLY_GIVEN_DIRS: `<executable dir>/plugins`
- * and `<executable dir>/../lib/capsule/plugins`, the same two beside the directory this library
- * lives in (so an installed libcapsule_c finds the installed plugins wherever the program is),
- * each directory of the environment variable CAPSULE_PLUGIN_PATH (colon-separated); then
+ * and `<executable dir>/../lib/capsule/plugins` (as the `capsule` tool does); `plugins` beside
+ * this library and the installed plugin directory relative to it (`<lib dir>/capsule/plugins`),
+ * so that an installed libcapsule_c finds the installed plugins wherever the program is; each
+ * directory of the environment variable CAPSULE_PLUGIN_PATH (colon-separated); then
  * `plugin_dirs` (`dir_count` entries; directories or manifest files; may be NULL when dir_count
  * is 0). A plugin that fails to load is recorded with its reason (capsule_host_get_plugin) and
  * skipped; that is not an error of this call.

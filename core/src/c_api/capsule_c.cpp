@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -147,9 +148,16 @@ void clear_out(T** out, const char* function, const char* name) {
     *out = nullptr;
 }
 
-capsule::DType dtype_from_c(capsule_dtype dtype, const char* function) {
-    // C passes an enum as int (C++ may give this one an unsigned underlying type).
-    const int value = static_cast<int>(dtype);
+/// The value a C caller passed as a capsule_dtype. C lets any int through; C++ may not even load
+/// an enum object whose value is outside its enumerators, so the bits are copied instead.
+int raw_dtype(const capsule_dtype& dtype) {
+    std::underlying_type_t<capsule_dtype> raw;
+    std::memcpy(&raw, &dtype, sizeof raw);
+    return static_cast<int>(raw);
+}
+
+capsule::DType dtype_from_c(const capsule_dtype& dtype, const char* function) {
+    const int value = raw_dtype(dtype);
     if (value < 0 || static_cast<size_t>(value) >= capsule::Spellings<capsule::DType>::values.size())
         invalid(function, "dtype " + std::to_string(value) + " is not a capsule_dtype");
     return static_cast<capsule::DType>(value);
@@ -271,13 +279,13 @@ void capsule_c_api_version(uint32_t* major, uint32_t* minor) {
 }
 
 const char* capsule_dtype_name(capsule_dtype dtype) {
-    switch (dtype) {
+    switch (raw_dtype(dtype)) {
         case CAPSULE_DTYPE_FLOAT32: return "float32";
         case CAPSULE_DTYPE_FLOAT64: return "float64";
         case CAPSULE_DTYPE_INT64: return "int64";
         case CAPSULE_DTYPE_BOOL: return "bool";
+        default: return nullptr;
     }
-    return nullptr;
 }
 
 // ---- Plugin host -----------------------------------------------------------------------------
@@ -302,11 +310,13 @@ capsule_status_t* capsule_host_create(const char* const* plugin_dirs, size_t dir
         if (flags & CAPSULE_HOST_ONLY_GIVEN_DIRS) {
             search.entries = given;
         } else {
-            // Beside the program, beside this library, then CAPSULE_PLUGIN_PATH and the given
-            // entries. A manifest found twice is read once (PluginHost::discover).
-            for (const auto& dir : {executable_dir(), library_dir()}) {
-                if (dir.empty()) continue;
-                for (auto& entry : capsule::PluginSearchPath::standard(dir, nullptr, {}).entries)
+            // Beside the program, beside this library (the build tree's bin/plugins, or the
+            // installed plugin directory relative to the installed library directory), then
+            // CAPSULE_PLUGIN_PATH and the given entries. A manifest found twice is read once
+            // (PluginHost::discover).
+            search.entries = capsule::PluginSearchPath::standard(executable_dir(), nullptr, {}).entries;
+            if (const auto dir = library_dir(); !dir.empty()) {
+                for (auto entry : {dir / "plugins", (dir / CAPSULE_C_INSTALLED_PLUGIN_DIR_FROM_LIB).lexically_normal()})
                     if (std::find(search.entries.begin(), search.entries.end(), entry) == search.entries.end())
                         search.entries.push_back(std::move(entry));
             }
