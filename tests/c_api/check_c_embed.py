@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs examples/c_embed on mlp.onnx and checks what it prints: an accepted plan report (JSON),
 the model's input, and the output `probs` equal to the forward pass that make_mlp_onnx.py
-computes in double precision from the same weights and inputs.
+computes in double precision from the same weights and inputs (after checking that mlp.onnx is
+the file make_mlp_onnx.py writes).
 
 usage: check_c_embed.py C_EMBED MODEL.onnx
 """
@@ -21,6 +22,9 @@ def fail(message, output):
 
 
 def main():
+    with open(sys.argv[2], "rb") as f:
+        if f.read() != make_mlp_onnx.model():
+            sys.exit(f"check_c_embed: {sys.argv[2]} is not what make_mlp_onnx.py writes; regenerate it")
     run = subprocess.run([sys.argv[1], sys.argv[2]], capture_output=True, text=True, timeout=300)
     out = run.stdout + run.stderr
     if run.returncode != 0:
