@@ -45,6 +45,10 @@
  * Status codes each function returns: CAPSULE_STATUS_INPUT for invalid arguments always, plus
  * those listed with the function. CAPSULE_STATUS_OTHER can come from any fallible function when
  * memory is exhausted or an unexpected internal error occurs.
+ *
+ * Names: the types of this API end in `_t`, which keeps them apart from the plugin ABI's types
+ * (capsule_status, capsule_status_code, ...) in capsule/plugin_abi.h, which this header includes
+ * for capsule_dtype; a file may include both.
  */
 #ifndef CAPSULE_CAPSULE_H
 #define CAPSULE_CAPSULE_H
