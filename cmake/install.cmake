@@ -1,13 +1,14 @@
-# `cmake --install`: headers, the layered libraries, the `capsule` tool, the plugins with their
-# manifests (stubs included), the built-in profiles, a CMake package (find_package(capsule), targets
-# capsule::abi, capsule::core, capsule::runtime and, as component `onnx`, capsule::onnx) and a
-# pkg-config file. Directories are created rwxr-xr-x whatever the umask: the plugin host refuses
-# plugin files under group- or world-writable directories.
+# `cmake --install`: headers, the layered libraries, the C API library (libcapsule_c), the
+# `capsule` tool, the plugins with their manifests (stubs included), the built-in profiles, a CMake
+# package (find_package(capsule), targets capsule::abi, capsule::core, capsule::runtime, capsule::c
+# and, as component `onnx`, capsule::onnx) and pkg-config files (`capsule` for the C++ runtime,
+# `capsule-c` for the C API). Directories are created rwxr-xr-x whatever the umask: the plugin
+# host refuses plugin files under group- or world-writable directories.
 include(CMakePackageConfigHelpers)
 set(CMAKE_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
     OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 
-install(TARGETS capsule_abi capsule_core capsule_runtime EXPORT capsuleTargets
+install(TARGETS capsule_abi capsule_core capsule_runtime capsule_c EXPORT capsuleTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -64,3 +65,6 @@ file(RELATIVE_PATH CAPSULE_PC_PREFIX_FROM_PCDIR
 string(REGEX REPLACE "/$" "" CAPSULE_PC_PREFIX_FROM_PCDIR "${CAPSULE_PC_PREFIX_FROM_PCDIR}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/capsule.pc.in ${CMAKE_BINARY_DIR}/capsule.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/capsule.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# The C API is one shared library whose dependencies are its own (no Requires, no Libs.private).
+configure_file(${CMAKE_CURRENT_LIST_DIR}/capsule-c.pc.in ${CMAKE_BINARY_DIR}/capsule-c.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/capsule-c.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

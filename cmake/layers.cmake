@@ -8,6 +8,7 @@ set(capsule_layers
   core capsule_core
   runtime capsule_runtime
   onnx capsule_onnx
+  c capsule_c
   training capsule_training
   tool capsule)
 foreach(plugin capsule_reference capsule_onednn capsule_native_cuda example ${capsule_fixture_plugins})

@@ -6,7 +6,8 @@ usage: check_layers.py LAYER_MAP [--header-dir DIR ...]
 
 LAYER_MAP has one `<layer>\t<file>` line per source or header of a layer's target (the build
 writes it from the targets' source lists and HEADERS file sets). Layers, lowest first: abi
-(plugins sit at this level: they may include only the ABI), core, runtime, onnx, training, tool.
+(plugins sit at this level: they may include only the ABI), core, runtime, onnx, c (the C API,
+which loads ONNX models), training, tool.
 A header that a mapped file includes with a relative path and that is not mapped itself belongs
 to the includer's layer and is checked too. Every header under a --header-dir must be mapped.
 """
@@ -15,7 +16,7 @@ import os
 import re
 import sys
 
-RANK = {"abi": 0, "plugin": 0, "core": 1, "runtime": 2, "onnx": 3, "training": 4, "tool": 5}
+RANK = {"abi": 0, "plugin": 0, "core": 1, "runtime": 2, "onnx": 3, "c": 4, "training": 5, "tool": 6}
 # Third-party headers and the lowest layer that may include them.
 THIRD_PARTY = [
     ("boost/", "runtime"), ("openssl/", "runtime"), ("dlfcn.h", "runtime"),
@@ -91,7 +92,7 @@ def main():
                 problems.append(f'{path} ({layer}) includes "{spelled}" of the higher layer '
                                 f"{layer_of[target]}")
 
-    print(f"checked {len(seen)} files in layers abi < core < runtime < onnx < training < tool")
+    print(f"checked {len(seen)} files in layers abi < core < runtime < onnx < c < training < tool")
     if problems:
         print("layering violations:\n  " + "\n  ".join(sorted(set(problems))))
         return 1
