@@ -1,4 +1,4 @@
-// Executor overhead (issue 3): a chain of 1,000 tiny ops run through a Session vs the same kernels
+// Executor overhead: a chain of 1,000 tiny ops run through a Session vs the same kernels
 // called directly through the plugin table; plugin discovery + load time per plugin; session
 // creation time. The per-node dispatch overhead is (session - direct) / 1000, printed as the
 // `overhead_ns_per_node` counter of BM_SessionChain.

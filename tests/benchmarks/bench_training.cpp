@@ -1,4 +1,4 @@
-// Training-step cost of the main job's models on the reference capsules (issue 4): one forward
+// Training-step cost of the main job's models on the reference capsules: one forward
 // pass alone, forward + backward through the tape, and a whole step (forward, backward, SGD),
 // batch 64 of random images. The ratio backward/forward is printed as a counter; images/s is
 // Google Benchmark's items_per_second.

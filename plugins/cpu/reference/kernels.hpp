@@ -144,7 +144,7 @@ void selective_scan_forward(const ForwardCall& call);
 void selective_scan_backward(const BackwardCall& call);
 void scaled_dot_product_attention_forward(const ForwardCall& call);
 void scaled_dot_product_attention_backward(const BackwardCall& call);
-// ONNX import (issue 5)
+// ONNX import
 void div_forward(const ForwardCall& call);
 void div_backward(const BackwardCall& call);
 void pow_forward(const ForwardCall& call);
