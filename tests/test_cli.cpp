@@ -63,6 +63,41 @@ TEST(Cli, PlanningFailureExits3) {
     EXPECT_TRUE(contains(doc["error"].get<std::string>(), "reference.matmul (provider reference, device cpu): wrong device"));
 }
 
+// Every failure class exits with its ErrorCode's value, and stderr names the class before the
+// message.
+TEST(Cli, ExitCodeIsTheErrorCodeAndStderrNamesTheClass) {
+    auto dir = temp_dir("exit-codes");
+    std::ofstream(dir / "strict.json") << R"({"name": "strict_cpu", "base": "checked_cpu", "acceptance_policy": "strict"})";
+    std::ofstream(dir / "inference.json") << R"({"name": "inference_cpu", "base": "checked_cpu", "config": {"vjp_mode": "none"}})";
+    std::ofstream(dir / "id.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [3]}], "outputs": [0]})";
+    write_npy(dir / "x.npy", Tensor::from_values(DType::float32, {3}, {1, 2, 3}));
+    struct Case {
+        std::string args;
+        ErrorCode code;
+        std::string says;
+    };
+    const std::vector<Case> cases{
+        {"plan --profile no_such_profile --ops relu", ErrorCode::input, "capsule: bad input: unknown profile 'no_such_profile'"},
+        {"plan --profile future_metal --ops matmul", ErrorCode::planning,
+         "capsule: planning failed: no admissible backend capsule for op matmul"},
+        {"--profile-file " + (dir / "strict.json").string() + " plan --profile strict_cpu --ops relu", ErrorCode::gate,
+         "gate: rejected"},
+        {"run --profile future_rocm " + (dir / "id.json").string() + " --input x=" + (dir / "x.npy").string() +
+             " --output-dir " + (dir / "out").string(),
+         ErrorCode::probe, "capsule: cannot run here: no usable plugin serves device rocm"},
+        {"train --profile " + (dir / "inference.json").string() + " --epochs 1 --train-limit 64 --output " +
+             (dir / "m.json").string(),
+         ErrorCode::other, "capsule: error: profile inference_cpu has VJP mode none (inference only): backward is refused"},
+    };
+    for (const auto& c : cases) {
+        auto r = capsule_tool(c.args);
+        EXPECT_EQ(r.code, static_cast<int>(c.code)) << c.args << "\n" << r.out;
+        EXPECT_TRUE(contains(r.out, c.says)) << c.args << "\n" << r.out;
+    }
+    fs::remove_all(dir);
+}
+
 TEST(Cli, GateRejectionExits4WithFailuresInJson) {
     auto dir = temp_dir("strict");
     std::ofstream(dir / "strict.json") << R"({"name": "strict_cpu", "base": "checked_cpu", "acceptance_policy": "strict"})";
@@ -339,7 +374,7 @@ TEST(Cli, TrainRefusesAnInferenceOnlyProfileAndMissingData) {
     auto r = capsule_tool("train --profile " + profile.string() + " --epochs 1 --train-limit 64 --output " +
                           (dir / "m.json").string());
     EXPECT_EQ(r.code, 1) << r.out;
-    EXPECT_TRUE(contains(r.out, "capsule: backward refused: profile inference_cpu has VJP mode none")) << r.out;
+    EXPECT_TRUE(contains(r.out, "capsule: error: profile inference_cpu has VJP mode none (inference only): backward is refused")) << r.out;
     auto m = capsule_tool("train --data " + dir.string() + " --epochs 1");
     EXPECT_EQ(m.code, 2) << m.out;
     EXPECT_TRUE(contains(m.out, "train-images-idx3-ubyte.gz: no such file")) << m.out;

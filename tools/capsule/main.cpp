@@ -10,6 +10,20 @@
 using namespace capsule;
 using namespace capsule::cli;
 
+namespace {
+/// What stderr says before an Error's message: `capsule: bad input: <message>`.
+const char* error_heading(ErrorCode code) {
+    switch (code) {
+    case ErrorCode::input: return "bad input";
+    case ErrorCode::planning: return "planning failed";
+    case ErrorCode::gate: return "gate rejected the plan";
+    case ErrorCode::probe: return "cannot run here";
+    case ErrorCode::other: break;
+    }
+    return "error";
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     // Logs go to stderr: stdout carries only results (text, --json documents, written files).
     spdlog::set_default_logger(spdlog::stderr_color_st("capsule"));
@@ -53,21 +67,9 @@ int main(int argc, char** argv) {
     try {
         for (const auto& [name, run] : commands)
             if (app.got_subcommand(name)) return run();
-    } catch (const ProbeError& e) {
-        std::cerr << "capsule: cannot run here: " << e.what() << "\n";
-        return kProbeFailed;
-    } catch (const AutogradError& e) {
-        std::cerr << "capsule: backward refused: " << e.what() << "\n";
-        return kOther;
-    } catch (const PlanningError& e) {
-        std::cerr << "capsule: planning failed: " << e.what() << "\n";
-        return kPlanningFailed;
-    } catch (const InputError& e) {
-        std::cerr << "capsule: bad input: " << e.what() << "\n";
-        return kBadInput;
-    } catch (const VocabularyError& e) {
-        std::cerr << "capsule: " << e.what() << "\n";
-        return kBadInput;
+    } catch (const Error& e) {
+        std::cerr << "capsule: " << error_heading(e.code()) << ": " << e.what() << "\n";
+        return static_cast<int>(e.code());
     } catch (const std::bad_alloc&) {
         std::cerr << "capsule: error: out of memory\n";
         return kOther;
