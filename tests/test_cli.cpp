@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,84 @@ using capsule_test::temp_dir;
 namespace {
 const std::string kSource = CAPSULE_SOURCE_DIR;
 }  // namespace
+
+namespace {
+/// One entry of a CLI11 help section ("Positionals:", "Options:", "Subcommands:"): the section,
+/// the entry's first word and whether a description follows it.
+struct HelpEntry {
+    std::string section;
+    std::string name;
+    bool described = false;
+};
+
+/// The entries of every section of a help text. A section runs from its "Name:" line to the next
+/// blank line; an entry is a line indented by exactly two spaces, and its description follows the
+/// name after two or more spaces, or on the next line, indented further, when the name is long.
+std::vector<HelpEntry> help_entries(const std::string& help) {
+    std::vector<std::string> lines;
+    std::istringstream in(help);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::vector<HelpEntry> out;
+    std::string section;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const auto& line = lines[i];
+        if (line.find_first_not_of(' ') == std::string::npos) {
+            section.clear();
+        } else if (line[0] != ' ' && line.back() == ':') {
+            section = line.substr(0, line.size() - 1);
+        } else if (!section.empty() && line.rfind("  ", 0) == 0 && line[2] != ' ') {
+            HelpEntry e{section, line.substr(2, line.find(' ', 2) - 2)};
+            const auto text = line.substr(0, line.find_last_not_of(' ') + 1);
+            const auto gap = text.find("  ", 2);
+            const bool next_indented = i + 1 < lines.size() && lines[i + 1].rfind("    ", 0) == 0 &&
+                                       lines[i + 1].find_first_not_of(' ') != std::string::npos;
+            e.described = (gap != std::string::npos && gap < text.size()) || next_indented;
+            out.push_back(e);
+        }
+    }
+    return out;
+}
+}  // namespace
+
+// `capsule --help` and `capsule <command> --help` describe every option, positional and command,
+// and the top-level help lists the exit codes.
+TEST(Cli, HelpDescribesEveryCommandOptionAndExitCode) {
+    auto top = capsule_tool("--help");
+    ASSERT_EQ(top.code, 0) << top.out;
+    std::vector<std::string> commands;
+    for (const auto& e : help_entries(top.out)) {
+        EXPECT_TRUE(e.described) << "capsule --help: " << e.section << " entry '" << e.name << "' has no description\n"
+                                 << top.out;
+        if (e.section == "Subcommands") commands.push_back(e.name);
+    }
+    EXPECT_GE(commands.size(), 9u) << top.out;
+    EXPECT_TRUE(contains(top.out, "Exit codes")) << top.out;
+    for (int code = 0; code <= 5; ++code)
+        EXPECT_TRUE(contains(top.out, "\n  " + std::to_string(code) + "  ")) << "exit code " << code << "\n" << top.out;
+    for (const auto& command : commands) {
+        auto r = capsule_tool(command + " --help");
+        ASSERT_EQ(r.code, 0) << command << "\n" << r.out;
+        const auto entries = help_entries(r.out);
+        EXPECT_FALSE(entries.empty()) << command << "\n" << r.out;
+        for (const auto& e : entries)
+            EXPECT_TRUE(e.described) << "capsule " << command << " --help: " << e.section << " entry '" << e.name
+                                     << "' has no description\n" << r.out;
+    }
+}
+
+// The help parser itself: an entry without a description is found, a long name's description on
+// the next line counts.
+TEST(Cli, HelpEntriesFindAnUndescribedOption) {
+    const std::string help = "usage\n\nOptions:\n  -h,--help                   Print this help\n"
+                             "  --bare TEXT                 \n"
+                             "  --a-very-long-option-name TEXT=default\n                              described\n\nfooter\n";
+    auto entries = help_entries(help);
+    ASSERT_EQ(entries.size(), 3u);
+    EXPECT_TRUE(entries[0].described);
+    EXPECT_EQ(entries[1].name, "--bare");
+    EXPECT_FALSE(entries[1].described);
+    EXPECT_TRUE(entries[2].described);
+}
 
 TEST(Cli, PlanOpsAcceptedPrintsReport) {
     auto r = capsule_tool("plan --profile checked_cpu --ops relu,relu,matmul");

@@ -44,6 +44,16 @@ int main(int argc, char** argv) {
                    "intra-op threads kernels may use (given to plugins at prepare time); 0: every core")
         ->check(CLI::Range(0, 4096))
         ->capture_default_str();
+    app.footer(
+        "Exit codes (the same numbers as capsule::ErrorCode):\n"
+        "  0  success; the plan was accepted\n"
+        "  1  anything else: a kernel or plugin call failed, backward was refused, a file could not\n"
+        "     be written; also `plugins` when a plugin failed and `onnx-test` when a case failed or an\n"
+        "     --expect case no longer passes\n"
+        "  2  usage error or bad input (file, profile, graph, model, option value)\n"
+        "  3  planning failed: no admissible capsule for an op\n"
+        "  4  the acceptance gate rejected the plan\n"
+        "  5  cannot run here: device, driver, plugin or library unusable on this machine");
     app.set_version_flag("--version", std::string("capsule ") + CAPSULE_VERSION + ", plugin ABI " +
                                           to_string(kHostAbiVersion));
     const std::vector<std::pair<std::string, Command>> commands{

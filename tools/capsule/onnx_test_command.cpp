@@ -308,7 +308,9 @@ struct Args {
 }  // namespace
 
 Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
-    auto* sub = app.add_subcommand("onnx-test", "run ONNX backend test cases and classify each one");
+    auto* sub = app.add_subcommand("onnx-test",
+                                   "run ONNX backend test cases and classify each one (passed, failed, "
+                                   "unsupported); exits 1 when a case failed or an --expect case did not pass");
     auto args = std::make_shared<Args>();
     sub->add_option("--profile", args->profile, "backend profile name or profile .json file")->capture_default_str();
     sub->add_option("dirs", args->dirs, "data root, category directory or case directory (repeatable)")->required();
