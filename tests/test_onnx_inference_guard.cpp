@@ -1,6 +1,6 @@
 // The importer's guard in front of libonnx's shape inference: attributes that libonnx would use
 // to index a shape are checked against the input ranks first, so a malformed model is an
-// InputError naming node, op, attribute and value, never a crash inside libonnx (LayerNormalization
+// Error(input) naming node, op, attribute and value, never a crash inside libonnx (LayerNormalization
 // with axis -3 on a rank-2 input and its Mean / InvStdDev outputs declared made libonnx 1.12
 // segfault). Models are built with the onnx protobuf API.
 #include <gtest/gtest.h>
