@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,84 @@ using capsule_test::temp_dir;
 namespace {
 const std::string kSource = CAPSULE_SOURCE_DIR;
 }  // namespace
+
+namespace {
+/// One entry of a CLI11 help section ("Positionals:", "Options:", "Subcommands:"): the section,
+/// the entry's first word and whether a description follows it.
+struct HelpEntry {
+    std::string section;
+    std::string name;
+    bool described = false;
+};
+
+/// The entries of every section of a help text. A section runs from its "Name:" line to the next
+/// blank line; an entry is a line indented by exactly two spaces, and its description follows the
+/// name after two or more spaces, or on the next line, indented further, when the name is long.
+std::vector<HelpEntry> help_entries(const std::string& help) {
+    std::vector<std::string> lines;
+    std::istringstream in(help);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    std::vector<HelpEntry> out;
+    std::string section;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const auto& line = lines[i];
+        if (line.find_first_not_of(' ') == std::string::npos) {
+            section.clear();
+        } else if (line[0] != ' ' && line.back() == ':') {
+            section = line.substr(0, line.size() - 1);
+        } else if (!section.empty() && line.rfind("  ", 0) == 0 && line[2] != ' ') {
+            HelpEntry e{section, line.substr(2, line.find(' ', 2) - 2)};
+            const auto text = line.substr(0, line.find_last_not_of(' ') + 1);
+            const auto gap = text.find("  ", 2);
+            const bool next_indented = i + 1 < lines.size() && lines[i + 1].rfind("    ", 0) == 0 &&
+                                       lines[i + 1].find_first_not_of(' ') != std::string::npos;
+            e.described = (gap != std::string::npos && gap < text.size()) || next_indented;
+            out.push_back(e);
+        }
+    }
+    return out;
+}
+}  // namespace
+
+// `capsule --help` and `capsule <command> --help` describe every option, positional and command,
+// and the top-level help lists the exit codes.
+TEST(Cli, HelpDescribesEveryCommandOptionAndExitCode) {
+    auto top = capsule_tool("--help");
+    ASSERT_EQ(top.code, 0) << top.out;
+    std::vector<std::string> commands;
+    for (const auto& e : help_entries(top.out)) {
+        EXPECT_TRUE(e.described) << "capsule --help: " << e.section << " entry '" << e.name << "' has no description\n"
+                                 << top.out;
+        if (e.section == "Subcommands") commands.push_back(e.name);
+    }
+    EXPECT_GE(commands.size(), 9u) << top.out;
+    EXPECT_TRUE(contains(top.out, "Exit codes")) << top.out;
+    for (int code = 0; code <= 5; ++code)
+        EXPECT_TRUE(contains(top.out, "\n  " + std::to_string(code) + "  ")) << "exit code " << code << "\n" << top.out;
+    for (const auto& command : commands) {
+        auto r = capsule_tool(command + " --help");
+        ASSERT_EQ(r.code, 0) << command << "\n" << r.out;
+        const auto entries = help_entries(r.out);
+        EXPECT_FALSE(entries.empty()) << command << "\n" << r.out;
+        for (const auto& e : entries)
+            EXPECT_TRUE(e.described) << "capsule " << command << " --help: " << e.section << " entry '" << e.name
+                                     << "' has no description\n" << r.out;
+    }
+}
+
+// The help parser itself: an entry without a description is found, a long name's description on
+// the next line counts.
+TEST(Cli, HelpEntriesFindAnUndescribedOption) {
+    const std::string help = "usage\n\nOptions:\n  -h,--help                   Print this help\n"
+                             "  --bare TEXT                 \n"
+                             "  --a-very-long-option-name TEXT=default\n                              described\n\nfooter\n";
+    auto entries = help_entries(help);
+    ASSERT_EQ(entries.size(), 3u);
+    EXPECT_TRUE(entries[0].described);
+    EXPECT_EQ(entries[1].name, "--bare");
+    EXPECT_FALSE(entries[1].described);
+    EXPECT_TRUE(entries[2].described);
+}
 
 TEST(Cli, PlanOpsAcceptedPrintsReport) {
     auto r = capsule_tool("plan --profile checked_cpu --ops relu,relu,matmul");
@@ -61,6 +140,41 @@ TEST(Cli, PlanningFailureExits3) {
     auto doc = nlohmann::json::parse(j.out);
     EXPECT_EQ(doc["status"], "planning_failed");
     EXPECT_TRUE(contains(doc["error"].get<std::string>(), "reference.matmul (provider reference, device cpu): wrong device"));
+}
+
+// Every failure class exits with its ErrorCode's value, and stderr names the class before the
+// message.
+TEST(Cli, ExitCodeIsTheErrorCodeAndStderrNamesTheClass) {
+    auto dir = temp_dir("exit-codes");
+    std::ofstream(dir / "strict.json") << R"({"name": "strict_cpu", "base": "checked_cpu", "acceptance_policy": "strict"})";
+    std::ofstream(dir / "inference.json") << R"({"name": "inference_cpu", "base": "checked_cpu", "config": {"vjp_mode": "none"}})";
+    std::ofstream(dir / "id.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [3]}], "outputs": [0]})";
+    write_npy(dir / "x.npy", Tensor::from_values(DType::float32, {3}, {1, 2, 3}));
+    struct Case {
+        std::string args;
+        ErrorCode code;
+        std::string says;
+    };
+    const std::vector<Case> cases{
+        {"plan --profile no_such_profile --ops relu", ErrorCode::input, "capsule: bad input: unknown profile 'no_such_profile'"},
+        {"plan --profile future_metal --ops matmul", ErrorCode::planning,
+         "capsule: planning failed: no admissible backend capsule for op matmul"},
+        {"--profile-file " + (dir / "strict.json").string() + " plan --profile strict_cpu --ops relu", ErrorCode::gate,
+         "gate: rejected"},
+        {"run --profile future_rocm " + (dir / "id.json").string() + " --input x=" + (dir / "x.npy").string() +
+             " --output-dir " + (dir / "out").string(),
+         ErrorCode::probe, "capsule: cannot run here: no usable plugin serves device rocm"},
+        {"train --profile " + (dir / "inference.json").string() + " --epochs 1 --train-limit 64 --output " +
+             (dir / "m.json").string(),
+         ErrorCode::other, "capsule: error: profile inference_cpu has VJP mode none (inference only): backward is refused"},
+    };
+    for (const auto& c : cases) {
+        auto r = capsule_tool(c.args);
+        EXPECT_EQ(r.code, static_cast<int>(c.code)) << c.args << "\n" << r.out;
+        EXPECT_TRUE(contains(r.out, c.says)) << c.args << "\n" << r.out;
+    }
+    fs::remove_all(dir);
 }
 
 TEST(Cli, GateRejectionExits4WithFailuresInJson) {
@@ -339,7 +453,7 @@ TEST(Cli, TrainRefusesAnInferenceOnlyProfileAndMissingData) {
     auto r = capsule_tool("train --profile " + profile.string() + " --epochs 1 --train-limit 64 --output " +
                           (dir / "m.json").string());
     EXPECT_EQ(r.code, 1) << r.out;
-    EXPECT_TRUE(contains(r.out, "capsule: backward refused: profile inference_cpu has VJP mode none")) << r.out;
+    EXPECT_TRUE(contains(r.out, "capsule: error: profile inference_cpu has VJP mode none (inference only): backward is refused")) << r.out;
     auto m = capsule_tool("train --data " + dir.string() + " --epochs 1");
     EXPECT_EQ(m.code, 2) << m.out;
     EXPECT_TRUE(contains(m.out, "train-images-idx3-ubyte.gz: no such file")) << m.out;

@@ -1,6 +1,6 @@
 // The one strict JSON reader behind every document the runtime reads: a repeated key is an error
 // naming the file, the JSON path and the key (never "the last one wins"), and a number outside
-// the range of a double is an InputError naming the file and path (never a raw json exception).
+// the range of a double is an Error(input) naming the file and path (never a raw json exception).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -37,8 +37,8 @@ template <typename F>
 std::pair<std::string, std::string> raised(F&& f) {
     try {
         f();
-    } catch (const InputError& e) {
-        return {"InputError", e.what()};
+    } catch (const Error& e) {
+        return {std::string("Error(") + to_string(e.code()) + ")", e.what()};
     } catch (const nlohmann::json::exception& e) {
         return {"json::exception", e.what()};
     } catch (const std::exception& e) {
@@ -73,7 +73,7 @@ TEST(StrictJson, RepeatedKeyNamesFilePathAndKey) {
     for (const auto& c : cases) {
         SCOPED_TRACE(c.text);
         auto [type, msg] = raised([&] { detail::parse_json_text(c.text, "t.json"); });
-        EXPECT_EQ(type, "InputError");
+        EXPECT_EQ(type, "Error(input)");
         EXPECT_EQ(msg.rfind(c.expected, 0), 0u) << msg;
     }
 }
@@ -88,7 +88,7 @@ TEST(StrictJson, NumberOutOfRangeIsAnInputErrorWithItsPath) {
     for (const auto& c : cases) {
         SCOPED_TRACE(c.text);
         auto [type, msg] = raised([&] { detail::parse_json_text(c.text, "t.json"); });
-        EXPECT_EQ(type, "InputError");
+        EXPECT_EQ(type, "Error(input)");
         EXPECT_EQ(msg.rfind(c.expected, 0), 0u) << msg;
     }
     // Tiny numbers underflow to zero, as strtod does; that is not an error.
@@ -99,7 +99,7 @@ TEST(StrictJson, SyntaxErrorsStayMalformedJson) {
     for (const std::string text : {"", "{", "{\"a\": }", "[1, 2", "\"\xff\"", "{\"a\" 1}"}) {
         SCOPED_TRACE(text);
         auto [type, msg] = raised([&] { detail::parse_json_text(text, "t.json"); });
-        EXPECT_EQ(type, "InputError");
+        EXPECT_EQ(type, "Error(input)");
         EXPECT_EQ(msg.rfind("t.json: malformed JSON: ", 0), 0u) << msg;
     }
     // Deep nesting is read without recursion.
@@ -171,7 +171,7 @@ TEST(StrictJson, ManifestWithRepeatedTrustOrEvidenceIsRefused) {
 TEST(StrictJson, ManifestWithHugeNumberIsAnInputErrorNamingTheFile) {
     auto text = replace_first(manifest_text(), R"("priority":0)", R"("priority":1e400)");
     auto [type, msg] = raised([&] { parse_manifest(text, "demo.capsule.json"); });
-    EXPECT_EQ(type, "InputError");
+    EXPECT_EQ(type, "Error(input)");
     EXPECT_EQ(msg, "demo.capsule.json: $.priority: number overflow: '1e400' is outside the range of a double");
 }
 
@@ -192,7 +192,7 @@ TEST(StrictJson, ProfileWithRepeatedKeyOrHugeNumberIsRefused) {
         profile_from_json(R"({"name": "x", "base": "checked_cpu", "acceptance_policy": {"require_evidence": 1e400}})",
                           "p.json");
     });
-    EXPECT_EQ(type, "InputError");
+    EXPECT_EQ(type, "Error(input)");
     EXPECT_EQ(msg, "p.json: $.acceptance_policy.require_evidence: number overflow: '1e400' is outside the "
                    "range of a double");
 }

@@ -4,6 +4,7 @@
 // reference outputs) imported, planned under checked_cpu, run and compared.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -16,8 +17,10 @@
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
 #include "capsule_fixtures.hpp"
+#include "error_checks.hpp"
 
 using namespace capsule;
+using capsule_test::raises;
 using capsule::testing::built_host;
 namespace fs = std::filesystem;
 
@@ -114,8 +117,9 @@ TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
     auto m = relu_model({-1, 3});
     try {
         import(m);
-        FAIL() << "expected InputError";
-    } catch (const InputError& e) {
+        FAIL() << "expected Error(input)";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
         const std::string msg = e.what();
         EXPECT_NE(msg.find("input 'x' axis 0 has a dynamic size ('N')"), std::string::npos) << msg;
         EXPECT_NE(msg.find("static shapes"), std::string::npos) << msg;
@@ -126,7 +130,7 @@ TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
     auto model = import(m, options);
     EXPECT_EQ(model.graph.nodes.front().shape, (Shape{4, 3}));
     options.input_shapes["x"] = {4, 5};  // contradicts the static axis 1
-    EXPECT_THROW(import(m, options), InputError);
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m, options); }));
 }
 
 TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {
@@ -134,15 +138,38 @@ TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {
     set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
     set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
     add_node(m, "Hardmax", {"x"}, {"y"}, "my_hardmax");
-    try {
-        import(m);
-        FAIL() << "expected OnnxUnsupportedError";
-    } catch (const OnnxUnsupportedError& e) {
-        const std::string msg = e.what();
-        EXPECT_EQ(e.op_type(), "Hardmax");
-        EXPECT_NE(msg.find("ONNX op Hardmax (node 'my_hardmax', opset 16) is not supported"), std::string::npos) << msg;
-        EXPECT_FALSE(e.reason().empty());
-    }
+    const std::string message = "ONNX op Hardmax (node 'my_hardmax', opset 16) is not supported";
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m); }, message));
+    auto result = try_import_onnx_bytes(m.SerializeAsString(), "test.onnx");
+    const auto* refused = std::get_if<OnnxUnsupported>(&result);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->op_type, "Hardmax");
+    EXPECT_NE(refused->message.find(message), std::string::npos) << refused->message;
+    EXPECT_FALSE(refused->reason.empty());
+    EXPECT_EQ(refused->constant_input, "");
+}
+
+// An input the importer must know as a constant is named, and binding its value imports the model.
+TEST(OnnxImport, RefusalNamesTheInputToBindAsAConstant) {
+    auto m = new_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+    set_type(m.mutable_graph()->add_input(), "shape", onnx::TensorProto::INT64, {2});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {3, 2});
+    add_node(m, "Reshape", {"x", "shape"}, {"y"});
+    auto result = try_import_onnx_bytes(m.SerializeAsString(), "test.onnx");
+    const auto* refused = std::get_if<OnnxUnsupported>(&result);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->op_type, "Reshape");
+    EXPECT_EQ(refused->constant_input, "shape");
+    OnnxImportOptions options;
+    options.constant_inputs["shape"] = Tensor::from_values(DType::int64, {2}, {3, 2});
+    result = try_import_onnx_bytes(m.SerializeAsString(), "test.onnx", options);
+    ASSERT_TRUE(std::holds_alternative<ImportedModel>(result));
+    const auto& model = std::get<ImportedModel>(result);
+    EXPECT_NE(std::find(model.unused_inputs.begin(), model.unused_inputs.end(), "shape"), model.unused_inputs.end());
+    auto y = run(model, {{"x", Tensor::from_values(DType::float32, {2, 3}, {1, 2, 3, 4, 5, 6})}});
+    ASSERT_EQ(y.size(), 1u);
+    EXPECT_EQ(y[0].shape(), (Shape{3, 2}));
 }
 
 TEST(OnnxImport, UnsupportedDtypeIsNamed) {
@@ -152,8 +179,9 @@ TEST(OnnxImport, UnsupportedDtypeIsNamed) {
     add_node(m, "Relu", {"x"}, {"y"});
     try {
         import(m);
-        FAIL() << "expected OnnxUnsupportedError";
-    } catch (const OnnxUnsupportedError& e) {
+        FAIL() << "expected Error(input)";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
         EXPECT_NE(std::string(e.what()).find("dtype float16"), std::string::npos) << e.what();
     }
 }
@@ -194,7 +222,7 @@ TEST(OnnxImport, GraphInputFeedingAConvWeightIsAParameterInput) {
                            {"W", Tensor::from_values(DType::float32, {1, 1, 2, 2}, {1, 0, 0, 1})}});
     EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{6, 8, 12, 14}));
     ParameterMap params;
-    EXPECT_THROW(bind_onnx_inputs(model, {{"x", Tensor::zeros(DType::float32, {1, 1, 3, 3})}}, params), InputError);
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { bind_onnx_inputs(model, {{"x", Tensor::zeros(DType::float32, {1, 1, 3, 3})}}, params); }));
 }
 
 TEST(OnnxImport, ShapeGatherConcatReshapeChainIsFolded) {
@@ -224,19 +252,20 @@ TEST(OnnxImport, ShapeGatherConcatReshapeChainIsFolded) {
 }
 
 TEST(OnnxImport, BadFilesAreClearErrors) {
-    EXPECT_THROW(import_onnx("/nonexistent/model.onnx"), InputError);
-    EXPECT_THROW(import_onnx_bytes("this is not protobuf \xff\xff\xff", "bad.onnx"), InputError);
-    EXPECT_THROW(import_onnx_bytes("", "empty.onnx"), InputError);
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import_onnx("/nonexistent/model.onnx"); }));
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import_onnx_bytes("this is not protobuf \xff\xff\xff", "bad.onnx"); }));
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import_onnx_bytes("", "empty.onnx"); }));
     // Truncated model.
     auto bytes = relu_model().SerializeAsString();
-    EXPECT_THROW(import_onnx_bytes(std::string_view(bytes).substr(0, bytes.size() / 2), "cut.onnx"), InputError);
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import_onnx_bytes(std::string_view(bytes).substr(0, bytes.size() / 2), "cut.onnx"); }));
     // A model the checker rejects: a node reading an undefined value.
     auto m = relu_model();
     m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");
     try {
         import(m);
         FAIL();
-    } catch (const InputError& e) {
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
         EXPECT_NE(std::string(e.what()).find("test.onnx"), std::string::npos) << e.what();
     }
 }

@@ -28,7 +28,7 @@ std::optional<std::string_view> AcceptancePolicy::name() const {
 AcceptancePolicy parse_acceptance_policy(std::string_view name) {
     for (const auto& [n, make] : kNamedPolicies)
         if (n == name) return make();
-    throw VocabularyError("unknown acceptance policy '" + std::string(name) +
+    throw Error(ErrorCode::input, "unknown acceptance policy '" + std::string(name) +
                           "'; valid: strict, checked-runtime, allow-trusted-runtime");
 }
 

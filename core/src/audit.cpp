@@ -25,16 +25,16 @@ void recheck(const GraphLoweringPlan& plan) {
         const auto& group = plan.groups[g];
         auto where = [g] { return "group " + std::to_string(g); };  // built only on failure
         if (group.node_ids.empty() || !group.capsule)
-            throw PlanningError(where() + " is empty or has no capsule");
+            throw Error(ErrorCode::planning, where() + " is empty or has no capsule");
         const auto& k = *group.capsule;
         if (k.op != group.op)
-            throw PlanningError(where() + ": capsule " + k.name + " implements " +
+            throw Error(ErrorCode::planning, where() + ": capsule " + k.name + " implements " +
                                 std::string(to_string(k.op)) + ", group op is " +
                                 std::string(to_string(group.op)));
         if (aligned_capsules.count(&k)) continue;
         for (auto o : all_values<Obligation>())
             if (auto why = misalignment(k, o))
-                throw PlanningError(where() + ": capsule " + k.name + " is misaligned: " + *why);
+                throw Error(ErrorCode::planning, where() + ": capsule " + k.name + " is misaligned: " + *why);
         aligned_capsules.insert(&k);
     }
 }

@@ -267,7 +267,7 @@ ParameterMap Session::parameters() const { return impl_->parameter_storage; }
 
 RecordedRun Session::run_recording(const std::map<string, Tensor>& inputs) const {
     const Impl& m = *impl_;
-    if (!m.backward.refusal.empty()) throw AutogradError(m.backward.refusal);
+    if (!m.backward.refusal.empty()) throw Error(ErrorCode::other, m.backward.refusal);
     auto state = std::make_unique<Tape::State>();
     state->owner = &m;
     state->bound = m.bind_inputs(inputs);
@@ -281,18 +281,18 @@ RecordedRun Session::run_recording(const std::map<string, Tensor>& inputs) const
 Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_grads) const {
     const Impl& m = *impl_;
     const BackwardProgram& program = m.backward;
-    if (!m.backward.refusal.empty()) throw AutogradError(m.backward.refusal);
+    if (!m.backward.refusal.empty()) throw Error(ErrorCode::other, m.backward.refusal);
     if (!tape.state_ || tape.state_->owner != &m)
-        throw AutogradError("the tape was recorded by another session (or moved from)");
+        throw Error(ErrorCode::other, "the tape was recorded by another session (or moved from)");
     if (output_grads.size() != m.outputs.size())
-        throw AutogradError("backward needs one upstream gradient per graph output (" +
+        throw Error(ErrorCode::other, "backward needs one upstream gradient per graph output (" +
                             std::to_string(m.outputs.size()) + "), got " +
                             std::to_string(output_grads.size()));
     for (std::size_t o = 0; o < m.outputs.size(); ++o) {
         const auto& want = m.outputs[o].type;
         const Tensor& g = output_grads[o];
         if (g.device() != Device::cpu || g.dtype() != want.dtype || g.shape() != want.shape)
-            throw AutogradError("upstream gradient of output '" + m.outputs[o].name + "' is " +
+            throw Error(ErrorCode::other, "upstream gradient of output '" + m.outputs[o].name + "' is " +
                                 string(to_string(g.dtype())) + to_string(g.shape()) +
                                 ", expected a host " + string(to_string(want.dtype)) +
                                 to_string(want.shape));
@@ -312,7 +312,7 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
             if (auto failure = call_plugin([&](capsule_status* st) {
                     return m.device_interface->copy_to_device(g + seed.region, up.data(), up.nbytes(), st);
                 }))
-                throw ExecutionError("upload of an upstream gradient failed: " + *failure);
+                throw Error(ErrorCode::other, "upload of an upstream gradient failed: " + *failure);
         }
     }
 
@@ -351,7 +351,7 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
         args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.state = step.state;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.backward(&args, st); }))
-            throw ExecutionError("backward of node " + std::to_string(step.node_id) + " (" +
+            throw Error(ErrorCode::other, "backward of node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
                                  step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
         for (std::size_t i = 0; i < b.inputs.size(); ++i)

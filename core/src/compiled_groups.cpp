@@ -129,7 +129,7 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
         if (auto failure = call_plugin([&](capsule_status* st) {
                 return extension->compile(&args, &executable, description.data(), description.size(), st);
             })) {
-            throw ExecutionError("compiling the " + group_label(impl, first, end - first) + " failed in plugin " +
+            throw Error(ErrorCode::other, "compiling the " + group_label(impl, first, end - first) + " failed in plugin " +
                                  *steps[first].plugin + ": " + *failure);
         }
         description.back() = '\0';
@@ -148,7 +148,7 @@ void run_group(const Session::Impl& impl, const CompiledGroup& group, const std:
     if (auto failure = call_plugin([&](capsule_status* st) {
             return group.extension->run(group.executable, values.data(), values.size(), nullptr, st);
         }))
-        throw ExecutionError(group_label(impl, group.first_step, group.num_steps) + " failed in plugin " +
+        throw Error(ErrorCode::other, group_label(impl, group.first_step, group.num_steps) + " failed in plugin " +
                              *impl.steps[group.first_step].plugin + ": " + *failure);
 }
 

@@ -15,11 +15,11 @@ namespace capsule::detail {
 
 /// Compiles the session's eligible step runs (each step's `groups` says whether its plugin offers
 /// the extension) with `threads` intra-op threads, after the steps were prepared. A group the
-/// plugin declines is left to its steps. Raises ExecutionError naming the group's nodes, the
+/// plugin declines is left to its steps. Raises Error(other) naming the group's nodes, the
 /// plugin and its message when compile fails.
 std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads);
 
-/// Runs one compiled group on a run's slot data. Raises ExecutionError naming the group's nodes,
+/// Runs one compiled group on a run's slot data. Raises Error(other) naming the group's nodes,
 /// the plugin and its message when the executable fails.
 void run_group(const Session::Impl& impl, const CompiledGroup& group, const std::vector<void*>& slot_data);
 

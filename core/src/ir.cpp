@@ -33,7 +33,7 @@ std::size_t dtype_size(DType dtype) {
         case DType::int64: return 8;
         case DType::boolean: return 1;
     }
-    throw Error("invalid dtype value " + std::to_string(static_cast<int>(dtype)));
+    throw Error(ErrorCode::other, "invalid dtype value " + std::to_string(static_cast<int>(dtype)));
 }
 
 string to_string(const Shape& shape) { return shape_text(shape); }
@@ -81,7 +81,7 @@ string source_label(const std::filesystem::path& source) {
 }
 
 [[noreturn]] void fail(const string& where, const string& reason) {
-    throw InputError(where + ": " + reason);
+    throw Error(ErrorCode::input, where + ": " + reason);
 }
 
 /// Where a reading error is, spelled only when one is raised (a graph has millions of nodes):
@@ -207,7 +207,7 @@ Node parse_node(const json& j, const string& source, std::size_t index) {
         try {
             node.op = parse<BackendOp>(spelling);
             node.kind = NodeKind::op;
-        } catch (const VocabularyError&) {
+        } catch (const Error&) {
             fail(where, "unknown op " + quote(spelling) + "; valid: input, const, detach, " +
                             valid_spellings<BackendOp>());
         }
@@ -239,7 +239,7 @@ Node parse_node(const json& j, const string& source, std::size_t index) {
         if (!it->is_string()) fail(where, "key 'dtype': expected a string, got " + describe(*it));
         try {
             node.dtype = parse<DType>(it->get<string>());
-        } catch (const VocabularyError& e) {
+        } catch (const Error& e) {
             fail(where, "key 'dtype': " + string(e.what()));
         }
     }
@@ -275,13 +275,13 @@ Graph parse_graph(std::string_view json_text, const std::filesystem::path& sourc
     // About one node per 40 bytes of text (a compact unary node is about that long): the vector
     // rarely grows, and reserved pages that stay unused are never touched.
     nodes.reserve(json_text.size() / 40);
-    std::optional<InputError> node_error;
+    std::optional<Error> node_error;
     const detail::StreamedArray node_stream{
         "nodes", [&](const json& element, std::size_t index) {
             if (node_error) return;
             try {
                 nodes.push_back(parse_node(element, src, index));
-            } catch (const InputError& e) {
+            } catch (const Error& e) {
                 node_error = e;
             }
         }};
@@ -326,12 +326,12 @@ Graph load_graph(const std::filesystem::path& path) {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status))
-        throw InputError(
+        throw Error(ErrorCode::input, 
             where + ": cannot read graph file: " + (ec ? ec.message() : string("no such file")));
     if (std::filesystem::is_directory(status))
-        throw InputError(where + ": cannot read graph file: it is a directory");
+        throw Error(ErrorCode::input, where + ": cannot read graph file: it is a directory");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(where + ": cannot read graph file: " + std::strerror(errno));
+    if (!in) throw Error(ErrorCode::input, where + ": cannot read graph file: " + std::strerror(errno));
     // Read in one piece into a buffer of the file's size (a stringstream would grow by
     // doubling and then copy: three times the memory of a large graph).
     string text;
@@ -339,7 +339,7 @@ Graph load_graph(const std::filesystem::path& path) {
     std::array<char, 1 << 16> chunk;
     while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0)
         text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
-    if (in.bad()) throw InputError(where + ": cannot read graph file: read error");
+    if (in.bad()) throw Error(ErrorCode::input, where + ": cannot read graph file: read error");
     return parse_graph(text, path);
 }
 
@@ -426,7 +426,8 @@ void check_graph(const Graph& graph) {
         const auto& node = graph.nodes[i];
         try {
             byte_size(node.shape, node.dtype);
-        } catch (const InputError& e) {
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::input) throw;
             fail(where(node), string("declared ") + e.what());
         }
         parent_types.clear();
@@ -446,7 +447,8 @@ void check_graph(const Graph& graph) {
         TensorType inferred;
         try {
             inferred = infer_type(node, parent_types);
-        } catch (const InputError& e) {
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::input) throw;
             fail(where(node), e.what());
         }
         if (inferred.shape != node.shape)

@@ -174,10 +174,10 @@ json parse_strict(std::string_view text, const std::string& source, const Stream
         ok = json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json, true,
                              false);
     } catch (const json::exception& e) {
-        throw InputError(source + ": malformed JSON: " + e.what());
+        throw Error(ErrorCode::input, source + ": malformed JSON: " + e.what());
     }
     if (!ok || !builder.error().empty())
-        throw InputError(source + ": " +
+        throw Error(ErrorCode::input, source + ": " +
                          (builder.error().empty() ? std::string("malformed JSON")
                                                   : builder.error()));
     return doc;

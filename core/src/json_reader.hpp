@@ -25,7 +25,7 @@ public:
     const std::string& path() const { return path_; }
 
     [[noreturn]] void fail(const std::string& reason) const {
-        throw InputError(source_ + ": " + path_ + ": " + reason);
+        throw Error(ErrorCode::input, source_ + ": " + path_ + ": " + reason);
     }
 
     /// Requires an object whose keys are all in `allowed`; returns *this.
@@ -85,7 +85,7 @@ public:
         auto text = string();
         try {
             return parse<E>(text);
-        } catch (const VocabularyError& e) {
+        } catch (const Error& e) {
             fail(e.what());
         }
     }
@@ -100,7 +100,7 @@ private:
 
 /// The one strict JSON reader of the core: every document the runtime reads (manifests, profiles,
 /// graphs, safetensors headers) goes through it. Unlike nlohmann::json::parse it refuses an object
-/// that repeats a key (nlohmann keeps the last one silently). Raises InputError naming `source`:
+/// that repeats a key (nlohmann keeps the last one silently). Raises Error(input) naming `source`:
 /// `<source>: malformed JSON: <parser message>` for a syntax error,
 /// `<source>: $.path.key: duplicate key 'key'` for a repeated key, and
 /// `<source>: $.path: number overflow: '<token>' is outside the range of a double` for a number
@@ -120,7 +120,7 @@ struct StreamedArray {
 nlohmann::json parse_json_text(std::string_view text, const std::string& source,
                                const StreamedArray& streamed);
 
-/// Reads a whole file; raises InputError naming the path when it cannot be read.
+/// Reads a whole file; raises Error(input) naming the path when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);
 
 }  // namespace capsule::detail

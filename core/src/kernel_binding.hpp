@@ -1,6 +1,6 @@
 // From a planned capsule to a kernel a caller may invoke: the checks that sessions and the
 // optimizer share (host OS/arch against the profile's target, runtime support, plugin status,
-// plugin probe). Every refusal is a ProbeError naming its cause.
+// plugin probe). Every refusal is an Error(probe) naming its cause.
 #pragma once
 
 #include <exception>
@@ -14,7 +14,7 @@
 
 namespace capsule::detail {
 
-/// Raises ProbeError when this host's OS/architecture is not the profile target's.
+/// Raises Error(probe) when this host's OS/architecture is not the profile target's.
 void check_host_matches_target(const BackendProfile& profile);
 
 /// A capsule's kernel entry and the plugin that keeps it mapped.
@@ -25,15 +25,15 @@ struct BoundKernel {
 };
 
 /// Opens (lazily, once per host) the plugin behind capsule `k` and finds its kernel. Raises
-/// ProbeError when the capsule is planner-only or not-wired, test-only without
+/// Error(probe) when the capsule is planner-only or not-wired, test-only without
 /// `allow_test_only`, or its plugin is missing, a stub, refused at discovery, or its library
 /// fails to load (the loader's reason is kept).
 BoundKernel bind_kernel(const PluginHost& host, const KernelCapsule& k, bool allow_test_only);
 
-/// Opens the library of `record` (lazily) or raises ProbeError naming the plugin and the reason.
+/// Opens the library of `record` (lazily) or raises Error(probe) naming the plugin and the reason.
 std::shared_ptr<const LoadedPlugin> open_plugin(const PluginHost& host, const PluginRecord& record);
 
-/// Probes a plugin once; raises ProbeError with the plugin's reason when it cannot run here.
+/// Probes a plugin once; raises Error(probe) with the plugin's reason when it cannot run here.
 void require_usable(const PluginRecord& record, const LoadedPlugin& plugin);
 
 /// Calls into a plugin: `call(capsule_status*)` returns the plugin function's code. Returns

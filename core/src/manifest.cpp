@@ -16,10 +16,10 @@ namespace detail {
 std::string read_text_file(const std::filesystem::path& path, std::string_view what) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
-        throw InputError(path.string() + ": cannot read " + std::string(what) +
+        throw Error(ErrorCode::input, path.string() + ": cannot read " + std::string(what) +
                          ": no such regular file");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path.string() + ": cannot open " + std::string(what));
+    if (!in) throw Error(ErrorCode::input, path.string() + ": cannot open " + std::string(what));
     std::ostringstream buffer;
     buffer << in.rdbuf();
     return buffer.str();
@@ -34,7 +34,7 @@ void validate_registry_mode(std::string_view mode) {
     bool ok = !mode.empty();
     for (char c : mode) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
     if (!ok)
-        throw InputError("invalid registry mode '" + std::string(mode) +
+        throw Error(ErrorCode::input, "invalid registry mode '" + std::string(mode) +
                          "': use lowercase letters, digits and '-' (e.g. default, with-libtorch)");
 }
 
@@ -162,7 +162,7 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
         auto mode = modes.at(i).string();
         try {
             validate_registry_mode(mode);
-        } catch (const InputError& e) {
+        } catch (const Error& e) {
             modes.at(i).fail(e.what());
         }
         if (std::find(m.registry_modes.begin(), m.registry_modes.end(), mode) != m.registry_modes.end())

@@ -57,10 +57,10 @@ Optimizer Optimizer::create(const BackendProfile& profile, const AcceptedPlan& p
     const BackendOp op = optimizer_op(options);
     const auto& groups = plan.plan().groups;
     if (groups.size() != 1 || groups[0].op != op)
-        throw InputError("the accepted plan for the optimizer must be a single " +
+        throw Error(ErrorCode::input, "the accepted plan for the optimizer must be a single " +
                          string(to_string(op)) + " group");
     if (profile.config.device != Device::cpu)
-        throw ProbeError("optimizer steps keep their state in host memory; profile " + profile.name +
+        throw Error(ErrorCode::probe, "optimizer steps keep their state in host memory; profile " + profile.name +
                          " runs on " + string(to_string(profile.config.device)));
     detail::check_host_matches_target(profile);
     auto impl = std::make_unique<Impl>();
@@ -80,11 +80,11 @@ void Optimizer::step(const ParameterMap& parameters, const ParameterMap& gradien
     for (const auto& [key, grad] : gradients) {
         auto it = parameters.find(key);
         if (it == parameters.end())
-            throw InputError("gradient '" + key + "' has no parameter of that name");
+            throw Error(ErrorCode::input, "gradient '" + key + "' has no parameter of that name");
         const Tensor& p = it->second;
         if (p.device() != Device::cpu || grad.device() != Device::cpu || p.dtype() != grad.dtype() ||
             p.shape() != grad.shape())
-            throw InputError("gradient '" + key + "' is " + string(to_string(grad.dtype())) +
+            throw Error(ErrorCode::input, "gradient '" + key + "' is " + string(to_string(grad.dtype())) +
                              to_string(grad.shape()) + ", its parameter " +
                              string(to_string(p.dtype())) + to_string(p.shape()) +
                              " (both must be host tensors of one dtype and shape)");
@@ -113,7 +113,7 @@ void Optimizer::step(const ParameterMap& parameters, const ParameterMap& gradien
         args.attrs = attrs.data();
         args.num_attrs = attrs.size();
         if (auto failure = detail::call_plugin([&](capsule_status* st) { return m.forward(&args, st); }))
-            throw ExecutionError(string(to_string(m.capsule->op)) + " step " + std::to_string(steps_) +
+            throw Error(ErrorCode::other, string(to_string(m.capsule->op)) + " step " + std::to_string(steps_) +
                                  " of '" + key + "' failed in capsule " + m.capsule->name +
                                  " of plugin " + m.plugin_name + ": " + *failure);
     }

@@ -61,7 +61,7 @@ public:
             resolved_[i] = true;
         }
         if (!choice_[i])
-            throw PlanningError(planning_failure(registry_, availability_, config_, op,
+            throw Error(ErrorCode::planning, planning_failure(registry_, availability_, config_, op,
                                                  node ? " (node " + std::to_string(*node) + ")" : ""));
         return choice_[i];
     }

@@ -112,10 +112,10 @@ string untrusted_path_reason(const fs::path& path, std::string_view what) {
 
 string sha256_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path.string() + ": cannot open to hash");
+    if (!in) throw Error(ErrorCode::input, path.string() + ": cannot open to hash");
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
-        throw Error("OpenSSL SHA-256 initialisation failed");
+        throw Error(ErrorCode::other, "OpenSSL SHA-256 initialisation failed");
     constexpr std::size_t kChunk = 1 << 20;
     std::unique_ptr<char[]> buffer(new char[kChunk]);  // not zero-filled: read() overwrites it
     while (in) {

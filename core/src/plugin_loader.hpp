@@ -19,7 +19,7 @@ namespace capsule::detail {
 /// message ("manifest", "library", "plugin directory").
 std::string untrusted_path_reason(const std::filesystem::path& path, std::string_view what);
 
-/// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises InputError when unreadable.
+/// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises Error(input) when unreadable.
 std::string sha256_file(const std::filesystem::path& path);
 
 /// One plugin's library: where it is, what its hash was at discovery, and the outcome of opening

@@ -166,7 +166,7 @@ const BackendProfile& find_builtin_profile(std::string_view name) {
         if (p.name == name) return p;
     std::string names;
     for (const auto& p : builtin_profiles()) names += (names.empty() ? "" : ", ") + p.name;
-    throw VocabularyError("unknown profile '" + std::string(name) + "'; valid: " + names);
+    throw Error(ErrorCode::input, "unknown profile '" + std::string(name) + "'; valid: " + names);
 }
 
 json acceptance_policy_to_json(const AcceptancePolicy& p) {
@@ -205,7 +205,7 @@ template <typename F>
 auto rethrow_at(const JsonCursor& c, F&& read) {
     try {
         return read();
-    } catch (const VocabularyError& e) {
+    } catch (const Error& e) {
         c.fail(e.what());
     }
 }
@@ -286,7 +286,7 @@ BackendProfile profile_from_json(std::string_view json_text, const std::filesyst
         p.registry_mode = m.string();
         try {
             validate_registry_mode(p.registry_mode);
-        } catch (const InputError& e) {
+        } catch (const Error& e) {
             m.fail(e.what());
         }
     }

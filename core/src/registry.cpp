@@ -101,7 +101,7 @@ PluginRecord discovered_record(const fs::path& path) {
 
 std::set<std::string> read_trusted_hashes(const fs::path& path) {
     std::ifstream in(path);
-    if (!in) throw InputError(path.string() + ": cannot read trusted hashes");
+    if (!in) throw Error(ErrorCode::input, path.string() + ": cannot read trusted hashes");
     std::set<std::string> hashes;
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
@@ -116,7 +116,7 @@ std::set<std::string> read_trusted_hashes(const fs::path& path) {
         const auto rest = first + 64;
         ok = ok && (rest == line.size() || std::isspace(static_cast<unsigned char>(line[rest])));
         if (!ok)
-            throw InputError(path.string() + ":" + std::to_string(n) +
+            throw Error(ErrorCode::input, path.string() + ":" + std::to_string(n) +
                              ": expected '<64 hex digits>  <file name>' (sha256sum format)");
         for (auto& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         hashes.insert(h);

@@ -55,7 +55,7 @@ string node_label(const Node& n) {
 }
 
 /// The plugin that serves a non-CPU profile's device memory when the graph runs no kernel: the
-/// first plugin of the profile's registry mode on that device (registry order). Raises ProbeError
+/// first plugin of the profile's registry mode on that device (registry order). Raises Error(probe)
 /// naming the stubs and refused plugins found instead.
 const PluginRecord* device_plugin(const PluginHost& host, const BackendProfile& profile) {
     const Device device = profile.config.device;
@@ -67,7 +67,7 @@ const PluginRecord* device_plugin(const PluginHost& host, const BackendProfile& 
         if (r.status == PluginStatus::available || r.status == PluginStatus::loaded) return &r;
         seen += "; plugin " + r.name + " is " + r.status_text();
     }
-    throw ProbeError("no usable plugin serves device " + string(to_string(device)) +
+    throw Error(ErrorCode::probe, "no usable plugin serves device " + string(to_string(device)) +
                      " in registry mode '" + profile.registry_mode + "' (the graph runs no kernel, "
                      "but its inputs and outputs live in that device's memory)" + seen);
 }
@@ -115,7 +115,7 @@ Tensor Session::Impl::to_device(const Tensor& host) const {
     if (auto failure = call_plugin([&](capsule_status* st) {
             return device_interface->copy_to_device(t.data(), host.data(), host.nbytes(), st);
         }))
-        throw ExecutionError("upload to " + string(to_string(device)) + " failed: " + *failure);
+        throw Error(ErrorCode::other, "upload to " + string(to_string(device)) + " failed: " + *failure);
     return t;
 }
 
@@ -137,7 +137,7 @@ std::shared_ptr<unsigned char> ArenaPool::take(const std::shared_ptr<ArenaPool>&
     }
     if (!p) p = static_cast<unsigned char*>(std::aligned_alloc(kArenaAlignment, bytes));
     if (!p)
-        throw ExecutionError("cannot allocate " + std::to_string(bytes) +
+        throw Error(ErrorCode::other, "cannot allocate " + std::to_string(bytes) +
                              " bytes for the graph's intermediate tensors");
     return {p, [pool, bytes](unsigned char* q) {
                 std::lock_guard lock(pool->mutex_);
@@ -159,7 +159,7 @@ std::shared_ptr<unsigned char> Session::Impl::allocate(std::size_t bytes, bool z
         if (auto failure = call_plugin([&](capsule_status* st) {
                 return device_interface->copy_to_device(t.data(), zeros.data(), bytes, st);
             }))
-            throw ExecutionError("zero-filling device memory failed: " + *failure);
+            throw Error(ErrorCode::other, "zero-filling device memory failed: " + *failure);
     }
     auto* p = static_cast<unsigned char*>(t.data());
     return {p, [t](unsigned char*) mutable { t = Tensor(); }};
@@ -175,7 +175,7 @@ Tensor Session::Impl::download(const TensorType& type, const void* src, const st
     if (auto failure = call_plugin([&](capsule_status* st) {
             return device_interface->copy_to_host(out.data(), src, out.nbytes(), st);
         }))
-        throw ExecutionError("download of " + what + " failed: " + *failure);
+        throw Error(ErrorCode::other, "download of " + what + " failed: " + *failure);
     return out;
 }
 
@@ -248,11 +248,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         for (auto id : group.node_ids) {
             auto index = position.find(id);
             if (index == position.end() || graph.nodes[index->second].op != group.op)
-                throw InputError("the accepted plan does not match the graph: node " +
+                throw Error(ErrorCode::input, "the accepted plan does not match the graph: node " +
                                  std::to_string(id) + " is not a " + string(to_string(group.op)) +
                                  " node of " + graph.source.string());
             if (capsule_at[index->second])
-                throw InputError("the accepted plan lists node " + std::to_string(id) + " twice");
+                throw Error(ErrorCode::input, "the accepted plan lists node " + std::to_string(id) + " twice");
             capsule_at[index->second] = group.capsule.get();
         }
 
@@ -263,7 +263,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         const auto& k = group.capsule;
         if (kernel_of.count(k.get())) continue;
         if (k->device != impl->device)
-            throw ProbeError("capsule " + k->name + " runs on " + string(to_string(k->device)) +
+            throw Error(ErrorCode::probe, "capsule " + k->name + " runs on " + string(to_string(k->device)) +
                              ", the profile's device is " + string(to_string(impl->device)));
         auto bound = bind_kernel(host, *k, options.allow_test_only);
         used.emplace(bound.record->name, bound);
@@ -282,7 +282,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
             impl->device_interface = bound.plugin->table->device_interface;
     }
     if (impl->device != Device::cpu && !impl->device_interface)
-        throw ProbeError("no plugin supplies memory for device " + string(to_string(impl->device)));
+        throw Error(ErrorCode::probe, "no plugin supplies memory for device " + string(to_string(impl->device)));
 
     // Slots, views and steps in graph order.
     constexpr auto kNoSlot = static_cast<std::size_t>(-1);
@@ -291,7 +291,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     auto slot_of = [&](std::int64_t id, const Node& reader) {
         auto index = position.find(id);
         if (index == position.end() || slot_at[index->second] == kNoSlot)
-            throw InputError(node_label(reader) + ": parent " + std::to_string(id) +
+            throw Error(ErrorCode::input, node_label(reader) + ": parent " + std::to_string(id) +
                              " is not an earlier node of " + graph.source.string());
         return slot_at[index->second];
     };
@@ -303,11 +303,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     auto fixed_slot = [&](const ParameterSpec& spec, const Node& node) {
         auto it = parameters.find(spec.key);
         if (it == parameters.end())
-            throw InputError(node_label(node) + ": parameter '" + spec.key +
+            throw Error(ErrorCode::input, node_label(node) + ": parameter '" + spec.key +
                              "' is missing from the parameters file");
         const Tensor& t = it->second;
         if (t.dtype() != spec.type.dtype || t.shape() != spec.type.shape)
-            throw InputError(node_label(node) + ": parameter '" + spec.key + "' is " +
+            throw Error(ErrorCode::input, node_label(node) + ": parameter '" + spec.key + "' is " +
                              string(to_string(t.dtype())) + to_string(t.shape()) + ", expected " +
                              string(to_string(spec.type.dtype)) + to_string(spec.type.shape));
         used_parameters.insert(spec.key);
@@ -339,7 +339,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         }
         const KernelCapsule* capsule = capsule_at[at];
         if (!capsule)
-            throw InputError("the accepted plan does not cover " + node_label(node) +
+            throw Error(ErrorCode::input, "the accepted plan does not cover " + node_label(node) +
                              "; was it planned from another graph?");
         const auto& bound = kernel_of.at(capsule);
         const capsule_kernel* kernel = bound.kernel;
@@ -376,12 +376,12 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     if (!unused.empty()) {
         string list;
         for (const auto& k : unused) list += (list.empty() ? "" : ", ") + k;
-        throw InputError("the parameters file holds tensors that no node uses: " + list);
+        throw Error(ErrorCode::input, "the parameters file holds tensors that no node uses: " + list);
     }
     for (auto id : graph.outputs) {
         auto index = position.find(id);
         if (index == position.end())
-            throw InputError("output " + std::to_string(id) + " is not a node of " +
+            throw Error(ErrorCode::input, "output " + std::to_string(id) + " is not a node of " +
                              graph.source.string());
         const auto& node = graph.nodes[index->second];
         impl->outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name,
@@ -444,7 +444,7 @@ void Session::Impl::prepare_steps(int threads) {
         args.fpmath = fpmath == FpMath::bf16 ? CAPSULE_FPMATH_BF16 : CAPSULE_FPMATH_STRICT;
         void* state = nullptr;
         if (auto failure = call_plugin([&](capsule_status* st) { return step.prepare(&args, &state, st); }))
-            throw ExecutionError("preparing node " + std::to_string(step.node_id) + " (" +
+            throw Error(ErrorCode::other, "preparing node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
                                  step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
         step.state = state;
@@ -458,11 +458,11 @@ std::vector<Tensor> Session::Impl::bind_inputs(const std::map<string, Tensor>& g
         const auto& want = inputs[i];
         auto it = given.find(want.name);  // by name, or by id (docs/ops.md)
         if (it == given.end()) it = given.find(std::to_string(want.node_id));
-        if (it == given.end()) throw InputError("missing input '" + want.name + "'");
+        if (it == given.end()) throw Error(ErrorCode::input, "missing input '" + want.name + "'");
         const Tensor& t = it->second;
-        if (t.device() != Device::cpu) throw InputError("input '" + want.name + "' must be a host tensor");
+        if (t.device() != Device::cpu) throw Error(ErrorCode::input, "input '" + want.name + "' must be a host tensor");
         if (t.dtype() != want.type.dtype || t.shape() != want.type.shape)
-            throw InputError("input '" + want.name + "' is " + string(to_string(t.dtype())) +
+            throw Error(ErrorCode::input, "input '" + want.name + "' is " + string(to_string(t.dtype())) +
                              to_string(t.shape()) + ", the graph declares " +
                              string(to_string(want.type.dtype)) + to_string(want.type.shape));
         bound[i] = to_device(t);
@@ -472,7 +472,7 @@ std::vector<Tensor> Session::Impl::bind_inputs(const std::map<string, Tensor>& g
             bool known = false;
             for (const auto& slot : inputs)
                 known = known || slot.name == name || std::to_string(slot.node_id) == name;
-            if (!known) throw InputError("unknown input '" + name + "'");
+            if (!known) throw Error(ErrorCode::input, "unknown input '" + name + "'");
         }
     return bound;
 }
@@ -519,7 +519,7 @@ void Session::Impl::execute_step(const Step& step, std::vector<capsule_tensor_vi
     args.num_attrs = step.attrs ? step.attrs->size() : 0;
     args.state = step.state;
     if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
-        throw ExecutionError("node " + std::to_string(step.node_id) + " (" +
+        throw Error(ErrorCode::other, "node " + std::to_string(step.node_id) + " (" +
                              string(to_string(step.capsule->op)) + ") failed in capsule " +
                              step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
 }

@@ -68,7 +68,7 @@ class ArenaPool {
 public:
     ~ArenaPool();
     /// A buffer of at least `bytes` (64-byte aligned), returned to the pool when released.
-    /// Raises ExecutionError when memory is exhausted.
+    /// Raises Error(other) when memory is exhausted.
     static std::shared_ptr<unsigned char> take(const std::shared_ptr<ArenaPool>& pool, std::size_t bytes);
 
 private:
@@ -161,16 +161,16 @@ struct Session::Impl {
     std::shared_ptr<unsigned char> allocate(std::size_t bytes, bool zero) const;
     /// Host tensor of `type` copied from device (or host) memory at `src`.
     Tensor download(const TensorType& type, const void* src, const std::string& what) const;
-    /// Binds and checks the caller's inputs (by name or id). Raises InputError.
+    /// Binds and checks the caller's inputs (by name or id). Raises Error(input).
     std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
     /// Per-slot data pointers of one run, given its bound inputs and arena.
     std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
     /// Calls each kernel's prepare (ABI 1.1) once per node with `threads` intra-op threads.
-    /// Raises ExecutionError naming the node, capsule and plugin.
+    /// Raises Error(other) naming the node, capsule and plugin.
     void prepare_steps(int threads);
     /// Calls every step's forward kernel, or with `compiled` each compiled group in place of its
     /// steps. With `timings` (one entry per call: num_calls() with `compiled`, else one per step)
-    /// also times each call relative to `start`; without, no clock is read. Raises ExecutionError
+    /// also times each call relative to `start`; without, no clock is read. Raises Error(other)
     /// naming the failing node (or group), capsule and plugin, and the plugin's message and code.
     void execute(const std::vector<void*>& slot_data, bool compiled = false,
                  RunTimings::Step* timings = nullptr, std::chrono::steady_clock::time_point start = {}) const;

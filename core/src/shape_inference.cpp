@@ -21,7 +21,7 @@ using std::int64_t;
 using std::size_t;
 using std::string;
 
-[[noreturn]] void fail(const string& reason) { throw InputError(reason); }
+[[noreturn]] void fail(const string& reason) { throw Error(ErrorCode::input, reason); }
 
 int64_t add(int64_t a, int64_t b) {
     int64_t r;
@@ -621,7 +621,7 @@ TensorType matmul(Context& c) {
     Shape out;
     try {
         out = broadcast(batch_a, batch_b);
-    } catch (const InputError&) {
+    } catch (const Error&) {
         fail("batch dimensions do not broadcast: " + to_string(a0) + " x " + to_string(b0));
     }
     if (a0.size() > 1) out.push_back(a[a.size() - 2]);
@@ -921,7 +921,7 @@ TensorType attention(Context& c) {
         Shape b;
         try {
             b = broadcast(c.shape(3), scores);
-        } catch (const InputError&) {
+        } catch (const Error&) {
         }
         if (b != scores)
             fail("parent 3 (mask) of shape " + to_string(c.shape(3)) +

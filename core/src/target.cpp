@@ -54,7 +54,7 @@ Accelerator parse_accelerator(string_view text) {
     if (text == "none") return std::nullopt;
     for (const auto& [device, name] : Spellings<Device>::values)
         if (name == text) return device;
-    throw VocabularyError("unknown accelerator '" + std::string(text) +
+    throw Error(ErrorCode::input, "unknown accelerator '" + std::string(text) +
                           "'; valid: none, " + valid_spellings<Device>());
 }
 

@@ -16,7 +16,7 @@ std::shared_ptr<unsigned char> host_allocate(std::size_t bytes) {
     // Round up to the alignment (aligned_alloc requires it) and keep one byte for empty tensors.
     const std::size_t rounded = ((bytes + kAlignment - 1) / kAlignment + 1) * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded);
-    if (!p) throw Error("cannot allocate " + std::to_string(bytes) + " bytes of host memory for a tensor");
+    if (!p) throw Error(ErrorCode::other, "cannot allocate " + std::to_string(bytes) + " bytes of host memory for a tensor");
     std::memset(p, 0, rounded);
     return {static_cast<unsigned char*>(p), [](unsigned char* q) { std::free(q); }};
 }
@@ -36,7 +36,7 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
 Tensor Tensor::zeros(DType dtype, Shape shape) {
     Tensor t;
     t.dtype_ = dtype;
-    const auto bytes = byte_size(shape, dtype);  // raises InputError: negative dims, overflow
+    const auto bytes = byte_size(shape, dtype);  // raises Error(input): negative dims, overflow
     t.numel_ = element_count(shape);
     t.shape_ = std::move(shape);
     t.storage_ = host_allocate(bytes);
@@ -46,7 +46,7 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
 Tensor Tensor::from_values(DType dtype, Shape shape, const std::vector<double>& values) {
     Tensor t = zeros(dtype, std::move(shape));
     if (static_cast<std::int64_t>(values.size()) != t.numel_)
-        throw InputError("tensor of shape " + to_string(t.shape_) + " needs " +
+        throw Error(ErrorCode::input, "tensor of shape " + to_string(t.shape_) + " needs " +
                          std::to_string(t.numel_) + " values, got " +
                          std::to_string(values.size()));
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -64,7 +64,7 @@ Tensor Tensor::on_device(DType dtype, Shape shape, Device device,
                          const capsule_device_interface& interface) {
     Tensor t;
     t.dtype_ = dtype;
-    byte_size(shape, dtype);  // raises InputError: negative dims, overflow
+    byte_size(shape, dtype);  // raises Error(input): negative dims, overflow
     t.numel_ = element_count(shape);
     t.shape_ = std::move(shape);
     t.device_ = device;
@@ -74,7 +74,7 @@ Tensor Tensor::on_device(DType dtype, Shape shape, Device device,
         return interface.allocate(std::max<std::size_t>(t.nbytes(), 1), &p, st);
     });
     if (failure || !p)
-        throw Error("device allocation of " + std::to_string(t.nbytes()) + " bytes on " +
+        throw Error(ErrorCode::other, "device allocation of " + std::to_string(t.nbytes()) + " bytes on " +
                     std::string(to_string(device)) + " failed: " +
                     failure.value_or("the plugin returned no memory"));
     auto release = interface.release;

@@ -30,7 +30,7 @@ std::optional<std::size_t> checked_nbytes(const Shape& shape, DType dtype) {
 namespace {
 
 [[noreturn]] void bad(const fs::path& path, const string& why) {
-    throw InputError(path.string() + ": " + why);
+    throw Error(ErrorCode::input, path.string() + ": " + why);
 }
 
 string npy_descr(DType d) {
@@ -196,14 +196,14 @@ void write_npy(const fs::path& path, const Tensor& tensor) {
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
     std::ofstream out(path, std::ios::binary);
-    if (!out) throw Error(path.string() + ": cannot open for writing");
+    if (!out) throw Error(ErrorCode::other, path.string() + ": cannot open for writing");
     const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                                         static_cast<unsigned char>(header.size() & 0xFF),
                                         static_cast<unsigned char>(header.size() >> 8)};
     out.write(reinterpret_cast<const char*>(preamble), 10);
     out << header;
     out.write(static_cast<const char*>(tensor.data()), static_cast<std::streamsize>(tensor.nbytes()));
-    if (!out) throw Error(path.string() + ": write failed");
+    if (!out) throw Error(ErrorCode::other, path.string() + ": write failed");
 }
 
 namespace {
@@ -274,14 +274,14 @@ void write_safetensors(const fs::path& path, const std::map<string, Tensor>& ten
     string text = header.dump();
     text.append((8 - text.size() % 8) % 8, ' ');
     std::ofstream out(path, std::ios::binary);
-    if (!out) throw Error(path.string() + ": cannot open for writing");
+    if (!out) throw Error(ErrorCode::other, path.string() + ": cannot open for writing");
     unsigned char size_bytes[8];
     for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(std::uint64_t(text.size()) >> (8 * i));
     out.write(reinterpret_cast<const char*>(size_bytes), 8);
     out << text;
     for (const auto& [name, t] : tensors)
         out.write(static_cast<const char*>(t.data()), static_cast<std::streamsize>(t.nbytes()));
-    if (!out) throw Error(path.string() + ": write failed");
+    if (!out) throw Error(ErrorCode::other, path.string() + ": write failed");
 }
 
 }  // namespace capsule

@@ -87,7 +87,7 @@ Device parse_device_alias(string_view text) {
     for (const auto& [alias, device] : kDeviceAliases)
         aliases += std::string(aliases.empty() ? "" : ", ") + std::string(alias) + "→" +
                    std::string(to_string(device));
-    throw VocabularyError("unknown device '" + std::string(text) +
+    throw Error(ErrorCode::input, "unknown device '" + std::string(text) +
                           "'; valid: " + valid_spellings<Device>() + " (aliases: " + aliases + ")");
 }
 
@@ -143,15 +143,15 @@ BackendPreference parse_backend_preference(string_view text) {
             Provider provider{};
             try {
                 provider = parse<Provider>(text.substr(colon + 1));
-            } catch (const VocabularyError& e) {
-                throw VocabularyError("unknown backend preference '" + std::string(text) +
+            } catch (const Error& e) {
+                throw Error(ErrorCode::input, "unknown backend preference '" + std::string(text) +
                                       "': " + e.what());
             }
             return head == "prefer" ? BackendPreference::prefer(provider)
                                     : BackendPreference::only(provider);
         }
     }
-    throw VocabularyError("unknown backend preference '" + std::string(text) +
+    throw Error(ErrorCode::input, "unknown backend preference '" + std::string(text) +
                           "'; valid: auto, prefer:<provider>, only:<provider> with provider one of " +
                           valid_spellings<Provider>());
 }

@@ -49,7 +49,7 @@ int main(int argc, char** argv) try {
     auto result = profile.accept_graph(host, graph);
     if (!result.accepted) {
         std::cerr << "the gate rejected the plan under " << profile.name << "\n";
-        return 4;
+        return static_cast<int>(capsule::ErrorCode::gate);
     }
     auto session = capsule::Session::create(profile, *result.accepted, graph, host, {});
     for (const auto& capsule_name : session.kernel_trace()) std::cout << "capsule " << capsule_name << "\n";
@@ -61,6 +61,8 @@ int main(int argc, char** argv) try {
     std::cout << "\n";
     return 0;
 } catch (const capsule::Error& e) {
-    std::cerr << "capsule_embed: " << e.what() << "\n";
-    return 1;
+    // The code says which stage refused (bad input, planning, gate, probe); its value is the exit
+    // code the `capsule` tool would give.
+    std::cerr << "capsule_embed: " << capsule::to_string(e.code()) << " error: " << e.what() << "\n";
+    return static_cast<int>(e.code());
 }

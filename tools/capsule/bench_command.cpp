@@ -29,7 +29,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 /// Every `--input-shape` must name a runtime input of the loaded graph and agree with its shape
-/// (for JSON IR the declared one; for ONNX the importer fixed it). Raises InputError.
+/// (for JSON IR the declared one; for ONNX the importer fixed it). Raises Error(input).
 void check_input_shapes(const Graph& graph, const std::map<std::string, Shape>& shapes) {
     for (const auto& [name, shape] : shapes) {
         const Node* input = nullptr;
@@ -40,10 +40,10 @@ void check_input_shapes(const Graph& graph, const std::map<std::string, Shape>& 
                 names += (names.empty() ? "" : ", ") + node.parameter_prefix();
             }
         if (!input)
-            throw InputError("--input-shape " + name + ": the model has no runtime input of that name (inputs: " +
+            throw Error(ErrorCode::input, "--input-shape " + name + ": the model has no runtime input of that name (inputs: " +
                              (names.empty() ? "none" : names) + ")");
         if (input->shape != shape)
-            throw InputError("--input-shape " + name + "=" + to_string(shape) + ": the model declares " +
+            throw Error(ErrorCode::input, "--input-shape " + name + "=" + to_string(shape) + ": the model declares " +
                              to_string(input->shape) + " for this input");
     }
 }
@@ -92,7 +92,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& options) {
         });
     return [&options, args]() {
         if (!args->trace.empty() && std::filesystem::weakly_canonical(args->trace) == std::filesystem::weakly_canonical(args->model))
-            throw InputError("--trace " + args->trace + " is the model file; give another file name");
+            throw Error(ErrorCode::input, "--trace " + args->trace + " is the model file; give another file name");
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
         BenchRecord record;
@@ -140,7 +140,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& options) {
         std::ofstream trace_file;
         if (!args->trace.empty()) {
             trace_file.open(args->trace);
-            if (!trace_file) throw InputError("--trace " + args->trace + ": cannot open the file for writing");
+            if (!trace_file) throw Error(ErrorCode::input, "--trace " + args->trace + ": cannot open the file for writing");
         }
         std::cerr << "capsule bench: " << args->model << " under " << profile.name << ": " << args->warmup
                   << " warm-up and " << args->iterations << " timed run(s)\n";
@@ -149,7 +149,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& options) {
         for (auto& timings : record.runs) (void)session.run(inputs, timings);
 
         if (trace_file.is_open() && !(trace_file << bench_trace(record).dump() << "\n" << std::flush))
-            throw InputError("--trace " + args->trace + ": cannot write the file");
+            throw Error(ErrorCode::input, "--trace " + args->trace + ": cannot write the file");
         if (args->json)
             std::cout << bench_json(record).dump(2) << "\n";
         else

@@ -26,7 +26,7 @@ Context::Context(const GlobalOptions& options) : options_(options) {
     for (const auto& path : options.plugin_paths) {
         std::error_code ec;
         if (!fs::exists(path, ec))
-            throw InputError("--plugin-path " + path.string() + ": no such file or directory");
+            throw Error(ErrorCode::input, "--plugin-path " + path.string() + ": no such file or directory");
     }
     for (const auto& file : options.profile_files) profiles_.push_back(load_profile_file(file));
     for (const auto& p : builtin_profiles()) profiles_.push_back(p);
@@ -34,7 +34,7 @@ Context::Context(const GlobalOptions& options) : options_(options) {
     for (std::size_t i = 0; i < profiles_.size(); ++i)
         for (std::size_t j = i + 1; j < profiles_.size(); ++j)
             if (profiles_[i].name == profiles_[j].name)
-                throw InputError("duplicate profile name '" + profiles_[i].name +
+                throw Error(ErrorCode::input, "duplicate profile name '" + profiles_[i].name +
                                  "' (from --profile-file); choose another name");
 }
 
@@ -59,7 +59,7 @@ BackendProfile Context::profile(const std::string& name) const {
     if (name.size() > 5 && name.ends_with(".json")) return load_profile_file(name);
     std::string names;
     for (const auto& p : profiles_) names += (names.empty() ? "" : ", ") + p.name;
-    throw VocabularyError("unknown profile '" + name + "'; valid: " + names +
+    throw Error(ErrorCode::input, "unknown profile '" + name + "'; valid: " + names +
                           " (or a profile .json file)");
 }
 

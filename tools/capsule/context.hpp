@@ -10,14 +10,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include "capsule/error.hpp"
 #include "capsule/profile.hpp"
 #include "capsule/registry.hpp"
 
 namespace capsule::cli {
 
-/// Exit codes of DESIGN.md section 7.
+/// Exit codes of DESIGN.md section 7: 0 on success, else the ErrorCode of the failure.
 enum ExitCode : int {
-    kOk = 0, kOther = 1, kBadInput = 2, kPlanningFailed = 3, kGateRejected = 4, kProbeFailed = 5
+    kOk = 0,
+    kOther = static_cast<int>(ErrorCode::other),
+    kBadInput = static_cast<int>(ErrorCode::input),
+    kPlanningFailed = static_cast<int>(ErrorCode::planning),
+    kGateRejected = static_cast<int>(ErrorCode::gate),
+    kProbeFailed = static_cast<int>(ErrorCode::probe),
 };
 
 struct GlobalOptions {
@@ -37,7 +43,7 @@ public:
     /// Profiles from --profile-file (first) then built-ins.
     const std::vector<BackendProfile>& profiles() const { return profiles_; }
     /// Looks a profile up by name, or loads it when `name` is a path to a .json file. Raises
-    /// VocabularyError listing the known names.
+    /// Error(input) listing the known names.
     BackendProfile profile(const std::string& name) const;
 
 private:
@@ -47,7 +53,7 @@ private:
 };
 
 /// `--input-shape` values: `NAME=1,3,224,224` or `NAME=1x3x224x224` → {NAME, [1, 3, 224, 224]}.
-/// Raises InputError for a missing `=`, a dimension that is not an integer, or a repeated NAME.
+/// Raises Error(input) for a missing `=`, a dimension that is not an integer, or a repeated NAME.
 std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs);
 
 /// Directory of the running executable (for plugin discovery next to the binaries).

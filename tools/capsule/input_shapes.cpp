@@ -8,7 +8,7 @@ std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& 
     for (const auto& spec : specs) {
         auto eq = spec.find('=');
         if (eq == std::string::npos || eq == 0)
-            throw InputError("--input-shape '" + spec + "': expected NAME=D0,D1,... or NAME=D0xD1x...");
+            throw Error(ErrorCode::input, "--input-shape '" + spec + "': expected NAME=D0,D1,... or NAME=D0xD1x...");
         const char separator = spec.find(',', eq) == std::string::npos &&
                                        spec.find('x', eq) != std::string::npos ? 'x' : ',';
         Shape shape;
@@ -22,12 +22,12 @@ std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& 
                 shape.push_back(std::stoll(item, &used));
                 if (used != item.size()) throw std::invalid_argument(item);
             } catch (const std::exception&) {
-                throw InputError("--input-shape '" + spec + "': dimensions must be integers");
+                throw Error(ErrorCode::input, "--input-shape '" + spec + "': dimensions must be integers");
             }
             start = end + 1;
         }
         const auto name = spec.substr(0, eq);
-        if (out.count(name)) throw InputError("--input-shape '" + name + "' given twice");
+        if (out.count(name)) throw Error(ErrorCode::input, "--input-shape '" + name + "' given twice");
         out[name] = shape;
     }
     return out;

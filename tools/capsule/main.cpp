@@ -10,6 +10,20 @@
 using namespace capsule;
 using namespace capsule::cli;
 
+namespace {
+/// What stderr says before an Error's message: `capsule: bad input: <message>`.
+const char* error_heading(ErrorCode code) {
+    switch (code) {
+    case ErrorCode::input: return "bad input";
+    case ErrorCode::planning: return "planning failed";
+    case ErrorCode::gate: return "gate rejected the plan";
+    case ErrorCode::probe: return "cannot run here";
+    case ErrorCode::other: break;
+    }
+    return "error";
+}
+}  // namespace
+
 int main(int argc, char** argv) {
     // Logs go to stderr: stdout carries only results (text, --json documents, written files).
     spdlog::set_default_logger(spdlog::stderr_color_st("capsule"));
@@ -30,6 +44,16 @@ int main(int argc, char** argv) {
                    "intra-op threads kernels may use (given to plugins at prepare time); 0: every core")
         ->check(CLI::Range(0, 4096))
         ->capture_default_str();
+    app.footer(
+        "Exit codes (the same numbers as capsule::ErrorCode):\n"
+        "  0  success; the plan was accepted\n"
+        "  1  anything else: a kernel or plugin call failed, backward was refused, a file could not\n"
+        "     be written; also `plugins` when a plugin failed and `onnx-test` when a case failed or an\n"
+        "     --expect case no longer passes\n"
+        "  2  usage error or bad input (file, profile, graph, model, option value)\n"
+        "  3  planning failed: no admissible capsule for an op\n"
+        "  4  the acceptance gate rejected the plan\n"
+        "  5  cannot run here: device, driver, plugin or library unusable on this machine");
     app.set_version_flag("--version", std::string("capsule ") + CAPSULE_VERSION + ", plugin ABI " +
                                           to_string(kHostAbiVersion));
     const std::vector<std::pair<std::string, Command>> commands{
@@ -53,21 +77,9 @@ int main(int argc, char** argv) {
     try {
         for (const auto& [name, run] : commands)
             if (app.got_subcommand(name)) return run();
-    } catch (const ProbeError& e) {
-        std::cerr << "capsule: cannot run here: " << e.what() << "\n";
-        return kProbeFailed;
-    } catch (const AutogradError& e) {
-        std::cerr << "capsule: backward refused: " << e.what() << "\n";
-        return kOther;
-    } catch (const PlanningError& e) {
-        std::cerr << "capsule: planning failed: " << e.what() << "\n";
-        return kPlanningFailed;
-    } catch (const InputError& e) {
-        std::cerr << "capsule: bad input: " << e.what() << "\n";
-        return kBadInput;
-    } catch (const VocabularyError& e) {
-        std::cerr << "capsule: " << e.what() << "\n";
-        return kBadInput;
+    } catch (const Error& e) {
+        std::cerr << "capsule: " << error_heading(e.code()) << ": " << e.what() << "\n";
+        return static_cast<int>(e.code());
     } catch (const std::bad_alloc&) {
         std::cerr << "capsule: error: out of memory\n";
         return kOther;

@@ -179,42 +179,55 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
                           "not a tensor: " + non_tensor.front());
         const auto sets = data_sets(dir);
         if (sets.empty()) return finish("unsupported", "no test_data_set_N directory");
+        // What the importer does not map makes the case unsupported, not failed.
+        auto unsupported = [&](const OnnxUnsupported& u) {
+            r.op = u.op_type;
+            return finish("unsupported", u.op_type.empty() ? u.reason : u.op_type + ": " + u.reason, u.message);
+        };
         // Input shapes come from the first data set (the files give the static shapes).
         std::vector<std::vector<Tensor>> inputs, outputs;
         for (const auto& set : sets) {
-            std::vector<Tensor> in, out;
-            for (const auto& p : numbered(set, "input_")) in.push_back(read_onnx_tensor(p));
-            for (const auto& p : numbered(set, "output_")) out.push_back(read_onnx_tensor(p));
-            inputs.push_back(std::move(in));
-            outputs.push_back(std::move(out));
+            for (auto [prefix, into] : {std::pair{"input_", &inputs}, std::pair{"output_", &outputs}}) {
+                into->emplace_back();
+                for (const auto& p : numbered(set, prefix)) {
+                    auto tensor = try_read_onnx_tensor(p);
+                    if (auto* u = std::get_if<OnnxUnsupported>(&tensor)) return unsupported(*u);
+                    into->back().push_back(std::get<Tensor>(std::move(tensor)));
+                }
+            }
         }
         // Static shapes come from the data set's inputs. An input the importer must know as a
         // constant (Reshape's shape, Clip's bounds, axes fed as inputs) is bound from the data
         // set's value: the model is specialised to it (OnnxImportOptions::constant_inputs).
         std::set<std::string> constant_names;
-        auto import_for = [&](std::size_t s) {
+        auto import_for = [&](std::size_t s) -> OnnxImportResult {
             OnnxImportOptions options;
             for (const auto& t : inputs[s]) options.positional_input_shapes.push_back(t.shape());
             for (int attempt = 0;; ++attempt) {
-                try {
-                    return import_onnx(dir / "model.onnx", options);
-                } catch (const OnnxUnsupportedError& e) {
-                    if (e.constant_input.empty() || attempt > 16) throw;
-                    std::size_t position = 0;
-                    bool found = false;
-                    for (const auto& name : onnx_graph_inputs(dir / "model.onnx"))
-                        if (name == e.constant_input) { found = true; break; } else ++position;
-                    if (!found || position >= inputs[s].size() || options.constant_inputs.count(e.constant_input)) throw;
-                    options.constant_inputs[e.constant_input] = inputs[s][position];
-                    constant_names.insert(e.constant_input);
-                }
+                auto result = try_import_onnx(dir / "model.onnx", options);
+                const auto* u = std::get_if<OnnxUnsupported>(&result);
+                if (!u || u->constant_input.empty() || attempt > 16) return result;
+                std::size_t position = 0;
+                bool found = false;
+                for (const auto& name : onnx_graph_inputs(dir / "model.onnx"))
+                    if (name == u->constant_input) { found = true; break; } else ++position;
+                if (!found || position >= inputs[s].size() || options.constant_inputs.count(u->constant_input))
+                    return result;
+                options.constant_inputs[u->constant_input] = inputs[s][position];
+                constant_names.insert(u->constant_input);
             }
         };
-        ImportedModel model = import_for(0);
+        auto imported = import_for(0);
+        if (auto* u = std::get_if<OnnxUnsupported>(&imported)) return unsupported(*u);
+        ImportedModel model = std::get<ImportedModel>(std::move(imported));
         r.ops = model.op_types;
         r.tolerance = tolerance_for(r.ops);
         for (std::size_t s = 0; s < sets.size(); ++s) {
-            if (s > 0 && !constant_names.empty()) model = import_for(s);
+            if (s > 0 && !constant_names.empty()) {
+                imported = import_for(s);
+                if (auto* u = std::get_if<OnnxUnsupported>(&imported)) return unsupported(*u);
+                model = std::get<ImportedModel>(std::move(imported));
+            }
             auto accepted = profile.accept_graph(host, model.graph);
             if (!accepted.accepted) return finish("unsupported", "the gate rejects the plan under " + profile.name);
             if (inputs[s].size() != model.input_names.size())
@@ -237,12 +250,10 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
             }
         }
         return finish("passed", "");
-    } catch (const OnnxUnsupportedError& e) {
-        r.op = e.op_type();
-        string reason = e.op_type().empty() ? e.reason() : e.op_type() + ": " + e.reason();
-        return finish("unsupported", reason, e.what());
-    } catch (const PlanningError& e) {
-        return finish("unsupported", "planning under " + profile.name + ": " + first_line(e.what()), e.what());
+    } catch (const Error& e) {
+        if (e.code() == ErrorCode::planning)
+            return finish("unsupported", "planning under " + profile.name + ": " + first_line(e.what()), e.what());
+        return finish("failed", "error: " + first_line(e.what()), e.what());
     } catch (const std::exception& e) {
         return finish("failed", "error: " + first_line(e.what()), e.what());
     }
@@ -252,7 +263,7 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
 /// `test_*` subdirectories, else theirs (a data root holding categories).
 void collect(const fs::path& dir, std::vector<std::pair<string, fs::path>>& cases, int depth = 0) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) throw InputError("onnx-test: " + dir.string() + " is not a directory");
+    if (!fs::is_directory(dir, ec)) throw Error(ErrorCode::input, "onnx-test: " + dir.string() + " is not a directory");
     auto id_of = [](const fs::path& p) {
         return p.parent_path().filename().string() + "/" + p.filename().string();
     };
@@ -273,7 +284,7 @@ void collect(const fs::path& dir, std::vector<std::pair<string, fs::path>>& case
 
 std::vector<string> read_list(const fs::path& path) {
     std::ifstream in(path);
-    if (!in) throw InputError("onnx-test: cannot read " + path.string());
+    if (!in) throw Error(ErrorCode::input, "onnx-test: cannot read " + path.string());
     std::vector<string> out;
     string line;
     while (std::getline(in, line)) {
@@ -297,7 +308,9 @@ struct Args {
 }  // namespace
 
 Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
-    auto* sub = app.add_subcommand("onnx-test", "run ONNX backend test cases and classify each one");
+    auto* sub = app.add_subcommand("onnx-test",
+                                   "run ONNX backend test cases and classify each one (passed, failed, "
+                                   "unsupported); exits 1 when a case failed or an --expect case did not pass");
     auto args = std::make_shared<Args>();
     sub->add_option("--profile", args->profile, "backend profile name or profile .json file")->capture_default_str();
     sub->add_option("dirs", args->dirs, "data root, category directory or case directory (repeatable)")->required();
@@ -315,7 +328,7 @@ Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
         for (const auto& d : args->dirs) collect(d, cases);
         if (!args->filter.empty())
             std::erase_if(cases, [&](const auto& c) { return c.first.find(args->filter) == string::npos; });
-        if (cases.empty()) throw InputError("onnx-test: no test cases found under the given directories");
+        if (cases.empty()) throw Error(ErrorCode::input, "onnx-test: no test cases found under the given directories");
 
         std::vector<CaseResult> results;
         for (const auto& [id, dir] : cases) {
@@ -420,12 +433,12 @@ Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
             if (const auto parent = std::filesystem::path(args->json_report).parent_path(); !parent.empty())
                 std::filesystem::create_directories(parent);
             std::ofstream out(args->json_report);
-            if (!out) throw InputError("onnx-test: cannot write " + args->json_report);
+            if (!out) throw Error(ErrorCode::input, "onnx-test: cannot write " + args->json_report);
             out << report.dump(2) << "\n";
         }
         if (!args->write_passing.empty()) {
             std::ofstream out(args->write_passing);
-            if (!out) throw InputError("onnx-test: cannot write " + args->write_passing);
+            if (!out) throw Error(ErrorCode::input, "onnx-test: cannot write " + args->write_passing);
             for (const auto& id : passing) out << id << "\n";
         }
         return counts["failed"] || !regressions.empty() ? int(kOther) : int(kOk);

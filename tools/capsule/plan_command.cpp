@@ -26,7 +26,7 @@ std::vector<BackendOp> parse_ops(const std::string& list) {
         auto end = list.find(',', start);
         if (end == std::string::npos) end = list.size();
         auto item = list.substr(start, end - start);
-        if (item.empty()) throw InputError("--ops: empty op name in '" + list + "'");
+        if (item.empty()) throw Error(ErrorCode::input, "--ops: empty op name in '" + list + "'");
         ops.push_back(parse<BackendOp>(item));
         start = end + 1;
     }
@@ -48,7 +48,7 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
     sub->add_flag("--detailed", args->detailed, "add one line per contract field");
     return [&options, args, graph, ops]() {
         if (graph->empty() == ops->empty())
-            throw InputError("plan: give exactly one of GRAPH or --ops");
+            throw Error(ErrorCode::input, "plan: give exactly one of GRAPH or --ops");
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
         AcceptedPlanResult result;
@@ -61,8 +61,8 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
                 auto list = parse_ops(args->ops);
                 result = profile.gate_ops(ctx.host(), list);
             }
-        } catch (const PlanningError& e) {
-            if (!args->json) throw;
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::planning || !args->json) throw;
             std::cout << planning_failed_json(profile, e.what()).dump(2) << "\n";
             return int(kPlanningFailed);
         }

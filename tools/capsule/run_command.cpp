@@ -26,9 +26,9 @@ std::map<std::string, Tensor> read_inputs(const std::vector<std::string>& specs)
     for (const auto& spec : specs) {
         auto eq = spec.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-            throw InputError("--input '" + spec + "': expected NAME=FILE.npy");
+            throw Error(ErrorCode::input, "--input '" + spec + "': expected NAME=FILE.npy");
         auto name = spec.substr(0, eq);
-        if (inputs.count(name)) throw InputError("--input '" + name + "' given twice");
+        if (inputs.count(name)) throw Error(ErrorCode::input, "--input '" + name + "' given twice");
         inputs.emplace(name, read_npy(spec.substr(eq + 1)));
     }
     return inputs;
@@ -46,7 +46,7 @@ std::vector<std::filesystem::path> output_files(const Session& session, const st
         if (name.empty() || name.find_first_not_of('.') == std::string::npos)
             name = "output_" + std::to_string(out.node_id);
         if (!seen.insert(name).second)
-            throw InputError("graph outputs would both be written to " + name +
+            throw Error(ErrorCode::input, "graph outputs would both be written to " + name +
                              ".npy; give the output nodes distinct names");
         files.push_back(std::filesystem::path(dir) / (name + ".npy"));
     }

@@ -80,16 +80,16 @@ private:
 };
 
 /// Checks, before any training, that `out` names a file whose directory exists (or can be
-/// created) and accepts new files; raises InputError with the reason otherwise.
+/// created) and accepts new files; raises Error(input) with the reason otherwise.
 void check_output_path(const std::filesystem::path& out) {
     namespace fs = std::filesystem;
     if (out.empty() || !out.has_filename() || fs::is_directory(out))
-        throw InputError("--output '" + out.string() + "' must name a model file, e.g. model.json");
+        throw Error(ErrorCode::input, "--output '" + out.string() + "' must name a model file, e.g. model.json");
     std::error_code ec;
     if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
-    if (ec) throw InputError("--output: cannot create directory " + out.parent_path().string() + ": " + ec.message());
+    if (ec) throw Error(ErrorCode::input, "--output: cannot create directory " + out.parent_path().string() + ": " + ec.message());
     const auto probe = fs::path(out).concat(".capsule-write-test");
-    if (!std::ofstream(probe)) throw InputError("--output: cannot write files next to " + out.string() + ": " + std::strerror(errno));
+    if (!std::ofstream(probe)) throw Error(ErrorCode::input, "--output: cannot write files next to " + out.string() + ": " + std::strerror(errno));
     fs::remove(probe, ec);
 }
 
@@ -103,7 +103,7 @@ void save_model(const Graph& model, const ParameterMap& params, const std::files
     write_safetensors(weights, params);
     std::ofstream file(out);
     file << graph_to_json(graph);
-    if (!file.flush()) throw InputError("cannot write " + out.string());
+    if (!file.flush()) throw Error(ErrorCode::input, "cannot write " + out.string());
     std::cout << "saved " << out.string() << " and " << weights.string() << "\n";
 }
 
@@ -143,7 +143,7 @@ Command add_train_command(CLI::App& app, const GlobalOptions& options) {
         check_output_path(args->output);
         for (auto [name, value] : {std::pair{"--lr", args->lr.value_or(0)}, std::pair{"--momentum", args->momentum},
                                    std::pair{"--weight-decay", args->weight_decay}})
-            if (!std::isfinite(value)) throw InputError(std::string(name) + " must be a finite number");
+            if (!std::isfinite(value)) throw Error(ErrorCode::input, std::string(name) + " must be a finite number");
         TrainingConfig config{args->batch_size, optimizer_options(*args), args->seed};
         const auto plans = plan_training(profile, ctx.host(), parse_model_kind(args->model), config);
         std::cout << "training graph (" << args->model << ", batch " << args->batch_size << "):\n"

@@ -10,7 +10,7 @@ namespace capsule {
 
 namespace {
 [[noreturn]] void refuse(const std::filesystem::path& path) {
-    throw InputError(path.string() + ": this build has no ONNX import (configured with "
+    throw Error(ErrorCode::input, path.string() + ": this build has no ONNX import (configured with "
                                      "CAPSULE_WITH_ONNX=OFF); use a JSON IR graph");
 }
 }  // namespace
@@ -24,11 +24,22 @@ ImportedModel import_onnx_bytes(std::string_view, const std::filesystem::path& s
     refuse(source);
 }
 
+OnnxImportResult try_import_onnx(const std::filesystem::path& path, const OnnxImportOptions&) {
+    refuse(path);
+}
+
+OnnxImportResult try_import_onnx_bytes(std::string_view, const std::filesystem::path& source,
+                                       const OnnxImportOptions&) {
+    refuse(source);
+}
+
 std::vector<std::string> onnx_graph_inputs(const std::filesystem::path& path) { refuse(path); }
 
 std::vector<std::string> onnx_non_tensor_values(const std::filesystem::path& path) { refuse(path); }
 
 Tensor read_onnx_tensor(const std::filesystem::path& path) { refuse(path); }
+
+std::variant<Tensor, OnnxUnsupported> try_read_onnx_tensor(const std::filesystem::path& path) { refuse(path); }
 
 std::string read_onnx_tensor_name(const std::filesystem::path& path) { refuse(path); }
 

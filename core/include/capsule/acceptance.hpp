@@ -29,7 +29,7 @@ struct AcceptancePolicy {
     std::optional<std::string_view> name() const;
     bool operator==(const AcceptancePolicy&) const = default;
 };
-/// Reads a named policy; raises VocabularyError listing the three names.
+/// Reads a named policy; raises Error(input) listing the three names.
 AcceptancePolicy parse_acceptance_policy(std::string_view name);
 
 enum class GateFailureKind : std::uint8_t { missing_evidence, runtime_guard_evidence,
@@ -80,7 +80,7 @@ struct AcceptedPlanResult {
 /// The disposition's failure kind under `policy`, or nullopt when the policy admits it.
 std::optional<GateFailureKind> gate_failure_kind(const AcceptancePolicy& policy, Disposition d);
 
-/// Rechecks, audits and gates `plan` under `policy`. Raises PlanningError only when recheck finds
+/// Rechecks, audits and gates `plan` under `policy`. Raises Error(planning) only when recheck finds
 /// a malformed plan.
 AcceptedPlanResult gate(const GraphLoweringPlan& plan, const AcceptancePolicy& policy);
 /// The same, taking the plan over instead of copying it.

@@ -26,7 +26,7 @@ struct ObligationReport {
 std::vector<ObligationReport> audit(const GraphLoweringPlan& plan);
 
 /// Rechecks a lowered plan before gating: each group is non-empty, its capsule implements the
-/// group's op and is aligned. Raises PlanningError naming the group and capsule otherwise (a plan
+/// group's op and is aligned. Raises Error(planning) naming the group and capsule otherwise (a plan
 /// assembled by hand or tampered with; the planner never produces one).
 void recheck(const GraphLoweringPlan& plan);
 

@@ -33,10 +33,10 @@ using Shape = std::vector<std::int64_t>;
 /// `[2, 3]`
 std::string to_string(const Shape& shape);
 /// Product of the dimensions (1 for a scalar shape `[]`): checked_element_count
-/// (capsule/shape_math.hpp). Raises InputError naming the shape when a dimension is negative or
+/// (capsule/shape_math.hpp). Raises Error(input) naming the shape when a dimension is negative or
 /// the count (or the product of the non-zero dimensions) exceeds 2^63-1.
 std::int64_t element_count(const Shape& shape);
-/// Bytes of a dense tensor of `shape` and `dtype`: checked_byte_size. Raises InputError naming the
+/// Bytes of a dense tensor of `shape` and `dtype`: checked_byte_size. Raises Error(input) naming the
 /// shape as element_count does, or when the byte count exceeds 2^63-1.
 std::size_t byte_size(const Shape& shape, DType dtype);
 
@@ -90,22 +90,22 @@ struct TensorType {
 };
 
 /// Parses a JSON IR document (format "capsule-ir", version 1). `source` names the document in
-/// errors. Raises InputError for bad JSON structure, unknown keys, unknown ops or dtypes, naming
+/// errors. Raises Error(input) for bad JSON structure, unknown keys, unknown ops or dtypes, naming
 /// the node (`node <id> (<op>)`) and the problem. Does not check shapes; see check_graph.
 Graph parse_graph(std::string_view json_text, const std::filesystem::path& source = {});
-/// Reads and parses a graph file; raises InputError when the file cannot be read.
+/// Reads and parses a graph file; raises Error(input) when the file cannot be read.
 Graph load_graph(const std::filesystem::path& path);
 /// Serialises a graph back to JSON IR text.
 std::string graph_to_json(const Graph& graph);
 
 /// Checks well-formedness: unique non-negative ids, parents that exist and appear earlier (no
 /// cycle, no forward reference), arity per op, attributes per op, outputs that exist, and that the
-/// declared shape and dtype of every node equal shape inference. Raises InputError naming the
+/// declared shape and dtype of every node equal shape inference. Raises Error(input) naming the
 /// graph source, the node and the problem.
 void check_graph(const Graph& graph);
 
 /// Infers the output type of `node` from its parents' types (in parent order) and attributes.
-/// Raises InputError with the reason (without the node prefix) on wrong arity, bad attribute or
+/// Raises Error(input) with the reason (without the node prefix) on wrong arity, bad attribute or
 /// incompatible shapes.
 TensorType infer_type(const Node& node, const std::vector<TensorType>& parents);
 
@@ -117,7 +117,7 @@ struct ParameterSpec {
     bool operator==(const ParameterSpec&) const = default;
 };
 /// The parameters `node` takes (docs/ops.md), in a fixed order, given its parents' types. Raises
-/// InputError exactly where infer_type does.
+/// Error(input) exactly where infer_type does.
 std::vector<ParameterSpec> parameter_specs(const Node& node, const std::vector<TensorType>& parents);
 
 }  // namespace capsule

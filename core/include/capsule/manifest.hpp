@@ -47,9 +47,9 @@ struct PluginManifest {
     bool is_stub() const { return !library.has_value(); }
 };
 
-/// Parses a manifest document. Raises InputError `<source>: <json path>: <reason>`.
+/// Parses a manifest document. Raises Error(input) `<source>: <json path>: <reason>`.
 PluginManifest parse_manifest(std::string_view json_text, const std::filesystem::path& source);
-/// Reads and parses a manifest file; raises InputError when unreadable or malformed.
+/// Reads and parses a manifest file; raises Error(input) when unreadable or malformed.
 PluginManifest load_manifest(const std::filesystem::path& path);
 
 /// JSON form of a capsule, as used in manifests and `capsule capsules --json`.
@@ -58,7 +58,7 @@ nlohmann::json capsule_to_json(const KernelCapsule& capsule);
 nlohmann::json manifest_to_json(const PluginManifest& manifest);
 
 /// Registry modes are open-ended names (`default`, `with-libtorch`, ...): lowercase letters,
-/// digits and '-'. Raises InputError otherwise.
+/// digits and '-'. Raises Error(input) otherwise.
 void validate_registry_mode(std::string_view mode);
 
 }  // namespace capsule

@@ -6,9 +6,10 @@
 // `onnx::checker::check_model`, and its shapes are inferred with `onnx::shape_inference`. Every
 // ONNX node maps to BackendOps (docs/onnx.md lists each ONNX op, the ops it becomes and the exact
 // conditions), is folded on the host when it only computes on constants (Shape, Constant,
-// Gather, Concat, ... so that Reshape's shape becomes an attribute), or is refused with an
-// OnnxUnsupportedError that names the ONNX op type, the node name and the opset. Static shapes
-// are required. This header does not expose protobuf types.
+// Gather, Concat, ... so that Reshape's shape becomes an attribute), or is refused with a message
+// that names the ONNX op type, the node name and the opset (import_onnx raises Error(input);
+// try_import_onnx returns the refusal as OnnxUnsupported). Static shapes are required. This header
+// does not expose protobuf types.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "capsule/error.hpp"
@@ -25,26 +27,20 @@
 
 namespace capsule {
 
-/// The model (or a tensor file) uses something the importer does not map: an ONNX op, an op
-/// variant (attribute value, input count, output count), a dtype, an op domain. `what()` is the
-/// full message, e.g. `model.onnx: ONNX op Loop (node 'loop_1', opset 16) is not supported: no
-/// BackendOp for control flow`; `reason()` is the short, groupable reason (`no BackendOp for
-/// control flow`); `op_type()` the ONNX op type ("" for a model-level problem such as a dtype of a
-/// graph input).
-class OnnxUnsupportedError : public InputError {
-public:
-    OnnxUnsupportedError(const std::string& message, std::string op_type, std::string reason)
-        : InputError(message), op_type_(std::move(op_type)), reason_(std::move(reason)) {}
-    const std::string& op_type() const { return op_type_; }
-    const std::string& reason() const { return reason_; }
+/// Something the model (or a tensor file) uses that the importer does not map: an ONNX op, an op
+/// variant (attribute value, input count, output count), a dtype, an op domain or opset.
+struct OnnxUnsupported {
+    /// The full message, e.g. `model.onnx: ONNX op Loop (node 'loop_1', opset 16) is not
+    /// supported: no BackendOp for control flow`; import_onnx raises Error(input) with it.
+    std::string message;
+    /// The ONNX op type ("" for a model-level problem such as a dtype of a graph input).
+    std::string op_type;
+    /// The short, groupable reason (`no BackendOp for control flow`).
+    std::string reason;
     /// When the import failed because a graph input must be known at import (Reshape's shape,
     /// Clip's bounds, reduction axes fed by an input): that input's name; else "". Importing again
     /// with its value in OnnxImportOptions::constant_inputs specialises the model to it.
     std::string constant_input;
-
-private:
-    std::string op_type_;
-    std::string reason_;
 };
 
 struct OnnxImportOptions {
@@ -55,9 +51,9 @@ struct OnnxImportOptions {
     /// know the inputs' order but not their names (the backend test data's input_K.pb files).
     /// A name in `input_shapes` wins over a position.
     std::vector<Shape> positional_input_shapes;
-    /// Values for graph inputs that the importer must know (see OnnxUnsupportedError::
-    /// constant_input): each such input is replaced by the constant, its shape and dtype must be
-    /// the declared ones, and the imported model lists it among `unused_inputs`.
+    /// Values for graph inputs that the importer must know (see OnnxUnsupported::constant_input):
+    /// each such input is replaced by the constant, its shape and dtype must be the declared ones,
+    /// and the imported model lists it among `unused_inputs`.
     std::map<std::string, Tensor> constant_inputs;
 };
 
@@ -86,33 +82,45 @@ struct ImportedModel {
     std::vector<std::string> op_types;
 };
 
-/// Reads, checks and imports an ONNX model file. Raises InputError for a missing or unreadable
-/// file, a file that is not an ONNX ModelProto, a model the ONNX checker rejects, a dynamic
-/// input dimension not fixed by `options.input_shapes` (naming the input, the axis and the fix),
-/// or external tensor data; OnnxUnsupportedError for an op, variant or dtype the importer does not
-/// map (naming op type, node name and opset).
+/// Reads, checks and imports an ONNX model file. Raises Error(input) for a missing or unreadable
+/// file, a file that is not an ONNX ModelProto, a model the ONNX checker rejects, a dynamic input
+/// dimension not fixed by `options.input_shapes` (naming the input, the axis and the fix), external
+/// tensor data, or an op, variant or dtype the importer does not map (naming op type, node name
+/// and opset).
 ImportedModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options = {});
 /// The same for a serialised ModelProto held in memory; `source` names it in errors.
 ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
                                 const OnnxImportOptions& options = {});
 
+/// The imported model, or what the importer does not map.
+using OnnxImportResult = std::variant<ImportedModel, OnnxUnsupported>;
+/// import_onnx, returning an op, variant or dtype the importer does not map as OnnxUnsupported
+/// (with the op type, the groupable reason and the graph input to bind as a constant) instead of
+/// raising it. Raises Error(input) for the other failures import_onnx names.
+OnnxImportResult try_import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options = {});
+/// try_import_onnx for a serialised ModelProto held in memory.
+OnnxImportResult try_import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
+                                       const OnnxImportOptions& options = {});
+
 /// The graph input names of an ONNX model file in model order (initializers excluded), without
-/// importing it. Raises InputError for a missing or malformed file.
+/// importing it. Raises Error(input) for a missing or malformed file.
 std::vector<std::string> onnx_graph_inputs(const std::filesystem::path& path);
 /// Graph inputs and outputs of an ONNX model file whose type is not a tensor (sequence, map,
 /// optional), as "input 'x' (sequence)"; empty when every one is a tensor.
 std::vector<std::string> onnx_non_tensor_values(const std::filesystem::path& path);
 
 /// Reads a serialised ONNX TensorProto (the `input_K.pb` / `output_K.pb` files of the ONNX
-/// backend test data). Supported element types: float, double, int64, bool. Raises InputError
-/// for a missing or malformed file and OnnxUnsupportedError for another element type.
+/// backend test data). Supported element types: float, double, int64, bool. Raises Error(input)
+/// for a missing or malformed file or another element type.
 Tensor read_onnx_tensor(const std::filesystem::path& path);
+/// read_onnx_tensor, returning another element type as OnnxUnsupported instead of raising it.
+std::variant<Tensor, OnnxUnsupported> try_read_onnx_tensor(const std::filesystem::path& path);
 /// The tensor's `name` field in such a file ("" when absent).
 std::string read_onnx_tensor_name(const std::filesystem::path& path);
 
 /// Splits caller-supplied values by ONNX input name into the session's runtime inputs and the
 /// parameters fed by graph inputs (ImportedModel::parameter_inputs), which are added to
-/// `parameters`. Values for unused inputs are dropped. Raises InputError for an unknown name or
+/// `parameters`. Values for unused inputs are dropped. Raises Error(input) for an unknown name or
 /// a missing parameter input.
 std::map<std::string, Tensor> bind_onnx_inputs(const ImportedModel& model,
                                                const std::map<std::string, Tensor>& values,

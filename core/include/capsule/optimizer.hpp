@@ -43,8 +43,8 @@ BackendOp optimizer_op(const OptimizerOptions& options);
 
 class Optimizer {
 public:
-    /// Resolves the kernel of the accepted plan's single optimizer-step group. Raises InputError
-    /// when the plan is not one `sgd`/`adam` group matching `options`, ProbeError when the
+    /// Resolves the kernel of the accepted plan's single optimizer-step group. Raises Error(input)
+    /// when the plan is not one `sgd`/`adam` group matching `options`, Error(probe) when the
     /// capsule cannot run here (as Session::create) or the profile's device is not cpu
     /// (optimizer state lives in host memory).
     static Optimizer create(const BackendProfile& profile, const AcceptedPlan& plan,
@@ -52,8 +52,8 @@ public:
 
     /// One step (PyTorch's update rule) for every parameter that has a gradient: `parameters`
     /// are updated in place (the tensors a CPU Session reads, see Session::parameters()).
-    /// Raises InputError when a gradient names no parameter or differs in dtype/shape,
-    /// ExecutionError when the capsule fails (its message kept).
+    /// Raises Error(input) when a gradient names no parameter or differs in dtype/shape,
+    /// Error(other) when the capsule fails (its message kept).
     void step(const ParameterMap& parameters, const ParameterMap& gradients);
 
     /// Steps taken so far (PyTorch's state['step']).

@@ -40,13 +40,13 @@ std::vector<std::string> refusal_lines(const CapsuleRegistry& registry,
 std::vector<std::string> failed_plugin_lines(const CapsuleRegistry& registry,
                                              const ExecutionConfig& config, BackendOp op);
 
-/// Plans each op in order. Raises PlanningError
+/// Plans each op in order. Raises Error(planning)
 /// `no admissible backend capsule for op <op> on device <device>` followed by one line per refused
 /// capsule of that op, then one line per relevant plugin that failed to load. Cost: one registry scan per distinct op, then a lookup per node.
 ExecutionPlan plan_ops(const CapsuleRegistry& registry, const Availability& availability,
                        const ExecutionConfig& config, std::span<const BackendOp> ops);
 
-/// Checks the graph (check_graph: ids, parent order, arity, shapes; raises InputError), then plans
+/// Checks the graph (check_graph: ids, parent order, arity, shapes; raises Error(input)), then plans
 /// every runtime node, keeping its id. A planning failure names the node:
 /// `no admissible backend capsule for op <op> on device <device> (node <id>)` plus refusals.
 GraphExecutionPlan plan_graph(const CapsuleRegistry& registry, const Availability& availability,

@@ -25,7 +25,10 @@
 
 namespace capsule::plugin {
 
-/// An error a kernel raises; `code` is a capsule_status_code.
+/// An error a kernel raises inside its plugin; `code` is a capsule_status_code. It never reaches
+/// the host: `guarded` (behind every *_entry adapter) turns it into that status and message at
+/// the C boundary, and the host reports a failed call as capsule::Error (code `other`) naming the
+/// node, capsule, plugin and this message.
 struct KernelError : std::exception {
     int32_t code;
     std::string message;

@@ -28,16 +28,16 @@ struct BackendProfile {
     Availability availability() const { return target.availability(); }
     /// The capsule registry of this profile's registry mode.
     CapsuleRegistry registry(const RegistrySource& source) const;
-    /// Plans a bare op sequence. Raises PlanningError.
+    /// Plans a bare op sequence. Raises Error(planning).
     ExecutionPlan plan_ops(const RegistrySource& source, std::span<const BackendOp> ops) const;
-    /// Plans, lowers and gates a bare op sequence. Raises PlanningError.
+    /// Plans, lowers and gates a bare op sequence. Raises Error(planning).
     AcceptedPlanResult gate_ops(const RegistrySource& source, std::span<const BackendOp> ops) const;
-    /// Checks and plans a graph's runtime nodes. Raises InputError (malformed graph) or
-    /// PlanningError.
+    /// Checks and plans a graph's runtime nodes. Raises Error(input) (malformed graph) or
+    /// Error(planning).
     GraphExecutionPlan plan_graph(const RegistrySource& source, const Graph& graph) const;
     /// Lowers under this profile's lowering mode.
     GraphLoweringPlan lower(const GraphExecutionPlan& plan) const;
-    /// Plans, lowers and gates a graph. Raises InputError or PlanningError.
+    /// Plans, lowers and gates a graph. Raises Error(input) or Error(planning).
     AcceptedPlanResult accept_graph(const RegistrySource& source, const Graph& graph) const;
 
     bool operator==(const BackendProfile&) const = default;
@@ -63,12 +63,12 @@ struct BackendProfile {
 
 /// Every built-in profile, in the order of DESIGN.md's table.
 const std::vector<BackendProfile>& builtin_profiles();
-/// The built-in profile with this name; raises VocabularyError listing every name.
+/// The built-in profile with this name; raises Error(input) listing every name.
 const BackendProfile& find_builtin_profile(std::string_view name);
 
 /// Reads a profile document (DESIGN.md section 7). `base` names a built-in profile whose fields
 /// are overridden; without it every field is required. Unknown keys and bad spellings raise
-/// InputError `<source>: <json path>: <reason>`.
+/// Error(input) `<source>: <json path>: <reason>`.
 BackendProfile profile_from_json(std::string_view json_text, const std::filesystem::path& source);
 BackendProfile load_profile_file(const std::filesystem::path& path);
 /// The full JSON form of a profile (no base), as in profiles/*.json.

@@ -129,7 +129,7 @@ struct PluginHostOptions {
 };
 
 /// Reads pinned hashes in `sha256sum` output format (`<hex>  <file name>` per line; `#` starts a
-/// comment). Raises InputError naming the file and line of a malformed entry.
+/// comment). Raises Error(input) naming the file and line of a malformed entry.
 std::set<std::string> read_trusted_hashes(const std::filesystem::path& path);
 
 class PluginHost : public RegistrySource {

@@ -14,38 +14,18 @@
 #include <vector>
 
 #include "capsule/acceptance.hpp"
+#include "capsule/error.hpp"
 #include "capsule/profile.hpp"
 #include "capsule/registry.hpp"
 #include "capsule/tensor.hpp"
 
 namespace capsule {
 
-/// The host or a plugin cannot run the plan here (device missing, driver unusable, OS/arch
-/// mismatch, stub plugin, capsule without a kernel). Exit code 5 in the CLI.
-class ProbeError : public Error {
-public:
-    using Error::Error;
-};
-
-/// A kernel reported an error while running; names the node, capsule and the plugin's message.
-class ExecutionError : public Error {
-public:
-    using Error::Error;
-};
-
-/// Backward was requested from a session that cannot provide it: the profile's VJP mode is
-/// `none` (inference only) or `external-autograd` (no provider autograd is wired), a capsule on
-/// the gradient path has no backward kernel, or the tape/upstream gradients do not fit.
-class AutogradError : public Error {
-public:
-    using Error::Error;
-};
-
 /// Parameters (and `const` node values) by key, e.g. `fc1.weight`; host tensors.
 using ParameterMap = std::map<std::string, Tensor>;
 
 /// Reads the graph's parameters file (relative to the graph file), or an empty map when the
-/// graph names none. Raises InputError as read_safetensors does.
+/// graph names none. Raises Error(input) as read_safetensors does.
 ParameterMap load_graph_parameters(const Graph& graph);
 
 struct SessionOptions {
@@ -145,16 +125,16 @@ struct RunTimings {
 class Session {
 public:
     /// Builds a session. `plan` must come from `profile` gating `graph`.
-    /// Raises ProbeError (host OS/arch not the target's, plugin stub/failed/unusable, capsule
-    /// planner-only/not-wired), InputError (graph/plan mismatch, missing, extra or mistyped
+    /// Raises Error(probe) (host OS/arch not the target's, plugin stub/failed/unusable, capsule
+    /// planner-only/not-wired), Error(input) (graph/plan mismatch, missing, extra or mistyped
     /// parameters), Error (device allocation or upload failure).
     static Session create(const BackendProfile& profile, const AcceptedPlan& plan,
                           const Graph& graph, const PluginHost& host,
                           const ParameterMap& parameters, const SessionOptions& options = {});
 
     /// Runs the graph on host tensors keyed by input name; returns host tensors in the order of
-    /// the graph's outputs. Raises InputError for a missing, unknown or mistyped input and
-    /// ExecutionError when a kernel fails. Thread-safe.
+    /// the graph's outputs. Raises Error(input) for a missing, unknown or mistyped input and
+    /// Error(other) when a kernel fails. Thread-safe.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
     /// `run`, also timing the run and each backend call into `timings` (overwritten; see
     /// RunTimings). Only this overload reads the clock (the untimed `run` pays one null
@@ -162,7 +142,7 @@ public:
     /// Raises what `run` raises. Thread-safe when each thread passes its own `timings`.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, RunTimings& timings) const;
 
-    /// Runs forward like `run` and records the tape for `backward`. Raises AutogradError, before
+    /// Runs forward like `run` and records the tape for `backward`. Raises Error(other), before
     /// running anything, when backward is refused for this session (VJP mode `none` or
     /// `external-autograd`, or a capsule on the gradient path without a backward kernel), else
     /// what `run` raises. Thread-safe: every tape has its own memory.
@@ -171,8 +151,8 @@ public:
     /// Reverse-mode pass over `tape` (DESIGN.md section 5: the runtime's tape calls the capsules'
     /// backward kernels in reverse execution order; fan-out gradients are summed).
     /// `output_grads` are host tensors, one per graph output with its shape and dtype (the
-    /// upstream gradient, e.g. a rank-0 1.0 for a scalar loss). Raises AutogradError for a tape
-    /// of another session or mis-shaped upstream gradients, ExecutionError when a backward kernel
+    /// upstream gradient, e.g. a rank-0 1.0 for a scalar loss). Raises Error(other) for a tape
+    /// of another session or mis-shaped upstream gradients, Error(other) when a backward kernel
     /// fails (naming node and capsule). Thread-safe.
     Gradients backward(const Tape& tape, const std::vector<Tensor>& output_grads) const;
 

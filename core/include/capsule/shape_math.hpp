@@ -63,29 +63,29 @@ inline std::string shape_text(std::span<const std::int64_t> dims) {
     return out + "]";
 }
 
-/// try_element_count, raising InputError that names the shape:
+/// try_element_count, raising Error(input) that names the shape:
 /// `shape [..] has a negative dimension` or `shape [..] has more than 2^63-1 elements`.
 inline std::int64_t checked_element_count(std::span<const std::int64_t> dims) {
     if (auto n = try_element_count(dims)) return *n;
     for (auto d : dims)
-        if (d < 0) throw InputError("shape " + shape_text(dims) + " has a negative dimension");
-    throw InputError("shape " + shape_text(dims) + " has more than 2^63-1 elements");
+        if (d < 0) throw Error(ErrorCode::input, "shape " + shape_text(dims) + " has a negative dimension");
+    throw Error(ErrorCode::input, "shape " + shape_text(dims) + " has more than 2^63-1 elements");
 }
 
-/// try_byte_size, raising InputError that names the shape and element size: as
+/// try_byte_size, raising Error(input) that names the shape and element size: as
 /// checked_element_count, or `shape [..] of <n>-byte elements takes more than 2^63-1 bytes`.
 inline std::int64_t checked_byte_size(std::span<const std::int64_t> dims, std::size_t element_size) {
     const auto n = checked_element_count(dims);
     if (auto bytes = try_byte_size(dims, element_size)) return *bytes;
-    throw InputError("shape " + shape_text(dims) + " (" + std::to_string(n) + " elements of " +
+    throw Error(ErrorCode::input, "shape " + shape_text(dims) + " (" + std::to_string(n) + " elements of " +
                      std::to_string(element_size) + " bytes) takes more than 2^63-1 bytes");
 }
 
-/// a + b for sizes ≥ 0 (dimensions, element or byte counts), raising InputError
+/// a + b for sizes ≥ 0 (dimensions, element or byte counts), raising Error(input)
 /// `<what> exceeds 2^63-1 (a + b)` when a size is negative or the sum overflows.
 inline std::int64_t checked_add_sizes(std::int64_t a, std::int64_t b, const std::string& what) {
     if (auto sum = try_add_sizes(a, b)) return *sum;
-    throw InputError(what + " exceeds 2^63-1 (" + std::to_string(a) + " + " + std::to_string(b) +
+    throw Error(ErrorCode::input, what + " exceeds 2^63-1 (" + std::to_string(a) + " + " + std::to_string(b) +
                      ")");
 }
 

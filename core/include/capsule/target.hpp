@@ -43,7 +43,7 @@ Provider feature_provider(BuildFeature feature);
 /// Accelerator: `none` or a device. Spelled `none` or the device's spelling.
 using Accelerator = std::optional<Device>;
 std::string accelerator_to_string(const Accelerator& accelerator);
-/// Reads `none` or a device spelling; raises VocabularyError listing both.
+/// Reads `none` or a device spelling; raises Error(input) listing both.
 Accelerator parse_accelerator(std::string_view text);
 
 /// What a profile's planner may use: devices and providers.

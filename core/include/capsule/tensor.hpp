@@ -19,13 +19,13 @@ class Tensor {
 public:
     Tensor() = default;
 
-    /// A zero-filled host tensor. Raises InputError naming the shape for negative dimensions or
+    /// A zero-filled host tensor. Raises Error(input) naming the shape for negative dimensions or
     /// a size past 2^63-1 elements or bytes (checked_byte_size), Error when memory is exhausted.
     static Tensor zeros(DType dtype, Shape shape);
     /// A host tensor holding `values` converted to `dtype` (int64/bool values are truncated).
-    /// Raises InputError when the count differs from the shape's element count.
+    /// Raises Error(input) when the count differs from the shape's element count.
     static Tensor from_values(DType dtype, Shape shape, const std::vector<double>& values);
-    /// An uninitialised tensor on a non-CPU device, allocated through `device`. Raises InputError
+    /// An uninitialised tensor on a non-CPU device, allocated through `device`. Raises Error(input)
     /// for a shape as `zeros` does, Error with the plugin's message when allocation fails.
     static Tensor on_device(DType dtype, Shape shape, Device device,
                             const capsule_device_interface& interface);
@@ -65,7 +65,7 @@ private:
     std::shared_ptr<unsigned char> storage_;
 };
 
-/// Row-major contiguous strides, in elements, for `shape`. Raises InputError as element_count.
+/// Row-major contiguous strides, in elements, for `shape`. Raises Error(input) as element_count.
 std::vector<std::int64_t> contiguous_strides(const Shape& shape);
 
 }  // namespace capsule

@@ -1,7 +1,7 @@
 // The closed vocabularies of DESIGN.md section 2 with their stable spellings.
 //
 // Every enum here has a spelling table; `to_string` prints the stable spelling used in JSON,
-// reports and the CLI, and `parse<E>` reads it back. An unknown spelling raises VocabularyError
+// reports and the CLI, and `parse<E>` reads it back. An unknown spelling raises Error(input)
 // whose message lists every valid spelling, so a typo in a manifest or on the command line is
 // never guessed at.
 #pragma once
@@ -105,13 +105,13 @@ std::string_view to_string(E value) {
     return Spellings<E>::values[static_cast<std::size_t>(value)].second;
 }
 
-/// Reads a stable spelling. Raises VocabularyError naming the kind, the bad text and every valid
+/// Reads a stable spelling. Raises Error(input) naming the kind, the bad text and every valid
 /// spelling.
 template <typename E>
 E parse(std::string_view text) {
     for (const auto& [value, name] : Spellings<E>::values)
         if (name == text) return value;
-    throw VocabularyError("unknown " + std::string(Spellings<E>::kind) + " '" + std::string(text) +
+    throw Error(ErrorCode::input, "unknown " + std::string(Spellings<E>::kind) + " '" + std::string(text) +
                           "'; valid: " + valid_spellings<E>());
 }
 
@@ -125,7 +125,7 @@ std::vector<E> all_values() {
 
 /// Reads a device name as typed on the command line: a stable spelling or one of the aliases
 /// gpu→cuda, amd→rocm, mps→metal, webgpu→wasm, xla→tpu, neuron→trainium, custom-chip→custom.
-/// Raises VocabularyError listing the valid names and aliases.
+/// Raises Error(input) listing the valid names and aliases.
 Device parse_device_alias(std::string_view text);
 
 /// True for the ops whose backward pass is never needed: random sampling (`rand_uniform`,
@@ -158,7 +158,7 @@ struct BackendPreference {
 
 /// Stable spelling: `auto`, `prefer:<provider>`, `only:<provider>`.
 std::string to_string(const BackendPreference& preference);
-/// Reads `auto`, `prefer:<provider>` or `only:<provider>`; raises VocabularyError otherwise.
+/// Reads `auto`, `prefer:<provider>` or `only:<provider>`; raises Error(input) otherwise.
 BackendPreference parse_backend_preference(std::string_view text);
 
 /// ExecutionConfig = device + backend preference + trust policy + VJP mode + fpmath mode.

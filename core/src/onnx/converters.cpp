@@ -203,7 +203,7 @@ void conv_concat(ImportContext& c, const onnx::NodeProto& n) {
     try {
         parse<BackendOp>("concat");
         y = c.add("concat", xs, {{"axis", axis}}, out0(n));
-    } catch (const VocabularyError&) {
+    } catch (const Error&) {
         if (axis != 0) unsupported("Concat on axis " + std::to_string(axis) + " needs BackendOp 'concat'");
         y = c.add("concat_leading_axis", xs, {}, out0(n));
     }
@@ -583,7 +583,7 @@ bool in_vocabulary(const string& op) {
     try {
         parse<BackendOp>(op);
         return true;
-    } catch (const VocabularyError&) {
+    } catch (const Error&) {
         return false;
     }
 }

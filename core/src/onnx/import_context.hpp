@@ -35,7 +35,7 @@ struct Unsupported {
 std::optional<DType> dtype_of_onnx(int elem_type);
 /// "float16", "int32", ... for messages.
 std::string onnx_type_name(int elem_type);
-/// TensorProto → host tensor. Raises Unsupported for other element types and InputError for
+/// TensorProto → host tensor. Raises Unsupported for other element types and Error(input) for
 /// malformed data.
 Tensor tensor_from_proto(const onnx::TensorProto& proto);
 
@@ -140,7 +140,7 @@ std::vector<std::int64_t> int_values(const Tensor& t);
 
 /// Checks every node's index-like attributes (axis, axes, perm, window sizes, pads, split)
 /// against the ranks its inputs have, so that libonnx's shape inference, which indexes shapes
-/// with some of them unchecked, never sees a bad one; raises InputError naming the node, op,
+/// with some of them unchecked, never sees a bad one; raises Error(input) naming the node, op,
 /// attribute and value. Returns how many leading nodes inference may be given: a node whose
 /// input rank cannot be told here (inference_guard.cpp) and every node after it are left out.
 int nodes_safe_for_inference(const onnx::GraphProto& g, std::int64_t opset, const std::string& src);
@@ -154,7 +154,7 @@ std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank);
 /// so that a crash or hang of libonnx on a malformed model refuses the model instead of ending
 /// the host. Returns the message of an exception `step` raised, or nullopt on success; with
 /// `want_types`, copies the graph's value_info and output types the child computed into `model`.
-/// Raises InputError naming `src` and `what` when the child crashes or runs over 60 s.
+/// Raises Error(input) naming `src` and `what` when the child crashes or runs over 60 s.
 std::optional<std::string> run_libonnx_isolated(onnx::ModelProto& model, const std::string& src,
                                                 const std::string& what, bool want_types,
                                                 const std::function<void(onnx::ModelProto&)>& step);

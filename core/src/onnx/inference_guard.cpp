@@ -3,7 +3,7 @@
 // they never range-check: LayerNormalization with axis -3 on a rank-2 input that declares the
 // Mean output writes dim(-1) and segfaults. So before inference, every node's index-like
 // attributes (axis, axes, perm, window sizes, pads, split) are checked against the ranks of its
-// inputs as inference will see them, and a bad value is an InputError naming the node, the op,
+// inputs as inference will see them, and a bad value is an Error(input) naming the node, the op,
 // the attribute and the value.
 //
 // Ranks are tracked here with per-op rules from the ONNX operator specs (graph inputs after the
@@ -109,7 +109,7 @@ private:
         string label = "ONNX op " + node_->op_type() + " (node '" + node_->name() + "'";
         if (node_->name().empty() && node_->output_size() > 0)
             label = "ONNX op " + node_->op_type() + " (node with output '" + node_->output(0) + "'";
-        throw InputError(src_ + ": " + label + ", opset " + std::to_string(opset_) + "): attribute '" + attr +
+        throw Error(ErrorCode::input, src_ + ": " + label + ", opset " + std::to_string(opset_) + "): attribute '" + attr +
                          "' = " + value + " " + why + "; refused before ONNX shape inference");
     }
     static string list(const vector<std::int64_t>& v) {

@@ -75,13 +75,13 @@ std::optional<string> run_libonnx_isolated(onnx::ModelProto& model, const string
     // libonnx builds its schema table on first use: build it here, once, not in every child.
     onnx::OpSchemaRegistry::Schema("Relu", 13);
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(src + ": cannot run " + what + ": pipe: " + std::strerror(errno));
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCode::other, src + ": cannot run " + what + ": pipe: " + std::strerror(errno));
     const pid_t pid = ::fork();
     if (pid < 0) {
         const int err = errno;
         ::close(fds[0]);
         ::close(fds[1]);
-        throw Error(src + ": cannot run " + what + ": fork: " + std::strerror(err));
+        throw Error(ErrorCode::other, src + ": cannot run " + what + ": fork: " + std::strerror(err));
     }
     if (pid == 0) {
         ::close(fds[0]);
@@ -113,16 +113,16 @@ std::optional<string> run_libonnx_isolated(onnx::ModelProto& model, const string
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (timed_out)
-        throw InputError(src + ": libonnx's " + what + " did not finish in " + std::to_string(kTimeoutSeconds) +
+        throw Error(ErrorCode::input, src + ": libonnx's " + what + " did not finish in " + std::to_string(kTimeoutSeconds) +
                          " s; the model is refused");
     if (reply.empty() || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        throw InputError(src + ": libonnx's " + what + " " + describe_status(status) +
+        throw Error(ErrorCode::input, src + ": libonnx's " + what + " " + describe_status(status) +
                          " on this model; the model is malformed or uses a case libonnx does not handle");
     if (reply[0] == 'E') return reply.substr(1);
     if (want_types) {
         onnx::GraphProto types;
         if (!types.ParseFromArray(reply.data() + 1, static_cast<int>(reply.size() - 1)))
-            throw InputError(src + ": libonnx's " + what + " returned an unreadable result");
+            throw Error(ErrorCode::input, src + ": libonnx's " + what + " returned an unreadable result");
         *model.mutable_graph()->mutable_value_info() = std::move(*types.mutable_value_info());
         *model.mutable_graph()->mutable_output() = std::move(*types.mutable_output());
     }

@@ -44,7 +44,7 @@ namespace {
 template <typename T, typename Field>
 void copy_typed(Tensor& t, const Field& field, const string& what) {
     if (static_cast<std::int64_t>(field.size()) != t.numel())
-        throw InputError(what + ": holds " + std::to_string(field.size()) + " values, shape " +
+        throw Error(ErrorCode::input, what + ": holds " + std::to_string(field.size()) + " values, shape " +
                          to_string(t.shape()) + " needs " + std::to_string(t.numel()));
     auto out = t.values<T>();
     for (int i = 0; i < field.size(); ++i) out[i] = static_cast<T>(field.Get(i));
@@ -61,20 +61,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
     if (!dtype) unsupported("dtype " + onnx_type_name(proto.data_type()) + " (supported: float, double, int64, bool)");
     Shape shape(proto.dims().begin(), proto.dims().end());
     for (auto d : shape)
-        if (d < 0) throw InputError(what + ": negative dimension in " + to_string(shape));
+        if (d < 0) throw Error(ErrorCode::input, what + ": negative dimension in " + to_string(shape));
     const auto count = element_count(shape);  // raises on overflow
     const auto available = proto.has_raw_data()
                                ? static_cast<std::int64_t>(proto.raw_data().size() / dtype_size(*dtype))
                                : static_cast<std::int64_t>(proto.float_data_size() + proto.double_data_size() +
                                                            proto.int64_data_size() + proto.int32_data_size());
     if (count != available)
-        throw InputError(what + ": shape " + to_string(shape) + " needs " + std::to_string(count) +
+        throw Error(ErrorCode::input, what + ": shape " + to_string(shape) + " needs " + std::to_string(count) +
                          " values, the tensor holds " + std::to_string(available));
     Tensor t = Tensor::zeros(*dtype, shape);
     if (proto.has_raw_data()) {
         const auto& raw = proto.raw_data();
         if (raw.size() != t.nbytes())
-            throw InputError(what + ": raw_data has " + std::to_string(raw.size()) + " bytes, " +
+            throw Error(ErrorCode::input, what + ": raw_data has " + std::to_string(raw.size()) + " bytes, " +
                              string(to_string(*dtype)) + to_string(shape) + " needs " +
                              std::to_string(t.nbytes()));
         if (!raw.empty()) std::memcpy(t.data(), raw.data(), raw.size());
@@ -184,7 +184,7 @@ std::int64_t ImportContext::add(const string& op, std::vector<std::int64_t> pare
     n.kind = NodeKind::op;
     try {
         n.op = parse<BackendOp>(op);
-    } catch (const VocabularyError&) {
+    } catch (const Error&) {
         unsupported("needs BackendOp '" + op + "', which this build's vocabulary does not have");
     }
     n.parents = std::move(parents);
@@ -194,7 +194,8 @@ std::int64_t ImportContext::add(const string& op, std::vector<std::int64_t> pare
     TensorType type;
     try {
         type = infer_type(n, parent_types);
-    } catch (const InputError& e) {
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::input) throw;
         unsupported(op + ": " + e.what());
     }
     if (name.empty()) {
@@ -217,7 +218,7 @@ std::int64_t ImportContext::add_identity(std::int64_t parent, const string& name
 
 void ImportContext::bind_parameter_value(const string& key, Tensor t) {
     if (model_.parameters.count(key))
-        throw InputError("internal: parameter key '" + key + "' is bound twice");
+        throw Error(ErrorCode::input, "internal: parameter key '" + key + "' is bound twice");
     model_.parameters.emplace(key, std::move(t));
 }
 
@@ -227,7 +228,7 @@ void ImportContext::bind_parameters(std::int64_t id, const std::vector<string>& 
     for (auto p : n.parents) parent_types.push_back(types_.at(p));
     const auto specs = parameter_specs(n, parent_types);
     if (specs.size() != sources.size())
-        throw InputError("internal: node " + n.name + " takes " + std::to_string(specs.size()) +
+        throw Error(ErrorCode::input, "internal: node " + n.name + " takes " + std::to_string(specs.size()) +
                          " parameters, the converter gave " + std::to_string(sources.size()));
     for (std::size_t i = 0; i < specs.size(); ++i) {
         const auto& spec = specs[i];
@@ -346,25 +347,25 @@ string node_label(const onnx::NodeProto& node, std::int64_t opset) {
 
 onnx::ModelProto parse_model(std::string_view bytes, const string& src) {
     onnx::ModelProto model;
-    if (bytes.empty()) throw InputError(src + ": empty file, not an ONNX model");
+    if (bytes.empty()) throw Error(ErrorCode::input, src + ": empty file, not an ONNX model");
     if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-        throw InputError(src + ": larger than 2 GiB; protobuf cannot parse it in one piece");
+        throw Error(ErrorCode::input, src + ": larger than 2 GiB; protobuf cannot parse it in one piece");
     if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-        throw InputError(src + ": not a valid ONNX model (protobuf ModelProto parsing failed)");
+        throw Error(ErrorCode::input, src + ": not a valid ONNX model (protobuf ModelProto parsing failed)");
     if (!model.has_graph())
-        throw InputError(src + ": not a valid ONNX model (no graph)");
+        throw Error(ErrorCode::input, src + ": not a valid ONNX model (no graph)");
     return model;
 }
 
 string read_file(const std::filesystem::path& path) {
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) throw InputError(path.string() + ": no such file");
-    if (std::filesystem::is_directory(path, ec)) throw InputError(path.string() + ": is a directory");
+    if (!std::filesystem::exists(path, ec)) throw Error(ErrorCode::input, path.string() + ": no such file");
+    if (std::filesystem::is_directory(path, ec)) throw Error(ErrorCode::input, path.string() + ": is a directory");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(path.string() + ": cannot open");
+    if (!in) throw Error(ErrorCode::input, path.string() + ": cannot open");
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (!in && !in.eof()) throw InputError(path.string() + ": read error");
+    if (!in && !in.eof()) throw Error(ErrorCode::input, path.string() + ": read error");
     return ss.str();
 }
 
@@ -377,8 +378,20 @@ namespace capsule {
 using namespace onnx_import;
 using std::string;
 
-ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
-                                const OnnxImportOptions& options) {
+namespace {
+/// Carries an OnnxUnsupported from deep in the import to the entry points, which return it
+/// (try_ forms) or raise it as Error(input).
+struct Refused {
+    OnnxUnsupported what;
+};
+[[noreturn]] void refuse(string message, string op_type, string reason, string constant_input = "") {
+    throw Refused{{std::move(message), std::move(op_type), std::move(reason), std::move(constant_input)}};
+}
+}  // namespace
+
+namespace {
+ImportedModel import_model(std::string_view bytes, const std::filesystem::path& source,
+                           const OnnxImportOptions& options) {
     const string src = source.empty() ? string("model.onnx") : source.string();
     onnx::ModelProto model = parse_model(bytes, src);
 
@@ -391,29 +404,28 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
     if (opset < 0) {
         string domains;
         for (const auto& imp : model.opset_import()) domains += (domains.empty() ? "" : ", ") + imp.domain();
-        throw OnnxUnsupportedError(src + ": the model imports no default-domain (ai.onnx) opset, only " + domains +
-                                       "; ops outside ai.onnx are not supported",
-                                   "", "op domain " + domains + " (only ai.onnx is supported)");
+        refuse(src + ": the model imports no default-domain (ai.onnx) opset, only " + domains +
+                   "; ops outside ai.onnx are not supported",
+               "", "op domain " + domains + " (only ai.onnx is supported)");
     }
     // Opsets newer than this libonnx knows have semantics nobody here has checked: refuse them.
     const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
     if (opset > newest)
-        throw OnnxUnsupportedError(src + ": the model imports ai.onnx opset " + std::to_string(opset) +
-                                       ", newer than the newest this build's libonnx knows (" +
-                                       std::to_string(newest) + "); re-export with opset <= " +
-                                       std::to_string(newest),
-                                   "opset", "opset " + std::to_string(opset) + " is newer than libonnx knows");
+        refuse(src + ": the model imports ai.onnx opset " + std::to_string(opset) +
+                   ", newer than the newest this build's libonnx knows (" + std::to_string(newest) +
+                   "); re-export with opset <= " + std::to_string(newest),
+               "opset", "opset " + std::to_string(opset) + " is newer than libonnx knows");
     out.opset = opset;
 
     if (auto error = run_libonnx_isolated(model, src, "checker", false,
                                           [](onnx::ModelProto& m) { onnx::checker::check_model(m); }))
-        throw InputError(src + ": the ONNX checker rejects the model: " + *error);
+        throw Error(ErrorCode::input, src + ": the ONNX checker rejects the model: " + *error);
     auto& g = *model.mutable_graph();
 
     std::set<string> initializer_names;
     for (const auto& init : g.initializer()) initializer_names.insert(init.name());
     if (g.sparse_initializer_size() > 0)
-        throw OnnxUnsupportedError(src + ": sparse initializers are not supported", "", "sparse initializer");
+        refuse(src + ": sparse initializers are not supported", "", "sparse initializer");
 
     ImportContext ctx(out, opset);
     // Graph inputs: static shapes (fixed by options where dynamic), supported dtypes.
@@ -434,14 +446,14 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
         if (given) {
             const auto& s = *given;
             if (type.tensor_type().has_shape() && shape->dim_size() != static_cast<int>(s.size()))
-                throw InputError(src + ": input '" + input.name() + "' has rank " +
+                throw Error(ErrorCode::input, src + ": input '" + input.name() + "' has rank " +
                                  std::to_string(shape->dim_size()) + " but the given shape " +
                                  to_string(s) + " has rank " + std::to_string(s.size()));
             for (std::size_t i = 0; i < s.size(); ++i) {
-                if (s[i] < 0) throw InputError(src + ": input '" + input.name() + "': negative dimension in the given shape " + to_string(s));
+                if (s[i] < 0) throw Error(ErrorCode::input, src + ": input '" + input.name() + "': negative dimension in the given shape " + to_string(s));
                 if (static_cast<int>(i) < shape->dim_size() && shape->dim(int(i)).has_dim_value() &&
                     shape->dim(int(i)).dim_value() != s[i])
-                    throw InputError(src + ": input '" + input.name() + "' axis " + std::to_string(i) +
+                    throw Error(ErrorCode::input, src + ": input '" + input.name() + "' axis " + std::to_string(i) +
                                      " is " + std::to_string(shape->dim(int(i)).dim_value()) +
                                      " in the model, but the given shape is " + to_string(s));
             }
@@ -449,13 +461,13 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
             for (auto d : s) shape->add_dim()->set_dim_value(d);
         } else {
             if (!type.tensor_type().has_shape())
-                throw InputError(src + ": input '" + input.name() + "' has no shape; capsule needs static "
+                throw Error(ErrorCode::input, src + ": input '" + input.name() + "' has no shape; capsule needs static "
                                  "shapes: re-export the model with fixed input sizes, or give the shape "
                                  "(OnnxImportOptions::input_shapes; `capsule run` takes it from the --input arrays)");
             for (int i = 0; i < shape->dim_size(); ++i) {
                 const auto& d = shape->dim(i);
                 if (!d.has_dim_value())
-                    throw InputError(
+                    throw Error(ErrorCode::input, 
                         src + ": input '" + input.name() + "' axis " + std::to_string(i) +
                         " has a dynamic size" + (d.has_dim_param() ? " ('" + d.dim_param() + "')" : string()) +
                         "; capsule needs static shapes: re-export the model with a fixed size for that axis, "
@@ -475,7 +487,7 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
         for (const auto& d : shape->dim()) v.type.shape.push_back(d.dim_value());
         if (auto c = options.constant_inputs.find(input.name()); c != options.constant_inputs.end()) {
             if (c->second.dtype() != v.type.dtype || c->second.shape() != v.type.shape)
-                throw InputError(src + ": constant value for input '" + input.name() + "' is " +
+                throw Error(ErrorCode::input, src + ": constant value for input '" + input.name() + "' is " +
                                  string(to_string(c->second.dtype())) + to_string(c->second.shape()) +
                                  ", the model declares " + string(to_string(v.type.dtype)) + to_string(v.type.shape));
             v.graph_input.clear();
@@ -499,13 +511,13 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
     const int checked = nodes_safe_for_inference(g, opset, src);
     std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
     if (!held_back.empty()) g.mutable_node()->ExtractSubrange(checked, static_cast<int>(held_back.size()), held_back.data());
-    // Shape inference also runs in a child process: a crash inside libonnx becomes an InputError.
+    // Shape inference also runs in a child process: a crash inside libonnx becomes an Error(input).
     auto error = run_libonnx_isolated(model, src, "shape inference", true, [](onnx::ModelProto& m) {
         onnx::ShapeInferenceOptions si(false, 0, false);
         onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), si);
     });
     for (auto* node : held_back) g.mutable_node()->AddAllocated(node);
-    if (error) throw InputError(src + ": ONNX shape inference fails: " + *error);
+    if (error) throw Error(ErrorCode::input, src + ": ONNX shape inference fails: " + *error);
     for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
     for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
 
@@ -541,14 +553,11 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
             }
         } catch (const Unsupported& u) {
             (void)since;
-            OnnxUnsupportedError e(src + ": " + node_label(node, opset) + " is not supported: " + u.reason,
-                                   node.op_type(), u.reason);
-            e.constant_input = ctx.needed_constant_input;
-            throw e;
-        } catch (const OnnxUnsupportedError&) {
-            throw;
-        } catch (const InputError& e) {
-            throw InputError(src + ": " + node_label(node, opset) + ": " + e.what());
+            refuse(src + ": " + node_label(node, opset) + " is not supported: " + u.reason, node.op_type(),
+                   u.reason, ctx.needed_constant_input);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::input) throw;
+            throw Error(ErrorCode::input, src + ": " + node_label(node, opset) + ": " + e.what());
         }
     }
     ctx.current = nullptr;
@@ -564,9 +573,9 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
             out.graph.outputs.push_back(id);
         }
     } catch (const Unsupported& u) {
-        throw OnnxUnsupportedError(src + ": graph outputs: " + u.reason, "", u.reason);
+        refuse(src + ": graph outputs: " + u.reason, "", u.reason);
     }
-    if (out.graph.outputs.empty()) throw InputError(src + ": the graph has no outputs");
+    if (out.graph.outputs.empty()) throw Error(ErrorCode::input, src + ": the graph has no outputs");
     for (const auto& name : out.input_names) {
         if (!ctx.has(name)) continue;
         const auto& v = ctx.value(name);
@@ -579,6 +588,29 @@ ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::p
     }
     check_graph(out.graph);
     return out;
+}
+
+}  // namespace
+
+OnnxImportResult try_import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
+                                       const OnnxImportOptions& options) {
+    try {
+        return import_model(bytes, source, options);
+    } catch (Refused& r) {
+        return std::move(r.what);
+    }
+}
+
+OnnxImportResult try_import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
+    const string bytes = read_file(path);
+    return try_import_onnx_bytes(bytes, path, options);
+}
+
+ImportedModel import_onnx_bytes(std::string_view bytes, const std::filesystem::path& source,
+                                const OnnxImportOptions& options) {
+    auto result = try_import_onnx_bytes(bytes, source, options);
+    if (auto* refused = std::get_if<OnnxUnsupported>(&result)) throw Error(ErrorCode::input, refused->message);
+    return std::get<ImportedModel>(std::move(result));
 }
 
 ImportedModel import_onnx(const std::filesystem::path& path, const OnnxImportOptions& options) {
@@ -618,20 +650,27 @@ onnx::TensorProto read_tensor_proto(const std::filesystem::path& path) {
     const string bytes = read_file(path);
     onnx::TensorProto proto;
     if (!proto.ParseFromString(bytes))
-        throw InputError(path.string() + ": not a serialised ONNX TensorProto");
+        throw Error(ErrorCode::input, path.string() + ": not a serialised ONNX TensorProto");
     return proto;
 }
 }  // namespace
 
-Tensor read_onnx_tensor(const std::filesystem::path& path) {
+std::variant<Tensor, OnnxUnsupported> try_read_onnx_tensor(const std::filesystem::path& path) {
     auto proto = read_tensor_proto(path);
     try {
         return tensor_from_proto(proto);
     } catch (const Unsupported& u) {
-        throw OnnxUnsupportedError(path.string() + ": " + u.reason, "", u.reason);
-    } catch (const InputError& e) {
-        throw InputError(path.string() + ": " + e.what());
+        return OnnxUnsupported{path.string() + ": " + u.reason, "", u.reason, ""};
+    } catch (const Error& e) {
+        if (e.code() != ErrorCode::input) throw;
+        throw Error(ErrorCode::input, path.string() + ": " + e.what());
     }
+}
+
+Tensor read_onnx_tensor(const std::filesystem::path& path) {
+    auto result = try_read_onnx_tensor(path);
+    if (auto* refused = std::get_if<OnnxUnsupported>(&result)) throw Error(ErrorCode::input, refused->message);
+    return std::get<Tensor>(std::move(result));
 }
 
 string read_onnx_tensor_name(const std::filesystem::path& path) { return read_tensor_proto(path).name(); }
@@ -657,12 +696,12 @@ std::map<string, Tensor> bind_onnx_inputs(const ImportedModel& model, const std:
         if (!known) {
             string valid;
             for (const auto& i : model.input_names) valid += (valid.empty() ? "" : ", ") + i;
-            throw InputError("unknown input '" + name + "'; the model's inputs are: " + valid);
+            throw Error(ErrorCode::input, "unknown input '" + name + "'; the model's inputs are: " + valid);
         }
     }
     for (const auto& [name, keys] : model.parameter_inputs)
         if (!values.count(name))
-            throw InputError("missing input '" + name + "' (it supplies parameter " + keys.front() + ")");
+            throw Error(ErrorCode::input, "missing input '" + name + "' (it supplies parameter " + keys.front() + ")");
     return runtime;
 }
 

@@ -21,19 +21,19 @@ public:
     explicit GzFile(const std::filesystem::path& path) : path_(path) {
         std::error_code ec;
         if (!std::filesystem::is_regular_file(path, ec))
-            throw InputError(path.string() + ": no such file" +
+            throw Error(ErrorCode::input, path.string() + ": no such file" +
                              (path.string().find("idx") != string::npos
                                   ? " (Fashion-MNIST comes from Debian's dataset-fashion-mnist "
                                     "package: apt-get install dataset-fashion-mnist)"
                                   : string()));
         file_ = gzopen(path.c_str(), "rb");
-        if (!file_) throw InputError(path.string() + ": cannot open for reading");
+        if (!file_) throw Error(ErrorCode::input, path.string() + ": cannot open for reading");
     }
     ~GzFile() { gzclose(file_); }
     GzFile(const GzFile&) = delete;
     GzFile& operator=(const GzFile&) = delete;
 
-    /// Reads up to `n` bytes; returns how many were read. Raises InputError on a zlib error.
+    /// Reads up to `n` bytes; returns how many were read. Raises Error(input) on a zlib error.
     std::size_t read(void* out, std::size_t n) {
         std::size_t total = 0;
         auto* bytes = static_cast<unsigned char*>(out);
@@ -43,7 +43,7 @@ public:
             if (got < 0) {
                 int code = 0;
                 const char* message = gzerror(file_, &code);
-                throw InputError(path_.string() + ": corrupt gzip data (" + message + ")");
+                throw Error(ErrorCode::input, path_.string() + ": corrupt gzip data (" + message + ")");
             }
             if (got == 0) break;
             total += static_cast<std::size_t>(got);
@@ -51,11 +51,11 @@ public:
         return total;
     }
 
-    /// Reads exactly `n` bytes or raises InputError saying what was cut short.
+    /// Reads exactly `n` bytes or raises Error(input) saying what was cut short.
     void read_exact(void* out, std::size_t n, const string& what) {
         const auto got = read(out, n);
         if (got != n)
-            throw InputError(path_.string() + ": truncated " + what + " (" + std::to_string(got) +
+            throw Error(ErrorCode::input, path_.string() + ": truncated " + what + " (" + std::to_string(got) +
                              " of " + std::to_string(n) + " bytes)");
     }
 
@@ -74,16 +74,16 @@ IdxArray read_idx(const std::filesystem::path& path) {
     std::array<unsigned char, 4> magic{};
     file.read_exact(magic.data(), 4, "header");
     if (magic[0] != 0 || magic[1] != 0)
-        throw InputError(path.string() + ": not an IDX file (magic bytes " + std::to_string(magic[0]) +
+        throw Error(ErrorCode::input, path.string() + ": not an IDX file (magic bytes " + std::to_string(magic[0]) +
                          " " + std::to_string(magic[1]) + ", expected 0 0)");
     if (magic[2] != 0x08) {
         char type[8];
         std::snprintf(type, sizeof type, "0x%02x", magic[2]);
-        throw InputError(path.string() + ": IDX element type " + type +
+        throw Error(ErrorCode::input, path.string() + ": IDX element type " + type +
                          " is not supported (only unsigned bytes, 0x08)");
     }
     const int rank = magic[3];
-    if (rank < 1) throw InputError(path.string() + ": IDX rank 0");
+    if (rank < 1) throw Error(ErrorCode::input, path.string() + ": IDX rank 0");
     IdxArray out;
     for (int d = 0; d < rank; ++d) {
         std::array<unsigned char, 4> be{};
@@ -94,7 +94,7 @@ IdxArray read_idx(const std::filesystem::path& path) {
     }
     const auto elements = try_element_count(out.shape);  // one byte each
     if (!elements || static_cast<std::uint64_t>(*elements) > kMaxIdxBytes)
-        throw InputError(path.string() + ": IDX header declares shape " + to_string(out.shape) +
+        throw Error(ErrorCode::input, path.string() + ": IDX header declares shape " + to_string(out.shape) +
                          ", more than 2 GiB of data");
     const auto count = static_cast<std::size_t>(*elements);
     // Read in chunks that start small and double (up to 16 MiB), so that memory follows the bytes
@@ -108,12 +108,12 @@ IdxArray read_idx(const std::filesystem::path& path) {
         const std::size_t got = file.read(out.data.data() + have, want);
         out.data.resize(have + got);
         if (got < want)
-            throw InputError(path.string() + ": truncated data (" + std::to_string(out.data.size()) +
+            throw Error(ErrorCode::input, path.string() + ": truncated data (" + std::to_string(out.data.size()) +
                              " of " + std::to_string(count) + " bytes)");
     }
     unsigned char extra = 0;
     if (file.read(&extra, 1) != 0)
-        throw InputError(path.string() + ": bytes after the " + std::to_string(count) +
+        throw Error(ErrorCode::input, path.string() + ": bytes after the " + std::to_string(count) +
                          " the IDX header declares");
     return out;
 }
@@ -137,16 +137,16 @@ ImageDataset take_first(const ImageDataset& data, std::int64_t n) {
 
 ImageDataset load_fashion_mnist(const std::filesystem::path& dir, std::string_view split) {
     if (split != "train" && split != "t10k")
-        throw InputError("unknown Fashion-MNIST split '" + string(split) + "'; valid: train, t10k");
+        throw Error(ErrorCode::input, "unknown Fashion-MNIST split '" + string(split) + "'; valid: train, t10k");
     const auto images_path = dir / (string(split) + "-images-idx3-ubyte.gz");
     const auto labels_path = dir / (string(split) + "-labels-idx1-ubyte.gz");
     const auto images = read_idx(images_path);
     const auto labels = read_idx(labels_path);
     if (images.shape.size() != 3 || images.shape[1] != 28 || images.shape[2] != 28)
-        throw InputError(images_path.string() + ": expected [N, 28, 28] images, got " +
+        throw Error(ErrorCode::input, images_path.string() + ": expected [N, 28, 28] images, got " +
                          to_string(images.shape));
     if (labels.shape.size() != 1 || labels.shape[0] != images.shape[0])
-        throw InputError(labels_path.string() + ": " + to_string(labels.shape) + " labels for " +
+        throw Error(ErrorCode::input, labels_path.string() + ": " + to_string(labels.shape) + " labels for " +
                          std::to_string(images.shape[0]) + " images");
     const std::int64_t n = images.shape[0];
     ImageDataset out;
@@ -158,7 +158,7 @@ ImageDataset load_fashion_mnist(const std::filesystem::path& dir, std::string_vi
     for (std::int64_t i = 0; i < n; ++i) {
         const auto label = labels.data[std::size_t(i)];
         if (label >= 10)
-            throw InputError(labels_path.string() + ": label " + std::to_string(label) + " of image " +
+            throw Error(ErrorCode::input, labels_path.string() + ": label " + std::to_string(label) + " of image " +
                              std::to_string(i) + " is not a class in [0, 10)");
         classes[std::size_t(i)] = label;
     }

@@ -12,7 +12,7 @@ using std::string;
 ModelKind parse_model_kind(std::string_view name) {
     if (name == "mlp") return ModelKind::mlp;
     if (name == "lenet") return ModelKind::lenet;
-    throw InputError("unknown model '" + string(name) + "'; valid: mlp, lenet");
+    throw Error(ErrorCode::input, "unknown model '" + string(name) + "'; valid: mlp, lenet");
 }
 
 namespace {
@@ -44,7 +44,7 @@ public:
         for (auto p : n.parents) {
             auto it = position_.find(p);
             if (it == position_.end())
-                throw InputError("model builder: unknown parent id " + std::to_string(p));
+                throw Error(ErrorCode::input, "model builder: unknown parent id " + std::to_string(p));
             const auto& parent = graph_.nodes[it->second];
             types.push_back({parent.shape, parent.dtype});
         }
@@ -81,7 +81,7 @@ I relu(GraphBuilder& g, I x) { return g.op(BackendOp::relu, {x}); }
 }  // namespace
 
 Graph model_graph(ModelKind kind, std::int64_t batch) {
-    if (batch < 1) throw InputError("batch size " + std::to_string(batch) + " must be >= 1");
+    if (batch < 1) throw Error(ErrorCode::input, "batch size " + std::to_string(batch) + " must be >= 1");
     GraphBuilder g;
     I x = g.input("image", {batch, 1, 28, 28});
     if (kind == ModelKind::mlp) {
@@ -103,12 +103,12 @@ Graph model_graph(ModelKind kind, std::int64_t batch) {
 
 Graph training_graph(const Graph& model) {
     if (model.outputs.size() != 1)
-        throw InputError("a training graph needs a model with one output (the logits)");
+        throw Error(ErrorCode::input, "a training graph needs a model with one output (the logits)");
     const auto index = model.index_of(model.outputs[0]);
-    if (!index) throw InputError("the model's output " + std::to_string(model.outputs[0]) + " is not a node id");
+    if (!index) throw Error(ErrorCode::input, "the model's output " + std::to_string(model.outputs[0]) + " is not a node id");
     const auto& logits = model.nodes[*index];
     if (logits.shape.size() != 2)
-        throw InputError("the model's output must be logits [batch, classes], got " + to_string(logits.shape));
+        throw Error(ErrorCode::input, "the model's output must be logits [batch, classes], got " + to_string(logits.shape));
     Graph base = model;
     base.parameters.reset();
     GraphBuilder g(std::move(base));

@@ -45,19 +45,19 @@ void shuffle(std::vector<std::int64_t>& order, std::mt19937_64& engine) {
 
 double accuracy(const Session& inference, const ImageDataset& data) {
     if (inference.inputs().size() != 1 || inference.outputs().empty())
-        throw InputError("accuracy needs a model with one input (image) and the logits as first output");
+        throw Error(ErrorCode::input, "accuracy needs a model with one input (image) and the logits as first output");
     const auto& in = inference.inputs()[0].type;
     const auto& out = inference.outputs()[0].type;
     if (in.dtype != DType::float32 || in.shape.size() != 4 || in.shape[1] != 1 || in.shape[2] != 28 ||
         in.shape[3] != 28)
-        throw InputError("the model's input '" + inference.inputs()[0].name + "' is " +
+        throw Error(ErrorCode::input, "the model's input '" + inference.inputs()[0].name + "' is " +
                          string(to_string(in.dtype)) + to_string(in.shape) +
                          ", expected float32[B, 1, 28, 28] images");
     const std::int64_t batch = in.shape[0];
     const auto classes = static_cast<std::int64_t>(fashion_mnist_classes().size());
     if (out.shape.size() != 2 || out.shape[0] != batch || out.shape[1] != classes ||
         !(out.dtype == DType::float32 || out.dtype == DType::float64))
-        throw InputError("the model's output '" + inference.outputs()[0].name + "' is " +
+        throw Error(ErrorCode::input, "the model's output '" + inference.outputs()[0].name + "' is " +
                          string(to_string(out.dtype)) + to_string(out.shape) + ", expected logits [" +
                          std::to_string(batch) + ", " + std::to_string(classes) + "]");
     const auto order = identity_order(data.size());
@@ -108,14 +108,14 @@ const Graph& Trainer::model() const { return impl_->model; }
 Trainer Trainer::create(const BackendProfile& profile, const PluginHost& host,
                         const TrainingPlans& plans, const TrainingConfig& config) {
     if (!plans.accepted())
-        throw InputError("the training plans were not accepted under profile " + profile.name);
+        throw Error(ErrorCode::input, "the training plans were not accepted under profile " + profile.name);
     auto params = initial_parameters(plans.model, config.seed);
     SessionOptions no_input_grads;
     no_input_grads.input_gradients = false;
     // Both sessions read `params` in place (CPU), so optimizer steps reach inference too.
     auto training = Session::create(profile, *plans.training_plan.accepted, plans.training, host,
                                     params, no_input_grads);
-    if (!training.backward_refusal().empty()) throw AutogradError(training.backward_refusal());
+    if (!training.backward_refusal().empty()) throw Error(ErrorCode::other, training.backward_refusal());
     auto inference = Session::create(profile, *plans.inference_plan.accepted, plans.model, host, params);
     auto optimizer = Optimizer::create(profile, *plans.optimizer_plan.accepted, host, config.optimizer);
     // The shuffling stream is separate from initialisation's, derived from the same seed.
@@ -132,7 +132,7 @@ EpochResult Trainer::train_epoch(const ImageDataset& train,
     const std::int64_t batch = m.config.batch_size;
     const std::int64_t batches = train.size() / batch;
     if (batches == 0)
-        throw InputError("the training set (" + std::to_string(train.size()) +
+        throw Error(ErrorCode::input, "the training set (" + std::to_string(train.size()) +
                          " images) is smaller than one batch (" + std::to_string(batch) + ")");
     auto order = identity_order(train.size());
     shuffle(order, m.shuffler);
@@ -146,7 +146,7 @@ EpochResult Trainer::train_epoch(const ImageDataset& train,
         auto recorded = m.training.run_recording({{"image", images}, {"label", labels}});
         const double loss = recorded.outputs[0].at(0);
         if (!std::isfinite(loss))
-            throw ExecutionError("training diverged: loss is " + std::to_string(loss) + " at step " +
+            throw Error(ErrorCode::other, "training diverged: loss is " + std::to_string(loss) + " at step " +
                                  std::to_string(m.optimizer.steps_taken() + 1) +
                                  "; lower the learning rate");
         const auto grads = m.training.backward(recorded.tape, {one});

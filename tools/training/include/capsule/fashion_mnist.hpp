@@ -23,7 +23,7 @@ struct IdxArray {
 };
 
 /// Reads an IDX file: magic 0x00 0x00 0x08 <rank>, `rank` big-endian uint32 dimensions, then the
-/// bytes. The file may be gzip-compressed or plain (read through zlib). Raises InputError naming
+/// bytes. The file may be gzip-compressed or plain (read through zlib). Raises Error(input) naming
 /// the file when it is missing or unreadable, not valid gzip, has another magic or element type,
 /// is shorter than its header says, or has bytes after the data.
 IdxArray read_idx(const std::filesystem::path& path);
@@ -40,7 +40,7 @@ ImageDataset take_first(const ImageDataset& data, std::int64_t n);
 
 /// Loads split `train` (60,000) or `t10k` (10,000) from `dir`:
 /// `<split>-images-idx3-ubyte.gz` ([N, 28, 28]) and `<split>-labels-idx1-ubyte.gz` ([N]).
-/// Raises InputError for an unknown split, a missing file (naming the package that provides
+/// Raises Error(input) for an unknown split, a missing file (naming the package that provides
 /// it), images that are not 28x28, image and label counts that differ, or a label outside
 /// [0, 10).
 ImageDataset load_fashion_mnist(const std::filesystem::path& dir, std::string_view split);

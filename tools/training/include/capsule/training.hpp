@@ -21,7 +21,7 @@ namespace capsule {
 /// linear 120→84, relu, linear 84→10.
 enum class ModelKind : std::uint8_t { mlp, lenet };
 
-/// Reads `mlp` or `lenet`; raises InputError listing both otherwise.
+/// Reads `mlp` or `lenet`; raises Error(input) listing both otherwise.
 ModelKind parse_model_kind(std::string_view name);
 
 /// The inference graph: input `image` float32 [batch, 1, 28, 28] → output `fc3` (the logits)
@@ -40,7 +40,7 @@ ParameterMap initial_parameters(const Graph& model, std::uint64_t seed);
 
 /// Fraction of `data` whose arg-max logit is the label, running `inference` (input `image`
 /// [B, 1, 28, 28], first output [B, 10]) over batches of B; the last, short batch is padded
-/// with zero images whose predictions are ignored. Raises InputError when the session's input
+/// with zero images whose predictions are ignored. Raises Error(input) when the session's input
 /// or output does not have that form.
 double accuracy(const Session& inference, const ImageDataset& data);
 
@@ -61,7 +61,7 @@ struct TrainingPlans {
 };
 
 /// Plans and gates the three parts under `profile`. Raises what BackendProfile::accept_graph
-/// and gate_ops raise (InputError, PlanningError); a rejection is reported in the results.
+/// and gate_ops raise (Error(input), Error(planning)); a rejection is reported in the results.
 TrainingPlans plan_training(const BackendProfile& profile, const PluginHost& host, ModelKind kind,
                             const TrainingConfig& config);
 
@@ -77,9 +77,9 @@ struct EpochResult {
 /// Deterministic: the same seed, data and profile give bit-identical parameters.
 class Trainer {
 public:
-    /// Raises InputError when `plans` were not accepted, AutogradError when the profile refuses
+    /// Raises Error(input) when `plans` were not accepted, Error(other) when the profile refuses
     /// backward (Session::backward_refusal), else what Session::create and Optimizer::create
-    /// raise (ProbeError, InputError).
+    /// raise (Error(probe), Error(input)).
     static Trainer create(const BackendProfile& profile, const PluginHost& host,
                           const TrainingPlans& plans, const TrainingConfig& config);
 
