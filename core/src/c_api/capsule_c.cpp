@@ -1,6 +1,6 @@
 // The C API (capsule/capsule.h) over the C++ runtime. Every entry point runs its body inside
 // `guarded`, which turns any exception into a status object (status_from_exception is the one
-// place that maps error types to status codes); argument checks throw InputError like the rest
+// place that maps error codes to status codes); argument checks throw Error(input) like the rest
 // of the runtime, so they take the same path.
 #include "capsule/capsule.h"
 
@@ -97,21 +97,21 @@ capsule_status_t* make_status(capsule_status_code_t code, const char* message,
     }
 }
 
-/// The status for the exception in flight: the one mapping from the runtime's error types to
-/// status codes (the `capsule` tool's exit codes).
+/// The status for the exception in flight: the one mapping from the runtime's error codes to
+/// status codes (both are the `capsule` tool's exit codes).
 capsule_status_t* status_from_exception() noexcept {
     try {
         throw;
     } catch (const StatusError& e) {
         return make_status(e.code, e.what(), e.report);
-    } catch (const capsule::ProbeError& e) {
-        return make_status(CAPSULE_STATUS_PROBE, e.what());
-    } catch (const capsule::PlanningError& e) {
-        return make_status(CAPSULE_STATUS_PLANNING, e.what());
-    } catch (const capsule::InputError& e) {
-        return make_status(CAPSULE_STATUS_INPUT, e.what());
-    } catch (const capsule::VocabularyError& e) {
-        return make_status(CAPSULE_STATUS_INPUT, e.what());
+    } catch (const capsule::Error& e) {
+        static_assert(int(capsule::ErrorCode::input) == CAPSULE_STATUS_INPUT &&
+                          int(capsule::ErrorCode::planning) == CAPSULE_STATUS_PLANNING &&
+                          int(capsule::ErrorCode::gate) == CAPSULE_STATUS_GATE &&
+                          int(capsule::ErrorCode::probe) == CAPSULE_STATUS_PROBE &&
+                          int(capsule::ErrorCode::other) == CAPSULE_STATUS_OTHER,
+                      "status codes are the error codes (the CLI's exit codes)");
+        return make_status(static_cast<capsule_status_code_t>(e.code()), e.what());
     } catch (const std::bad_alloc&) {
         return &out_of_memory_status;
     } catch (const std::exception& e) {
@@ -133,7 +133,7 @@ capsule_status_t* guarded(Body&& body) noexcept {
 }
 
 [[noreturn]] void invalid(const char* function, const std::string& what) {
-    throw capsule::InputError(std::string(function) + ": " + what);
+    throw capsule::Error(capsule::ErrorCode::input, std::string(function) + ": " + what);
 }
 
 template <typename T>
@@ -196,8 +196,9 @@ std::vector<ValueInfo> graph_outputs(const capsule::Graph& graph) {
     std::vector<ValueInfo> outputs;
     for (auto id : graph.outputs) {
         auto index = graph.index_of(id);
-        if (!index) throw capsule::InputError(graph.source.string() + ": output " + std::to_string(id) +
-                                              " names no node");
+        if (!index)
+            throw capsule::Error(capsule::ErrorCode::input,
+                                 graph.source.string() + ": output " + std::to_string(id) + " names no node");
         const auto& node = graph.nodes[*index];
         outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name, node.dtype,
                            node.shape});
@@ -369,8 +370,9 @@ capsule_status_t* capsule_profile_create(const char* name, capsule_profile_t** o
         } else {
             try {
                 profile->profile = capsule::find_builtin_profile(spelled);
-            } catch (const capsule::VocabularyError& e) {
-                throw capsule::VocabularyError(std::string(e.what()) + " (or a profile .json file)");
+            } catch (const capsule::Error& e) {
+                if (e.code() != capsule::ErrorCode::input) throw;
+                throw capsule::Error(capsule::ErrorCode::input, std::string(e.what()) + " (or a profile .json file)");
             }
         }
         *out_profile = profile.release();
@@ -500,7 +502,8 @@ capsule_status_t* capsule_plan_create(const capsule_host_t* host, const capsule_
         capsule::AcceptedPlanResult result;
         try {
             result = p.accept_graph(*host->host, model->model->graph);
-        } catch (const capsule::PlanningError& e) {
+        } catch (const capsule::Error& e) {
+            if (e.code() != capsule::ErrorCode::planning) throw;
             throw StatusError(CAPSULE_STATUS_PLANNING, e.what(), dump(capsule::planning_failed_json(p, e.what())));
         }
         auto text = capsule::gate_report(p, result.gate, false);
@@ -632,6 +635,11 @@ capsule_status_t* capsule_tensor_create(capsule_dtype dtype, const int64_t* shap
         clear_out(out_tensor, fn, "out_tensor");
         const auto type = dtype_from_c(dtype, fn);
         if (rank > 0) require(shape, fn, "shape");
+        // A rank beyond any tensor's is a caller's mistake (e.g. a byte count passed as the rank),
+        // and would make `shape + rank` run past the array or wrap.
+        constexpr size_t kMaxRank = 64;
+        if (rank > kMaxRank)
+            invalid(fn, "rank is " + std::to_string(rank) + "; at most " + std::to_string(kMaxRank) + " is accepted");
         capsule::Shape dims(shape, shape + rank);
         auto tensor = capsule::Tensor::zeros(type, dims);
         if (data == nullptr) {
