@@ -388,12 +388,16 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                                  id, TensorType{node.shape, node.dtype}});
         impl->output_slots.push_back(slot_of(id, node));
     }
-    // Stable view pointers: slots no longer move.
+    // Stable view pointers: the slots are all made, so their shapes and strides stay put.
     for (std::size_t v = 0; v < impl->views.size(); ++v) {
         const auto& s = impl->slots[impl->view_slot[v]];
         impl->views[v].shape = s.type.shape.data();
         impl->views[v].strides = s.strides.data();
     }
+    if (options.threads < 0 || options.threads > SessionOptions::kMaxThreads)
+        throw Error(ErrorCode::input, "session threads must be 0 (every core) to " +
+                                          std::to_string(SessionOptions::kMaxThreads) + ", got " +
+                                          std::to_string(options.threads));
     const int threads = options.threads > 0 ? options.threads
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     impl->prepare_steps(threads);

@@ -645,6 +645,9 @@ TEST(CApi, SessionArgumentErrors) {
     capsule_session_t* session = nullptr;
     EXPECT_TRUE(Fails(capsule_session_create(nullptr, 0, &session), CAPSULE_STATUS_INPUT, "plan is NULL"));
     EXPECT_TRUE(Fails(capsule_session_create(plan.get(), -1, &session), CAPSULE_STATUS_INPUT, "threads is -1"));
+    // Thread pools create their threads up front: a count beyond any machine is refused, not tried.
+    EXPECT_TRUE(Fails(capsule_session_create(plan.get(), 100000, &session), CAPSULE_STATUS_INPUT,
+                      "session threads must be 0 (every core) to 4096, got 100000"));
     EXPECT_TRUE(Fails(capsule_session_create(plan.get(), 0, nullptr), CAPSULE_STATUS_INPUT, "out_session is NULL"));
     size_t count = 0;
     EXPECT_TRUE(Fails(capsule_session_get_output_count(nullptr, &count), CAPSULE_STATUS_INPUT, "session is NULL"));
@@ -745,6 +748,8 @@ TEST(CApi, TensorErrors) {
                       CAPSULE_STATUS_INPUT, "dtype -1 is not a capsule_dtype"));
     EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_FLOAT32, nullptr, 2, values, 16, &t), CAPSULE_STATUS_INPUT,
                       "shape is NULL"));
+    EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_FLOAT32, shape, SIZE_MAX, values, 16, &t),
+                      CAPSULE_STATUS_INPUT, "rank is 18446744073709551615; at most 64 is accepted"));
     const int64_t negative[] = {2, -2};
     EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_FLOAT32, negative, 2, values, 16, &t),
                       CAPSULE_STATUS_INPUT, "[2, -2]"));

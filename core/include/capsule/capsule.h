@@ -281,8 +281,8 @@ CAPSULE_C_API void capsule_plan_release(capsule_plan_t* plan);
 
 /* Builds a session from an accepted plan: probes the host against the profile's target and each
  * plugin the plan uses (opening their libraries), binds each node's kernel and uploads the
- * parameters once. `threads`: intra-op threads given to kernels; 0 means every core.
- * INPUT: NULL argument, negative threads, parameters missing from or mistyped in the model's
+ * parameters once. `threads`: intra-op threads given to kernels; 0 means every core; at most 4096.
+ * INPUT: NULL argument, threads negative or above 4096, parameters missing from or mistyped in the model's
  * parameters file, an ONNX model that takes parameters (e.g. a Conv weight) as graph inputs.
  * PROBE: the host's OS or architecture is not the profile target's, a plugin the plan uses is a
  * stub, failed to load or reports its device unusable (e.g. no CUDA device), or a capsule has no
@@ -328,8 +328,8 @@ CAPSULE_C_API void capsule_session_release(capsule_session_t* session);
 /* A host tensor of `dtype` and `shape` (`rank` entries, each ≥ 0; shape may be NULL when rank is
  * 0), holding a copy of `data`: `byte_size` bytes, row-major, which must equal the element count
  * times the dtype's size. With `data` NULL the tensor is zero-filled and byte_size must be 0.
- * INPUT: NULL out_tensor, a dtype that is not a capsule_dtype, NULL shape with rank > 0, a
- * negative dimension, a size past 2^63-1 bytes, byte_size not matching, a bool element that is
+ * INPUT: NULL out_tensor, a dtype that is not a capsule_dtype, NULL shape with rank > 0, rank
+ * above 64, a negative dimension, a size past 2^63-1 bytes, byte_size not matching, a bool element that is
  * neither 0 nor 1. OTHER: out of memory.
  * Ownership: *out_tensor belongs to the caller (capsule_tensor_release); `data` stays the
  * caller's. */

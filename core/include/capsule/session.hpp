@@ -35,8 +35,11 @@ struct SessionOptions {
     /// the first layer's backward then skips the gradient of the data.
     bool input_gradients = true;
     /// Intra-op threads handed to kernels at prepare time (ABI 1.1); 0: every core of this
-    /// machine (std::thread::hardware_concurrency).
+    /// machine (std::thread::hardware_concurrency). At most kMaxThreads.
     int threads = 0;
+    /// The largest `threads` a session accepts: thread pools (OpenMP's) create their threads up
+    /// front, and a count far beyond any machine's cores exhausts the process's threads or memory.
+    static constexpr int kMaxThreads = 4096;
     /// Let plugins that offer compiled groups (ABI 1.1) compile each run of consecutive nodes
     /// they serve into one executable, possibly fused, under a `coalesced` lowering mode. Off:
     /// every node is its own kernel call (what `singleton` lowering always does). Only `run`
@@ -127,7 +130,8 @@ public:
     /// Builds a session. `plan` must come from `profile` gating `graph`.
     /// Raises Error(probe) (host OS/arch not the target's, plugin stub/failed/unusable, capsule
     /// planner-only/not-wired), Error(input) (graph/plan mismatch, missing, extra or mistyped
-    /// parameters), Error (device allocation or upload failure).
+    /// parameters, options.threads negative or above SessionOptions::kMaxThreads), Error (device
+    /// allocation or upload failure).
     static Session create(const BackendProfile& profile, const AcceptedPlan& plan,
                           const Graph& graph, const PluginHost& host,
                           const ParameterMap& parameters, const SessionOptions& options = {});
