@@ -836,6 +836,50 @@ TEST(OnednnCompiledGroups, InternalValuesStayChannelsLastAndMatchTheReference) {
     }
 }
 
+// oneDNN's pooling_max skips NaN; torch.max_pool2d (and the reference capsule) returns NaN for a
+// window that holds one: alone on a row-major input, with padding and ceil_mode, and inside a
+// compiled group on a channels-last tensor.
+TEST(OnednnCompiledGroups, MaxPoolKeepsNaNLikeTheReference) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const Graph alone = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 2, 5, 5], "dtype": "float32"},
+      {"id": 1, "op": "max_pool2d_pad", "name": "p", "parents": [0], "attrs": {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": true}, "shape": [1, 2, 3, 3]}
+    ], "outputs": [1]})");
+    const Graph grouped = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 2, 5, 5], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": 3, "kernel_size": 1}, "shape": [1, 3, 5, 5]},
+      {"id": 2, "op": "max_pool2d", "name": "p", "parents": [1], "attrs": {"kernel_size": 2, "stride": 2}, "shape": [1, 3, 2, 2]},
+      {"id": 3, "op": "sigmoid", "name": "out", "parents": [2], "shape": [1, 3, 2, 2]}
+    ], "outputs": [3]})");
+    const ParameterMap grouped_params{
+        {"c.weight", Tensor::from_values(DType::float32, {3, 2, 1, 1}, pseudo_random(6, 51, 1.0))},
+        {"c.bias", Tensor::from_values(DType::float32, {3}, pseudo_random(3, 52, 0.2))}};
+    auto values = pseudo_random(50, 53, 2.0);
+    values[0] = std::numeric_limits<double>::quiet_NaN();       // channel 0, corner
+    values[25 + 12] = std::numeric_limits<double>::quiet_NaN();  // channel 1, centre
+    const std::map<std::string, Tensor> inputs{{"x", Tensor::from_values(DType::float32, {1, 2, 5, 5}, values)}};
+    const auto& checked = find_builtin_profile("checked_cpu");
+    for (const auto* graph : {&alone, &grouped}) {
+        const ParameterMap params = graph == &grouped ? grouped_params : ParameterMap{};
+        auto accepted = checked.accept_graph(capsule::testing::built_host(), *graph);
+        ASSERT_TRUE(accepted.accepted.has_value());
+        auto reference = Session::create(checked, *accepted.accepted, *graph, capsule::testing::built_host(), params);
+        const auto want = reference.run(inputs)[0];
+        std::size_t nans = 0;
+        for (std::int64_t i = 0; i < want.numel(); ++i) nans += std::isnan(want.at(i));
+        EXPECT_GT(nans, 0u);
+        EXPECT_LT(nans, static_cast<std::size_t>(want.numel()));
+        auto fused = onednn_session(*graph, params, true);
+        if (graph == &grouped) {
+            ASSERT_EQ(fused.compiled_groups().size(), 1u);
+            EXPECT_NE(fused.compiled_groups()[0].fused.find("kept nhwc"), std::string::npos);
+        }
+        expect_same(fused.run(inputs)[0], want, 1e-6);
+        expect_same(onednn_session(*graph, params, false).run(inputs)[0], want, 1e-6);
+    }
+}
+
 TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {
     REQUIRE_ONEDNN();
     const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / "squeezenet1_1";

@@ -1,4 +1,7 @@
 // onednn.conv2d and the 2-D pools (max_pool2d, max_pool2d_pad, avg_pool2d, avg_pool2d_pad).
+#include <algorithm>
+#include <limits>
+
 #include "kernels.hpp"
 
 namespace capsule::onednn {
@@ -164,7 +167,9 @@ void conv2d(const ForwardCall& call) {
 
 /// torch.nn.functional.max_pool2d / avg_pool2d(x, kernel_size, stride, padding, ceil_mode,
 /// count_include_pad) on x [N, C, H, W] (nchw). Max pooling never picks padding (PyTorch pads with
-/// -inf; oneDNN's pooling_max skips padded positions). With ceil_mode, the last window may run
+/// -inf; oneDNN's pooling_max skips padded positions). oneDNN's pooling_max also skips NaN where
+/// torch.max_pool2d returns it: when x holds a NaN, a second pass sets each output whose window
+/// holds one to NaN. With ceil_mode, the last window may run
 /// past the explicit padding: oneDNN gets the larger right padding that makes its output size
 /// equal the host's. Average pooling with count_include_pad divides by the whole window in
 /// oneDNN but, in PyTorch, only by the part within the explicitly padded input: that combination
@@ -178,6 +183,7 @@ constexpr const char* pool_name() {
 struct PoolState : NodeState {
     using NodeState::NodeState;
     bool empty = false;
+    std::array<int64_t, 2> kernel{}, stride{}, padding{};
     Staged src, dst;
     dnnl::pooling_forward primitive;
 };
@@ -197,6 +203,9 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     const auto stride = attrs.has("stride") ? pair_attr(attrs, "stride", 1, name) : kernel;
     const auto padding = Padded ? pair_attr(attrs, "padding", 0, name) : std::array<int64_t, 2>{0, 0};
     const bool include_pad = Padded ? attrs.get_bool("count_include_pad", true) : true;
+    s->kernel = kernel;
+    s->stride = stride;
+    s->padding = padding;
     s->empty = y.numel() == 0;
     s->limit_threads(double(y.numel()) * double(kernel[0] * kernel[1]));
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
@@ -237,12 +246,40 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     return s;
 }
 
+/// Sets each output of a max pool whose window holds a NaN to NaN (see pool_name's comment).
+/// Indexes x and y through their views' strides (nchw, or nhwc inside a compiled group).
+void propagate_nan(const PoolState& s, const Tensor& x, const Tensor& y) {
+    const float* in = x.data<float>();
+    bool any = false;
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) any |= in[i] != in[i];
+    if (!any) return;
+    float* out = y.data<float>();
+    const int64_t* xs = x.view->strides;
+    const int64_t* ys = y.view->strides;
+    const int64_t H = x.dim(2), W = x.dim(3);
+    for (int64_t n = 0; n < y.dim(0); ++n)
+        for (int64_t c = 0; c < y.dim(1); ++c)
+            for (int64_t oh = 0; oh < y.dim(2); ++oh)
+                for (int64_t ow = 0; ow < y.dim(3); ++ow) {
+                    const int64_t h0 = oh * s.stride[0] - s.padding[0], w0 = ow * s.stride[1] - s.padding[1];
+                    bool nan = false;
+                    for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h0 + s.kernel[0], H); ++h)
+                        for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w0 + s.kernel[1], W); ++w) {
+                            const float v = in[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]];
+                            nan |= v != v;
+                        }
+                    if (nan)
+                        out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]] = std::numeric_limits<float>::quiet_NaN();
+                }
+}
+
 template <bool Max, bool Padded>
 void pool(const ForwardCall& call) {
     const auto& s = state_of<PoolState>(call, pool_name<Max, Padded>());
     if (s.empty) return;
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
                {});
+    if constexpr (Max) propagate_nan(s, call.input(0), call.output());
 }
 
 }  // namespace

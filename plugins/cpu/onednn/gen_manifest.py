@@ -29,7 +29,9 @@ PRIMITIVE = {
 BF16 = ("; under fpmath bf16 (e.g. profile onednn_cpu_bf16), on a CPU with native bfloat16 "
         "(avx512_bf16, AMX), input and weights are rounded to bfloat16 with float32 accumulation: "
         "within 2e-2 of the output scale of float32 and the same top-1 class on the shared models "
-        "(mobilenet_v2, squeezenet1_1); elsewhere float32 as above")
+        "(mobilenet_v2, squeezenet1_1), for inputs and weights below 3.39e38 in magnitude "
+        "(bfloat16's largest finite value: larger float32 values round to infinity); elsewhere "
+        "float32 as above")
 BF16_OPS = {"linear", "conv2d"}
 # Value claims that differ from the float32 one above.
 VALUE = {"concat": "a copy: values equal torch.cat exactly for float32, float64, int64 and bool (the conformance cases)"}
