@@ -131,6 +131,11 @@ TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
     EXPECT_EQ(model.graph.nodes.front().shape, (Shape{4, 3}));
     options.input_shapes["x"] = {4, 5};  // contradicts the static axis 1
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m, options); }));
+    // A shape for a name the model does not take is refused, naming the model's inputs.
+    OnnxImportOptions typo;
+    typo.input_shapes["X"] = {4, 3};
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m, typo); },
+                       "a shape is given for input 'X', which the model does not take (its inputs: 'x')"));
 }
 
 TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {

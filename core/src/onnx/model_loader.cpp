@@ -428,6 +428,19 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
         refuse(src + ": sparse initializers are not supported", "", "sparse initializer");
 
     ImportContext ctx(out, opset);
+    // A shape given for a name the model does not take is a typo, not something to ignore.
+    for (const auto& [name, shape] : options.input_shapes) {
+        bool known = false;
+        string inputs;
+        for (const auto& input : g.input()) {
+            known = known || input.name() == name;
+            if (!initializer_names.count(input.name())) inputs += (inputs.empty() ? "'" : ", '") + input.name() + "'";
+        }
+        if (!known)
+            throw Error(ErrorCode::input, src + ": a shape is given for input '" + name +
+                                              "', which the model does not take (its inputs: " +
+                                              (inputs.empty() ? string("none") : inputs) + ")");
+    }
     // Graph inputs: static shapes (fixed by options where dynamic), supported dtypes.
     for (auto& input : *g.mutable_input()) {
         if (initializer_names.count(input.name())) continue;  // an initializer's default (IR < 4)
