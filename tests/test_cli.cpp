@@ -501,7 +501,7 @@ TEST(Cli, OnnxTestClassifiesPassedFailedAndRegressions) {
 
 TEST(Cli, OversizedShapesAndRepeatedKeysExit2WithTheCauseNamed) {
     const auto dir = temp_dir("oversized");
-    // rand_uniform of 2^62 float32 elements: 2^64 bytes, which used to wrap to a 0-byte buffer.
+    // rand_uniform of 2^62 float32 elements: 2^64 bytes, which must not wrap to a 0-byte buffer.
     std::ofstream(dir / "big.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [)"
                                        R"({"id": 0, "op": "rand_uniform", "attrs": {"shape": [4611686018427387904]}, "shape": [4611686018427387904]}],)"
                                        R"( "outputs": [0]})";

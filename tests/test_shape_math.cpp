@@ -84,7 +84,7 @@ TEST(ShapeMath, CheckedFormsNameTheShape) {
 }
 
 TEST(ShapeMath, TensorsRefuseShapesWhoseBytesOverflow) {
-    // 2^62 float32 elements are 2^64 bytes: this used to allocate 64 bytes (0 rounded up).
+    // 2^62 float32 elements are 2^64 bytes, which must not wrap to 0 (and allocate 64 bytes).
     EXPECT_EQ(error_of([] { Tensor::zeros(DType::float32, {p2(62)}); }),
               "shape [4611686018427387904] (4611686018427387904 elements of 4 bytes) takes more "
               "than 2^63-1 bytes");

@@ -39,13 +39,13 @@ enum class BackendOp : std::uint8_t {
     batchnorm_channel_first, conv, conv2d, conv_transpose, conv_transpose2d, max_pool, max_pool2d,
     max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
     fft_fno, selective_scan, scaled_dot_product_attention,
-    // ONNX import (issue 5)
+    // ops that ONNX import needs
     div, pow, neg, erf, where, concat, gather, slice, pad, reduce_max, reduce_min, reduce_prod,
     argmax, argmin, floor, ceil, sign, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
     leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish, equal,
     less, less_equal, greater, greater_equal, logical_not, logical_and, logical_or, logical_xor,
     cast, cumsum, tile, triu, tril,
-    // Training (issue 4)
+    // training: loss and optimizer steps
     cross_entropy, sgd, adam
 };
 
