@@ -418,36 +418,69 @@ TEST(OnednnRefusals, ForwardWithoutPreparedStateIsRefused) {
 
 class OnednnModels : public ::testing::TestWithParam<std::string> {};
 
+namespace {
+
+/// One of tests/data/models: the imported ONNX model, its recorded input and PyTorch output.
+struct SharedModel {
+    explicit SharedModel(const std::string& name)
+        : dir(fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / name),
+          model(import_onnx(dir / "model.onnx")),
+          input(read_npy(dir / "input.npy")),
+          expected(read_npy(dir / "output.npy")) {
+        std::ifstream meta_file(dir / "meta.json");
+        if (!meta_file) throw std::runtime_error("no meta.json in " + dir.string());
+        input_name = nlohmann::json::parse(meta_file)["input"]["name"].get<std::string>();
+    }
+
+    /// The model's one output under `profile_name`; `described` collects its compiled groups'
+    /// descriptions, one per line.
+    Tensor run(const char* profile_name, std::string* described = nullptr) const {
+        const auto& profile = find_builtin_profile(profile_name);
+        auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
+        if (!accepted.accepted) throw std::runtime_error(std::string(profile_name) + " rejected the model");
+        ParameterMap params = model.parameters;
+        auto inputs = bind_onnx_inputs(model, {{input_name, input}}, params);
+        auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
+        if (described)
+            for (const auto& g : session.compiled_groups()) *described += g.fused + "\n";
+        auto out = session.run(inputs);
+        if (out.size() != 1) throw std::runtime_error("the model must have one output");
+        return out[0];
+    }
+
+    fs::path dir;
+    ImportedModel model;
+    Tensor input, expected;
+    std::string input_name;
+};
+
+/// max |got - want| and max |want|.
+std::pair<double, double> max_difference_and_scale(const Tensor& got, const Tensor& want) {
+    double max_abs = 0, scale = 0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+        max_abs = std::max(max_abs, std::fabs(got.at(i) - want.at(i)));
+        scale = std::max(scale, std::fabs(want.at(i)));
+    }
+    return {max_abs, scale};
+}
+
+}  // namespace
+
 TEST_P(OnednnModels, MatchPyTorchOutputsUnderOnednnCpu) {
     REQUIRE_ONEDNN();
-    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / GetParam();
-    std::ifstream meta_file(dir / "meta.json");
-    ASSERT_TRUE(meta_file) << dir;
-    const auto meta = nlohmann::json::parse(meta_file);
-    auto model = import_onnx(dir / "model.onnx");
-    const Tensor input = read_npy(dir / "input.npy");
-    const Tensor expected = read_npy(dir / "output.npy");
-    const auto& profile = find_builtin_profile("onednn_cpu");
-    auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
-    ASSERT_TRUE(accepted.accepted.has_value());
+    const SharedModel shared(GetParam());
     // The plan must actually use oneDNN (conv2d at least) and keep the rest on reference.
+    auto accepted = find_builtin_profile("onednn_cpu").accept_graph(capsule::testing::built_host(), shared.model.graph);
+    ASSERT_TRUE(accepted.accepted.has_value());
     std::size_t onednn_nodes = 0, other_nodes = 0;
     for (const auto& g : accepted.accepted->plan().groups)
         (g.capsule->provider == Provider::onednn ? onednn_nodes : other_nodes) += g.node_ids.size();
     std::cout << GetParam() << ": " << onednn_nodes << " nodes on onednn, " << other_nodes
               << " on other providers\n";
     EXPECT_GT(onednn_nodes, 0u);
-    ParameterMap params = model.parameters;
-    auto inputs = bind_onnx_inputs(model, {{meta["input"]["name"].get<std::string>(), input}}, params);
-    auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
-    auto out = session.run(inputs);
-    ASSERT_EQ(out.size(), 1u);
-    ASSERT_EQ(out[0].shape(), expected.shape());
-    double max_abs = 0, scale = 0;
-    for (std::int64_t i = 0; i < expected.numel(); ++i) {
-        max_abs = std::max(max_abs, std::fabs(out[0].at(i) - expected.at(i)));
-        scale = std::max(scale, std::fabs(expected.at(i)));
-    }
+    const Tensor out = shared.run("onednn_cpu");
+    ASSERT_EQ(out.shape(), shared.expected.shape());
+    const auto [max_abs, scale] = max_difference_and_scale(out, shared.expected);
     std::cout << GetParam() << " under onednn_cpu: max abs error " << max_abs << ", max |expected| "
               << scale << ", ratio " << max_abs / scale << "\n";
     EXPECT_LE(max_abs, 1e-4 * scale) << "error relative to the output scale";
@@ -460,32 +493,13 @@ TEST_P(OnednnModels, MatchPyTorchOutputsUnderOnednnCpu) {
 // and the outputs equal onednn_cpu's.
 TEST_P(OnednnModels, StayWithinTheBf16ToleranceUnderOnednnCpuBf16) {
     REQUIRE_ONEDNN();
-    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / GetParam();
-    std::ifstream meta_file(dir / "meta.json");
-    ASSERT_TRUE(meta_file) << dir;
-    const auto meta = nlohmann::json::parse(meta_file);
-    auto model = import_onnx(dir / "model.onnx");
-    const Tensor input = read_npy(dir / "input.npy");
-    auto run = [&](const char* name, std::string& described) {
-        const auto& profile = find_builtin_profile(name);
-        auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
-        if (!accepted.accepted) throw std::runtime_error(std::string(name) + " rejected the model");
-        ParameterMap params = model.parameters;
-        auto inputs = bind_onnx_inputs(model, {{meta["input"]["name"].get<std::string>(), input}}, params);
-        auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
-        for (const auto& g : session.compiled_groups()) described += g.fused + "\n";
-        return session.run(inputs).at(0);
-    };
+    const SharedModel shared(GetParam());
     std::string strict_groups, bf16_groups;
-    const Tensor want = run("onednn_cpu", strict_groups);
-    const Tensor got = run("onednn_cpu_bf16", bf16_groups);
+    const Tensor want = shared.run("onednn_cpu", &strict_groups);
+    const Tensor got = shared.run("onednn_cpu_bf16", &bf16_groups);
     ASSERT_EQ(got.shape(), want.shape());
     EXPECT_EQ(strict_groups.find("bfloat16"), std::string::npos) << strict_groups;
-    double max_abs = 0, scale = 0;
-    for (std::int64_t i = 0; i < want.numel(); ++i) {
-        max_abs = std::max(max_abs, std::fabs(got.at(i) - want.at(i)));
-        scale = std::max(scale, std::fabs(want.at(i)));
-    }
+    const auto [max_abs, scale] = max_difference_and_scale(got, want);
     const bool engaged = bf16_groups.find("in bfloat16 (fpmath bf16)") != std::string::npos;
     std::cout << GetParam() << " under onednn_cpu_bf16 (" << (engaged ? "bfloat16 engaged" : "no native bfloat16 here")
               << "): max abs difference to float32 " << max_abs << ", max |float32| " << scale << ", ratio "

@@ -108,6 +108,24 @@ Tensor mlp_x() {
     return make_tensor(CAPSULE_DTYPE_FLOAT32, {2, 4}, x.data(), x.size() * sizeof(float));
 }
 
+/// Success when capsule_tensor_get_info reports `dtype` and `shape` (and their element count).
+::testing::AssertionResult has_info(const capsule_tensor_t* t, capsule_dtype dtype, const std::vector<int64_t>& shape) {
+    capsule_dtype got_dtype = CAPSULE_DTYPE_BOOL;
+    size_t rank = 0;
+    const int64_t* dims = nullptr;
+    int64_t count = 0;
+    if (capsule_status_t* st = capsule_tensor_get_info(t, &got_dtype, &rank, &dims, &count)) {
+        capsule_status_release(st);
+        return ::testing::AssertionFailure() << "capsule_tensor_get_info failed";
+    }
+    int64_t want_count = 1;
+    for (auto d : shape) want_count *= d;
+    const std::vector<int64_t> got_shape(dims, dims + rank);
+    if (got_dtype != dtype || got_shape != shape || count != want_count)
+        return ::testing::AssertionFailure() << "dtype " << got_dtype << ", rank " << rank << ", count " << count;
+    return ::testing::AssertionSuccess();
+}
+
 std::vector<float> floats(const capsule_tensor_t* t) {
     const void* data = nullptr;
     size_t bytes = 0;
@@ -488,16 +506,7 @@ TEST(CApi, RunsTheOnnxModel) {
     capsule_tensor_t* outputs[1] = {nullptr};
     ASSERT_TRUE(Ok(capsule_session_run(session.get(), names, inputs, 1, nullptr, outputs, 1)));
     Tensor probs(outputs[0]);
-    capsule_dtype dtype = CAPSULE_DTYPE_BOOL;
-    size_t rank = 0;
-    const int64_t* shape = nullptr;
-    int64_t elements = 0;
-    ASSERT_TRUE(Ok(capsule_tensor_get_info(probs.get(), &dtype, &rank, &shape, &elements)));
-    EXPECT_EQ(dtype, CAPSULE_DTYPE_FLOAT32);
-    ASSERT_EQ(rank, 2u);
-    EXPECT_EQ(shape[0], 2);
-    EXPECT_EQ(shape[1], 3);
-    EXPECT_EQ(elements, 6);
+    EXPECT_TRUE(has_info(probs.get(), CAPSULE_DTYPE_FLOAT32, {2, 3}));
     expect_near(floats(probs.get()), kMlpProbs);
 
     // By name, and again on the same session.
@@ -694,16 +703,9 @@ TEST(CApi, MissingParametersAreInput) {
 TEST(CApi, TensorsCopyTheirDataAndDescribeThemselves) {
     const int64_t values[] = {1, 2, 3, 4, 5, 6};
     auto t = make_tensor(CAPSULE_DTYPE_INT64, {3, 2}, values, sizeof values);
-    capsule_dtype dtype = CAPSULE_DTYPE_BOOL;
+    EXPECT_TRUE(has_info(t.get(), CAPSULE_DTYPE_INT64, {3, 2}));
     size_t rank = 0;
-    const int64_t* shape = nullptr;
     int64_t count = 0;
-    ASSERT_TRUE(Ok(capsule_tensor_get_info(t.get(), &dtype, &rank, &shape, &count)));
-    EXPECT_EQ(dtype, CAPSULE_DTYPE_INT64);
-    ASSERT_EQ(rank, 2u);
-    EXPECT_EQ(shape[0], 3);
-    EXPECT_EQ(shape[1], 2);
-    EXPECT_EQ(count, 6);
     const void* data = nullptr;
     size_t bytes = 0;
     ASSERT_TRUE(Ok(capsule_tensor_get_data(t.get(), &data, &bytes)));
