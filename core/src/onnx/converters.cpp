@@ -90,15 +90,15 @@ Converter variadic(string op) {
     };
 }
 
-void conv_mean(ImportContext& c, const onnx::NodeProto& n) {
+void convert_mean(ImportContext& c, const onnx::NodeProto& n) {
     Id acc = c.runtime(n.input(0));
     for (int k = 1; k < n.input_size(); ++k) acc = c.add("add", {acc, c.runtime(n.input(k))});
     c.define_node(out0(n), c.add("scale", {acc}, {{"factor", 1.0 / n.input_size()}}, out0(n)));
 }
 
-void conv_identity(ImportContext& c, const onnx::NodeProto& n) { alias(c, out0(n), n.input(0)); }
+void convert_identity(ImportContext& c, const onnx::NodeProto& n) { alias(c, out0(n), n.input(0)); }
 
-void conv_dropout(ImportContext& c, const onnx::NodeProto& n) {
+void convert_dropout(ImportContext& c, const onnx::NodeProto& n) {
     // Inference: the output is the input and the mask (opset ≥ 12: bool) is all true.
     if (n.output_size() > 1 && !n.output(1).empty()) {
         if (c.opset() < 12) unsupported("Dropout's mask output before opset 12 (not bool)");
@@ -113,7 +113,7 @@ void conv_dropout(ImportContext& c, const onnx::NodeProto& n) {
     alias(c, out0(n), n.input(0));
 }
 
-void conv_clip(ImportContext& c, const onnx::NodeProto& n) {
+void convert_clip(ImportContext& c, const onnx::NodeProto& n) {
     Attributes attrs;
     if (c.opset() < 11) {
         if (find_attr(n, "min")) attrs["min"] = double(attr_float(n, "min", 0));
@@ -126,12 +126,12 @@ void conv_clip(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("clamp", {x0(c, n)}, attrs, out0(n)));
 }
 
-void conv_neg(ImportContext& c, const onnx::NodeProto& n) {
+void convert_neg(ImportContext& c, const onnx::NodeProto& n) {
     // -x is exact as x * -1 in IEEE arithmetic.
     c.define_node(out0(n), c.add("scale", {x0(c, n)}, {{"factor", -1.0}}, out0(n)));
 }
 
-void conv_prelu(ImportContext& c, const onnx::NodeProto& n) {
+void convert_prelu(ImportContext& c, const onnx::NodeProto& n) {
     // prelu(x) = relu(x) + slope * min(x, 0): for x ≥ 0 the second term is ±0, for x < 0 the first is 0.
     Id x = x0(c, n), slope = c.runtime(n.input(1));
     const auto dtype = c.node_type(x).dtype;
@@ -142,7 +142,7 @@ void conv_prelu(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("add", {pos, neg}, {}, out0(n)));
 }
 
-void conv_softmax_like(ImportContext& c, const onnx::NodeProto& n, const string& op) {
+void convert_softmax_like(ImportContext& c, const onnx::NodeProto& n, const string& op) {
     Id x = x0(c, n);
     const auto rank = rank_of(c, x);
     if (c.opset() >= 13) {
@@ -165,14 +165,14 @@ void conv_softmax_like(ImportContext& c, const onnx::NodeProto& n, const string&
     c.define_node(out0(n), reshape(c, y, in, out0(n)));
 }
 
-void conv_reshape_like(ImportContext& c, const onnx::NodeProto& n) {
+void convert_reshape_like(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     Shape target = reshape_target(c, n, shape_of(c, x));
     if (target == shape_of(c, x)) return alias(c, out0(n), n.input(0));
     c.define_node(out0(n), c.add("reshape", {x}, {{"shape", target}}, out0(n)));
 }
 
-void conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
+void convert_transpose(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const auto rank = rank_of(c, x);
     vector<std::int64_t> perm;
@@ -184,7 +184,7 @@ void conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("permute", {x}, {{"dims", perm}}, out0(n)));
 }
 
-void conv_expand(ImportContext& c, const onnx::NodeProto& n) {
+void convert_expand(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     auto target = int_values(c.constant(n.input(1), "Expand's shape"));
     Shape out = broadcast_shapes(shape_of(c, x), Shape(target.begin(), target.end()));
@@ -192,7 +192,7 @@ void conv_expand(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("broadcastTo", {x}, {{"shape", out}}, out0(n)));
 }
 
-void conv_concat(ImportContext& c, const onnx::NodeProto& n) {
+void convert_concat(ImportContext& c, const onnx::NodeProto& n) {
     vector<Id> xs;
     for (int k = 0; k < n.input_size(); ++k)
         if (!n.input(k).empty()) xs.push_back(c.runtime(n.input(k)));
@@ -210,7 +210,7 @@ void conv_concat(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), y);
 }
 
-void conv_matmul(ImportContext& c, const onnx::NodeProto& n) {
+void convert_matmul(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("matmul", {c.runtime(n.input(0)), c.runtime(n.input(1))}, {}, out0(n)));
 }
 
@@ -232,7 +232,7 @@ Tensor scaled(const Tensor& t, double factor) {
     return Tensor::from_values(t.dtype(), t.shape(), values);
 }
 
-void conv_gemm(ImportContext& c, const onnx::NodeProto& n) {
+void convert_gemm(ImportContext& c, const onnx::NodeProto& n) {
     const double alpha = attr_float(n, "alpha", 1.0f), beta = attr_float(n, "beta", 1.0f);
     const bool trans_a = attr_int(n, "transA", 0) != 0, trans_b = attr_int(n, "transB", 0) != 0;
     const string a_name = n.input(0), b_name = n.input(1), c_name = input_name(n, 2);
@@ -328,7 +328,7 @@ Window window(const onnx::NodeProto& n, const Shape& in, const vector<std::int64
 
 bool symmetric(const Window& w) { return w.pad_begin == w.pad_end; }
 
-void conv_conv(ImportContext& c, const onnx::NodeProto& n) {
+void convert_conv(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     const auto& wt = c.type(n.input(1));
@@ -356,7 +356,7 @@ void conv_conv(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), y);
 }
 
-void conv_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
+void convert_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     const auto& wt = c.type(n.input(1));
@@ -382,7 +382,7 @@ void conv_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
 }
 
 /// MaxPool / AveragePool: 2-D directly, 1-D through a [N, C, 1, L] view (exact: a 1×k window).
-void conv_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
+void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
     if (is_max) only_first_output(n, "MaxPool's Indices");
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
@@ -425,7 +425,7 @@ void conv_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
     c.define_node(out0(n), y);
 }
 
-void conv_global_pool(ImportContext& c, const onnx::NodeProto& n, const string& op) {
+void convert_global_pool(ImportContext& c, const onnx::NodeProto& n, const string& op) {
     // Mean (or max) over every spatial axis, keeping them as 1: exactly ONNX's Global*Pool.
     Id x = x0(c, n);
     const auto rank = rank_of(c, x);
@@ -435,7 +435,7 @@ void conv_global_pool(ImportContext& c, const onnx::NodeProto& n, const string& 
     c.define_node(out0(n), c.add(op, {x}, {{"axes", axes}, {"keepdims", true}}, out0(n)));
 }
 
-void conv_batch_norm(ImportContext& c, const onnx::NodeProto& n) {
+void convert_batch_norm(ImportContext& c, const onnx::NodeProto& n) {
     only_first_output(n, "BatchNormalization's training statistics");
     if (attr_int(n, "training_mode", 0) != 0) unsupported("training_mode = 1");
     if (c.opset() < 9 && attr_int(n, "spatial", 1) != 1) unsupported("spatial = 0");
@@ -446,7 +446,7 @@ void conv_batch_norm(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), y);
 }
 
-void conv_layer_norm(ImportContext& c, const onnx::NodeProto& n) {
+void convert_layer_norm(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     const auto axis = normalize_axis(attr_int(n, "axis", -1), static_cast<std::int64_t>(in.size()));
@@ -532,7 +532,7 @@ Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suf
 /// maximum is not shifted, so an all −inf row still gives −inf and a +inf entry +inf.
 /// Existing BackendOps only (reduce_max, abs, less, where, sub, exp, reduce_sum, log, add):
 /// a dedicated op would need its own kernels, backward and conformance on every plugin.
-void conv_reduce_log_sum_exp(ImportContext& c, const onnx::NodeProto& n) {
+void convert_reduce_log_sum_exp(ImportContext& c, const onnx::NodeProto& n) {
     bool noop = false;
     auto axes = reduce_axes(c, n, noop);
     if (noop) unsupported("noop_with_empty_axes on a composite reduction");
@@ -555,7 +555,7 @@ void conv_reduce_log_sum_exp(ImportContext& c, const onnx::NodeProto& n) {
 ///   y = s · sqrt(reduce_sum((x / s)²)).
 /// float32 [3e20, 4e20] gives 5e20 (the plain form overflows to inf) and [3e-30, 4e-30] gives
 /// 5e-30 (the plain form underflows to 0). An inf or NaN input still gives inf or NaN.
-void conv_reduce_l2(ImportContext& c, const onnx::NodeProto& n) {
+void convert_reduce_l2(ImportContext& c, const onnx::NodeProto& n) {
     bool noop = false;
     auto axes = reduce_axes(c, n, noop);
     if (noop) unsupported("noop_with_empty_axes on a composite reduction");
@@ -577,7 +577,7 @@ void conv_reduce_l2(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), y);
 }
 
-void conv_flatten(ImportContext& c, const onnx::NodeProto& n) { conv_reshape_like(c, n); }
+void convert_flatten(ImportContext& c, const onnx::NodeProto& n) { convert_reshape_like(c, n); }
 
 bool in_vocabulary(const string& op) {
     try {
@@ -600,16 +600,16 @@ Id pad_spatial(ImportContext& c, Id x, const vector<std::int64_t>& begin, const 
     return c.add("pad", {x}, {{"pads", pads}, {"mode", string("constant")}, {"value", value}});
 }
 
-void conv_where(ImportContext& c, const onnx::NodeProto& n) {
+void convert_where(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("where", {c.runtime(n.input(0)), c.runtime(n.input(1)), c.runtime(n.input(2))}, {}, out0(n)));
 }
 
-void conv_gather(ImportContext& c, const onnx::NodeProto& n) {
+void convert_gather(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("gather", {c.runtime(n.input(0)), c.runtime(n.input(1))},
                                  {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
 }
 
-void conv_slice(ImportContext& c, const onnx::NodeProto& n) {
+void convert_slice(ImportContext& c, const onnx::NodeProto& n) {
     vector<std::int64_t> starts, ends, axes, steps;
     if (c.opset() < 10) {
         starts = attr_ints(n, "starts").value_or(vector<std::int64_t>{});
@@ -627,7 +627,7 @@ void conv_slice(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("slice", {x0(c, n)}, attrs, out0(n)));
 }
 
-void conv_split(ImportContext& c, const onnx::NodeProto& n) {
+void convert_split(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape& in = shape_of(c, x);
     const auto axis = normalize_axis(attr_int(n, "axis", 0), static_cast<std::int64_t>(in.size()));
@@ -650,7 +650,7 @@ void conv_split(ImportContext& c, const onnx::NodeProto& n) {
     }
 }
 
-void conv_pad(ImportContext& c, const onnx::NodeProto& n) {
+void convert_pad(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     string mode = attr_string(n, "mode", "constant");
     vector<std::int64_t> pads;
@@ -677,7 +677,7 @@ void conv_pad(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("pad", {x}, attrs, out0(n)));
 }
 
-void conv_cast(ImportContext& c, const onnx::NodeProto& n) {
+void convert_cast(ImportContext& c, const onnx::NodeProto& n) {
     const int to = static_cast<int>(attr_int(n, "to", 0));
     auto dtype = dtype_of_onnx(to);
     if (!dtype) unsupported("Cast to " + onnx_type_name(to) + " (supported: float, double, int64, bool)");
@@ -686,20 +686,20 @@ void conv_cast(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("cast", {x}, {{"to", string(to_string(*dtype))}}, out0(n)));
 }
 
-void conv_arg(ImportContext& c, const onnx::NodeProto& n, const string& op) {
+void convert_arg(ImportContext& c, const onnx::NodeProto& n, const string& op) {
     Attributes attrs{{"axis", attr_int(n, "axis", 0)}, {"keepdims", attr_int(n, "keepdims", 1) != 0}};
     if (attr_int(n, "select_last_index", 0) != 0) attrs["select_last_index"] = true;
     c.define_node(out0(n), c.add(op, {x0(c, n)}, attrs, out0(n)));
 }
 
-void conv_trilu(ImportContext& c, const onnx::NodeProto& n) {
+void convert_trilu(ImportContext& c, const onnx::NodeProto& n) {
     std::int64_t k = 0;
     if (!input_name(n, 1).empty()) k = scalar_int(c, n.input(1), "Trilu's k");
     const bool upper = attr_int(n, "upper", 1) != 0;
     c.define_node(out0(n), c.add(upper ? "triu" : "tril", {x0(c, n)}, {{"k", k}}, out0(n)));
 }
 
-void conv_cumsum(ImportContext& c, const onnx::NodeProto& n) {
+void convert_cumsum(ImportContext& c, const onnx::NodeProto& n) {
     const auto axis = scalar_int(c, n.input(1), "CumSum's axis");
     Attributes attrs{{"axis", axis}};
     if (attr_int(n, "exclusive", 0)) attrs["exclusive"] = true;
@@ -707,14 +707,14 @@ void conv_cumsum(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("cumsum", {x0(c, n)}, attrs, out0(n)));
 }
 
-void conv_tile(ImportContext& c, const onnx::NodeProto& n) {
+void convert_tile(ImportContext& c, const onnx::NodeProto& n) {
     auto repeats = int_values(c.constant(n.input(1), "Tile's repeats"));
     c.define_node(out0(n), c.add("tile", {x0(c, n)}, {{"repeats", repeats}}, out0(n)));
 }
 
 
 /// DepthToSpace / SpaceToDepth: a reshape, a permutation and a reshape, as ONNX defines them.
-void conv_depth_space(ImportContext& c, const onnx::NodeProto& n, bool to_space) {
+void convert_depth_space(ImportContext& c, const onnx::NodeProto& n, bool to_space) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     if (in.size() != 4) unsupported("input must be 4-D");
@@ -741,7 +741,7 @@ void conv_depth_space(ImportContext& c, const onnx::NodeProto& n, bool to_space)
 
 /// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial
 /// axes, with the biased variance, scale and B of shape [C] (viewed as [C, 1, ...]).
-void conv_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
+void convert_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     if (in.size() < 3) unsupported("input must have spatial dimensions");
@@ -820,11 +820,11 @@ Id nll_loss(ImportContext& c, const onnx::NodeProto& n, Id x, const string& out_
     return c.add("div", {c.add("sum", {loss}), c.add("sum", {weight})}, {}, out_name);
 }
 
-void conv_nll(ImportContext& c, const onnx::NodeProto& n) {
+void convert_nll(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), nll_loss(c, n, x0(c, n), out0(n)));
 }
 
-void conv_softmax_cross_entropy(ImportContext& c, const onnx::NodeProto& n) {
+void convert_softmax_cross_entropy(ImportContext& c, const onnx::NodeProto& n) {
     // log_softmax over the class axis, then the NLL above; the optional second output is it.
     Id log_prob = c.add("log_softmax", {x0(c, n)}, {{"axis", std::int64_t(1)}},
                         n.output_size() > 1 ? n.output(1) : string());
@@ -862,22 +862,22 @@ const std::map<string, Converter>& converters() {
                  {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
                  {"Xor", "logical_xor"}})
             t[onnx_op] = binary(op);
-        t["Where"] = conv_where;
-        t["NegativeLogLikelihoodLoss"] = conv_nll;
-        t["SoftmaxCrossEntropyLoss"] = conv_softmax_cross_entropy;
-        t["DepthToSpace"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_depth_space(c, n, true); };
-        t["SpaceToDepth"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_depth_space(c, n, false); };
-        t["InstanceNormalization"] = conv_instance_norm;
-        t["Gather"] = conv_gather;
-        t["Slice"] = conv_slice;
-        t["Split"] = conv_split;
-        t["Pad"] = conv_pad;
-        t["Cast"] = conv_cast;
-        t["ArgMax"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_arg(c, n, "argmax"); };
-        t["ArgMin"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_arg(c, n, "argmin"); };
-        t["Trilu"] = conv_trilu;
-        t["CumSum"] = conv_cumsum;
-        t["Tile"] = conv_tile;
+        t["Where"] = convert_where;
+        t["NegativeLogLikelihoodLoss"] = convert_nll;
+        t["SoftmaxCrossEntropyLoss"] = convert_softmax_cross_entropy;
+        t["DepthToSpace"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_depth_space(c, n, true); };
+        t["SpaceToDepth"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_depth_space(c, n, false); };
+        t["InstanceNormalization"] = convert_instance_norm;
+        t["Gather"] = convert_gather;
+        t["Slice"] = convert_slice;
+        t["Split"] = convert_split;
+        t["Pad"] = convert_pad;
+        t["Cast"] = convert_cast;
+        t["ArgMax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmax"); };
+        t["ArgMin"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmin"); };
+        t["Trilu"] = convert_trilu;
+        t["CumSum"] = convert_cumsum;
+        t["Tile"] = convert_tile;
         t["LeakyRelu"] = activation("leaky_relu", {{"alpha", "negative_slope", 0.01f}});
         t["Elu"] = activation("elu", {{"alpha", "alpha", 1.0f}});
         t["Celu"] = activation("celu", {{"alpha", "alpha", 1.0f}});
@@ -887,31 +887,31 @@ const std::map<string, Converter>& converters() {
         t["Max"] = variadic("max");
         t["Min"] = variadic("min");
         t["Sum"] = variadic("add");
-        t["Mean"] = conv_mean;
-        t["Neg"] = conv_neg;
-        t["PRelu"] = conv_prelu;
-        t["Identity"] = conv_identity;
-        t["Dropout"] = conv_dropout;
-        t["Clip"] = conv_clip;
-        t["Softmax"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_softmax_like(c, n, "softmax"); };
-        t["LogSoftmax"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_softmax_like(c, n, "log_softmax"); };
-        t["Reshape"] = conv_reshape_like;
-        t["Squeeze"] = conv_reshape_like;
-        t["Unsqueeze"] = conv_reshape_like;
-        t["Flatten"] = conv_flatten;
-        t["Transpose"] = conv_transpose;
-        t["Expand"] = conv_expand;
-        t["Concat"] = conv_concat;
-        t["MatMul"] = conv_matmul;
-        t["Gemm"] = conv_gemm;
-        t["Conv"] = conv_conv;
-        t["ConvTranspose"] = conv_conv_transpose;
-        t["MaxPool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_pool(c, n, true); };
-        t["AveragePool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_pool(c, n, false); };
-        t["GlobalAveragePool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_global_pool(c, n, "reduce_mean"); };
-        t["GlobalMaxPool"] = [](ImportContext& c, const onnx::NodeProto& n) { conv_global_pool(c, n, "reduce_max"); };
-        t["BatchNormalization"] = conv_batch_norm;
-        t["LayerNormalization"] = conv_layer_norm;
+        t["Mean"] = convert_mean;
+        t["Neg"] = convert_neg;
+        t["PRelu"] = convert_prelu;
+        t["Identity"] = convert_identity;
+        t["Dropout"] = convert_dropout;
+        t["Clip"] = convert_clip;
+        t["Softmax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_softmax_like(c, n, "softmax"); };
+        t["LogSoftmax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_softmax_like(c, n, "log_softmax"); };
+        t["Reshape"] = convert_reshape_like;
+        t["Squeeze"] = convert_reshape_like;
+        t["Unsqueeze"] = convert_reshape_like;
+        t["Flatten"] = convert_flatten;
+        t["Transpose"] = convert_transpose;
+        t["Expand"] = convert_expand;
+        t["Concat"] = convert_concat;
+        t["MatMul"] = convert_matmul;
+        t["Gemm"] = convert_gemm;
+        t["Conv"] = convert_conv;
+        t["ConvTranspose"] = convert_conv_transpose;
+        t["MaxPool"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_pool(c, n, true); };
+        t["AveragePool"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_pool(c, n, false); };
+        t["GlobalAveragePool"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_global_pool(c, n, "reduce_mean"); };
+        t["GlobalMaxPool"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_global_pool(c, n, "reduce_max"); };
+        t["BatchNormalization"] = convert_batch_norm;
+        t["LayerNormalization"] = convert_layer_norm;
         t["ReduceSum"] = reduce("reduce_sum");
         t["ReduceMean"] = reduce("reduce_mean");
         t["ReduceMax"] = reduce("reduce_max");
@@ -919,9 +919,9 @@ const std::map<string, Converter>& converters() {
         t["ReduceProd"] = reduce("reduce_prod");
         t["ReduceSumSquare"] = reduce("reduce_sum", "square");
         t["ReduceL1"] = reduce("reduce_sum", "abs");
-        t["ReduceL2"] = conv_reduce_l2;
+        t["ReduceL2"] = convert_reduce_l2;
         t["ReduceLogSum"] = reduce("reduce_sum", {}, "log");
-        t["ReduceLogSumExp"] = conv_reduce_log_sum_exp;
+        t["ReduceLogSumExp"] = convert_reduce_log_sum_exp;
         return t;
     }();
     return table;
