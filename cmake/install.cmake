@@ -22,6 +22,9 @@ if(TARGET capsule_onnx)
 endif()
 
 install(TARGETS capsule RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET capsule_onnx_import)
+  install(TARGETS capsule_onnx_import LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/capsule)
+endif()
 
 # Plugins: every library built into the plugin directory and every manifest there (the build
 # copies exactly the manifests this build should plan with, stubs included).

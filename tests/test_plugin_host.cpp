@@ -103,11 +103,13 @@ TEST(PluginHost, DiscoveryIsLazyAndLoadingHappensOnFirstUse) {
     const auto& r = only_record(host);
     ASSERT_EQ(r.status, PluginStatus::available) << r.failure;
     ASSERT_TRUE(r.library_path);
-    EXPECT_EQ(r.sha256, shell_sha256(*r.library_path));
+    EXPECT_TRUE(r.sha256.empty());  // not read at discovery without pinned hashes
+    EXPECT_EQ(host.library_sha256(r), shell_sha256(*r.library_path));
     EXPECT_FALSE(r.probe);  // nothing was run
     EXPECT_EQ(host.registry("default").capsules.size(), 2u);
     auto outcome = host.library(r);
     ASSERT_TRUE(outcome.plugin) << outcome.failure;
+    EXPECT_EQ(outcome.plugin->sha256, shell_sha256(*r.library_path));
     EXPECT_NE(outcome.plugin->kernel("fixture_good.relu"), nullptr);
     EXPECT_EQ(host.library(r).plugin, outcome.plugin);  // opened once
     EXPECT_TRUE(outcome.plugin->probe().usable);
@@ -444,6 +446,19 @@ TEST(PluginHost, PinnedHashes) {
     PluginHostOptions none_pinned;
     none_pinned.trusted_sha256 = std::set<std::string>{};  // an empty pin file refuses everything
     EXPECT_EQ(only_record(host_for({kFixtures / "fixture_good"}, none_pinned)).status, PluginStatus::failed);
+
+    // A pinned library that changes between discovery and opening is refused when opened.
+    TempCopy copy("fixture_good");
+    PluginHostOptions pinned_copy;
+    pinned_copy.trusted_sha256 = std::set<std::string>{hash};
+    auto host = host_for({copy.dir}, pinned_copy);
+    const auto& record = only_record(host);
+    ASSERT_EQ(record.status, PluginStatus::available) << record.failure;
+    EXPECT_EQ(record.sha256, hash);
+    std::ofstream(copy.dir / "libfixture_good.so", std::ios::app) << '\0';
+    auto outcome = host.library(record);
+    EXPECT_FALSE(outcome.plugin);
+    EXPECT_TRUE(contains(outcome.failure, "changed since discovery: SHA-256 was " + hash)) << outcome.failure;
 
     auto file = fs::temp_directory_path() / ("capsule-pins-" + std::to_string(::getpid()));
     std::ofstream(file) << "# pins\n" << hash << "  libfixture_good.so\n";

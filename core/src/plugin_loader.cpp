@@ -134,7 +134,7 @@ string sha256_file(const fs::path& path) {
     return out;
 }
 
-string locate_library(const PluginManifest& m, fs::path& path, string& sha256) {
+string locate_library(const PluginManifest& m, fs::path& path) {
     if (m.source.empty()) return "library '" + *m.library + "' cannot be located: manifest has no file";
     std::error_code ec;
     const fs::path dir = fs::canonical(fs::absolute(m.source.parent_path().empty() ? fs::path(".")
@@ -152,12 +152,14 @@ string locate_library(const PluginManifest& m, fs::path& path, string& sha256) {
                ", outside its manifest's directory " + dir.string();
     if (auto why = untrusted_path_reason(given, "library"); !why.empty()) return why;
     path = resolved;
-    try {
-        sha256 = sha256_file(resolved);
-    } catch (const Error& e) {
-        return e.what();
-    }
     return "";
+}
+
+string pinned_hash_reason(const fs::path& library, const string& sha256,
+                          const std::optional<std::set<string>>& trusted) {
+    if (!trusted || trusted->count(sha256)) return "";
+    return "library " + library.string() + " has SHA-256 " + sha256 +
+           ", which is not among the pinned trusted hashes";
 }
 
 namespace {
@@ -307,15 +309,18 @@ LoadOutcome open_library(const LibraryCell& cell) {
     auto fail = [](string reason) { return LoadOutcome{nullptr, std::move(reason)}; };
     // The file may have changed since discovery: check it again, and its hash.
     if (auto why = untrusted_path_reason(lib, "library"); !why.empty()) return fail(why);
+    auto loaded = std::make_shared<LoadedPlugin>();
     try {
-        if (auto now = sha256_file(lib); now != cell.sha256)
-            return fail("library " + lib.string() + " changed since discovery: SHA-256 was " +
-                        cell.sha256 + ", is now " + now);
+        loaded->sha256 = sha256_file(lib);
     } catch (const Error& e) {
         return fail(e.what());
     }
+    if (!cell.sha256.empty() && loaded->sha256 != cell.sha256)
+        return fail("library " + lib.string() + " changed since discovery: SHA-256 was " +
+                    cell.sha256 + ", is now " + loaded->sha256);
+    if (auto why = pinned_hash_reason(lib, loaded->sha256, cell.trusted_sha256); !why.empty())
+        return fail(why);
 
-    auto loaded = std::make_shared<LoadedPlugin>();
     capsule_plugin_entry_fn entry = nullptr;
     try {
         // RTLD_NODELETE: a plugin stays mapped until the process exits, like the registry that

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -22,24 +23,32 @@ std::string untrusted_path_reason(const std::filesystem::path& path, std::string
 /// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises Error(input) when unreadable.
 std::string sha256_file(const std::filesystem::path& path);
 
-/// One plugin's library: where it is, what its hash was at discovery, and the outcome of opening
-/// it in this process, filled once.
+/// One plugin's library: where it is, the hashes it may have, and the outcome of opening it in
+/// this process, filled once.
 struct LibraryCell {
     std::filesystem::path path;  // resolved, under the manifest's directory
-    std::string sha256;          // at discovery; the file must still hash to it when opened
+    /// The hash at discovery, taken only when hashes are pinned; the file must still hash to it
+    /// when opened. Empty otherwise: the library is hashed once, when it is opened.
+    std::string sha256;
+    std::optional<std::set<std::string>> trusted_sha256;  // PluginHostOptions::trusted_sha256
     PluginManifest manifest;
     std::once_flag once;
     LoadOutcome outcome;
 };
 
 /// Resolves `manifest`'s library (beside the manifest, trusted on disk, under the manifest's
-/// directory after resolving links) and hashes it. Returns the reason for refusal, or "" and
-/// fills `path` and `sha256`.
-std::string locate_library(const PluginManifest& manifest, std::filesystem::path& path,
-                           std::string& sha256);
+/// directory after resolving links). Returns the reason for refusal, or "" and fills `path`.
+/// Does not read the file: hashing a library costs about 1 ms per MB, so it is left to the
+/// moment the library is opened or its hash is asked for.
+std::string locate_library(const PluginManifest& manifest, std::filesystem::path& path);
 
-/// Opens the cell's library in this process, checks its table against the manifest and calls
-/// init. Never throws.
+/// The reason a library whose SHA-256 is `sha256` may not load under `trusted` (pinned hashes;
+/// nullopt: no pinning), or "".
+std::string pinned_hash_reason(const std::filesystem::path& library, const std::string& sha256,
+                               const std::optional<std::set<std::string>>& trusted);
+
+/// Opens the cell's library in this process after checking it on disk again and hashing it
+/// (LoadedPlugin::sha256), checks its table against the manifest and calls init. Never throws.
 LoadOutcome open_library(const LibraryCell& cell);
 
 /// The text of a failed call: the plugin's message, or, when it left the status empty, the code

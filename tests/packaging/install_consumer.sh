@@ -8,7 +8,7 @@
 # example (C_CONSUMER_SOURCE_DIR, examples/c_embed) builds as C with find_package(capsule) and
 # capsule::c, and with `pkg-config capsule-c`, and runs its model from outside the prefix (the
 # installed libcapsule_c finds the installed plugins); the installed `capsule` finds the installed
-# plugins (`plugins`, `plan --ops relu`).
+# plugins (`plugins`, `plan --ops relu`) and its ONNX import module (`plan mlp.onnx`).
 set -euo pipefail
 build=$1 consumer=$2 generator=$3 cxx=$4 cxx_flags=$5 linker_flags=$6
 c_consumer=$7 cc=$8 c_flags=$9
@@ -84,4 +84,10 @@ expect "capsule plugins" "reference.*available" "$out"
 expect "capsule plugins" "$prefix/lib/capsule/plugins/reference\.capsule\.json" "$out"
 out=$("$prefix/bin/capsule" plan --ops relu)
 expect "capsule plan --ops relu" 'reference\.relu' "$out"
+# ... and its ONNX import module (lib/capsule/libcapsule_onnx_import.so), when the build has one.
+if [ -e "$build/bin/libcapsule_onnx_import.so" ]; then
+    [ -e "$prefix/lib/capsule/libcapsule_onnx_import.so" ] || fail "the ONNX import module is not installed"
+    out=$("$prefix/bin/capsule" plan --profile checked_cpu "$c_consumer/mlp.onnx")
+    expect "capsule plan mlp.onnx" 'reference\.linear' "$out"
+fi
 echo "installed capsule: ok"

@@ -36,6 +36,18 @@ json plugin_json(const PluginRecord& r) {
     return j;
 }
 
+/// Fills `r.sha256` for the listing (discovery hashes a library only when hashes are pinned); a
+/// library that cannot be read any more makes the plugin failed.
+void hash_library(const PluginHost& host, PluginRecord& r) {
+    if (r.status == PluginStatus::failed) return;
+    try {
+        r.sha256 = host.library_sha256(r);
+    } catch (const Error& e) {
+        r.status = PluginStatus::failed;
+        r.failure = e.what();
+    }
+}
+
 string dispositions(const KernelCapsule& k) {
     string out;
     for (auto o : all_values<Obligation>())
@@ -63,6 +75,7 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
     return [&options, args]() {
         Context ctx(options);
         std::vector<PluginRecord> records = ctx.host().plugins();
+        for (auto& r : records) hash_library(ctx.host(), r);
         if (args->probe)
             for (auto& r : records)
                 r = ctx.host().probe_isolated(

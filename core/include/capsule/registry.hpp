@@ -56,6 +56,7 @@ struct LoadedPlugin {
     /// The compiled-groups extension (ABI 1.1), or nullptr when the plugin offers none.
     const capsule_compiled_groups_extension* compiled_groups = nullptr;
     bool initialized = false;  // init succeeded: shutdown is called before unloading
+    std::string sha256;        // of the library file when it was opened, lowercase hex
 
     LoadedPlugin() = default;
     LoadedPlugin(const LoadedPlugin&) = delete;
@@ -87,7 +88,10 @@ struct PluginRecord {
     PluginStatus status = PluginStatus::failed;
     std::string failure;                      // reason, when status == failed
     std::optional<std::filesystem::path> library_path;  // resolved library file, if declared
-    std::string sha256;                       // of the library file, hex; empty when none
+    /// SHA-256 of the library file, lowercase hex, taken at discovery only when hashes are pinned
+    /// (PluginHostOptions::trusted_sha256); otherwise empty: see PluginHost::library_sha256 and
+    /// LoadedPlugin::sha256.
+    std::string sha256;
     /// Probe result, when the library was loaded eagerly or probed (probe_isolated); absent for a
     /// library that was not opened.
     std::optional<ProbeResult> probe;
@@ -149,10 +153,16 @@ public:
     /// The plugin that declares capsule `name` and was not refused at discovery, or nullptr.
     const PluginRecord* plugin_of(std::string_view capsule_name) const;
 
+    /// SHA-256 of `record`'s library file (lowercase hex): the one taken at discovery, else read
+    /// from the file now (about 1 ms per MB); "" when the plugin has no library. Raises
+    /// Error(input) when the file cannot be read.
+    std::string library_sha256(const PluginRecord& record) const;
+
     /// Opens `record`'s library in this process once (thread-safe; later calls return the same
-    /// outcome): resolves and re-checks the file on disk, verifies that its SHA-256 still equals
-    /// the one recorded at discovery, loads it, checks its table against the manifest and calls
-    /// its init. Never throws; a stub, a refused plugin or a manifests-only host gives a failure.
+    /// outcome): resolves and re-checks the file on disk, hashes it (LoadedPlugin::sha256) and,
+    /// with pinned hashes, requires the hash to be pinned and equal to the one taken at discovery,
+    /// loads it, checks its table against the manifest and calls its init. Never throws; a stub,
+    /// a refused plugin or a manifests-only host gives a failure.
     LoadOutcome library(const PluginRecord& record) const;
 
     /// Opens, checks, initialises and probes `record`'s library in a child process and reports
