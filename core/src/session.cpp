@@ -400,20 +400,17 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                                           std::to_string(options.threads));
     const int threads = options.threads > 0 ? options.threads
                                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    impl->prepare_steps(threads);
     // A compiled group is one backend call for consecutive nodes: what coalesced lowering means.
     if (options.compile_groups && profile.lowering_mode == LoweringMode::coalesced)
         impl->groups = compile_groups(*impl, threads);
     impl->backward = build_backward_program(*impl, graph, position);
-    // Without a backward pass nothing calls a grouped node's own kernel again: free its state
-    // (reordered weights) so that the compiled executable's copy is the only one kept.
+    // A grouped node's own kernel runs only in a backward pass; without one, its state (e.g.
+    // reordered weights) would duplicate what the compiled executable holds, so it is not made.
+    std::vector<bool> skip(impl->steps.size(), false);
     if (!impl->backward.refusal.empty())
         for (const auto& group : impl->groups)
-            for (std::size_t s = group.first_step; s < group.first_step + group.num_steps; ++s) {
-                auto& step = impl->steps[s];
-                if (step.state && step.release) step.release(step.state);
-                step.state = nullptr;
-            }
+            std::fill_n(skip.begin() + static_cast<std::ptrdiff_t>(group.first_step), group.num_steps, true);
+    impl->prepare_steps(threads, skip);
     return Session(std::move(impl));
 }
 
@@ -423,9 +420,10 @@ Session::Impl::~Impl() {
         if (step.state && step.release) step.release(step.state);
 }
 
-void Session::Impl::prepare_steps(int threads) {
-    for (auto& step : steps) {
-        if (!step.prepare) continue;
+void Session::Impl::prepare_steps(int threads, const std::vector<bool>& skip) {
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+        auto& step = steps[s];
+        if (!step.prepare || skip[s]) continue;
         // Inputs and outputs: shapes and dtypes only. Parameters: their data (fixed for the session).
         std::vector<capsule_tensor_view> in(views.begin() + static_cast<std::ptrdiff_t>(step.first_input),
                                             views.begin() + static_cast<std::ptrdiff_t>(step.first_input + step.num_inputs));

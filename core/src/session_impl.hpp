@@ -165,9 +165,10 @@ struct Session::Impl {
     std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
     /// Per-slot data pointers of one run, given its bound inputs and arena.
     std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
-    /// Calls each kernel's prepare (ABI 1.1) once per node with `threads` intra-op threads.
-    /// Raises Error(other) naming the node, capsule and plugin.
-    void prepare_steps(int threads);
+    /// Calls each kernel's prepare (ABI 1.1) once per node with `threads` intra-op threads, except
+    /// for the steps `skip` marks (one flag per step). Raises Error(other) naming the node,
+    /// capsule and plugin.
+    void prepare_steps(int threads, const std::vector<bool>& skip);
     /// Calls every step's forward kernel, or with `compiled` each compiled group in place of its
     /// steps. With `timings` (one entry per call: num_calls() with `compiled`, else one per step)
     /// also times each call relative to `start`; without, no clock is read. Raises Error(other)
