@@ -364,6 +364,11 @@ TEST(Cli, RunWritesOutputsAndProbeFailureExits5) {
     const double e = std::exp(1.0);
     const std::vector<double> want{e / (e + 2), 1 / (e + 2), 1 / (e + 2), 1.0 / 3, 1.0 / 3, 1.0 / 3};
     for (int i = 0; i < 6; ++i) EXPECT_NEAR(probs[i], want[i], 1e-6);
+    // Which code ran: the reference library and its SHA-256, as sha256sum computes it.
+    const auto library = (fs::path(CAPSULE_PLUGIN_DIR) / "libcapsule_reference.so").string();
+    auto hash = capsule_tool_raw("sha256sum '" + library + "'").out.substr(0, 64);
+    EXPECT_TRUE(contains(r.out, "plugin reference 0.1.0: " + fs::canonical(library).string() + " sha256 " + hash))
+        << r.out;
 
     // checked_cuda on a machine without a usable GPU: the CUDA plugin loads, its probe says why
     // it cannot run, and the tool exits 5. (Without nvcc the plugin is not built: planning fails.)

@@ -1,5 +1,6 @@
 // `capsule run --profile P GRAPH --input NAME=FILE.npy ... [--output-dir D]`: plan, gate, build a
-// session and execute; writes one .npy per graph output.
+// session and execute; names the library and SHA-256 of each plugin that runs; writes one .npy per
+// graph output.
 #include <cctype>
 #include <iostream>
 #include <set>
@@ -53,6 +54,20 @@ std::vector<std::filesystem::path> output_files(const Session& session, const st
     return files;
 }
 
+/// Which code runs: the library file and SHA-256 (taken when it was opened) of every plugin whose
+/// kernels the session calls.
+void print_libraries(const Session& session, const PluginHost& host) {
+    std::set<std::string> used;
+    for (const auto& step : session.steps()) used.insert(step.plugin);
+    for (const auto& record : host.plugins()) {
+        if (!used.count(record.name) || !record.library_path) continue;
+        const auto outcome = host.library(record);  // already open: the session holds it
+        if (outcome.plugin)
+            std::cout << "plugin " << record.name << " " << record.manifest->version << ": "
+                      << record.library_path->string() << " sha256 " << outcome.plugin->sha256 << "\n";
+    }
+}
+
 }  // namespace
 
 Command add_run_command(CLI::App& app, const GlobalOptions& options) {
@@ -82,6 +97,7 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         SessionOptions session_options;
         session_options.threads = options.threads;
         auto session = Session::create(profile, *result.accepted, graph, ctx.host(), parameters, session_options);
+        if (!args->quiet) print_libraries(session, ctx.host());
         const auto files = output_files(session, args->output_dir);
         auto outputs = session.run(inputs);
         std::filesystem::create_directories(args->output_dir);
