@@ -71,7 +71,8 @@ void print_libraries(const Session& session, const PluginHost& host) {
 }  // namespace
 
 Command add_run_command(CLI::App& app, const GlobalOptions& options) {
-    auto* sub = app.add_subcommand("run", "execute a graph under a profile; writes outputs as .npy");
+    auto* sub = app.add_subcommand(
+        "run", "execute a graph under a profile; names the library and SHA-256 of each plugin that runs; writes outputs as .npy");
     auto args = std::make_shared<RunArgs>();
     sub->add_option("--profile", args->profile, "backend profile name or profile .json file")
         ->capture_default_str();
