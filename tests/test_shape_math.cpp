@@ -195,3 +195,22 @@ TEST(ShapeMath, PluginTensorCountsAreChecked) {
                              "dimension or more than 2^63-1 elements");
     }
 }
+
+// NumPy broadcasting (numpy.broadcast_shapes), hand values.
+TEST(ShapeMath, BroadcastIntoAlignsAtTheRightAndNamesTheFirstConflict) {
+    using S = std::vector<std::int64_t>;
+    auto broadcast = [](const S& a, const S& b) {
+        S out(std::max(a.size(), b.size()));
+        const auto bad = broadcast_into(a, b, out);
+        return std::make_pair(bad, out);
+    };
+    EXPECT_EQ(broadcast({3, 1}, {1, 4}), std::make_pair(std::ptrdiff_t{-1}, S{3, 4}));
+    EXPECT_EQ(broadcast({2, 3}, {3}), std::make_pair(std::ptrdiff_t{-1}, S{2, 3}));
+    EXPECT_EQ(broadcast({}, {5}), std::make_pair(std::ptrdiff_t{-1}, S{5}));
+    EXPECT_EQ(broadcast({}, {}), std::make_pair(std::ptrdiff_t{-1}, S{}));
+    EXPECT_EQ(broadcast({0, 1}, {1, 7}), std::make_pair(std::ptrdiff_t{-1}, S{0, 7}));
+    EXPECT_EQ(broadcast({2, 3}, {4, 3}).first, 0);       // 2 vs 4
+    EXPECT_EQ(broadcast({5, 2, 3}, {2, 4}).first, 2);    // 3 vs 4, the first from the right
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 0), 1);          // [2, 4] has no axis 0 of a rank-3 result
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 2), 4);
+}

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/shape_math.hpp"
 #include "capsule/ir.hpp"
 
 namespace capsule {
@@ -82,21 +83,10 @@ bool is_float(DType d) { return d == DType::float32 || d == DType::float64; }
 
 /// Broadcasts two shapes NumPy-style.
 Shape broadcast(const Shape& a, const Shape& b) {
-    const size_t rank = std::max(a.size(), b.size());
-    Shape out(rank);
-    for (size_t i = 0; i < rank; ++i) {
-        const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-        const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-        int64_t d;
-        if (da == db || db == 1)
-            d = da;
-        else if (da == 1)
-            d = db;
-        else
-            fail("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast (" +
-                 str(da) + " vs " + str(db) + ")");
-        out[rank - 1 - i] = d;
-    }
+    Shape out(std::max(a.size(), b.size()));
+    if (const auto bad = broadcast_into(a, b, out); bad >= 0)
+        fail("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast (" +
+             str(broadcast_dim(a, out.size(), bad)) + " vs " + str(broadcast_dim(b, out.size(), bad)) + ")");
     return out;
 }
 

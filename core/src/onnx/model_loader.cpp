@@ -11,6 +11,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include "capsule/shape_math.hpp"
 #include "capsule/tensor_io.hpp"
 #include "import_context.hpp"
 
@@ -302,13 +303,8 @@ std::vector<std::int64_t> int_values(const Tensor& t) {
 }
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
     Shape out(std::max(a.size(), b.size()));
-    for (std::size_t i = 0; i < out.size(); ++i) {
-        std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-        std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-        if (da != db && da != 1 && db != 1)
-            unsupported("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
-        out[out.size() - 1 - i] = da == 1 ? db : da;
-    }
+    if (broadcast_into(a, b, out) >= 0)
+        unsupported("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
     return out;
 }
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {

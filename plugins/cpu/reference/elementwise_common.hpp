@@ -137,16 +137,10 @@ inline void require_arity(std::size_t got, std::size_t want, const char* op) {
 /// (may be null) prefixes the message.
 inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b,
                              const char* op = nullptr) {
-    const std::size_t rank = std::max(a.size(), b.size());
-    Dims out(rank);
-    for (std::size_t i = 0; i < rank; ++i) {
-        const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-        const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-        if (!(da == db || da == 1 || db == 1)) [[unlikely]]
-            fail((op == nullptr || *op == '\0' ? std::string() : std::string(op) + ": ") +
-                 "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
-        out[rank - 1 - i] = da == 1 ? db : da;
-    }
+    Dims out(std::max(a.size(), b.size()));
+    if (broadcast_into(a, b, {out.data(), out.size()}) >= 0) [[unlikely]]
+        fail((op == nullptr || *op == '\0' ? std::string() : std::string(op) + ": ") +
+             "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
     return out;
 }
 
