@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <utility>
 
 #include <unistd.h>
 
@@ -206,11 +207,33 @@ TEST(ShapeMath, BroadcastIntoAlignsAtTheRightAndNamesTheFirstConflict) {
     };
     EXPECT_EQ(broadcast({3, 1}, {1, 4}), std::make_pair(std::ptrdiff_t{-1}, S{3, 4}));
     EXPECT_EQ(broadcast({2, 3}, {3}), std::make_pair(std::ptrdiff_t{-1}, S{2, 3}));
+    EXPECT_EQ(broadcast({1}, {2, 1, 5}), std::make_pair(std::ptrdiff_t{-1}, S{2, 1, 5}));
     EXPECT_EQ(broadcast({}, {5}), std::make_pair(std::ptrdiff_t{-1}, S{5}));
     EXPECT_EQ(broadcast({}, {}), std::make_pair(std::ptrdiff_t{-1}, S{}));
     EXPECT_EQ(broadcast({0, 1}, {1, 7}), std::make_pair(std::ptrdiff_t{-1}, S{0, 7}));
-    EXPECT_EQ(broadcast({2, 3}, {4, 3}).first, 0);       // 2 vs 4
-    EXPECT_EQ(broadcast({5, 2, 3}, {2, 4}).first, 2);    // 3 vs 4, the first from the right
-    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 0), 1);          // [2, 4] has no axis 0 of a rank-3 result
+    EXPECT_EQ(broadcast({0}, {1}), std::make_pair(std::ptrdiff_t{-1}, S{0}));
+    // Refusals: the position in the result of the first conflict from the right.
+    EXPECT_EQ(broadcast({2, 3}, {4, 3}).first, 0);     // 2 vs 4
+    EXPECT_EQ(broadcast({5, 2, 3}, {2, 4}).first, 2);  // 3 vs 4, the first from the right
+    EXPECT_EQ(broadcast({3}, {2, 2}).first, 1);        // 3 vs 2
+    EXPECT_EQ(broadcast({0}, {2}).first, 0);           // 0 is not 1: it does not stretch
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 0), 1);        // [2, 4] has no axis 0 of a rank-3 result
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 1), 2);
     EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 2), 4);
+}
+
+// Shape inference words a refusal with both shapes and the two dims that conflict.
+TEST(ShapeMath, BroadcastRefusalsNameBothShapesAndTheConflictingDims) {
+    auto add_error = [](Shape a, Shape b) {
+        return error_of([&] {
+            infer_type(op_node(2, BackendOp::add, {0, 1}, {}),
+                       {TensorType{a, DType::float32}, TensorType{b, DType::float32}});
+        });
+    };
+    EXPECT_EQ(add_error({2, 3}, {4, 3}), "shapes [2, 3] and [4, 3] do not broadcast (2 vs 4)");
+    EXPECT_EQ(add_error({5, 2, 3}, {2, 4}), "shapes [5, 2, 3] and [2, 4] do not broadcast (3 vs 4)");
+    EXPECT_EQ(add_error({3}, {2, 2}), "shapes [3] and [2, 2] do not broadcast (3 vs 2)");
+    EXPECT_EQ(infer_type(op_node(2, BackendOp::add, {0, 1}, {}),
+                         {TensorType{{1, 3}, DType::float32}, TensorType{{2, 1}, DType::float32}}),
+              (TensorType{{2, 3}, DType::float32}));
 }
