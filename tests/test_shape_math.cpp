@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include <unistd.h>
@@ -236,4 +238,43 @@ TEST(ShapeMath, BroadcastRefusalsNameBothShapesAndTheConflictingDims) {
     EXPECT_EQ(infer_type(op_node(2, BackendOp::add, {0, 1}, {}),
                          {TensorType{{1, 3}, DType::float32}, TensorType{{2, 1}, DType::float32}}),
               (TensorType{{2, 3}, DType::float32}));
+}
+
+// Axis normalisation, hand values: [-rank, rank) maps onto [0, rank), anything else is refused.
+TEST(ShapeMath, NormalizeAxisCountsNegativeAxesFromTheEnd) {
+    EXPECT_EQ(try_normalize_axis(0, 3), 0);
+    EXPECT_EQ(try_normalize_axis(2, 3), 2);
+    EXPECT_EQ(try_normalize_axis(-1, 3), 2);
+    EXPECT_EQ(try_normalize_axis(-3, 3), 0);
+    EXPECT_EQ(try_normalize_axis(3, 3), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(-4, 3), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(0, 0), std::nullopt);  // a scalar has no axis
+    EXPECT_EQ(try_normalize_axis(-1, 0), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(-1, 1), 0);             // how callers treat a scalar as rank 1
+    EXPECT_EQ(try_normalize_axis(std::numeric_limits<std::int64_t>::max(), 4), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(std::numeric_limits<std::int64_t>::min(), 4), std::nullopt);
+}
+
+// Shape inference treats a scalar as rank 1 and words a refusal with the rank it was given.
+TEST(ShapeMath, AxisRefusalsNameTheAttributeAndTheRank) {
+    auto infer = [](BackendOp op, Shape shape, Attributes attrs) {
+        return infer_type(op_node(1, op, {0}, {}, std::move(attrs)), {TensorType{std::move(shape), DType::float32}});
+    };
+    auto error = [&](BackendOp op, Shape shape, Attributes attrs) {
+        return error_of([&] { infer(op, shape, attrs); });
+    };
+    EXPECT_EQ(infer(BackendOp::softmax, {2, 3}, {{"axis", std::int64_t{-2}}}).shape, (Shape{2, 3}));
+    EXPECT_EQ(infer(BackendOp::softmax, {}, {{"axis", std::int64_t{-1}}}).shape, Shape{});
+    EXPECT_EQ(error(BackendOp::softmax, {2, 3}, {{"axis", std::int64_t{2}}}),
+              "attribute 'axis' = 2 out of range for rank 2");
+    EXPECT_EQ(error(BackendOp::softmax, {2, 3}, {{"axis", std::int64_t{-3}}}),
+              "attribute 'axis' = -3 out of range for rank 2");
+    EXPECT_EQ(error(BackendOp::softmax, {}, {{"axis", std::int64_t{1}}}),
+              "attribute 'axis' = 1 out of range for rank 0");
+    EXPECT_EQ(infer(BackendOp::reduce_sum, {2, 3, 4}, {{"axes", std::vector<std::int64_t>{-1, 0}}}).shape,
+              (Shape{3}));
+    EXPECT_EQ(error(BackendOp::reduce_sum, {2, 3}, {{"axes", std::vector<std::int64_t>{0, -3}}}),
+              "attribute 'axes' entry -3 out of range for rank 2");
+    EXPECT_EQ(error(BackendOp::reduce_sum, {2, 3}, {{"axes", std::vector<std::int64_t>{1, -1}}}),
+              "attribute 'axes' = [1, -1] repeats axis 1");
 }

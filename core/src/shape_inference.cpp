@@ -342,23 +342,21 @@ private:
 };
 
 /// Normalises a possibly negative axis; `rank` 0 is treated as rank 1 (as PyTorch does).
-int64_t axis_for(const char* name, int64_t axis, size_t rank_) {
-    const int64_t rank = std::max<int64_t>(int64_t(rank_), 1);
-    if (axis < -rank || axis >= rank)
-        fail("attribute " + quoted(name) + " = " + str(axis) + " out of range for rank " +
-             str(int64_t(rank_)));
-    return axis < 0 ? axis + rank : axis;
+int64_t axis_for(const char* name, int64_t axis, size_t rank) {
+    if (const auto a = try_normalize_axis(axis, std::max<int64_t>(int64_t(rank), 1))) return *a;
+    fail("attribute " + quoted(name) + " = " + str(axis) + " out of range for rank " +
+         str(int64_t(rank)));
 }
 
 /// Normalises a list of distinct axes.
-std::vector<int64_t> axes_for(const char* name, const std::vector<int64_t>& axes, size_t rank_) {
-    const int64_t rank = std::max<int64_t>(int64_t(rank_), 1);
+std::vector<int64_t> axes_for(const char* name, const std::vector<int64_t>& axes, size_t rank) {
     std::vector<int64_t> out;
     for (auto a : axes) {
-        if (a < -rank || a >= rank)
+        const auto normal = try_normalize_axis(a, std::max<int64_t>(int64_t(rank), 1));
+        if (!normal)
             fail("attribute " + quoted(name) + " entry " + str(a) + " out of range for rank " +
-                 str(int64_t(rank_)));
-        const int64_t n = a < 0 ? a + rank : a;
+                 str(int64_t(rank)));
+        const int64_t n = *normal;
         if (std::find(out.begin(), out.end(), n) != out.end())
             fail("attribute " + quoted(name) + " = " + to_string(axes) + " repeats axis " + str(n));
         out.push_back(n);

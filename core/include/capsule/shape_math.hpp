@@ -89,6 +89,15 @@ inline std::int64_t checked_add_sizes(std::int64_t a, std::int64_t b, const std:
                      ")");
 }
 
+/// `axis` counted from 0, for an axis in [-rank, rank) where a negative axis counts from the end
+/// (-1 is the last); nullopt when out of range, so always for rank 0 (a scalar has no axis).
+/// Callers that treat a scalar as rank 1, as PyTorch does, pass max(rank, 1). Shared by shape
+/// inference, the ONNX importer and the plugins, each of which raises its own error.
+constexpr std::optional<std::int64_t> try_normalize_axis(std::int64_t axis, std::int64_t rank) noexcept {
+    if (axis < -rank || axis >= rank) return std::nullopt;
+    return axis < 0 ? axis + rank : axis;
+}
+
 /// NumPy broadcasting (numpy.broadcast_shapes; ONNX's multidirectional broadcasting) of shapes
 /// `a` and `b`, aligned at the right: each pair of dims is equal or holds a 1, and the result has
 /// the other one. Writes the result into `out` (max(a.size(), b.size()) entries) and returns -1,

@@ -309,9 +309,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 }
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {
     // A scalar has no axis: callers index the shape with the result.
-    if (axis < -rank || axis >= rank)
-        unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
+    if (const auto a = try_normalize_axis(axis, rank)) return *a;
+    unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
 }
 
 namespace {

@@ -358,11 +358,10 @@ void reduce_broadcast(std::span<const int64_t> big, std::span<const int64_t> dst
 
 /// Normalises an axis as shape inference does: a rank-0 tensor is treated as rank 1.
 inline int64_t normalize_axis(int64_t axis, int rank, const char* name, const char* op) {
-    const int64_t r = std::max<int64_t>(rank, 1);
-    if (!(axis >= -r && axis < r)) [[unlikely]]
-        fail(std::string(op) + ": attribute '" + name + "' = " + std::to_string(axis) +
-             " out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + r : axis;
+    if (const auto a = try_normalize_axis(axis, std::max<int64_t>(rank, 1))) [[likely]]
+        return *a;
+    fail(std::string(op) + ": attribute '" + name + "' = " + std::to_string(axis) +
+         " out of range for rank " + std::to_string(rank));
 }
 
 }  // namespace capsule::reference::ew
