@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
+#include <optional>
+#include <utility>
 
 #include <unistd.h>
 
@@ -194,4 +197,84 @@ TEST(ShapeMath, PluginTensorCountsAreChecked) {
         EXPECT_EQ(e.message, "tensor of shape [1099511627776, 1099511627776] has a negative "
                              "dimension or more than 2^63-1 elements");
     }
+}
+
+// NumPy broadcasting (numpy.broadcast_shapes), hand values.
+TEST(ShapeMath, BroadcastIntoAlignsAtTheRightAndNamesTheFirstConflict) {
+    using S = std::vector<std::int64_t>;
+    auto broadcast = [](const S& a, const S& b) {
+        S out(std::max(a.size(), b.size()));
+        const auto bad = broadcast_into(a, b, out);
+        return std::make_pair(bad, out);
+    };
+    EXPECT_EQ(broadcast({3, 1}, {1, 4}), std::make_pair(std::ptrdiff_t{-1}, S{3, 4}));
+    EXPECT_EQ(broadcast({2, 3}, {3}), std::make_pair(std::ptrdiff_t{-1}, S{2, 3}));
+    EXPECT_EQ(broadcast({1}, {2, 1, 5}), std::make_pair(std::ptrdiff_t{-1}, S{2, 1, 5}));
+    EXPECT_EQ(broadcast({}, {5}), std::make_pair(std::ptrdiff_t{-1}, S{5}));
+    EXPECT_EQ(broadcast({}, {}), std::make_pair(std::ptrdiff_t{-1}, S{}));
+    EXPECT_EQ(broadcast({0, 1}, {1, 7}), std::make_pair(std::ptrdiff_t{-1}, S{0, 7}));
+    EXPECT_EQ(broadcast({0}, {1}), std::make_pair(std::ptrdiff_t{-1}, S{0}));
+    // Refusals: the position in the result of the first conflict from the right.
+    EXPECT_EQ(broadcast({2, 3}, {4, 3}).first, 0);     // 2 vs 4
+    EXPECT_EQ(broadcast({5, 2, 3}, {2, 4}).first, 2);  // 3 vs 4, the first from the right
+    EXPECT_EQ(broadcast({3}, {2, 2}).first, 1);        // 3 vs 2
+    EXPECT_EQ(broadcast({0}, {2}).first, 0);           // 0 is not 1: it does not stretch
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 0), 1);        // [2, 4] has no axis 0 of a rank-3 result
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 1), 2);
+    EXPECT_EQ(broadcast_dim(S{2, 4}, 3, 2), 4);
+}
+
+// Shape inference words a refusal with both shapes and the two dims that conflict.
+TEST(ShapeMath, BroadcastRefusalsNameBothShapesAndTheConflictingDims) {
+    auto add_error = [](Shape a, Shape b) {
+        return error_of([&] {
+            infer_type(op_node(2, BackendOp::add, {0, 1}, {}),
+                       {TensorType{a, DType::float32}, TensorType{b, DType::float32}});
+        });
+    };
+    EXPECT_EQ(add_error({2, 3}, {4, 3}), "shapes [2, 3] and [4, 3] do not broadcast (2 vs 4)");
+    EXPECT_EQ(add_error({5, 2, 3}, {2, 4}), "shapes [5, 2, 3] and [2, 4] do not broadcast (3 vs 4)");
+    EXPECT_EQ(add_error({3}, {2, 2}), "shapes [3] and [2, 2] do not broadcast (3 vs 2)");
+    EXPECT_EQ(infer_type(op_node(2, BackendOp::add, {0, 1}, {}),
+                         {TensorType{{1, 3}, DType::float32}, TensorType{{2, 1}, DType::float32}}),
+              (TensorType{{2, 3}, DType::float32}));
+}
+
+// Axis normalisation, hand values: [-rank, rank) maps onto [0, rank), anything else is refused.
+TEST(ShapeMath, NormalizeAxisCountsNegativeAxesFromTheEnd) {
+    EXPECT_EQ(try_normalize_axis(0, 3), 0);
+    EXPECT_EQ(try_normalize_axis(2, 3), 2);
+    EXPECT_EQ(try_normalize_axis(-1, 3), 2);
+    EXPECT_EQ(try_normalize_axis(-3, 3), 0);
+    EXPECT_EQ(try_normalize_axis(3, 3), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(-4, 3), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(0, 0), std::nullopt);  // a scalar has no axis
+    EXPECT_EQ(try_normalize_axis(-1, 0), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(-1, 1), 0);             // how callers treat a scalar as rank 1
+    EXPECT_EQ(try_normalize_axis(std::numeric_limits<std::int64_t>::max(), 4), std::nullopt);
+    EXPECT_EQ(try_normalize_axis(std::numeric_limits<std::int64_t>::min(), 4), std::nullopt);
+}
+
+// Shape inference treats a scalar as rank 1 and words a refusal with the rank it was given.
+TEST(ShapeMath, AxisRefusalsNameTheAttributeAndTheRank) {
+    auto infer = [](BackendOp op, Shape shape, Attributes attrs) {
+        return infer_type(op_node(1, op, {0}, {}, std::move(attrs)), {TensorType{std::move(shape), DType::float32}});
+    };
+    auto error = [&](BackendOp op, Shape shape, Attributes attrs) {
+        return error_of([&] { infer(op, shape, attrs); });
+    };
+    EXPECT_EQ(infer(BackendOp::softmax, {2, 3}, {{"axis", std::int64_t{-2}}}).shape, (Shape{2, 3}));
+    EXPECT_EQ(infer(BackendOp::softmax, {}, {{"axis", std::int64_t{-1}}}).shape, Shape{});
+    EXPECT_EQ(error(BackendOp::softmax, {2, 3}, {{"axis", std::int64_t{2}}}),
+              "attribute 'axis' = 2 out of range for rank 2");
+    EXPECT_EQ(error(BackendOp::softmax, {2, 3}, {{"axis", std::int64_t{-3}}}),
+              "attribute 'axis' = -3 out of range for rank 2");
+    EXPECT_EQ(error(BackendOp::softmax, {}, {{"axis", std::int64_t{1}}}),
+              "attribute 'axis' = 1 out of range for rank 0");
+    EXPECT_EQ(infer(BackendOp::reduce_sum, {2, 3, 4}, {{"axes", std::vector<std::int64_t>{-1, 0}}}).shape,
+              (Shape{3}));
+    EXPECT_EQ(error(BackendOp::reduce_sum, {2, 3}, {{"axes", std::vector<std::int64_t>{0, -3}}}),
+              "attribute 'axes' entry -3 out of range for rank 2");
+    EXPECT_EQ(error(BackendOp::reduce_sum, {2, 3}, {{"axes", std::vector<std::int64_t>{1, -1}}}),
+              "attribute 'axes' = [1, -1] repeats axis 1");
 }

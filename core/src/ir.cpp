@@ -1,5 +1,5 @@
 // The JSON IR (DESIGN.md section 7): parsing, serialisation and the well-formedness check.
-// Shape inference per op lives in shape_inference.cpp.
+// Shape inference per op lives in shape_inference/, one file per op family.
 #include "capsule/ir.hpp"
 
 #include <algorithm>

@@ -1,5 +1,7 @@
 #include "cuda_common.hpp"
 
+#include "capsule/shape_math.hpp"
+
 #include <numeric>
 
 namespace capsule::cuda {
@@ -106,17 +108,10 @@ void require_shape(const Tensor& t, const Dims& expected, const std::string& wha
 }
 
 Dims broadcast_shapes(const Dims& a, const Dims& b) {
-    const size_t rank = std::max(a.size(), b.size());
-    Dims out(rank);
-    for (size_t i = 0; i < rank; ++i) {
-        const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-        const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-        if (da != db && da != 1 && db != 1)
-            throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
-                              "shapes " + dims_text(a) + " and " + dims_text(b) +
-                                  " do not broadcast");
-        out[i] = da == 1 ? db : da;
-    }
+    Dims out(std::max(a.size(), b.size()));
+    if (broadcast_into(a, b, out) >= 0)
+        throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
+                          "shapes " + dims_text(a) + " and " + dims_text(b) + " do not broadcast");
     return out;
 }
 

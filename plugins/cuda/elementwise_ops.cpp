@@ -1,6 +1,6 @@
 // ABI glue for the pointwise and softmax capsules: argument guards, attributes, launches.
 // Semantics per op: docs/ops.md (PyTorch semantics); attribute conventions as in
-// core/src/shape_inference.cpp (scale: factor; clamp: min and/or max; gelu: approximate
+// core/src/shape_inference/ (scale: factor; clamp: min and/or max; gelu: approximate
 // none|tanh; softplus: beta > 0, threshold; softmax/log_softmax: axis, default -1).
 #include <cmath>
 #include <optional>

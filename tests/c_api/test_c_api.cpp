@@ -97,6 +97,35 @@ Session make_session(const capsule_plan_t* plan) {
     return Session(session);
 }
 
+/// The handles a caller creates, in order, to run a model: host (the plugins built here),
+/// profile and model, then the plan and session where a test asks for them.
+struct Handles {
+    Host host;
+    Profile profile;
+    Model model;
+    Plan plan;
+    Session session;
+};
+
+/// Host, profile `profile_name` and the model at `path`.
+Handles loaded(const std::string& path, const char* profile_name = "checked_cpu") {
+    return {make_host(), make_profile(profile_name), load_model(path), nullptr, nullptr};
+}
+
+/// loaded, and its plan.
+Handles planned(const std::string& path, const char* profile_name = "checked_cpu") {
+    auto h = loaded(path, profile_name);
+    h.plan = make_plan(h.host.get(), h.profile.get(), h.model.get());
+    return h;
+}
+
+/// planned, and a session of one thread on the plan.
+Handles opened(const std::string& path, const char* profile_name = "checked_cpu") {
+    auto h = planned(path, profile_name);
+    h.session = make_session(h.plan.get());
+    return h;
+}
+
 Tensor make_tensor(capsule_dtype dtype, std::vector<int64_t> shape, const void* data, size_t bytes) {
     capsule_tensor_t* t = nullptr;
     EXPECT_TRUE(Ok(capsule_tensor_create(dtype, shape.data(), shape.size(), data, bytes, &t)));
@@ -404,20 +433,17 @@ TEST(CApi, ModelErrors) {
 
 TEST(CApi, AcceptedPlanHasItsReport) {
     REQUIRE_ONNX();
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(kMlp);
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    ASSERT_NE(plan, nullptr);
+    auto h = planned(kMlp);
+    ASSERT_NE(h.plan, nullptr);
     const char* json = nullptr;
-    ASSERT_TRUE(Ok(capsule_plan_get_report_json(plan.get(), &json)));
+    ASSERT_TRUE(Ok(capsule_plan_get_report_json(h.plan.get(), &json)));
     const std::string report(json);
     EXPECT_NE(report.find(R"("profile": "checked_cpu")"), std::string::npos) << report;
     EXPECT_NE(report.find(R"("status": "accepted")"), std::string::npos) << report;
     EXPECT_NE(report.find(R"("capsule": "reference.linear")"), std::string::npos) << report;
     EXPECT_NE(report.find(R"("capsule": "reference.softmax")"), std::string::npos) << report;
     const char* text = nullptr;
-    ASSERT_TRUE(Ok(capsule_plan_get_report_text(plan.get(), &text)));
+    ASSERT_TRUE(Ok(capsule_plan_get_report_text(h.plan.get(), &text)));
     EXPECT_NE(std::string(text).find("gate: accepted"), std::string::npos) << text;
 }
 
@@ -447,12 +473,10 @@ TEST(CApi, GateRejectionIsGateWithTheReport) {
 
 TEST(CApi, PlanningFailureIsPlanningWithTheReport) {
     GraphFile graph;
-    auto host = make_host();
-    auto model = load_model(graph.path.string());
     // The metal target is named by an empty stub manifest: no capsule serves it.
-    auto profile = make_profile("future_metal");
+    auto h = loaded(graph.path.string(), "future_metal");
     capsule_plan_t* plan = nullptr;
-    capsule_status_t* status = capsule_plan_create(host.get(), profile.get(), model.get(), &plan);
+    capsule_status_t* status = capsule_plan_create(h.host.get(), h.profile.get(), h.model.get(), &plan);
     Status held(status);
     ASSERT_NE(status, nullptr);
     EXPECT_EQ(plan, nullptr);
@@ -467,22 +491,20 @@ TEST(CApi, PlanningFailureIsPlanningWithTheReport) {
 
 TEST(CApi, PlanArgumentErrors) {
     GraphFile graph;
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(graph.path.string());
+    auto h = loaded(graph.path.string());
     capsule_plan_t* plan = nullptr;
-    EXPECT_TRUE(Fails(capsule_plan_create(nullptr, profile.get(), model.get(), &plan), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_plan_create(nullptr, h.profile.get(), h.model.get(), &plan), CAPSULE_STATUS_INPUT,
                       "host is NULL"));
-    EXPECT_TRUE(Fails(capsule_plan_create(host.get(), nullptr, model.get(), &plan), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_plan_create(h.host.get(), nullptr, h.model.get(), &plan), CAPSULE_STATUS_INPUT,
                       "profile is NULL"));
-    EXPECT_TRUE(Fails(capsule_plan_create(host.get(), profile.get(), nullptr, &plan), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_plan_create(h.host.get(), h.profile.get(), nullptr, &plan), CAPSULE_STATUS_INPUT,
                       "model is NULL"));
-    EXPECT_TRUE(Fails(capsule_plan_create(host.get(), profile.get(), model.get(), nullptr), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_plan_create(h.host.get(), h.profile.get(), h.model.get(), nullptr), CAPSULE_STATUS_INPUT,
                       "out_plan is NULL"));
     const char* text = nullptr;
     EXPECT_TRUE(Fails(capsule_plan_get_report_json(nullptr, &text), CAPSULE_STATUS_INPUT, "plan is NULL"));
     EXPECT_TRUE(Fails(capsule_plan_get_report_text(nullptr, &text), CAPSULE_STATUS_INPUT, "plan is NULL"));
-    auto real = make_plan(host.get(), profile.get(), model.get());
+    auto real = make_plan(h.host.get(), h.profile.get(), h.model.get());
     EXPECT_TRUE(Fails(capsule_plan_get_report_json(real.get(), nullptr), CAPSULE_STATUS_INPUT, "out_json is NULL"));
 }
 
@@ -490,46 +512,38 @@ TEST(CApi, PlanArgumentErrors) {
 
 TEST(CApi, RunsTheOnnxModel) {
     REQUIRE_ONNX();
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(kMlp);
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    auto session = make_session(plan.get());
-    ASSERT_NE(session, nullptr);
+    auto h = opened(kMlp);
+    ASSERT_NE(h.session, nullptr);
     size_t count = 0;
-    ASSERT_TRUE(Ok(capsule_session_get_output_count(session.get(), &count)));
+    ASSERT_TRUE(Ok(capsule_session_get_output_count(h.session.get(), &count)));
     ASSERT_EQ(count, 1u);
 
     auto x = mlp_x();
     const char* names[] = {"x"};
     const capsule_tensor_t* inputs[] = {x.get()};
     capsule_tensor_t* outputs[1] = {nullptr};
-    ASSERT_TRUE(Ok(capsule_session_run(session.get(), names, inputs, 1, nullptr, outputs, 1)));
+    ASSERT_TRUE(Ok(capsule_session_run(h.session.get(), names, inputs, 1, nullptr, outputs, 1)));
     Tensor probs(outputs[0]);
     EXPECT_TRUE(has_info(probs.get(), CAPSULE_DTYPE_FLOAT32, {2, 3}));
     expect_near(floats(probs.get()), kMlpProbs);
 
     // By name, and again on the same session.
     const char* wanted[] = {"probs"};
-    ASSERT_TRUE(Ok(capsule_session_run(session.get(), names, inputs, 1, wanted, outputs, 1)));
+    ASSERT_TRUE(Ok(capsule_session_run(h.session.get(), names, inputs, 1, wanted, outputs, 1)));
     Tensor again(outputs[0]);
     expect_near(floats(again.get()), kMlpProbs);
 }
 
 TEST(CApi, RunsAJsonIrGraph) {
     GraphFile graph;
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(graph.path.string());
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    auto session = make_session(plan.get());
+    auto h = opened(graph.path.string());
     const float x[] = {-1, 0, 1, 2, 2, 2};
     auto input = make_tensor(CAPSULE_DTYPE_FLOAT32, {2, 3}, x, sizeof x);
     const char* names[] = {"x"};
     const capsule_tensor_t* inputs[] = {input.get()};
     const char* wanted[] = {"output_2"};
     capsule_tensor_t* outputs[1] = {nullptr};
-    ASSERT_TRUE(Ok(capsule_session_run(session.get(), names, inputs, 1, wanted, outputs, 1)));
+    ASSERT_TRUE(Ok(capsule_session_run(h.session.get(), names, inputs, 1, wanted, outputs, 1)));
     Tensor out(outputs[0]);
     // relu → [0, 0, 1], [2, 2, 2]; softmax of a row: e^v / Σ e^v.
     const double e = std::exp(1.0);
@@ -538,15 +552,12 @@ TEST(CApi, RunsAJsonIrGraph) {
 
 TEST(CApi, HandlesMayBeReleasedBeforeTheSessionRuns) {
     REQUIRE_ONNX();
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(kMlp);
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    host.reset();
-    profile.reset();
-    model.reset();
-    auto session = make_session(plan.get());
-    plan.reset();
+    auto h = planned(kMlp);
+    h.host.reset();
+    h.profile.reset();
+    h.model.reset();
+    auto session = make_session(h.plan.get());
+    h.plan.reset();
     auto x = mlp_x();
     const char* names[] = {"x"};
     const capsule_tensor_t* inputs[] = {x.get()};
@@ -558,11 +569,7 @@ TEST(CApi, HandlesMayBeReleasedBeforeTheSessionRuns) {
 
 TEST(CApi, RunsFromManyThreadsAtOnce) {
     REQUIRE_ONNX();
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(kMlp);
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    auto session = make_session(plan.get());
+    auto h = opened(kMlp);
     auto x = mlp_x();
     std::vector<int> failures(4, 0);
     std::vector<std::thread> threads;
@@ -572,7 +579,7 @@ TEST(CApi, RunsFromManyThreadsAtOnce) {
             const capsule_tensor_t* inputs[] = {x.get()};
             for (int i = 0; i < 20; ++i) {
                 capsule_tensor_t* out = nullptr;
-                capsule_status_t* status = capsule_session_run(session.get(), names, inputs, 1, nullptr, &out, 1);
+                capsule_status_t* status = capsule_session_run(h.session.get(), names, inputs, 1, nullptr, &out, 1);
                 if (status) {
                     ++failures[t];
                     capsule_status_release(status);
@@ -592,11 +599,7 @@ TEST(CApi, RunsFromManyThreadsAtOnce) {
 
 TEST(CApi, RunErrors) {
     GraphFile graph;
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(graph.path.string());
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    auto session = make_session(plan.get());
+    auto h = opened(graph.path.string());
     const float values[6] = {};
     auto x = make_tensor(CAPSULE_DTYPE_FLOAT32, {2, 3}, values, sizeof values);
     auto wrong_shape = make_tensor(CAPSULE_DTYPE_FLOAT32, {3, 2}, values, sizeof values);
@@ -611,30 +614,30 @@ TEST(CApi, RunErrors) {
     const capsule_tensor_t* null_one[] = {nullptr};
     capsule_tensor_t* outputs[2] = {reinterpret_cast<capsule_tensor_t*>(0x1), reinterpret_cast<capsule_tensor_t*>(0x1)};
 
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), y_name, one, 1, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), y_name, one, 1, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
                       "missing input 'x'"));
     EXPECT_EQ(outputs[0], nullptr);  // cleared before failing
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), twice, two, 2, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), twice, two, 2, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
                       "input 'x' is given twice"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), nullptr, nullptr, 0, nullptr, outputs, 1),
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), nullptr, nullptr, 0, nullptr, outputs, 1),
                       CAPSULE_STATUS_INPUT, "missing input 'x'"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, shape_one, 1, nullptr, outputs, 1),
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, shape_one, 1, nullptr, outputs, 1),
                       CAPSULE_STATUS_INPUT, "input 'x' is float32[3, 2], the graph declares float32[2, 3]"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, dtype_one, 1, nullptr, outputs, 1),
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, dtype_one, 1, nullptr, outputs, 1),
                       CAPSULE_STATUS_INPUT, "input 'x' is int64[2, 3]"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, null_one, 1, nullptr, outputs, 1),
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, null_one, 1, nullptr, outputs, 1),
                       CAPSULE_STATUS_INPUT, "inputs[0] ('x') is NULL"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), nullptr, one, 1, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), nullptr, one, 1, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
                       "input_names is NULL"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, one, 1, nullptr, outputs, 2), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, one, 1, nullptr, outputs, 2), CAPSULE_STATUS_INPUT,
                       "output_count is 2, the model has 1 outputs"));
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, one, 1, nullptr, nullptr, 1), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, one, 1, nullptr, nullptr, 1), CAPSULE_STATUS_INPUT,
                       "outputs is NULL"));
     const char* unknown[] = {"logits"};
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, one, 1, unknown, outputs, 1), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, one, 1, unknown, outputs, 1), CAPSULE_STATUS_INPUT,
                       "unknown output 'logits'; the model's outputs: output_2"));
     const char* repeated[] = {"output_2", "output_2"};
-    EXPECT_TRUE(Fails(capsule_session_run(session.get(), x_name, one, 1, repeated, outputs, 2), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_run(h.session.get(), x_name, one, 1, repeated, outputs, 2), CAPSULE_STATUS_INPUT,
                       "output 'output_2' is asked for twice"));
     EXPECT_TRUE(Fails(capsule_session_run(nullptr, x_name, one, 1, nullptr, outputs, 1), CAPSULE_STATUS_INPUT,
                       "session is NULL"));
@@ -642,35 +645,29 @@ TEST(CApi, RunErrors) {
     EXPECT_EQ(outputs[1], nullptr);
 
     // Asking for no output runs the model and returns nothing.
-    EXPECT_TRUE(Ok(capsule_session_run(session.get(), x_name, one, 1, repeated, nullptr, 0)));
+    EXPECT_TRUE(Ok(capsule_session_run(h.session.get(), x_name, one, 1, repeated, nullptr, 0)));
 }
 
 TEST(CApi, SessionArgumentErrors) {
     GraphFile graph;
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(graph.path.string());
-    auto plan = make_plan(host.get(), profile.get(), model.get());
+    auto h = planned(graph.path.string());
     capsule_session_t* session = nullptr;
     EXPECT_TRUE(Fails(capsule_session_create(nullptr, 0, &session), CAPSULE_STATUS_INPUT, "plan is NULL"));
-    EXPECT_TRUE(Fails(capsule_session_create(plan.get(), -1, &session), CAPSULE_STATUS_INPUT, "threads is -1"));
+    EXPECT_TRUE(Fails(capsule_session_create(h.plan.get(), -1, &session), CAPSULE_STATUS_INPUT, "threads is -1"));
     // Thread pools create their threads up front: a count beyond any machine is refused, not tried.
-    EXPECT_TRUE(Fails(capsule_session_create(plan.get(), 100000, &session), CAPSULE_STATUS_INPUT,
+    EXPECT_TRUE(Fails(capsule_session_create(h.plan.get(), 100000, &session), CAPSULE_STATUS_INPUT,
                       "session threads must be 0 (every core) to 4096, got 100000"));
-    EXPECT_TRUE(Fails(capsule_session_create(plan.get(), 0, nullptr), CAPSULE_STATUS_INPUT, "out_session is NULL"));
+    EXPECT_TRUE(Fails(capsule_session_create(h.plan.get(), 0, nullptr), CAPSULE_STATUS_INPUT, "out_session is NULL"));
     size_t count = 0;
     EXPECT_TRUE(Fails(capsule_session_get_output_count(nullptr, &count), CAPSULE_STATUS_INPUT, "session is NULL"));
 }
 
 TEST(CApi, MissingDeviceIsProbe) {
     GraphFile graph;
-    auto host = make_host();
-    auto profile = make_profile("checked_cuda");
-    auto model = load_model(graph.path.string());
-    auto plan = make_plan(host.get(), profile.get(), model.get());
-    ASSERT_NE(plan, nullptr);
+    auto h = planned(graph.path.string(), "checked_cuda");
+    ASSERT_NE(h.plan, nullptr);
     capsule_session_t* session = nullptr;
-    capsule_status_t* status = capsule_session_create(plan.get(), 0, &session);
+    capsule_status_t* status = capsule_session_create(h.plan.get(), 0, &session);
     if (!status) {
         capsule_session_release(session);
         GTEST_SKIP() << "a CUDA device is usable here";
@@ -689,12 +686,9 @@ TEST(CApi, MissingParametersAreInput) {
         {"id": 0, "op": "input", "name": "x", "shape": [1, 2]},
         {"id": 1, "op": "linear", "name": "fc", "parents": [0], "attrs": {"out_features": 2}, "shape": [1, 2]}],
       "outputs": [1]})";
-    auto host = make_host();
-    auto profile = make_profile("checked_cpu");
-    auto model = load_model(graph.path.string());
-    auto plan = make_plan(host.get(), profile.get(), model.get());
+    auto h = planned(graph.path.string());
     capsule_session_t* session = nullptr;
-    EXPECT_TRUE(Fails(capsule_session_create(plan.get(), 0, &session), CAPSULE_STATUS_INPUT, "fc.weight"));
+    EXPECT_TRUE(Fails(capsule_session_create(h.plan.get(), 0, &session), CAPSULE_STATUS_INPUT, "fc.weight"));
     EXPECT_EQ(session, nullptr);
 }
 

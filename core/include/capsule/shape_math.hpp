@@ -89,4 +89,39 @@ inline std::int64_t checked_add_sizes(std::int64_t a, std::int64_t b, const std:
                      ")");
 }
 
+/// `axis` counted from 0, for an axis in [-rank, rank) where a negative axis counts from the end
+/// (-1 is the last); nullopt when out of range, so always for rank 0 (a scalar has no axis).
+/// Callers that treat a scalar as rank 1, as PyTorch does, pass max(rank, 1). Shared by shape
+/// inference, the ONNX importer and the plugins, each of which raises its own error.
+constexpr std::optional<std::int64_t> try_normalize_axis(std::int64_t axis, std::int64_t rank) noexcept {
+    if (axis < -rank || axis >= rank) return std::nullopt;
+    return axis < 0 ? axis + rank : axis;
+}
+
+/// NumPy broadcasting (numpy.broadcast_shapes; ONNX's multidirectional broadcasting) of shapes
+/// `a` and `b`, aligned at the right: each pair of dims is equal or holds a 1, and the result has
+/// the other one. Writes the result into `out` (max(a.size(), b.size()) entries) and returns -1,
+/// or returns the position in `out` of the first pair from the right that does not broadcast
+/// (`out` then partly written). Shared by shape inference, the ONNX importer and the plugins, each
+/// of which raises its own error.
+constexpr std::ptrdiff_t broadcast_into(std::span<const std::int64_t> a, std::span<const std::int64_t> b,
+                                        std::span<std::int64_t> out) noexcept {
+    const std::size_t rank = out.size();
+    for (std::size_t i = 0; i < rank; ++i) {
+        const std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+        const std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+        if (da != db && da != 1 && db != 1) return static_cast<std::ptrdiff_t>(rank - 1 - i);
+        out[rank - 1 - i] = da == 1 ? db : da;
+    }
+    return -1;
+}
+
+/// The dim of `shape` (right-aligned in a result of rank `rank`) at result position `position`,
+/// 1 where `shape` has no such axis: what broadcast_into compared there.
+constexpr std::int64_t broadcast_dim(std::span<const std::int64_t> shape, std::size_t rank,
+                                     std::size_t position) noexcept {
+    const std::size_t from_right = rank - 1 - position;
+    return from_right < shape.size() ? shape[shape.size() - 1 - from_right] : 1;
+}
+
 }  // namespace capsule

@@ -11,6 +11,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include "capsule/shape_math.hpp"
 #include "capsule/tensor_io.hpp"
 #include "import_context.hpp"
 
@@ -302,20 +303,14 @@ std::vector<std::int64_t> int_values(const Tensor& t) {
 }
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
     Shape out(std::max(a.size(), b.size()));
-    for (std::size_t i = 0; i < out.size(); ++i) {
-        std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-        std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-        if (da != db && da != 1 && db != 1)
-            unsupported("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
-        out[out.size() - 1 - i] = da == 1 ? db : da;
-    }
+    if (broadcast_into(a, b, out) >= 0)
+        unsupported("shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
     return out;
 }
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank) {
     // A scalar has no axis: callers index the shape with the result.
-    if (axis < -rank || axis >= rank)
-        unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + rank : axis;
+    if (const auto a = try_normalize_axis(axis, rank)) return *a;
+    unsupported("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
 }
 
 namespace {
@@ -390,14 +385,10 @@ struct Refused {
 }  // namespace
 
 namespace {
-ImportedModel import_model(std::string_view bytes, const std::filesystem::path& source,
-                           const OnnxImportOptions& options) {
-    const string src = source.empty() ? string("model.onnx") : source.string();
-    onnx::ModelProto model = parse_model(bytes, src);
 
-    ImportedModel out;
-    out.graph.source = source;
-    out.ir_version = model.ir_version();
+/// The model's ai.onnx opset. Refuses a model that imports none, and an opset newer than this
+/// build's libonnx knows: its semantics are unchecked here.
+std::int64_t default_opset(const onnx::ModelProto& model, const string& src) {
     std::int64_t opset = -1;
     for (const auto& imp : model.opset_import())
         if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
@@ -408,42 +399,104 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
                    "; ops outside ai.onnx are not supported",
                "", "op domain " + domains + " (only ai.onnx is supported)");
     }
-    // Opsets newer than this libonnx knows have semantics nobody here has checked: refuse them.
     const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
     if (opset > newest)
         refuse(src + ": the model imports ai.onnx opset " + std::to_string(opset) +
                    ", newer than the newest this build's libonnx knows (" + std::to_string(newest) +
                    "); re-export with opset <= " + std::to_string(newest),
                "opset", "opset " + std::to_string(opset) + " is newer than libonnx knows");
-    out.opset = opset;
+    return opset;
+}
 
-    if (auto error = run_libonnx_isolated(model, src, "checker", false,
-                                          [](onnx::ModelProto& m) { onnx::checker::check_model(m); }))
-        throw Error(ErrorCode::input, src + ": the ONNX checker rejects the model: " + *error);
-    auto& g = *model.mutable_graph();
-
-    std::set<string> initializer_names;
-    for (const auto& init : g.initializer()) initializer_names.insert(init.name());
-    if (g.sparse_initializer_size() > 0)
-        refuse(src + ": sparse initializers are not supported", "", "sparse initializer");
-
-    ImportContext ctx(out, opset);
-    // A shape given for a name the model does not take is a typo, not something to ignore.
+/// A shape given for a name the model does not take is a typo, not something to ignore.
+void check_given_names(const onnx::GraphProto& g, const std::set<string>& initializers,
+                       const OnnxImportOptions& options, const string& src) {
     for (const auto& [name, shape] : options.input_shapes) {
         bool known = false;
         string inputs;
         for (const auto& input : g.input()) {
             known = known || input.name() == name;
-            if (!initializer_names.count(input.name())) inputs += (inputs.empty() ? "'" : ", '") + input.name() + "'";
+            if (!initializers.count(input.name())) inputs += (inputs.empty() ? "'" : ", '") + input.name() + "'";
         }
         if (!known)
             throw Error(ErrorCode::input, src + ": a shape is given for input '" + name +
                                               "', which the model does not take (its inputs: " +
                                               (inputs.empty() ? string("none") : inputs) + ")");
     }
-    // Graph inputs: static shapes (fixed by options where dynamic), supported dtypes.
+}
+
+/// The shape `options` give for graph input `name`, by name or else by `position`; null if none.
+const Shape* given_shape(const OnnxImportOptions& options, const string& name, std::size_t position) {
+    if (auto it = options.input_shapes.find(name); it != options.input_shapes.end()) return &it->second;
+    if (position < options.positional_input_shapes.size()) return &options.positional_input_shapes[position];
+    return nullptr;
+}
+
+/// Replaces the declared shape of input `name` with the given shape `s`, which must agree with
+/// every static size the model declares.
+void fix_input_shape(onnx::TensorShapeProto& shape, const onnx::TypeProto& type, const Shape& s,
+                     const string& name, const string& src) {
+    if (type.tensor_type().has_shape() && shape.dim_size() != static_cast<int>(s.size()))
+        throw Error(ErrorCode::input, src + ": input '" + name + "' has rank " +
+                         std::to_string(shape.dim_size()) + " but the given shape " +
+                         to_string(s) + " has rank " + std::to_string(s.size()));
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] < 0) throw Error(ErrorCode::input, src + ": input '" + name + "': negative dimension in the given shape " + to_string(s));
+        if (static_cast<int>(i) < shape.dim_size() && shape.dim(int(i)).has_dim_value() &&
+            shape.dim(int(i)).dim_value() != s[i])
+            throw Error(ErrorCode::input, src + ": input '" + name + "' axis " + std::to_string(i) +
+                             " is " + std::to_string(shape.dim(int(i)).dim_value()) +
+                             " in the model, but the given shape is " + to_string(s));
+    }
+    shape.clear_dim();
+    for (auto d : s) shape.add_dim()->set_dim_value(d);
+}
+
+/// Refuses input `name` when the model leaves its shape, or a size in it, dynamic.
+void require_static_shape(const onnx::TensorShapeProto& shape, const onnx::TypeProto& type,
+                          const string& name, const string& src) {
+    if (!type.tensor_type().has_shape())
+        throw Error(ErrorCode::input, src + ": input '" + name + "' has no shape; capsule needs static "
+                         "shapes: re-export the model with fixed input sizes, or give the shape "
+                         "(OnnxImportOptions::input_shapes; `capsule run` takes it from the --input arrays)");
+    for (int i = 0; i < shape.dim_size(); ++i) {
+        const auto& d = shape.dim(i);
+        if (!d.has_dim_value())
+            throw Error(ErrorCode::input, 
+                src + ": input '" + name + "' axis " + std::to_string(i) +
+                " has a dynamic size" + (d.has_dim_param() ? " ('" + d.dim_param() + "')" : string()) +
+                "; capsule needs static shapes: re-export the model with a fixed size for that axis, "
+                "or give the input's shape (OnnxImportOptions::input_shapes; `capsule run` takes it "
+                "from the --input arrays)");
+    }
+}
+
+/// What graph input `name` of `dtype` and static `shape` is bound to: a runtime input, or the
+/// constant `options` give for it (which must match the declared type).
+Value input_value(const string& name, DType dtype, const onnx::TensorShapeProto& shape,
+                  const OnnxImportOptions& options, const string& src) {
+    Value v;
+    v.graph_input = name;
+    v.type.dtype = dtype;
+    for (const auto& d : shape.dim()) v.type.shape.push_back(d.dim_value());
+    if (auto c = options.constant_inputs.find(name); c != options.constant_inputs.end()) {
+        if (c->second.dtype() != v.type.dtype || c->second.shape() != v.type.shape)
+            throw Error(ErrorCode::input, src + ": constant value for input '" + name + "' is " +
+                             string(to_string(c->second.dtype())) + to_string(c->second.shape()) +
+                             ", the model declares " + string(to_string(v.type.dtype)) + to_string(v.type.shape));
+        v.graph_input.clear();
+        v.constant = c->second;
+    }
+    return v;
+}
+
+/// Graph inputs: static shapes (fixed by options where dynamic), supported dtypes. An input
+/// that is not a tensor of a supported dtype is only an error where a node reads it.
+void define_graph_inputs(ImportContext& ctx, ImportedModel& out, onnx::GraphProto& g,
+                         const std::set<string>& initializers, const OnnxImportOptions& options,
+                         const string& src) {
     for (auto& input : *g.mutable_input()) {
-        if (initializer_names.count(input.name())) continue;  // an initializer's default (IR < 4)
+        if (initializers.count(input.name())) continue;  // an initializer's default (IR < 4)
         out.input_names.push_back(input.name());
         const auto& type = input.type();
         if (!type.has_tensor_type()) {
@@ -451,64 +504,23 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
             continue;
         }
         auto dtype = dtype_of_onnx(type.tensor_type().elem_type());
-        const std::size_t position = out.input_names.size() - 1;
-        const Shape* given = nullptr;
-        if (auto it = options.input_shapes.find(input.name()); it != options.input_shapes.end()) given = &it->second;
-        else if (position < options.positional_input_shapes.size()) given = &options.positional_input_shapes[position];
         auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
-        if (given) {
-            const auto& s = *given;
-            if (type.tensor_type().has_shape() && shape->dim_size() != static_cast<int>(s.size()))
-                throw Error(ErrorCode::input, src + ": input '" + input.name() + "' has rank " +
-                                 std::to_string(shape->dim_size()) + " but the given shape " +
-                                 to_string(s) + " has rank " + std::to_string(s.size()));
-            for (std::size_t i = 0; i < s.size(); ++i) {
-                if (s[i] < 0) throw Error(ErrorCode::input, src + ": input '" + input.name() + "': negative dimension in the given shape " + to_string(s));
-                if (static_cast<int>(i) < shape->dim_size() && shape->dim(int(i)).has_dim_value() &&
-                    shape->dim(int(i)).dim_value() != s[i])
-                    throw Error(ErrorCode::input, src + ": input '" + input.name() + "' axis " + std::to_string(i) +
-                                     " is " + std::to_string(shape->dim(int(i)).dim_value()) +
-                                     " in the model, but the given shape is " + to_string(s));
-            }
-            shape->clear_dim();
-            for (auto d : s) shape->add_dim()->set_dim_value(d);
-        } else {
-            if (!type.tensor_type().has_shape())
-                throw Error(ErrorCode::input, src + ": input '" + input.name() + "' has no shape; capsule needs static "
-                                 "shapes: re-export the model with fixed input sizes, or give the shape "
-                                 "(OnnxImportOptions::input_shapes; `capsule run` takes it from the --input arrays)");
-            for (int i = 0; i < shape->dim_size(); ++i) {
-                const auto& d = shape->dim(i);
-                if (!d.has_dim_value())
-                    throw Error(ErrorCode::input, 
-                        src + ": input '" + input.name() + "' axis " + std::to_string(i) +
-                        " has a dynamic size" + (d.has_dim_param() ? " ('" + d.dim_param() + "')" : string()) +
-                        "; capsule needs static shapes: re-export the model with a fixed size for that axis, "
-                        "or give the input's shape (OnnxImportOptions::input_shapes; `capsule run` takes it "
-                        "from the --input arrays)");
-            }
-        }
+        if (const Shape* given = given_shape(options, input.name(), out.input_names.size() - 1))
+            fix_input_shape(*shape, type, *given, input.name(), src);
+        else
+            require_static_shape(*shape, type, input.name(), src);
         if (!dtype) {
             ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' has dtype " +
                                                 onnx_type_name(type.tensor_type().elem_type()) +
                                                 " (supported: float, double, int64, bool)");
             continue;
         }
-        Value v;
-        v.graph_input = input.name();
-        v.type.dtype = *dtype;
-        for (const auto& d : shape->dim()) v.type.shape.push_back(d.dim_value());
-        if (auto c = options.constant_inputs.find(input.name()); c != options.constant_inputs.end()) {
-            if (c->second.dtype() != v.type.dtype || c->second.shape() != v.type.shape)
-                throw Error(ErrorCode::input, src + ": constant value for input '" + input.name() + "' is " +
-                                 string(to_string(c->second.dtype())) + to_string(c->second.shape()) +
-                                 ", the model declares " + string(to_string(v.type.dtype)) + to_string(v.type.shape));
-            v.graph_input.clear();
-            v.constant = c->second;
-        }
-        ctx.define(input.name(), v);
+        ctx.define(input.name(), input_value(input.name(), *dtype, *shape, options, src));
     }
-    // Initializers: constants (kept only where a node reads them).
+}
+
+/// Initializers: constants (kept only where a node reads them).
+void define_initializers(ImportContext& ctx, const onnx::GraphProto& g) {
     for (const auto& init : g.initializer()) {
         try {
             ctx.define_constant(init.name(), tensor_from_proto(init));
@@ -516,10 +528,13 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
             ctx.mark_unusable(init.name(), "initializer '" + init.name() + "': " + u.reason);
         }
     }
+}
 
-    // ONNX shape inference with the static input shapes: every value's type, for cross-checks.
-    // libonnx is not trusted with unchecked attributes: the guard refuses bad ones, and nodes it
-    // cannot check are held back from inference (their outputs are then not cross-checked).
+/// ONNX shape inference with the static input shapes: every value's type, for cross-checks.
+/// libonnx is not trusted with unchecked attributes: the guard refuses bad ones, and nodes it
+/// cannot check are held back from inference (their outputs are then not cross-checked).
+std::map<string, InferredType> infer_onnx_types(onnx::ModelProto& model, std::int64_t opset, const string& src) {
+    auto& g = *model.mutable_graph();
     std::map<string, InferredType> inferred;
     const int checked = nodes_safe_for_inference(g, opset, src);
     std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
@@ -533,39 +548,54 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
     if (error) throw Error(ErrorCode::input, src + ": ONNX shape inference fails: " + *error);
     for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
     for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
+    return inferred;
+}
 
+/// Folds `node` into constants where it can, else converts it; Unsupported when neither.
+void convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+        unsupported("op domain '" + node.domain() + "' is not supported (only the default ai.onnx domain)");
+    if (try_fold(ctx, node)) return;
+    const auto& table = converters();
+    auto it = table.find(node.op_type());
+    if (it == table.end()) {
+        auto reason = known_unsupported_reason(node.op_type());
+        unsupported(reason.empty() ? "no converter for this ONNX op" : reason);
+    }
+    it->second(ctx, node);
+}
+
+/// Every output of `node` is produced, with the dtype and shape ONNX shape inference gave it.
+void check_outputs(ImportContext& ctx, const onnx::NodeProto& node,
+                   const std::map<string, InferredType>& inferred) {
+    for (const auto& o : node.output()) {
+        if (o.empty()) continue;
+        if (!ctx.has(o)) unsupported("output '" + o + "' is not produced (the converter does not map this output)");
+        auto found = inferred.find(o);
+        if (found == inferred.end()) continue;
+        const auto& ours = ctx.type(o);
+        if (found->second.dtype && *found->second.dtype != ours.dtype)
+            unsupported("converted dtype " + string(to_string(ours.dtype)) + " of '" + o +
+                        "' differs from ONNX's " + string(to_string(*found->second.dtype)));
+        if (found->second.shape && *found->second.shape != ours.shape)
+            unsupported("converted shape " + to_string(ours.shape) + " of '" + o +
+                        "' differs from ONNX shape inference " + to_string(*found->second.shape));
+    }
+}
+
+/// Converts the nodes in order; a refusal or an input error names the node. Returns the op
+/// types the model uses.
+std::vector<string> convert_nodes(ImportContext& ctx, const onnx::GraphProto& g,
+                                  const std::map<string, InferredType>& inferred, std::int64_t opset,
+                                  const string& src) {
     std::set<string> op_types;
     for (const auto& node : g.node()) {
         op_types.insert(node.op_type());
         ctx.current = &node;
-        std::int64_t since = opset;
         try {
-            if (!node.domain().empty() && node.domain() != "ai.onnx")
-                unsupported("op domain '" + node.domain() + "' is not supported (only the default ai.onnx domain)");
-            if (!try_fold(ctx, node)) {
-                const auto& table = converters();
-                auto it = table.find(node.op_type());
-                if (it == table.end()) {
-                    auto reason = known_unsupported_reason(node.op_type());
-                    unsupported(reason.empty() ? "no converter for this ONNX op" : reason);
-                }
-                it->second(ctx, node);
-            }
-            for (const auto& o : node.output()) {
-                if (o.empty()) continue;
-                if (!ctx.has(o)) unsupported("output '" + o + "' is not produced (the converter does not map this output)");
-                auto found = inferred.find(o);
-                if (found == inferred.end()) continue;
-                const auto& ours = ctx.type(o);
-                if (found->second.dtype && *found->second.dtype != ours.dtype)
-                    unsupported("converted dtype " + string(to_string(ours.dtype)) + " of '" + o +
-                                "' differs from ONNX's " + string(to_string(*found->second.dtype)));
-                if (found->second.shape && *found->second.shape != ours.shape)
-                    unsupported("converted shape " + to_string(ours.shape) + " of '" + o +
-                                "' differs from ONNX shape inference " + to_string(*found->second.shape));
-            }
+            convert_node(ctx, node);
+            check_outputs(ctx, node, inferred);
         } catch (const Unsupported& u) {
-            (void)since;
             refuse(src + ": " + node_label(node, opset) + " is not supported: " + u.reason, node.op_type(),
                    u.reason, ctx.needed_constant_input);
         } catch (const Error& e) {
@@ -574,9 +604,11 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
         }
     }
     ctx.current = nullptr;
-    out.op_types.assign(op_types.begin(), op_types.end());
+    return {op_types.begin(), op_types.end()};
+}
 
-    // Outputs: nodes named after the ONNX outputs.
+/// Outputs: nodes named after the ONNX outputs.
+void bind_outputs(ImportContext& ctx, ImportedModel& out, const onnx::GraphProto& g, const string& src) {
     try {
         for (const auto& o : g.output()) {
             out.output_names.push_back(o.name());
@@ -589,6 +621,10 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
         refuse(src + ": graph outputs: " + u.reason, "", u.reason);
     }
     if (out.graph.outputs.empty()) throw Error(ErrorCode::input, src + ": the graph has no outputs");
+}
+
+/// Graph inputs no node reads, and those bound to constants by `options`.
+void list_unused_inputs(ImportContext& ctx, ImportedModel& out, const OnnxImportOptions& options) {
     for (const auto& name : out.input_names) {
         if (!ctx.has(name)) continue;
         const auto& v = ctx.value(name);
@@ -599,6 +635,36 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
         if (std::find(out.input_names.begin(), out.input_names.end(), name) != out.input_names.end())
             out.unused_inputs.push_back(name);
     }
+}
+
+ImportedModel import_model(std::string_view bytes, const std::filesystem::path& source,
+                           const OnnxImportOptions& options) {
+    const string src = source.empty() ? string("model.onnx") : source.string();
+    onnx::ModelProto model = parse_model(bytes, src);
+
+    ImportedModel out;
+    out.graph.source = source;
+    out.ir_version = model.ir_version();
+    out.opset = default_opset(model, src);
+
+    if (auto error = run_libonnx_isolated(model, src, "checker", false,
+                                          [](onnx::ModelProto& m) { onnx::checker::check_model(m); }))
+        throw Error(ErrorCode::input, src + ": the ONNX checker rejects the model: " + *error);
+    auto& g = *model.mutable_graph();
+
+    std::set<string> initializers;
+    for (const auto& init : g.initializer()) initializers.insert(init.name());
+    if (g.sparse_initializer_size() > 0)
+        refuse(src + ": sparse initializers are not supported", "", "sparse initializer");
+
+    ImportContext ctx(out, out.opset);
+    check_given_names(g, initializers, options, src);
+    define_graph_inputs(ctx, out, g, initializers, options, src);
+    define_initializers(ctx, g);
+    const auto inferred = infer_onnx_types(model, out.opset, src);
+    out.op_types = convert_nodes(ctx, g, inferred, out.opset, src);
+    bind_outputs(ctx, out, g, src);
+    list_unused_inputs(ctx, out, options);
     check_graph(out.graph);
     return out;
 }

@@ -137,16 +137,10 @@ inline void require_arity(std::size_t got, std::size_t want, const char* op) {
 /// (may be null) prefixes the message.
 inline Dims broadcast_shapes(std::span<const int64_t> a, std::span<const int64_t> b,
                              const char* op = nullptr) {
-    const std::size_t rank = std::max(a.size(), b.size());
-    Dims out(rank);
-    for (std::size_t i = 0; i < rank; ++i) {
-        const int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
-        const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
-        if (!(da == db || da == 1 || db == 1)) [[unlikely]]
-            fail((op == nullptr || *op == '\0' ? std::string() : std::string(op) + ": ") +
-                 "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
-        out[rank - 1 - i] = da == 1 ? db : da;
-    }
+    Dims out(std::max(a.size(), b.size()));
+    if (broadcast_into(a, b, {out.data(), out.size()}) >= 0) [[unlikely]]
+        fail((op == nullptr || *op == '\0' ? std::string() : std::string(op) + ": ") +
+             "shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
     return out;
 }
 
@@ -364,11 +358,10 @@ void reduce_broadcast(std::span<const int64_t> big, std::span<const int64_t> dst
 
 /// Normalises an axis as shape inference does: a rank-0 tensor is treated as rank 1.
 inline int64_t normalize_axis(int64_t axis, int rank, const char* name, const char* op) {
-    const int64_t r = std::max<int64_t>(rank, 1);
-    if (!(axis >= -r && axis < r)) [[unlikely]]
-        fail(std::string(op) + ": attribute '" + name + "' = " + std::to_string(axis) +
-             " out of range for rank " + std::to_string(rank));
-    return axis < 0 ? axis + r : axis;
+    if (const auto a = try_normalize_axis(axis, std::max<int64_t>(rank, 1))) [[likely]]
+        return *a;
+    fail(std::string(op) + ": attribute '" + name + "' = " + std::to_string(axis) +
+         " out of range for rank " + std::to_string(rank));
 }
 
 }  // namespace capsule::reference::ew

@@ -1,0 +1,80 @@
+// Gathers and scatters: an int64 index parent (or an 'index' attribute) picks elements, rows or
+// slices of the data parent.
+#include "context.hpp"
+
+#include <cstddef>
+#include <string>
+
+namespace capsule::shape_inference {
+
+namespace {
+
+/// An index attribute in [-length, length), counted from the end when negative.
+int64_t checked_index(const char* name, int64_t index, int64_t length) {
+    if (index < -length || index >= length)
+        fail("attribute " + quoted(name) + " = " + str(index) + " out of range for length " +
+             str(length));
+    return index < 0 ? index + length : index;
+}
+
+}  // namespace
+
+TensorType gather_by_attribute(Context& c, size_t data_rank) {
+    c.arity(1);
+    c.attributes({"index"});
+    c.rank_is(0, data_rank);
+    checked_index("index", c.req_int("index"), c.shape(0)[0]);
+    return {Shape(c.shape(0).begin() + 1, c.shape(0).end()), c.in(0).dtype};
+}
+
+TensorType gather_by_parent(Context& c, size_t index_rank) {
+    c.arity(2);
+    c.attributes({});
+    c.rank_is(0, 1);
+    c.index_dtype(1);
+    c.rank_is(1, index_rank, "index");
+    return {c.shape(1), c.in(0).dtype};
+}
+
+TensorType gather_rows_nat(Context& c) {
+    c.arity(2);
+    c.attributes({});
+    c.rank_at_least(0, 1);
+    c.index_dtype(1);
+    c.rank_is(1, 1, "index");
+    Shape out = c.shape(0);
+    out[0] = c.shape(1)[0];
+    return {out, c.in(0).dtype};
+}
+
+TensorType scatter_add(Context& c, bool rows) {
+    c.arity(3);
+    c.attributes({});
+    const auto dtype = c.floats({0, 2});
+    c.index_dtype(1);
+    c.rank_is(0, rows ? 2 : 1, "base");
+    c.rank_is(1, 1, "index");
+    c.rank_is(2, rows ? 2 : 1, "source");
+    Shape want{c.shape(1)[0]};
+    if (rows) want.push_back(c.shape(0)[1]);
+    if (c.shape(2) != want)
+        fail("expects parent 2 (source) of shape " + to_string(want) + " (index length" +
+             (rows ? ", base columns" : "") + "), got " + to_string(c.shape(2)));
+    return {c.shape(0), dtype};
+}
+
+TensorType gather(Context& c) {
+    c.arity(2);
+    c.attributes({"axis"});
+    c.rank_at_least(0, 1);
+    c.index_dtype(1);
+    const auto& data = c.shape(0);
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), data.size()));
+    Shape out(data.begin(), data.begin() + std::ptrdiff_t(axis));
+    out.insert(out.end(), c.shape(1).begin(), c.shape(1).end());
+    out.insert(out.end(), data.begin() + std::ptrdiff_t(axis) + 1, data.end());
+    product(out);
+    return {out, c.in(0).dtype};
+}
+
+}  // namespace capsule::shape_inference

@@ -1,0 +1,79 @@
+// Ops that work along axes: reductions (the reduced axes go, or stay as 1 with keepdims),
+// softmax and cumsum (shape kept, the axis only checked) and argmax/argmin.
+#include "context.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace capsule::shape_inference {
+
+TensorType softmax_like(Context& c) {
+    c.arity(1);
+    c.attributes({"axis"});
+    const auto dtype = c.floats({0});
+    axis_for("axis", c.int_or("axis", -1), c.rank(0));
+    return {c.shape(0), dtype};
+}
+
+TensorType sum(Context& c) {
+    c.arity(1);
+    c.attributes({});
+    return {{}, c.floats({0})};
+}
+
+TensorType reduce(Context& c) {
+    c.arity(1);
+    c.attributes({"axes", "keepdims"});
+    const auto dtype = c.floats({0});
+    const bool keep = c.bool_or("keepdims", false);
+    const auto& in = c.shape(0);
+    std::vector<int64_t> axes;
+    if (auto given = c.opt_ints("axes")) {
+        if (given->empty()) fail("attribute 'axes' is empty; omit it to reduce over every axis");
+        axes = axes_for("axes", *given, in.size());
+    } else {
+        for (size_t i = 0; i < in.size(); ++i) axes.push_back(int64_t(i));
+    }
+    Shape out;
+    for (size_t i = 0; i < in.size(); ++i) {
+        const bool reduced = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
+        if (!reduced)
+            out.push_back(in[i]);
+        else if (keep)
+            out.push_back(1);
+    }
+    return {out, dtype};
+}
+
+TensorType arg_reduce(Context& c) {
+    c.arity(1);
+    c.attributes({"axis", "keepdims", "select_last_index"});
+    const DType dtype = c.in(0).dtype;
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected float32, float64 or int64");
+    const auto& in = c.shape(0);
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), in.size()));
+    const bool keep = c.bool_or("keepdims", true);
+    c.bool_or("select_last_index", false);
+    if (!in.empty() && in[axis] == 0)
+        fail("axis " + str(int64_t(axis)) + " has size 0 (input shape " + to_string(in) +
+             "); there is no element to pick");
+    Shape out;
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (i != axis) out.push_back(in[i]);
+        else if (keep) out.push_back(1);
+    }
+    return {out, DType::int64};
+}
+
+TensorType cumsum(Context& c) {
+    c.arity(1);
+    c.attributes({"axis", "exclusive", "reverse"});
+    const DType dtype = c.in(0).dtype;
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected float32, float64 or int64");
+    axis_for("axis", c.req_int("axis"), c.rank(0));
+    c.bool_or("exclusive", false);
+    c.bool_or("reverse", false);
+    return c.in(0);
+}
+
+}  // namespace capsule::shape_inference
