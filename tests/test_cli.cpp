@@ -401,15 +401,28 @@ TEST(Cli, RunWritesOutputsAndProbeFailureExits5) {
     EXPECT_EQ(escape.code, 0) << escape.out;
     EXPECT_TRUE(fs::exists(dir / "o2" / ".._.._escaped.npy")) << escape.out;
     EXPECT_FALSE(fs::exists(dir.parent_path() / "escaped.npy"));
-    std::ofstream(dir / "clash.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+    // An unnamed output is output_<id>, suffixed when a node already has that name.
+    std::ofstream(dir / "generated.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
         {"id": 0, "op": "input", "name": "x", "shape": [2, 3]},
         {"id": 1, "op": "relu", "parents": [0], "shape": [2, 3]},
-        {"id": 2, "op": "abs", "name": "output_1", "parents": [0], "shape": [2, 3]}],
+        {"id": 2, "op": "neg", "name": "output_1", "parents": [0], "shape": [2, 3]}],
+        "outputs": [1, 2]})";
+    auto generated = capsule_tool("run " + (dir / "generated.json").string() + " --input x=" +
+                                  (dir / "x.npy").string() + " --output-dir " + (dir / "o3").string());
+    ASSERT_EQ(generated.code, 0) << generated.out;
+    EXPECT_EQ(read_npy(dir / "o3" / "output_1_1.npy").to_doubles(), (std::vector<double>{1, 0, 0, 0, 0, 0}));
+    EXPECT_EQ(read_npy(dir / "o3" / "output_1.npy").to_doubles(), (std::vector<double>{-1, 1, -0.0, -0.0, -0.0, -0.0}));
+    // Names that map to one file name are refused before anything is written.
+    std::ofstream(dir / "clash.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [2, 3]},
+        {"id": 1, "op": "relu", "name": "a/b", "parents": [0], "shape": [2, 3]},
+        {"id": 2, "op": "abs", "name": "a_b", "parents": [0], "shape": [2, 3]}],
         "outputs": [1, 2]})";
     auto clash = capsule_tool("run " + (dir / "clash.json").string() + " --input x=" + (dir / "x.npy").string() +
-                              " --output-dir " + (dir / "o3").string());
+                              " --output-dir " + (dir / "o4").string());
     EXPECT_EQ(clash.code, 2) << clash.out;
-    EXPECT_TRUE(contains(clash.out, "would both be written to output_1.npy")) << clash.out;
+    EXPECT_TRUE(contains(clash.out, "would both be written to a_b.npy")) << clash.out;
+    EXPECT_FALSE(fs::exists(dir / "o4" / "a_b.npy"));
 
     auto missing = capsule_tool("run " + (dir / "g.json").string() + " --output-dir " + (dir / "out").string());
     EXPECT_EQ(missing.code, 2) << missing.out;
@@ -527,5 +540,22 @@ TEST(Cli, OversizedShapesAndRepeatedKeysExit2WithTheCauseNamed) {
     r = capsule_tool("--profile-file " + (dir / "p.json").string() + " plan --profile huge --ops relu");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_TRUE(contains(r.out, (dir / "p.json").string() + ": $.lowering_mode: number overflow: '1e400'")) << r.out;
+    fs::remove_all(dir);
+}
+
+// --json output always parses: a failure is an error object on stdout as well as a line on stderr.
+TEST(Cli, JsonFailuresAreErrorObjectsOnStdout) {
+    const auto dir = temp_dir("json-errors");
+    std::ofstream(dir / "garbage.onnx") << "not a model";
+    for (const std::string& args : {"plan " + (dir / "garbage.onnx").string() + " --json",
+                                    std::string("plan --profile no_such_profile --ops relu --json"),
+                                    std::string("capsules --json --no-such-option")}) {
+        auto r = capsule_tool_raw(std::string(CAPSULE_TOOL) + " " + args + " 2>/dev/null");
+        EXPECT_EQ(r.code, 2) << args;
+        const auto doc = nlohmann::json::parse(r.out, nullptr, false);
+        ASSERT_FALSE(doc.is_discarded()) << args << ": " << r.out;
+        EXPECT_EQ(doc["error"]["exit_code"], 2) << r.out;
+        EXPECT_FALSE(doc["error"]["message"].get<std::string>().empty()) << r.out;
+    }
     fs::remove_all(dir);
 }

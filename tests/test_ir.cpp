@@ -898,6 +898,19 @@ TEST(GraphParse, Helpers) {
     EXPECT_CONTAINS(error_of([] { parse<DType>("f32"); }), "unknown dtype 'f32'; valid: float32, float64, int64, bool");
 }
 
+// Outputs are named by their node, else output_<id>, suffixed past any name already taken.
+TEST(GraphParse, OutputNames) {
+    auto g = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [2]},
+        {"id": 1, "op": "relu", "parents": [0], "shape": [2]},
+        {"id": 2, "op": "abs", "name": "output_1", "parents": [0], "shape": [2]},
+        {"id": 3, "op": "neg", "name": "output_1_1", "parents": [0], "shape": [2]},
+        {"id": 4, "op": "exp", "parents": [0], "shape": [2]}], "outputs": [1, 2, 4, 1]})");
+    EXPECT_EQ(output_names(g), (std::vector<std::string>{"output_1_2", "output_1", "output_4", "output_1_3"}));
+    g.outputs.push_back(9);
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { output_names(g); }, "output 9 is not a node of the graph"));
+}
+
 TEST(GraphParse, BadJson) {
     auto e = graph_error(R"({"format": "capsule-ir", "version": 1,)");
     EXPECT_CONTAINS(e, "graph.json: malformed JSON");

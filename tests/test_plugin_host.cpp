@@ -433,6 +433,26 @@ TEST(PluginHost, TrustOnDiskCoversLinksAncestorsOwnersAndStubs) {
     }
 }
 
+// A library is checked before it is mapped: a truncated file (its segments would fault with
+// SIGBUS when touched) and a file that is not ELF are refused with the reason.
+TEST(PluginHost, TruncatedOrNonElfLibrariesAreRefusedBeforeMapping) {
+    TempCopy copy("fixture_good");
+    const auto lib = copy.dir / "libfixture_good.so";
+    auto host = host_for({copy.dir});
+    const auto& record = only_record(host);
+    ASSERT_EQ(record.status, PluginStatus::available) << record.failure;
+    fs::resize_file(lib, 4096);  // the ELF and program headers stay, the segments are cut
+    auto outcome = host.library(record);
+    EXPECT_FALSE(outcome.plugin);
+    EXPECT_TRUE(contains(outcome.failure, "library " + fs::canonical(lib).string() + " is truncated")) << outcome.failure;
+
+    TempCopy other("fixture_good");
+    std::ofstream(other.dir / "libfixture_good.so", std::ios::trunc) << "#!/bin/sh\n";
+    auto text_host = host_for({other.dir});
+    auto text = text_host.library(only_record(text_host));
+    EXPECT_TRUE(contains(text.failure, "is not an ELF file")) << text.failure;
+}
+
 TEST(PluginHost, PinnedHashes) {
     auto lib = kFixtures / "fixture_good" / "libfixture_good.so";
     const auto hash = shell_sha256(lib);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "json_reader.hpp"
 
@@ -69,6 +70,30 @@ std::unordered_map<int64_t, std::size_t> node_positions(const Graph& graph) {
     out.reserve(graph.nodes.size());
     for (std::size_t i = 0; i < graph.nodes.size(); ++i) out.emplace(graph.nodes[i].id, i);
     return out;
+}
+
+std::vector<string> output_names(const Graph& graph) {
+    const auto position = node_positions(graph);
+    std::unordered_set<string> taken;
+    for (const auto& node : graph.nodes)
+        if (!node.name.empty()) taken.insert(node.name);
+    std::vector<string> names;
+    for (auto id : graph.outputs) {
+        auto at = position.find(id);
+        if (at == position.end())
+            throw Error(ErrorCode::input, "output " + std::to_string(id) + " is not a node of " +
+                                              (graph.source.empty() ? "the graph" : graph.source.string()));
+        const auto& node = graph.nodes[at->second];
+        string name = node.name;
+        if (name.empty()) {
+            const string base = "output_" + std::to_string(id);
+            name = base;
+            for (int n = 1; taken.count(name); ++n) name = base + "_" + std::to_string(n);
+            taken.insert(name);
+        }
+        names.push_back(std::move(name));
+    }
+    return names;
 }
 
 namespace {

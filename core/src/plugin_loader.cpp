@@ -1,6 +1,9 @@
 #include "plugin_loader.hpp"
 
+#include "capsule/library_file.hpp"
+
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 
 namespace capsule {
 
@@ -110,17 +114,19 @@ string untrusted_path_reason(const fs::path& path, std::string_view what) {
     return untrusted_chain(resolved, false, what);
 }
 
-string sha256_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(ErrorCode::input, path.string() + ": cannot open to hash");
+string sha256_fd(int fd, const string& label) {
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
     if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
         throw Error(ErrorCode::other, "OpenSSL SHA-256 initialisation failed");
     constexpr std::size_t kChunk = 64 << 10;  // larger chunks only add page faults
-    std::unique_ptr<char[]> buffer(new char[kChunk]);  // not zero-filled: read() overwrites it
-    while (in) {
-        in.read(buffer.get(), static_cast<std::streamsize>(kChunk));
-        if (in.gcount() > 0) EVP_DigestUpdate(ctx.get(), buffer.get(), static_cast<std::size_t>(in.gcount()));
+    std::unique_ptr<char[]> buffer(new char[kChunk]);  // not zero-filled: pread overwrites it
+    for (off_t offset = 0;;) {
+        const ssize_t n = ::pread(fd, buffer.get(), kChunk, offset);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw Error(ErrorCode::input, label + ": cannot read to hash: " + std::strerror(errno));
+        if (n == 0) break;
+        EVP_DigestUpdate(ctx.get(), buffer.get(), static_cast<std::size_t>(n));
+        offset += n;
     }
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int length = 0;
@@ -132,6 +138,13 @@ string sha256_file(const fs::path& path) {
         out += hex[digest[i] & 15];
     }
     return out;
+}
+
+string sha256_file(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error(ErrorCode::input, path.string() + ": cannot open to hash: " + std::strerror(errno));
+    std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) { ::close(*f); delete f; });
+    return sha256_fd(fd, path.string());
 }
 
 string locate_library(const PluginManifest& m, fs::path& path) {
@@ -307,14 +320,16 @@ LoadOutcome open_library(const LibraryCell& cell) {
     const auto& m = cell.manifest;
     const fs::path& lib = cell.path;
     auto fail = [](string reason) { return LoadOutcome{nullptr, std::move(reason)}; };
-    // The file may have changed since discovery: check it again, and its hash.
-    if (auto why = untrusted_path_reason(lib, "library"); !why.empty()) return fail(why);
+    // The file may have changed since discovery: check it again and hash it, holding it open so
+    // that dlopen maps the file that was checked (a path can be swapped for another file).
     auto loaded = std::make_shared<LoadedPlugin>();
+    std::optional<LibraryFile> file;
     try {
-        loaded->sha256 = sha256_file(lib);
+        file.emplace(LibraryFile::open(lib, "library"));
     } catch (const Error& e) {
         return fail(e.what());
     }
+    loaded->sha256 = file->sha256();
     if (!cell.sha256.empty() && loaded->sha256 != cell.sha256)
         return fail("library " + lib.string() + " changed since discovery: SHA-256 was " +
                     cell.sha256 + ", is now " + loaded->sha256);
@@ -328,15 +343,16 @@ LoadOutcome open_library(const LibraryCell& cell) {
         // ASan build reported the plugin's static runtime allocations as leaked once unmapped).
         const auto mode = boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now |
                           static_cast<boost::dll::load_mode::type>(RTLD_NODELETE);
-        auto handle = std::make_shared<boost::dll::shared_library>(lib, mode);
+        auto handle = std::make_shared<boost::dll::shared_library>(file->loader_path(), mode);
+        file->keep_open();
         if (!handle->has(CAPSULE_PLUGIN_ENTRY_SYMBOL))
             return fail("library " + lib.string() + " has no entry symbol " CAPSULE_PLUGIN_ENTRY_SYMBOL);
         entry = handle->get<const capsule_plugin*(uint32_t, uint32_t)>(CAPSULE_PLUGIN_ENTRY_SYMBOL);
         loaded->library = handle;
     } catch (const std::system_error& e) {
-        return fail("cannot load " + lib.string() + ": " + loader_message(e));
+        return fail("cannot load " + lib.string() + ": " + file->with_real_path(loader_message(e)));
     } catch (const std::exception& e) {
-        return fail("cannot load " + lib.string() + ": " + e.what());
+        return fail("cannot load " + lib.string() + ": " + file->with_real_path(e.what()));
     }
     try {
         loaded->table = entry(kHostAbiVersion.major, kHostAbiVersion.minor);

@@ -22,6 +22,9 @@ std::string untrusted_path_reason(const std::filesystem::path& path, std::string
 
 /// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises Error(input) when unreadable.
 std::string sha256_file(const std::filesystem::path& path);
+/// SHA-256 of the whole file open at `fd` (read with pread from offset 0); `label` names it in
+/// errors. Raises Error(input) when unreadable.
+std::string sha256_fd(int fd, const std::string& label);
 
 /// One plugin's library: where it is, the hashes it may have, and the outcome of opening it in
 /// this process, filled once.

@@ -378,14 +378,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         for (const auto& k : unused) list += (list.empty() ? "" : ", ") + k;
         throw Error(ErrorCode::input, "the parameters file holds tensors that no node uses: " + list);
     }
-    for (auto id : graph.outputs) {
-        auto index = position.find(id);
-        if (index == position.end())
-            throw Error(ErrorCode::input, "output " + std::to_string(id) + " is not a node of " +
-                             graph.source.string());
-        const auto& node = graph.nodes[index->second];
-        impl->outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name,
-                                 id, TensorType{node.shape, node.dtype}});
+    const auto names = output_names(graph);
+    for (std::size_t i = 0; i < graph.outputs.size(); ++i) {
+        const auto id = graph.outputs[i];
+        const auto& node = graph.nodes[position.at(id)];
+        impl->outputs.push_back({names[i], id, TensorType{node.shape, node.dtype}});
         impl->output_slots.push_back(slot_of(id, node));
     }
     // Stable view pointers: the slots are all made, so their shapes and strides stay put.

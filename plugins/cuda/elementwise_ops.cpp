@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "capsule/shape_math.hpp"
 #include "cuda_common.hpp"
 #include "kernels.hpp"
 
@@ -153,10 +154,11 @@ AxisView axis_view(const Tensor& x, const plugin::Attributes& attrs) {
     const int64_t rank = static_cast<int64_t>(dims.size());
     const int64_t given = attrs.get_int("axis", -1);
     const int64_t effective_rank = rank == 0 ? 1 : rank;  // a scalar is one row of one element
-    const int64_t axis = given < 0 ? given + effective_rank : given;
-    plugin::require(axis >= 0 && axis < effective_rank,
+    const auto normalized = try_normalize_axis(given, effective_rank);
+    plugin::require(normalized.has_value(),
                     "attribute 'axis' = " + std::to_string(given) + " is out of range for rank " +
                         std::to_string(rank));
+    const int64_t axis = *normalized;
     AxisView v;
     for (int64_t d = 0; d < rank; ++d) {
         if (d < axis) v.outer *= dims[d];

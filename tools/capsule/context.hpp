@@ -59,6 +59,11 @@ std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& 
 /// Directory of the running executable (for plugin discovery next to the binaries).
 std::filesystem::path executable_dir();
 
+/// Opens the ONNX import module now rather than at the first ONNX entry point called, for
+/// commands that would otherwise report its absence once per model. Raises Error(probe) when it
+/// is missing or unusable, Error(input) in a build without ONNX import.
+void require_onnx_import();
+
 using Command = std::function<int()>;
 
 // Each registers a subcommand on `app` and returns the function that runs it.

@@ -1,6 +1,8 @@
 // `capsule`: list, audit and plan what the Capsule runtime has loaded (DESIGN.md section 7).
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -21,6 +23,24 @@ const char* error_heading(ErrorCode code) {
     case ErrorCode::other: break;
     }
     return "error";
+}
+
+/// Whether the command line asked for --json: a failure is then also written to stdout as
+/// `{"error": {"exit_code": N, "kind": "...", "message": "..."}}`, so that --json output always
+/// parses.
+bool wants_json(const CLI::App& app) {
+    for (const auto* sub : app.get_subcommands())
+        if (const auto* option = sub->get_option_no_throw("--json"); option && option->count() > 0) return true;
+    return false;
+}
+
+/// Reports a failure: `capsule: <heading>: <message>` on stderr, and as JSON on stdout when asked.
+int fail(const CLI::App& app, int exit_code, const char* heading, const std::string& message) {
+    std::cerr << "capsule: " << heading << ": " << message << "\n";
+    if (wants_json(app))
+        std::cout << nlohmann::json{{"error", {{"exit_code", exit_code}, {"kind", heading}, {"message", message}}}}.dump(2)
+                  << "\n";
+    return exit_code;
 }
 }  // namespace
 
@@ -71,21 +91,21 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        int rc = app.exit(e);
-        return rc == 0 ? kOk : kBadInput;
+        if (app.exit(e) == 0) return kOk;  // --help, --version
+        if (wants_json(app))
+            std::cout << nlohmann::json{{"error", {{"exit_code", int(kBadInput)}, {"kind", "usage"}, {"message", e.what()}}}}.dump(2)
+                      << "\n";
+        return kBadInput;
     }
     try {
         for (const auto& [name, run] : commands)
             if (app.got_subcommand(name)) return run();
     } catch (const Error& e) {
-        std::cerr << "capsule: " << error_heading(e.code()) << ": " << e.what() << "\n";
-        return static_cast<int>(e.code());
+        return fail(app, static_cast<int>(e.code()), error_heading(e.code()), e.what());
     } catch (const std::bad_alloc&) {
-        std::cerr << "capsule: error: out of memory\n";
-        return kOther;
+        return fail(app, kOther, "error", "out of memory");
     } catch (const std::exception& e) {
-        std::cerr << "capsule: error: " << e.what() << "\n";
-        return kOther;
+        return fail(app, kOther, "error", e.what());
     }
     return kOther;
 }

@@ -10,6 +10,7 @@
 
 #include "../onnx_import_module/onnx_import_module.hpp"
 #include "capsule/ir.hpp"
+#include "capsule/library_file.hpp"
 #include "context.hpp"
 
 namespace capsule {
@@ -34,27 +35,31 @@ fs::path module_path() {
     std::error_code ec;
     if (fs::exists(beside, ec)) return beside;
     if (fs::exists(installed, ec)) return installed;
-    throw Error(ErrorCode::other, "ONNX import module " CAPSULE_ONNX_IMPORT_MODULE_FILE " is neither in " +
+    throw Error(ErrorCode::probe, "ONNX import module " CAPSULE_ONNX_IMPORT_MODULE_FILE " is neither in " +
                                       dir.string() + " nor in " + installed.parent_path().string() +
                                       ": the installation is incomplete");
 }
 
 const cli::OnnxImportModule& open_module() {
     const fs::path path = module_path();
+    // Checked on disk like a plugin and held open, so that dlopen maps the file checked.
+    auto file = LibraryFile::open(path, "ONNX import module");
     // RTLD_NODELETE: tensors and errors made by the module keep pointers into its code.
     const auto mode = boost::dll::load_mode::rtld_local | boost::dll::load_mode::rtld_now |
                       static_cast<boost::dll::load_mode::type>(RTLD_NODELETE);
     boost::dll::shared_library library;
     try {
-        library.load(path, mode);
+        library.load(file.loader_path(), mode);
+        file.keep_open();
     } catch (const std::exception& e) {
-        throw Error(ErrorCode::other, "cannot load the ONNX import module " + path.string() + ": " + e.what());
+        throw Error(ErrorCode::probe, "cannot load the ONNX import module " + path.string() + ": " +
+                                          file.with_real_path(e.what()));
     }
     if (!library.has(CAPSULE_ONNX_IMPORT_MODULE_ENTRY))
-        throw Error(ErrorCode::other, path.string() + " has no entry symbol " CAPSULE_ONNX_IMPORT_MODULE_ENTRY);
+        throw Error(ErrorCode::probe, path.string() + " has no entry symbol " CAPSULE_ONNX_IMPORT_MODULE_ENTRY);
     const auto* table = library.get<const cli::OnnxImportModule*()>(CAPSULE_ONNX_IMPORT_MODULE_ENTRY)();
     if (table->struct_size != sizeof(cli::OnnxImportModule) || std::string(table->version) != CAPSULE_VERSION)
-        throw Error(ErrorCode::other, path.string() + " comes from another build (version " +
+        throw Error(ErrorCode::probe, path.string() + " comes from another build (version " +
                                           table->version + ", the tool is " CAPSULE_VERSION ")");
     return *table;
 }
@@ -66,12 +71,15 @@ const cli::OnnxImportModule& onnx_module(const fs::path&) {
 }
 #else
 [[noreturn]] const cli::OnnxImportModule& onnx_module(const fs::path& path) {
-    throw Error(ErrorCode::input, path.string() + ": this build has no ONNX import (configured with "
-                                                  "CAPSULE_WITH_ONNX=OFF); use a JSON IR graph");
+    throw Error(ErrorCode::input, (path.empty() ? std::string() : path.string() + ": ") +
+                                      "this build has no ONNX import (configured with "
+                                      "CAPSULE_WITH_ONNX=OFF); use a JSON IR graph");
 }
 #endif
 
 }  // namespace
+
+void cli::require_onnx_import() { onnx_module({}); }
 
 LoadedModel load_model(const fs::path& path, const OnnxImportOptions& options) {
     if (is_onnx_file(path)) return onnx_module(path).load_model(path, options);

@@ -329,6 +329,7 @@ Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options) {
         if (!args->filter.empty())
             std::erase_if(cases, [&](const auto& c) { return c.first.find(args->filter) == string::npos; });
         if (cases.empty()) throw Error(ErrorCode::input, "onnx-test: no test cases found under the given directories");
+        require_onnx_import();
 
         std::vector<CaseResult> results;
         for (const auto& [id, dir] : cases) {

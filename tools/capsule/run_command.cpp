@@ -34,6 +34,7 @@ std::map<std::string, Tensor> read_inputs(const std::vector<std::string>& specs)
     }
     return inputs;
 }
+
 /// One file per output inside `dir`. Output names come from the graph, so they are reduced to
 /// [A-Za-z0-9_.-] (an untrusted graph must not write outside `dir`); two outputs that would share
 /// a file are an error before anything is written.

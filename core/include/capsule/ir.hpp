@@ -82,6 +82,12 @@ struct Graph {
 /// pass; lookups are O(1).
 std::unordered_map<std::int64_t, std::size_t> node_positions(const Graph& graph);
 
+/// The name of each graph output, in the order of `graph.outputs`: its node's name, or for an
+/// unnamed node `output_<id>`, followed by `_1`, `_2`, ... when a node or an earlier output
+/// already has that name (so that every output can be asked for by name). Raises Error(input)
+/// when an output id names no node.
+std::vector<std::string> output_names(const Graph& graph);
+
 /// The inferred type of a node's output.
 struct TensorType {
     Shape shape;

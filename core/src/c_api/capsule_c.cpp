@@ -194,14 +194,11 @@ std::vector<ValueInfo> graph_inputs(const capsule::Graph& graph) {
 
 std::vector<ValueInfo> graph_outputs(const capsule::Graph& graph) {
     std::vector<ValueInfo> outputs;
-    for (auto id : graph.outputs) {
-        auto index = graph.index_of(id);
-        if (!index)
-            throw capsule::Error(capsule::ErrorCode::input,
-                                 graph.source.string() + ": output " + std::to_string(id) + " names no node");
-        const auto& node = graph.nodes[*index];
-        outputs.push_back({node.name.empty() ? "output_" + std::to_string(id) : node.name, node.dtype,
-                           node.shape});
+    const auto names = capsule::output_names(graph);
+    const auto position = capsule::node_positions(graph);
+    for (std::size_t i = 0; i < graph.outputs.size(); ++i) {
+        const auto& node = graph.nodes[position.at(graph.outputs[i])];
+        outputs.push_back({names[i], node.dtype, node.shape});
     }
     return outputs;
 }

@@ -522,6 +522,26 @@ Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suf
     return c.runtime(name);
 }
 
+/// What a reduction written with a shift (ReduceLogSumExp, ReduceL2) needs: its input, dtype,
+/// and the attributes of a reduction that keeps the reduced dims (for the shift) and of one
+/// that follows the node's keepdims (for the result).
+struct ShiftedReduction {
+    Id x;
+    DType dtype;
+    Attributes kept, attrs;
+};
+
+ShiftedReduction shifted_reduction(ImportContext& c, const onnx::NodeProto& n) {
+    bool noop = false;
+    auto axes = reduce_axes(c, n, noop);
+    if (noop) unsupported("noop_with_empty_axes on a composite reduction");
+    ShiftedReduction r{x0(c, n), DType::float32, {{"keepdims", true}}, {{"keepdims", attr_int(n, "keepdims", 1) != 0}}};
+    if (rank_of(c, r.x) == 0) unsupported("reduction of a scalar");
+    r.dtype = c.node_type(r.x).dtype;
+    if (!axes.empty()) r.kept["axes"] = r.attrs["axes"] = axes;
+    return r;
+}
+
 /// ReduceLogSumExp: log Σ exp(x) with the maximum shifted out, as torch.logsumexp computes it
 /// (aten/src/ATen/native/ReduceOps.cpp, logsumexp_out_impl):
 ///   m = reduce_max(x, keepdims), with ±inf (and NaN) replaced by 0,
@@ -533,15 +553,7 @@ Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suf
 /// Existing BackendOps only (reduce_max, abs, less, where, sub, exp, reduce_sum, log, add):
 /// a dedicated op would need its own kernels, backward and conformance on every plugin.
 void convert_reduce_log_sum_exp(ImportContext& c, const onnx::NodeProto& n) {
-    bool noop = false;
-    auto axes = reduce_axes(c, n, noop);
-    if (noop) unsupported("noop_with_empty_axes on a composite reduction");
-    Id x = x0(c, n);
-    if (rank_of(c, x) == 0) unsupported("reduction of a scalar");
-    const auto dtype = c.node_type(x).dtype;
-    const bool keepdims = attr_int(n, "keepdims", 1) != 0;
-    Attributes kept{{"keepdims", true}}, attrs{{"keepdims", keepdims}};
-    if (!axes.empty()) kept["axes"] = attrs["axes"] = axes;
+    const auto [x, dtype, kept, attrs] = shifted_reduction(c, n);
     Id m = c.add("reduce_max", {x}, kept);
     Id finite = c.add("less", {c.add("abs", {m}), scalar_constant(c, n, "inf", dtype, std::numeric_limits<double>::infinity())});
     Id shift = c.add("where", {finite, m, scalar_constant(c, n, "zero", dtype, 0.0)});
@@ -556,15 +568,7 @@ void convert_reduce_log_sum_exp(ImportContext& c, const onnx::NodeProto& n) {
 /// float32 [3e20, 4e20] gives 5e20 (the plain form overflows to inf) and [3e-30, 4e-30] gives
 /// 5e-30 (the plain form underflows to 0). An inf or NaN input still gives inf or NaN.
 void convert_reduce_l2(ImportContext& c, const onnx::NodeProto& n) {
-    bool noop = false;
-    auto axes = reduce_axes(c, n, noop);
-    if (noop) unsupported("noop_with_empty_axes on a composite reduction");
-    Id x = x0(c, n);
-    if (rank_of(c, x) == 0) unsupported("reduction of a scalar");
-    const auto dtype = c.node_type(x).dtype;
-    const bool keepdims = attr_int(n, "keepdims", 1) != 0;
-    Attributes kept{{"keepdims", true}}, attrs{{"keepdims", keepdims}};
-    if (!axes.empty()) kept["axes"] = attrs["axes"] = axes;
+    const auto [x, dtype, kept, attrs] = shifted_reduction(c, n);
     Id a = c.add("abs", {x});
     Id m = c.add("reduce_max", {a}, kept);
     Id zero = scalar_constant(c, n, "zero", dtype, 0.0);

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "import_context.hpp"
+#include "capsule/shape_math.hpp"
 
 namespace capsule::onnx_import {
 
@@ -144,14 +145,15 @@ private:
             const std::int64_t r = r0 + extra;
             std::set<std::int64_t> seen;
             for (auto v : *axes) {
-                if (v < -r || v >= r)
+                const auto axis = try_normalize_axis(v, r);
+                if (!axis)
                     refuse(attr, list(*axes),
                            "has axis " + std::to_string(v) + ", out of range for " +
                                (extra ? "an output of rank " + std::to_string(r) : "input 0 of rank " + std::to_string(r0)) +
                                (r == 0 ? string(" (it has no axes)")
                                        : " (valid: [" + std::to_string(-r) + ", " + std::to_string(r - 1) + "])"));
-                if (!seen.insert(v < 0 ? v + r : v).second)
-                    refuse(attr, list(*axes), "names axis " + std::to_string(v < 0 ? v + r : v) + " twice");
+                if (!seen.insert(*axis).second)
+                    refuse(attr, list(*axes), "names axis " + std::to_string(*axis) + " twice");
             }
         }
     }

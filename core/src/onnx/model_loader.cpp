@@ -623,17 +623,13 @@ void bind_outputs(ImportContext& ctx, ImportedModel& out, const onnx::GraphProto
     if (out.graph.outputs.empty()) throw Error(ErrorCode::input, src + ": the graph has no outputs");
 }
 
-/// Graph inputs no node reads, and those bound to constants by `options`.
+/// Graph inputs no node reads, and those bound to constants by `options`, each once, in model
+/// order.
 void list_unused_inputs(ImportContext& ctx, ImportedModel& out, const OnnxImportOptions& options) {
     for (const auto& name : out.input_names) {
-        if (!ctx.has(name)) continue;
-        const auto& v = ctx.value(name);
-        if (!v.node && !out.parameter_inputs.count(name)) out.unused_inputs.push_back(name);
-    }
-    for (const auto& [name, t] : options.constant_inputs) {
-        (void)t;
-        if (std::find(out.input_names.begin(), out.input_names.end(), name) != out.input_names.end())
-            out.unused_inputs.push_back(name);
+        const bool constant = options.constant_inputs.count(name) > 0;
+        const bool unread = ctx.has(name) && !ctx.value(name).node && !out.parameter_inputs.count(name);
+        if (constant || unread) out.unused_inputs.push_back(name);
     }
 }
 

@@ -1,6 +1,7 @@
 // onednn.concat.
 #include <cstring>
 
+#include "capsule/shape_math.hpp"
 #include "kernels.hpp"
 
 namespace capsule::onednn {
@@ -30,11 +31,11 @@ std::unique_ptr<ConcatState> prepare_concat(const PrepareCall& call) {
     const Tensor y = call.output();
     plugin::require(call.num_inputs() >= 1 && y.rank() >= 1, "onednn.concat: expects one or more inputs of rank >= 1");
     plugin::require(call.attrs().has("axis"), "onednn.concat: attribute 'axis' is required");
-    int64_t axis = call.attrs().get_int("axis", 0);
-    if (axis < 0) axis += y.rank();
-    plugin::require(axis >= 0 && axis < y.rank(), [&] {
+    const auto normalized = try_normalize_axis(call.attrs().get_int("axis", 0), y.rank());
+    plugin::require(normalized.has_value(), [&] {
         return std::string(name) + ": axis out of range for rank " + std::to_string(y.rank());
     });
+    const int64_t axis = *normalized;
     int64_t total = 0;
     for (std::size_t i = 0; i < call.num_inputs(); ++i) {
         const Tensor x = call.input(i);

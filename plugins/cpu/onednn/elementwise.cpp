@@ -2,6 +2,7 @@
 // broadcasting, and batch_norm inference.
 #include <limits>
 
+#include "capsule/shape_math.hpp"
 #include "kernels.hpp"
 
 namespace capsule::onednn {
@@ -114,11 +115,11 @@ std::unique_ptr<SoftmaxState> prepare_softmax(const PrepareCall& call) {
     const Tensor x = call.input(0);
     require_float32(name, x, "input x");
     const int rank = std::max(x.rank(), 1);
-    int64_t axis = call.attrs().get_int("axis", -1);
-    if (axis < 0) axis += rank;
-    plugin::require(axis >= 0 && axis < rank, [&] {
+    const auto normalized = try_normalize_axis(call.attrs().get_int("axis", -1), rank);
+    plugin::require(normalized.has_value(), [&] {
         return std::string(name) + ": axis out of range for rank " + std::to_string(x.rank());
     });
+    const int64_t axis = *normalized;
     s->empty = x.numel() == 0;
     s->limit_threads(8.0 * double(x.numel()));
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
