@@ -143,8 +143,14 @@ string sha256_fd(int fd, const string& label) {
 string sha256_file(const fs::path& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw Error(ErrorCode::input, path.string() + ": cannot open to hash: " + std::strerror(errno));
-    std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) { ::close(*f); delete f; });
-    return sha256_fd(fd, path.string());
+    try {
+        auto hash = sha256_fd(fd, path.string());
+        ::close(fd);
+        return hash;
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
 }
 
 string locate_library(const PluginManifest& m, fs::path& path) {

@@ -100,6 +100,7 @@ PluginRecord discovered_record(const fs::path& path) {
         return failed_record(path, e.what());
     }
 }
+
 /// The records of `paths`, in order. Manifests are parsed on up to hardware_concurrency()
 /// threads: parsing is most of the time a command spends before its own work (0.45 MB of JSON
 /// for the plugins in a build tree), and each manifest is independent of the others.
