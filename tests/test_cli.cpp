@@ -559,3 +559,22 @@ TEST(Cli, JsonFailuresAreErrorObjectsOnStdout) {
     }
     fs::remove_all(dir);
 }
+
+// `prefer:onednn` may fall back to other providers, but never silently: a refused oneDNN plugin is
+// named on stderr while the plan still succeeds on reference capsules.
+TEST(Cli, PreferredProviderThatFailedToLoadIsNamed) {
+    const fs::path plugins(CAPSULE_PLUGIN_DIR);
+    if (!fs::exists(plugins / "libcapsule_onednn.so")) GTEST_SKIP() << "no oneDNN plugin in this build";
+    const auto dir = temp_dir("prefer");
+    const auto pins = dir / "pins.sha256";  // the reference library only
+    std::ofstream(pins) << capsule_tool_raw("sha256sum '" + (plugins / "libcapsule_reference.so").string() + "'").out;
+    auto r = capsule_tool("plan --profile onednn_cpu --ops relu --trusted-hashes " + pins.string());
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(contains(r.out, "relu: reference.relu")) << r.out;
+    EXPECT_TRUE(contains(r.out, "profile onednn_cpu prefers provider onednn, but plugin onednn failed to load (library "))
+        << r.out;
+    EXPECT_TRUE(contains(r.out, "not among the pinned trusted hashes); its ops run on other providers")) << r.out;
+    auto fine = capsule_tool("plan --profile onednn_cpu --ops relu");
+    EXPECT_FALSE(contains(fine.out, "failed to load")) << fine.out;
+    fs::remove_all(dir);
+}

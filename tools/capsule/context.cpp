@@ -1,5 +1,6 @@
 #include "context.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <spdlog/spdlog.h>
@@ -55,12 +56,23 @@ const PluginHost& Context::host() const {
 
 BackendProfile Context::profile(const std::string& name) const {
     for (const auto& p : profiles_)
-        if (p.name == name) return p;
-    if (name.size() > 5 && name.ends_with(".json")) return load_profile_file(name);
+        if (p.name == name) return warn_if_preference_unusable(p);
+    if (name.size() > 5 && name.ends_with(".json")) return warn_if_preference_unusable(load_profile_file(name));
     std::string names;
     for (const auto& p : profiles_) names += (names.empty() ? "" : ", ") + p.name;
     throw Error(ErrorCode::input, "unknown profile '" + name + "'; valid: " + names +
                           " (or a profile .json file)");
+}
+
+const BackendProfile& Context::warn_if_preference_unusable(const BackendProfile& profile) const {
+    const auto& backend = profile.config.backend;
+    if (backend.kind != BackendPreference::Kind::prefer) return profile;
+    for (const auto& failed : host().registry(profile.registry_mode).failed_plugins)
+        if (std::find(failed.providers.begin(), failed.providers.end(), backend.provider) != failed.providers.end())
+            spdlog::warn("profile {} prefers provider {}, but plugin {} failed to load ({}); its ops run on "
+                         "other providers",
+                         profile.name, to_string(backend.provider), failed.name, failed.reason);
+    return profile;
 }
 
 }  // namespace capsule::cli

@@ -47,6 +47,10 @@ public:
     BackendProfile profile(const std::string& name) const;
 
 private:
+    /// `prefer:<provider>` lets a plan fall back to other providers; when the preferred
+    /// provider's plugin failed to load, says so on stderr (nothing falls back silently).
+    const BackendProfile& warn_if_preference_unusable(const BackendProfile& profile) const;
+
     GlobalOptions options_;
     mutable std::optional<PluginHost> host_;
     std::vector<BackendProfile> profiles_;
