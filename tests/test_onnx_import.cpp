@@ -177,6 +177,21 @@ TEST(OnnxImport, RefusalNamesTheInputToBindAsAConstant) {
     EXPECT_EQ(y[0].shape(), (Shape{3, 2}));
 }
 
+// An input whose type declares no shape at all is refused with the reason (the ONNX checker's),
+// never read as a scalar, also when a shape is given for it.
+TEST(OnnxImport, InputWithoutAShapeIsRefused) {
+    auto m = new_model(13);
+    auto* x = m.mutable_graph()->add_input();
+    x->set_name("x");
+    x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+    add_node(m, "Relu", {"x"}, {"y"});
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m); }, "Field 'shape' of 'type' is required but missing"));
+    OnnxImportOptions options;
+    options.input_shapes["x"] = {2, 3};
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m, options); }, "Field 'shape' of 'type' is required"));
+}
+
 TEST(OnnxImport, UnsupportedDtypeIsNamed) {
     auto m = new_model();
     set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT16, {2});

@@ -433,10 +433,10 @@ const Shape* given_shape(const OnnxImportOptions& options, const string& name, s
 }
 
 /// Replaces the declared shape of input `name` with the given shape `s`, which must agree with
-/// every static size the model declares.
-void fix_input_shape(onnx::TensorShapeProto& shape, const onnx::TypeProto& type, const Shape& s,
+/// every static size the model declares (`declared`: the model declares a shape at all).
+void fix_input_shape(onnx::TensorShapeProto& shape, bool declared, const Shape& s,
                      const string& name, const string& src) {
-    if (type.tensor_type().has_shape() && shape.dim_size() != static_cast<int>(s.size()))
+    if (declared && shape.dim_size() != static_cast<int>(s.size()))
         throw Error(ErrorCode::input, src + ": input '" + name + "' has rank " +
                          std::to_string(shape.dim_size()) + " but the given shape " +
                          to_string(s) + " has rank " + std::to_string(s.size()));
@@ -453,9 +453,9 @@ void fix_input_shape(onnx::TensorShapeProto& shape, const onnx::TypeProto& type,
 }
 
 /// Refuses input `name` when the model leaves its shape, or a size in it, dynamic.
-void require_static_shape(const onnx::TensorShapeProto& shape, const onnx::TypeProto& type,
-                          const string& name, const string& src) {
-    if (!type.tensor_type().has_shape())
+void require_static_shape(const onnx::TensorShapeProto& shape, bool declared, const string& name,
+                          const string& src) {
+    if (!declared)
         throw Error(ErrorCode::input, src + ": input '" + name + "' has no shape; capsule needs static "
                          "shapes: re-export the model with fixed input sizes, or give the shape "
                          "(OnnxImportOptions::input_shapes; `capsule run` takes it from the --input arrays)");
@@ -504,11 +504,14 @@ void define_graph_inputs(ImportContext& ctx, ImportedModel& out, onnx::GraphProt
             continue;
         }
         auto dtype = dtype_of_onnx(type.tensor_type().elem_type());
+        // Read before mutable_shape(), which marks the shape present (a shapeless input would
+        // otherwise pass as a scalar).
+        const bool declared = type.tensor_type().has_shape();
         auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
         if (const Shape* given = given_shape(options, input.name(), out.input_names.size() - 1))
-            fix_input_shape(*shape, type, *given, input.name(), src);
+            fix_input_shape(*shape, declared, *given, input.name(), src);
         else
-            require_static_shape(*shape, type, input.name(), src);
+            require_static_shape(*shape, declared, input.name(), src);
         if (!dtype) {
             ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' has dtype " +
                                                 onnx_type_name(type.tensor_type().elem_type()) +
