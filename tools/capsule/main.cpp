@@ -34,13 +34,18 @@ bool wants_json(const CLI::App& app) {
     return false;
 }
 
+/// With --json, writes the failure's error object to stdout. Returns `exit_code`.
+int json_error(const CLI::App& app, int exit_code, const char* kind, const std::string& message) {
+    if (wants_json(app))
+        std::cout << nlohmann::json{{"error", {{"exit_code", exit_code}, {"kind", kind}, {"message", message}}}}.dump(2)
+                  << "\n";
+    return exit_code;
+}
+
 /// Reports a failure: `capsule: <heading>: <message>` on stderr, and as JSON on stdout when asked.
 int fail(const CLI::App& app, int exit_code, const char* heading, const std::string& message) {
     std::cerr << "capsule: " << heading << ": " << message << "\n";
-    if (wants_json(app))
-        std::cout << nlohmann::json{{"error", {{"exit_code", exit_code}, {"kind", heading}, {"message", message}}}}.dump(2)
-                  << "\n";
-    return exit_code;
+    return json_error(app, exit_code, heading, message);
 }
 }  // namespace
 
@@ -91,11 +96,8 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        if (app.exit(e) == 0) return kOk;  // --help, --version
-        if (wants_json(app))
-            std::cout << nlohmann::json{{"error", {{"exit_code", int(kBadInput)}, {"kind", "usage"}, {"message", e.what()}}}}.dump(2)
-                      << "\n";
-        return kBadInput;
+        if (app.exit(e) == 0) return kOk;  // --help, --version (CLI11 printed the usage error)
+        return json_error(app, kBadInput, "usage", e.what());
     }
     try {
         for (const auto& [name, run] : commands)
