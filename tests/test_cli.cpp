@@ -578,3 +578,16 @@ TEST(Cli, PreferredProviderThatFailedToLoadIsNamed) {
     EXPECT_FALSE(contains(fine.out, "failed to load")) << fine.out;
     fs::remove_all(dir);
 }
+
+// What ONNX import computed on the host instead of a capsule is listed in the plan, text and JSON.
+TEST(Cli, PlanListsWhatImportFoldedAway) {
+    const std::string model = std::string(CAPSULE_SOURCE_DIR) + "/tests/data/models/mobilenet_v2/model.onnx";
+    auto text = capsule_tool("plan --profile checked_cpu " + model);
+    EXPECT_EQ(text.code, 0) << text.out;
+    EXPECT_TRUE(contains(text.out, "folded at import (computed on the host, not by a capsule): ")) << text.out;
+    EXPECT_TRUE(contains(text.out, "  Identity 'Identity_0' -> onnx::Conv_686 float32[960]")) << text.out;
+    auto json = capsule_tool_raw(std::string(CAPSULE_TOOL) + " plan --json --profile checked_cpu " + model);
+    auto doc = nlohmann::json::parse(json.out);
+    ASSERT_TRUE(doc["folded"].is_array());
+    EXPECT_EQ(doc["folded"][0], "Identity 'Identity_0' -> onnx::Conv_686 float32[960]");
+}

@@ -46,6 +46,26 @@ TEST(Manifest, RoundTripsThroughJson) {
     EXPECT_EQ(manifest_to_json(m), doc);
 }
 
+TEST(Manifest, ConformanceDeclarationRoundTrips) {
+    auto doc = valid_manifest();
+    doc["conformance"] = {
+        {"tolerances", {{{"ops", {"relu", "add"}}, {"rtol", 1e-6}, {"atol", 1e-7}}, {{"rtol", 1e-5}, {"atol", 1e-5}}}},
+        {"unsupported", {{{"dtype", "float64"}, {"reason", "float32 only"}},
+                         {{"op", "batch_norm"}, {"attribute", "training=true"}, {"reason", "inference only"}},
+                         {{"case", "add/broadcast_row"}, {"reason", "no broadcasting"}},
+                         {{"error_cases", true}, {"reason", "messages are the reference's"}}}}};
+    auto m = parse_manifest(doc.dump(), "demo.capsule.json");
+    ASSERT_EQ(m.conformance.tolerances.size(), 2u);
+    EXPECT_EQ(m.conformance.tolerances[0].ops, (std::vector<BackendOp>{BackendOp::relu, BackendOp::add}));
+    EXPECT_EQ(m.conformance.tolerances[1].ops, std::vector<BackendOp>{});
+    EXPECT_DOUBLE_EQ(m.conformance.tolerances[0].atol, 1e-7);
+    ASSERT_EQ(m.conformance.unsupported.size(), 4u);
+    EXPECT_EQ(m.conformance.unsupported[1].op, BackendOp::batch_norm);
+    EXPECT_EQ(m.conformance.unsupported[1].attribute, "training=true");
+    EXPECT_TRUE(m.conformance.unsupported[3].error_cases);
+    EXPECT_EQ(manifest_to_json(m), doc);
+}
+
 TEST(Manifest, MalformedManifestsNameFilePathAndReason) {
     struct Case { std::function<void(json&)> edit; const char* expected; };
     const Case cases[] = {
@@ -112,6 +132,42 @@ TEST(Manifest, MalformedManifestsNameFilePathAndReason) {
          "demo.capsule.json: $.capsules[0].contracts.value.claim.spec: must not be empty"},
         {[](json& j) { j["capsules"][0]["contracts"]["value"]["provenance"] = {{"source_file", ""}}; },
          "demo.capsule.json: $.capsules[0].contracts.value.provenance.source_file: must not be empty"},
+        // Evidence is earned by running a kernel: a capsule without one cannot claim test or fuzz
+        // evidence (a forged manifest claiming it is refused).
+        {[](json& j) { j["capsules"][0]["contracts"]["value"]["evidence"] = "test-suite"; },
+         "demo.capsule.json: $.capsules[0].contracts.value.evidence: capsule 'demo.relu' has no kernel "
+         "(the plugin has no library) and cannot claim test-suite evidence: evidence is earned by running a kernel"},
+        {[](json& j) {
+             j["library"] = "libdemo.so";
+             j["capsules"][0]["runtime"] = "planner-only";
+             j["capsules"][0]["contracts"]["vjp"]["evidence"] = "fuzz-oracle";
+         },
+         "demo.capsule.json: $.capsules[0].contracts.vjp.evidence: capsule 'demo.relu' has no kernel "
+         "(its runtime is planner-only) and cannot claim fuzz-oracle evidence"},
+        {[](json& j) {
+             j["library"] = "libdemo.so";
+             j["capsules"][0]["runtime"] = "not-wired";
+             j["capsules"][0]["contracts"]["shape"]["evidence"] = "test-suite";
+         },
+         "demo.capsule.json: $.capsules[0].contracts.shape.evidence: capsule 'demo.relu' has no kernel "
+         "(its runtime is not-wired) and cannot claim test-suite evidence"},
+        // The conformance declaration (`capsule verify`).
+        {[](json& j) { j["conformance"] = {{"unsupported", {{{"reason", "no"}}}}}; },
+         "demo.capsule.json: $.conformance.unsupported[0]: an unsupported entry must match something"},
+        {[](json& j) { j["conformance"] = {{"unsupported", {{{"dtype", "int64"}, {"reason", "no"}}}}}; },
+         "demo.capsule.json: $.conformance.unsupported[0].dtype: expected float32 or float64"},
+        {[](json& j) { j["conformance"] = {{"unsupported", {{{"op", "relu"}, {"reason", ""}}}}}; },
+         "demo.capsule.json: $.conformance.unsupported[0].reason: must not be empty"},
+        {[](json& j) { j["conformance"] = {{"unsupported", {{{"attribute", "training"}, {"reason", "x"}}}}}; },
+         "demo.capsule.json: $.conformance.unsupported[0].attribute: expected NAME=VALUE"},
+        {[](json& j) { j["conformance"] = {{"tolerances", {{{"rtol", -1}, {"atol", 0}}}}}; },
+         "demo.capsule.json: $.conformance.tolerances[0]: rtol and atol must be between 0 and 1"},
+        {[](json& j) { j["conformance"] = {{"tolerances", {{{"rtol", "1e-5"}, {"atol", 0}}}}}; },
+         "demo.capsule.json: $.conformance.tolerances[0].rtol: expected a number, got string"},
+        {[](json& j) { j["conformance"] = {{"tolerances", {{{"ops", {"relu6"}}, {"rtol", 0}, {"atol", 0}}}}}; },
+         "demo.capsule.json: $.conformance.tolerances[0].ops[0]: unknown op 'relu6'"},
+        {[](json& j) { j["conformance"] = {{"skip", true}}; },
+         "demo.capsule.json: $.conformance: unknown key 'skip'"},
     };
     for (const auto& c : cases) {
         auto doc = valid_manifest();

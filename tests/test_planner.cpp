@@ -324,6 +324,40 @@ TEST(Gate, EachNamedPolicyOnEachEvidence) {
     }
 }
 
+// `verified`: checked-runtime, except that test-suite evidence counts only when the lookup (the
+// evidence records of `capsule verify`) backs the capsule.
+TEST(Gate, VerifiedPolicyAdmitsTestEvidenceOnlyWithAPassingRecord) {
+    EXPECT_EQ(parse_acceptance_policy("verified"), AcceptancePolicy::verified());
+    EXPECT_EQ(AcceptancePolicy::verified().name(), "verified");
+    auto plan = plan_with_evidence({Evidence::test_suite, Evidence::runtime_guard, Evidence::test_suite});
+    // k0 is verified, k2 is not; k1's runtime guard needs no record.
+    int lookups = 0;
+    EvidenceLookup lookup = [&](const KernelCapsule& k) -> std::optional<std::string> {
+        ++lookups;
+        if (k.name == "k0") return std::nullopt;
+        return std::string("no evidence record for k2's library; run: capsule verify --plugin p");
+    };
+    auto result = gate(plan, AcceptancePolicy::verified(), lookup);
+    EXPECT_FALSE(result.accepted.has_value());
+    ASSERT_EQ(kinds(result.gate), (std::vector<GateFailureKind>{GateFailureKind::unverified_evidence}));
+    const auto& f = result.gate.failures[0];
+    ASSERT_EQ(f.obligations.size(), 4u);  // k2's shape, layout, value and vjp are all test-suite
+    for (const auto& r : f.obligations) EXPECT_EQ(r.capsule->name, "k2");
+    EXPECT_EQ(f.reasons, (std::vector<std::string>{
+                             "k2: no evidence record for k2's library; run: capsule verify --plugin p"}));
+    EXPECT_EQ(lookups, 2);  // once per capsule with test evidence, not once per obligation
+    EXPECT_EQ(to_string(GateFailureKind::unverified_evidence), "unverified-evidence");
+
+    // Without a lookup nothing is verified; the other named policies never consult it.
+    EXPECT_FALSE(gate(plan_with_evidence({Evidence::test_suite}), AcceptancePolicy::verified()).gate.accepted());
+    lookups = 0;
+    EXPECT_TRUE(gate(plan, AcceptancePolicy::checked_runtime(), lookup).gate.accepted());
+    EXPECT_EQ(lookups, 0);
+    // Every capsule verified: accepted.
+    EvidenceLookup all = [](const KernelCapsule&) -> std::optional<std::string> { return std::nullopt; };
+    EXPECT_TRUE(gate(plan, AcceptancePolicy::verified(), all).gate.accepted());
+}
+
 TEST(Gate, NotRequiringEvidenceAdmitsMissing) {
     auto policy = AcceptancePolicy::allow_trusted_runtime();
     policy.require_evidence = false;

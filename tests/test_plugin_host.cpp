@@ -588,9 +588,19 @@ TEST(Session, StubAndPlannerOnlyCapsulesAreRefused) {
         {"id": 0, "op": "input", "name": "x", "shape": [1, 1, 4, 4]},
         {"id": 1, "op": "max_pool2d", "parents": [0], "attrs": {"kernel_size": 2}, "shape": [1, 1, 2, 2]}],
         "outputs": [1]})");
-    auto pool = cuda.accept_graph(shipped, pool_graph);
+    // A planner-only capsule has no kernel, so it claims no test evidence: checked-runtime rejects
+    // it as missing evidence.
+    auto rejected = cuda.accept_graph(shipped, pool_graph);
+    ASSERT_FALSE(rejected.accepted);
+    ASSERT_EQ(rejected.gate.failures.size(), 1u);
+    EXPECT_EQ(rejected.gate.failures[0].kind, GateFailureKind::missing_evidence);
+    EXPECT_EQ(rejected.gate.failures[0].obligations.size(), 2u);  // value and vjp
+    // A policy that asks for no evidence accepts it; the session still refuses to run it.
+    auto lenient = cuda;
+    lenient.acceptance_policy = AcceptancePolicy{false, true, true, true, true, false};
+    auto pool = lenient.accept_graph(shipped, pool_graph);
     ASSERT_TRUE(pool.accepted);
-    EXPECT_EQ(error_of([&] { Session::create(cuda, *pool.accepted, pool_graph, shipped, {}); }),
+    EXPECT_EQ(error_of([&] { Session::create(lenient, *pool.accepted, pool_graph, shipped, {}); }),
               "capsule native_cuda.max_pool2d is planner-only: it can be planned and audited, but no kernel is wired to run it");
 }
 

@@ -2,6 +2,7 @@
 // path and the reason. Internal to the core.
 #pragma once
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
@@ -73,6 +74,13 @@ public:
             value_.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
             fail("integer " + value_.dump() + " is out of range (at most 2^63 - 1)");
         return value_.get<std::int64_t>();
+    }
+    /// A finite number (integer or floating point).
+    double number() const {
+        if (!value_.is_number()) fail("expected a number, got " + type_name());
+        const double v = value_.get<double>();
+        if (!std::isfinite(v)) fail("expected a finite number, got " + value_.dump());
+        return v;
     }
     std::size_t array_size() const {
         if (!value_.is_array()) fail("expected an array, got " + type_name());

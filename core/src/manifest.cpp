@@ -118,6 +118,76 @@ KernelCapsule read_capsule(const JsonCursor& c) {
     return k;
 }
 
+/// Test and fuzz evidence is earned by running a kernel (DESIGN.md section 10): a capsule that has
+/// none cannot claim it.
+void refuse_unearned_evidence(const PluginManifest& m, const KernelCapsule& k, const JsonCursor& c) {
+    const bool has_kernel = !m.is_stub() && (k.runtime == RuntimeSupport::eager ||
+                                             k.runtime == RuntimeSupport::test_only);
+    if (has_kernel) return;
+    const std::string why = m.is_stub() ? "the plugin has no library"
+                                        : "its runtime is " + std::string(to_string(k.runtime));
+    for (auto obligation : all_values<Obligation>()) {
+        const auto evidence = k.contract(obligation).evidence;
+        if (evidence == Evidence::test_suite || evidence == Evidence::fuzz_oracle)
+            c.at("contracts").at(to_string(obligation)).at("evidence")
+                .fail("capsule '" + k.name + "' has no kernel (" + why + ") and cannot claim " +
+                      std::string(to_string(evidence)) +
+                      " evidence: evidence is earned by running a kernel");
+    }
+}
+
+ConformanceDeclaration read_conformance(const JsonCursor& c) {
+    c.object({"tolerances", "unsupported"});
+    ConformanceDeclaration d;
+    if (c.has("tolerances")) {
+        auto list = c.at("tolerances");
+        for (std::size_t i = 0; i < list.array_size(); ++i) {
+            auto t = list.at(i);
+            t.object({"ops", "rtol", "atol"});
+            ConformanceDeclaration::Tolerance tol;
+            if (t.has("ops")) {
+                auto ops = t.at("ops");
+                for (std::size_t j = 0; j < ops.array_size(); ++j)
+                    tol.ops.push_back(ops.at(j).spelling<BackendOp>());
+                if (tol.ops.empty()) ops.fail("list at least one op, or leave ops out for every op");
+            }
+            tol.rtol = t.at("rtol").number();
+            tol.atol = t.at("atol").number();
+            if (tol.rtol < 0 || tol.atol < 0 || tol.rtol > 1 || tol.atol > 1)
+                t.fail("rtol and atol must be between 0 and 1");
+            d.tolerances.push_back(std::move(tol));
+        }
+    }
+    if (c.has("unsupported")) {
+        auto list = c.at("unsupported");
+        for (std::size_t i = 0; i < list.array_size(); ++i) {
+            auto u = list.at(i);
+            u.object({"case", "op", "dtype", "attribute", "error_cases", "reason"});
+            ConformanceDeclaration::Unsupported entry;
+            if (u.has("case")) entry.case_name = u.at("case").nonempty_string();
+            if (u.has("op")) entry.op = u.at("op").spelling<BackendOp>();
+            if (u.has("dtype")) {
+                entry.dtype = u.at("dtype").string();
+                if (entry.dtype != "float32" && entry.dtype != "float64")
+                    u.at("dtype").fail("expected float32 or float64");
+            }
+            if (u.has("attribute")) {
+                entry.attribute = u.at("attribute").nonempty_string();
+                if (entry.attribute.find('=') == std::string::npos)
+                    u.at("attribute").fail("expected NAME=VALUE");
+            }
+            if (u.has("error_cases")) entry.error_cases = u.at("error_cases").boolean();
+            entry.reason = u.at("reason").nonempty_string();
+            if (entry.case_name.empty() && !entry.op && entry.dtype.empty() &&
+                entry.attribute.empty() && !entry.error_cases)
+                u.fail("an unsupported entry must match something (case, op, dtype, attribute or "
+                       "error_cases)");
+            d.unsupported.push_back(std::move(entry));
+        }
+    }
+    return d;
+}
+
 AbiVersion read_abi(const JsonCursor& c) {
     c.object({"major", "minor"});
     auto major = c.at("major").integer();
@@ -134,7 +204,7 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
     const json doc = detail::parse_json_text(json_text, src);
     JsonCursor root(doc, src);
     root.object({"name", "version", "abi_version", "library", "device", "providers",
-                 "registry_modes", "priority", "capsules", "description"});
+                 "registry_modes", "priority", "capsules", "description", "conformance"});
     PluginManifest m;
     m.source = source;
     m.name = read_name(root.at("name"), "plugin name");
@@ -191,8 +261,10 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
             c.at("runtime").fail("capsule '" + k.name + "' is " +
                                  std::string(to_string(k.runtime)) +
                                  " but the plugin has no library to implement it");
+        refuse_unearned_evidence(m, k, c);
         m.capsules.push_back(std::move(k));
     }
+    if (root.has("conformance")) m.conformance = read_conformance(root.at("conformance"));
     return m;
 }
 
@@ -240,12 +312,36 @@ json capsule_to_json(const KernelCapsule& k) {
                 {"notes", k.notes}};
 }
 
+json conformance_to_json(const ConformanceDeclaration& d) {
+    json tolerances = json::array();
+    for (const auto& t : d.tolerances) {
+        json entry{{"rtol", t.rtol}, {"atol", t.atol}};
+        if (!t.ops.empty()) {
+            entry["ops"] = json::array();
+            for (auto op : t.ops) entry["ops"].push_back(to_string(op));
+        }
+        tolerances.push_back(std::move(entry));
+    }
+    json unsupported = json::array();
+    for (const auto& u : d.unsupported) {
+        json entry = json::object();
+        if (!u.case_name.empty()) entry["case"] = u.case_name;
+        if (u.op) entry["op"] = to_string(*u.op);
+        if (!u.dtype.empty()) entry["dtype"] = u.dtype;
+        if (!u.attribute.empty()) entry["attribute"] = u.attribute;
+        if (u.error_cases) entry["error_cases"] = true;
+        entry["reason"] = u.reason;
+        unsupported.push_back(std::move(entry));
+    }
+    return json{{"tolerances", tolerances}, {"unsupported", unsupported}};
+}
+
 json manifest_to_json(const PluginManifest& m) {
     json providers = json::array();
     for (auto p : m.providers) providers.push_back(to_string(p));
     json capsules = json::array();
     for (const auto& k : m.capsules) capsules.push_back(capsule_to_json(k));
-    return json{{"name", m.name},
+    json out{{"name", m.name},
                 {"version", m.version},
                 {"abi_version", {{"major", m.abi.major}, {"minor", m.abi.minor}}},
                 {"library", m.library ? json(*m.library) : json(nullptr)},
@@ -254,6 +350,9 @@ json manifest_to_json(const PluginManifest& m) {
                 {"registry_modes", m.registry_modes},
                 {"priority", m.priority},
                 {"capsules", capsules}};
+    if (!m.conformance.tolerances.empty() || !m.conformance.unsupported.empty())
+        out["conformance"] = conformance_to_json(m.conformance);
+    return out;
 }
 
 }  // namespace capsule

@@ -2,11 +2,13 @@
 // the core.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "capsule/evidence.hpp"
 #include "capsule/registry.hpp"
 
 namespace capsule::detail {
@@ -37,6 +39,18 @@ struct LibraryCell {
     PluginManifest manifest;
     std::once_flag once;
     LoadOutcome outcome;
+};
+
+/// What the `verified` policy found for each plugin's library, filled once per plugin (hashing a
+/// library and reading its record is file I/O the gate must not repeat per node).
+struct EvidenceCache {
+    struct Entry {
+        std::string sha256;                   // of the library; empty when it could not be read
+        std::optional<EvidenceRecord> record; // the passing or failing record, if found
+        std::string problem;                  // why there is no record
+    };
+    std::mutex mutex;
+    std::map<std::string, Entry> by_plugin;
 };
 
 /// Resolves `manifest`'s library (beside the manifest, trusted on disk, under the manifest's

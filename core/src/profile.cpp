@@ -10,6 +10,14 @@ namespace capsule {
 using detail::JsonCursor;
 using nlohmann::json;
 
+namespace {
+/// The source's evidence records, consulted only under a policy that asks for them.
+EvidenceLookup evidence_lookup(const RegistrySource& source, const AcceptancePolicy& policy) {
+    if (!policy.require_verified_tests) return {};
+    return [&source](const KernelCapsule& capsule) { return source.unverified_evidence(capsule); };
+}
+}  // namespace
+
 CapsuleRegistry BackendProfile::registry(const RegistrySource& source) const {
     return source.registry(registry_mode);
 }
@@ -21,7 +29,7 @@ ExecutionPlan BackendProfile::plan_ops(const RegistrySource& source,
 
 AcceptedPlanResult BackendProfile::gate_ops(const RegistrySource& source,
                                             std::span<const BackendOp> ops) const {
-    return gate(lower(plan_ops(source, ops)), acceptance_policy);
+    return gate(lower(plan_ops(source, ops)), acceptance_policy, evidence_lookup(source, acceptance_policy));
 }
 
 GraphExecutionPlan BackendProfile::plan_graph(const RegistrySource& source,
@@ -35,7 +43,7 @@ GraphLoweringPlan BackendProfile::lower(const GraphExecutionPlan& plan) const {
 
 AcceptedPlanResult BackendProfile::accept_graph(const RegistrySource& source,
                                                 const Graph& graph) const {
-    return gate(lower(plan_graph(source, graph)), acceptance_policy);
+    return gate(lower(plan_graph(source, graph)), acceptance_policy, evidence_lookup(source, acceptance_policy));
 }
 
 namespace {
@@ -124,6 +132,16 @@ BackendProfile BackendProfile::onednn_cpu_bf16() {
     return p;
 }
 
+// checked_cpu whose test-suite evidence must be earned on this machine: `capsule verify` records
+// a passing run of the conformance suite for each plugin library the plan uses (DESIGN.md
+// section 10, "Evidence is earned").
+BackendProfile BackendProfile::verified_cpu() {
+    auto p = checked_cpu();
+    p.name = "verified_cpu";
+    p.acceptance_policy = AcceptancePolicy::verified();
+    return p;
+}
+
 BackendProfile BackendProfile::future(std::string name, Device device, Target target,
                                       BackendPreference backend, TrustPolicy trust, VJPMode vjp,
                                       AcceptancePolicy acceptance) {
@@ -156,6 +174,7 @@ const std::vector<BackendProfile>& builtin_profiles() {
             P::onednn_cpu_bf16(),
             P::libtorch_forward_cpu(),
             P::libtorch_autograd_cpu(),
+            P::verified_cpu(),
         };
     }();
     return profiles;
@@ -175,7 +194,8 @@ json acceptance_policy_to_json(const AcceptancePolicy& p) {
                 {"allow_runtime_guards", p.allow_runtime_guards},
                 {"allow_test_evidence", p.allow_test_evidence},
                 {"allow_trusted_boundaries", p.allow_trusted_boundaries},
-                {"allow_fuzz_evidence", p.allow_fuzz_evidence}};
+                {"allow_fuzz_evidence", p.allow_fuzz_evidence},
+                {"require_verified_tests", p.require_verified_tests}};
 }
 
 json profile_to_json(const BackendProfile& p) {
@@ -246,13 +266,16 @@ AcceptancePolicy read_policy(const JsonCursor& c) {
     if (c.value().is_string())
         return rethrow_at(c, [&] { return parse_acceptance_policy(c.string()); });
     c.object({"require_evidence", "allow_runtime_guards", "allow_test_evidence",
-              "allow_trusted_boundaries", "allow_fuzz_evidence"});
+              "allow_trusted_boundaries", "allow_fuzz_evidence", "require_verified_tests"});
     AcceptancePolicy p;
     p.require_evidence = c.at("require_evidence").boolean();
     p.allow_runtime_guards = c.at("allow_runtime_guards").boolean();
     p.allow_test_evidence = c.at("allow_test_evidence").boolean();
     p.allow_trusted_boundaries = c.at("allow_trusted_boundaries").boolean();
     p.allow_fuzz_evidence = c.at("allow_fuzz_evidence").boolean();
+    // Optional: the five booleans of DESIGN.md section 7 keep their meaning without it.
+    if (c.has("require_verified_tests"))
+        p.require_verified_tests = c.at("require_verified_tests").boolean();
     return p;
 }
 

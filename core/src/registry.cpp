@@ -178,6 +178,7 @@ PluginHost PluginHost::discover(const PluginSearchPath& search, const PluginHost
     }
     PluginHost host;
     host.options_ = options;
+    host.evidence_ = std::make_shared<detail::EvidenceCache>();
     for (auto& record : read_records(paths)) host.add(std::move(record));
     return host;
 }
@@ -186,6 +187,7 @@ PluginHost PluginHost::from_manifests(std::vector<PluginManifest> manifests,
                                       const PluginHostOptions& options) {
     PluginHost host;
     host.options_ = options;
+    host.evidence_ = std::make_shared<detail::EvidenceCache>();
     for (auto& m : manifests) host.add(record_for(std::move(m)));
     return host;
 }

@@ -59,6 +59,7 @@ string gate_report(const BackendProfile& profile, const GateResult& result, bool
         for (const auto& r : f.obligations)
             out += "    " + r.capsule->name + " " + string(to_string(r.obligation)) + " " +
                    to_string(r.claim()) + " is " + string(to_string(r.disposition)) + "\n";
+        for (const auto& reason : f.reasons) out += "    why: " + reason + "\n";
     }
     return out;
 }
@@ -86,6 +87,7 @@ ordered_json plan_json(const BackendProfile& profile, const GateResult& result) 
                                    {"obligation", to_string(r.obligation)},
                                    {"disposition", to_string(r.disposition)}});
         failures.push_back({{"kind", to_string(f.kind)}, {"obligations", obligations}});
+        if (!f.reasons.empty()) failures.back()["reasons"] = f.reasons;
     }
     return ordered_json{{"profile", profile.name},
                 {"status", result.accepted() ? "accepted" : "rejected"},

@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "capsule/plan_lock.hpp"
 #include "capsule/tensor_io.hpp"
 #include "compiled_groups.hpp"
 #include "kernel_binding.hpp"
@@ -49,6 +50,17 @@ ParameterMap load_graph_parameters(const Graph& graph) {
 using namespace detail;
 
 namespace {
+
+/// A locked plan's library must be the one opened: it is hashed when opened, so a file replaced
+/// after planning (or after the lock's check above) is caught here.
+void require_locked_library(const PlanLock& lock, const string& source, const string& plugin,
+                            const LoadedPlugin& loaded) {
+    for (const auto& g : lock.groups)
+        if (g.plugin == plugin && g.library_sha256 != loaded.sha256)
+            throw Error(ErrorCode::gate, "plan differs from lockfile " + source + ": plugin " + plugin +
+                                             " library sha256: locked " + g.library_sha256 +
+                                             ", opened " + loaded.sha256);
+}
 
 string node_label(const Node& n) {
     return "node " + std::to_string(n.id) + " (" + n.op_spelling() + ")";
@@ -256,6 +268,10 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
             capsule_at[index->second] = group.capsule.get();
         }
 
+    if (options.lock)
+        require_plan_lock(*options.lock, make_plan_lock(profile, plan.plan(), host, options.lock->folded),
+                          options.lock_source);
+
     // Open and probe every plugin the plan uses, once; bind each distinct capsule's kernel once.
     std::unordered_map<const KernelCapsule*, detail::BoundKernel> kernel_of;
     std::map<string, detail::BoundKernel> used;
@@ -276,6 +292,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         used.emplace(record->name, detail::BoundKernel{record, open_plugin(host, *record), nullptr});
     }
     for (const auto& [name, bound] : used) {
+        if (options.lock) require_locked_library(*options.lock, options.lock_source, name, *bound.plugin);
         require_usable(*bound.record, *bound.plugin);
         impl->plugins.push_back(bound.plugin);
         if (impl->device != Device::cpu && !impl->device_interface)

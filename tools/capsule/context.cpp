@@ -19,6 +19,7 @@ namespace {
 PluginHostOptions host_options(const GlobalOptions& options) {
     PluginHostOptions o;
     if (!options.trusted_hashes.empty()) o.trusted_sha256 = read_trusted_hashes(options.trusted_hashes);
+    o.evidence_dirs = options.evidence_dirs;
     return o;
 }
 }  // namespace

@@ -30,6 +30,7 @@ struct GlobalOptions {
     std::vector<std::filesystem::path> plugin_paths;
     std::vector<std::filesystem::path> profile_files;
     std::filesystem::path trusted_hashes;  // sha256sum-format file; empty: no pinning
+    std::vector<std::filesystem::path> evidence_dirs;  // empty: each plugin's default directories
     int threads = 0;                       // intra-op threads for kernels; 0: every core
 };
 
@@ -80,5 +81,6 @@ Command add_train_command(CLI::App& app, const GlobalOptions& options);
 Command add_eval_command(CLI::App& app, const GlobalOptions& options);
 Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options);
 Command add_bench_command(CLI::App& app, const GlobalOptions& options);
+Command add_verify_command(CLI::App& app, const GlobalOptions& options);
 
 }  // namespace capsule::cli

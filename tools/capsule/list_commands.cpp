@@ -1,6 +1,7 @@
 // `capsule plugins`, `capsule capsules`, `capsule profiles`: listings, text or --json.
 #include <chrono>
 #include <future>
+#include <map>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,21 @@ void hash_library(const PluginHost& host, PluginRecord& r) {
     }
 }
 
+json verification_json(const CapsuleVerification& v) {
+    return json{{"status", to_string(v.status)},
+                {"detail", v.detail.empty() ? json(nullptr) : json(v.detail)},
+                {"record", v.record_id.empty() ? json(nullptr) : json(v.record_id)}};
+}
+
+/// Per-capsule verification of a plugin's capsules (empty for a failed plugin).
+std::vector<std::pair<string, CapsuleVerification>> verifications(const PluginHost& host,
+                                                                 const PluginRecord& r) {
+    std::vector<std::pair<string, CapsuleVerification>> out;
+    if (r.status == PluginStatus::failed || !r.manifest) return out;
+    for (const auto& k : r.manifest->capsules) out.emplace_back(k.name, host.verification(k));
+    return out;
+}
+
 string dispositions(const KernelCapsule& k) {
     string out;
     for (auto o : all_values<Obligation>())
@@ -88,13 +104,22 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
                     r, std::chrono::milliseconds(static_cast<long long>(args->timeout * 1000)));
         bool any_failed = false;
         for (const auto& r : records) any_failed = any_failed || r.status == PluginStatus::failed;
+        std::vector<std::vector<std::pair<string, CapsuleVerification>>> verified;
+        for (const auto& r : records) verified.push_back(verifications(ctx.host(), r));
         if (args->json) {
             json out = json::array();
-            for (const auto& r : records) out.push_back(plugin_json(r));
+            for (std::size_t i = 0; i < records.size(); ++i) {
+                json j = plugin_json(records[i]);
+                json per_capsule = json::object();
+                for (const auto& [name, v] : verified[i]) per_capsule[name] = to_string(v.status);
+                j["verification"] = per_capsule;
+                out.push_back(std::move(j));
+            }
             std::cout << out.dump(2) << "\n";
             return int(any_failed ? kOther : kOk);
         }
-        for (const auto& r : records) {
+        for (std::size_t i = 0; i < records.size(); ++i) {
+            const auto& r = records[i];
             std::cout << r.name;
             if (r.manifest)
                 std::cout << " " << r.manifest->version << " abi=" << to_string(r.manifest->abi)
@@ -108,6 +133,20 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
             if (r.probe)
                 std::cout << "    probe " << (r.probe->usable ? "usable" : "unusable: " + r.probe->reason)
                           << "\n";
+            if (r.library_path && !verified[i].empty()) {
+                std::map<VerificationStatus, int> counts;
+                string record;
+                for (const auto& [name, v] : verified[i]) {
+                    ++counts[v.status];
+                    if (record.empty()) record = v.record_id;
+                }
+                std::cout << "    evidence " << counts[VerificationStatus::verified] << " verified, "
+                          << counts[VerificationStatus::unverified] << " unverified, "
+                          << counts[VerificationStatus::failed] << " failed"
+                          << (record.empty() ? string(" (no record for this library; `capsule verify --plugin ") + r.name + "`)"
+                                             : " (record " + record + ")")
+                          << "\n";
+            }
         }
         if (records.empty()) std::cout << "no plugins found\n";
         if (!args->probe && !records.empty())
@@ -133,6 +172,7 @@ Command add_capsules_command(CLI::App& app, const GlobalOptions& options) {
             for (std::size_t i = 0; i < registry.capsules.size(); ++i) {
                 json c = capsule_to_json(*registry.capsules[i]);
                 c["plugin"] = registry.plugin_of[i];
+                c["verification"] = verification_json(ctx.host().verification(*registry.capsules[i]));
                 out.push_back(c);
             }
             std::cout << out.dump(2) << "\n";
@@ -145,7 +185,8 @@ Command add_capsules_command(CLI::App& app, const GlobalOptions& options) {
                       << " provider=" << to_string(k->provider)
                       << " device=" << to_string(k->device) << " trust=" << to_string(k->trust)
                       << " vjp=" << to_string(k->vjp_mode)
-                      << " runtime=" << to_string(k->runtime) << " " << dispositions(*k) << "\n";
+                      << " runtime=" << to_string(k->runtime) << " " << dispositions(*k)
+                      << " evidence=" << to_string(ctx.host().verification(*k).status) << "\n";
         return int(kOk);
     };
 }

@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
     app.add_option("--trusted-hashes", options.trusted_hashes,
                    "only load plugin libraries whose SHA-256 is listed (sha256sum format)")
         ->check(CLI::ExistingFile);
+    app.add_option("--evidence-dir", options.evidence_dirs,
+                   "where `verify` writes and the `verified` policy reads evidence records "
+                   "(repeatable; default: evidence/ beside each plugin's manifest, then "
+                   "~/.cache/capsule/evidence)");
     app.add_option("--threads", options.threads,
                    "intra-op threads kernels may use (given to plugins at prepare time); 0: every core")
         ->check(CLI::Range(0, 4096))
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
         "  0  success; the plan was accepted\n"
         "  1  anything else: a kernel or plugin call failed, backward was refused, a file could not\n"
         "     be written; also `plugins` when a plugin failed and `onnx-test` when a case failed or an\n"
-        "     --expect case no longer passes\n"
+        "     --expect case no longer passes, `verify` when a capsule failed its cases\n"
         "  2  usage error or bad input (file, profile, graph, model, option value)\n"
         "  3  planning failed: no admissible capsule for an op\n"
         "  4  the acceptance gate rejected the plan\n"
@@ -91,6 +95,7 @@ int main(int argc, char** argv) {
         {"eval", add_eval_command(app, options)},
         {"onnx-test", add_onnx_test_command(app, options)},
         {"bench", add_bench_command(app, options)},
+        {"verify", add_verify_command(app, options)},
     };
 
     try {

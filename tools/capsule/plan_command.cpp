@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capsule/onnx_import.hpp"
+#include "capsule/plan_lock.hpp"
 #include "capsule/report.hpp"
 #include "context.hpp"
 
@@ -17,6 +18,7 @@ struct PlanArgs {
     bool json = false;
     bool detailed = false;
     std::vector<std::string> input_shapes;
+    std::string lock;
 };
 
 std::vector<BackendOp> parse_ops(const std::string& list) {
@@ -46,17 +48,24 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
     graph->excludes(ops);
     sub->add_flag("--json", args->json, "print the plan as JSON (DESIGN.md section 7)");
     sub->add_flag("--detailed", args->detailed, "add one line per contract field");
+    sub->add_option("--lock", args->lock,
+                    "write the accepted plan to this lockfile (profile; per group the capsule, plugin, "
+                    "version, library SHA-256, ABI, evidence record; what import folded away); "
+                    "`run --lock` refuses any drift");
     return [&options, args, graph, ops]() {
         if (graph->empty() == ops->empty())
             throw Error(ErrorCode::input, "plan: give exactly one of GRAPH or --ops");
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
         AcceptedPlanResult result;
+        std::vector<std::string> folded;
         try {
             if (!args->graph.empty()) {
                 OnnxImportOptions import_options;
                 import_options.input_shapes = parse_input_shapes(args->input_shapes);
-                result = profile.accept_graph(ctx.host(), load_model(args->graph, import_options).graph);
+                auto model = load_model(args->graph, import_options);
+                folded = std::move(model.folded);
+                result = profile.accept_graph(ctx.host(), model.graph);
             } else {
                 auto list = parse_ops(args->ops);
                 result = profile.gate_ops(ctx.host(), list);
@@ -66,11 +75,24 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
             std::cout << planning_failed_json(profile, e.what()).dump(2) << "\n";
             return int(kPlanningFailed);
         }
-        if (args->json)
-            std::cout << plan_json(profile, result.gate).dump(2) << "\n";
-        else
+        if (args->json) {
+            auto out = plan_json(profile, result.gate);
+            out["folded"] = folded;
+            std::cout << out.dump(2) << "\n";
+        } else {
             std::cout << gate_report(profile, result.gate, args->detailed);
-        return int(result.gate.accepted() ? kOk : kGateRejected);
+            if (!folded.empty()) {
+                std::cout << "folded at import (computed on the host, not by a capsule): " << folded.size()
+                          << " ONNX node(s)\n";
+                for (const auto& f : folded) std::cout << "  " << f << "\n";
+            }
+        }
+        if (!result.gate.accepted()) return int(kGateRejected);
+        if (!args->lock.empty()) {
+            write_plan_lock(make_plan_lock(profile, result.gate.plan, ctx.host(), folded), args->lock);
+            if (!args->json) std::cout << "plan locked in " << args->lock << "\n";
+        }
+        return int(kOk);
     };
 }
 

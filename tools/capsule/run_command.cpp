@@ -6,6 +6,7 @@
 #include <set>
 
 #include "capsule/onnx_import.hpp"
+#include "capsule/plan_lock.hpp"
 #include "capsule/report.hpp"
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
@@ -20,6 +21,7 @@ struct RunArgs {
     std::vector<std::string> inputs;
     std::string output_dir = ".";
     bool quiet = false;
+    std::string lock;
 };
 
 std::map<std::string, Tensor> read_inputs(const std::vector<std::string>& specs) {
@@ -82,6 +84,10 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
     sub->add_option("--output-dir", args->output_dir, "directory for the output .npy files")
         ->capture_default_str();
     sub->add_flag("--quiet", args->quiet, "print only the written files");
+    sub->add_option("--lock", args->lock,
+                    "refuse to run (exit 4, with a diff) unless the plan, its plugins' versions and "
+                    "library SHA-256s and the import folding equal this lockfile's (`plan --lock`)")
+        ->check(CLI::ExistingFile);
     return [&options, args]() {
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
@@ -98,6 +104,13 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         if (!result.accepted) return int(kGateRejected);
         SessionOptions session_options;
         session_options.threads = options.threads;
+        if (!args->lock.empty()) {
+            auto locked = std::make_shared<const PlanLock>(load_plan_lock(args->lock));
+            require_plan_lock(*locked, make_plan_lock(profile, result.gate.plan, ctx.host(), model.folded),
+                              args->lock);
+            session_options.lock = locked;
+            session_options.lock_source = args->lock;
+        }
         auto session = Session::create(profile, *result.accepted, graph, ctx.host(), parameters, session_options);
         if (!args->quiet) print_libraries(session, ctx.host());
         const auto files = output_files(session, args->output_dir);

@@ -44,6 +44,13 @@ class RegistrySource {
 public:
     virtual ~RegistrySource() = default;
     virtual CapsuleRegistry registry(std::string_view mode) const = 0;
+    /// For the `verified` acceptance policy: nullopt when a passing `capsule verify` evidence
+    /// record backs `capsule`'s test-suite evidence for the library that would run it, else why
+    /// not. A source that keeps no evidence records verifies nothing.
+    virtual std::optional<std::string> unverified_evidence(const KernelCapsule& capsule) const {
+        (void)capsule;
+        return std::string("this registry source keeps no evidence records");
+    }
 
 protected:
     RegistrySource() = default;

@@ -31,6 +31,33 @@ inline constexpr AbiVersion kHostAbiVersion{CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR
 /// `1.0`
 std::string to_string(const AbiVersion& version);
 
+/// How a plugin takes the shared capsule conformance suite (`capsule verify`, DESIGN.md section
+/// 10): tolerance floors per op and the cases it does not support, each with a reason. Optional
+/// manifest key `conformance` (docs/plugins.md).
+struct ConformanceDeclaration {
+    /// A case of one of `ops` (every op when empty) is compared with at least these tolerances:
+    /// |got - want| <= atol + rtol * |want|. The first matching entry applies.
+    struct Tolerance {
+        std::vector<BackendOp> ops;
+        double rtol = 0;
+        double atol = 0;
+    };
+    /// Cases the plugin does not run: every given field must match (`case_name` exactly; `op`;
+    /// `dtype`, a float input of that dtype; `attribute` NAME=VALUE, a bool or integer
+    /// attribute; `error_cases`, a case that expects a refusal). Such cases are reported with
+    /// `reason`, not run.
+    struct Unsupported {
+        std::string case_name;
+        std::optional<BackendOp> op;
+        std::string dtype;
+        std::string attribute;
+        bool error_cases = false;
+        std::string reason;
+    };
+    std::vector<Tolerance> tolerances;
+    std::vector<Unsupported> unsupported;
+};
+
 struct PluginManifest {
     std::string name;
     std::string version;
@@ -41,19 +68,24 @@ struct PluginManifest {
     std::vector<std::string> registry_modes;
     std::int64_t priority = 0;  // higher priority plugins come first in a registry
     std::vector<KernelCapsule> capsules;
+    ConformanceDeclaration conformance;
     std::filesystem::path source;  // manifest file (empty when parsed from text)
 
     /// A stub declares no library: it can be listed and planned with, never executed.
     bool is_stub() const { return !library.has_value(); }
 };
 
-/// Parses a manifest document. Raises Error(input) `<source>: <json path>: <reason>`.
+/// Parses a manifest document. Raises Error(input) `<source>: <json path>: <reason>`, among others
+/// when a capsule without a kernel (a stub manifest's, or runtime planner-only / not-wired) claims
+/// test-suite or fuzz-oracle evidence: such evidence is earned by running a kernel.
 PluginManifest parse_manifest(std::string_view json_text, const std::filesystem::path& source);
 /// Reads and parses a manifest file; raises Error(input) when unreadable or malformed.
 PluginManifest load_manifest(const std::filesystem::path& path);
 
 /// JSON form of a capsule, as used in manifests and `capsule capsules --json`.
 nlohmann::json capsule_to_json(const KernelCapsule& capsule);
+/// JSON form of a conformance declaration, as in a manifest's `conformance` key.
+nlohmann::json conformance_to_json(const ConformanceDeclaration& declaration);
 /// JSON form of a whole manifest (round-trips through parse_manifest).
 nlohmann::json manifest_to_json(const PluginManifest& manifest);
 

@@ -72,6 +72,10 @@ struct ImportedModel {
     std::map<std::string, std::vector<std::string>> parameter_inputs;
     /// ONNX graph inputs that no node reads after folding (e.g. the input of a folded Shape).
     std::vector<std::string> unused_inputs;
+    /// ONNX nodes computed at import (constant folding: Shape, Constant, Gather on shapes, ...),
+    /// in model order, one line each: `<op type> '<node name>' -> <output> <dtype>[<shape>], ...`.
+    /// Plan reports and lockfiles list them, so nothing runs unseen.
+    std::vector<std::string> folded;
     /// ONNX graph input names in model order (initializers excluded), and output names.
     std::vector<std::string> input_names;
     std::vector<std::string> output_names;
@@ -133,6 +137,8 @@ struct LoadedModel {
     /// ONNX graph inputs that supply parameters (empty for JSON IR); see ImportedModel.
     std::map<std::string, std::vector<std::string>> parameter_inputs;
     std::vector<std::string> unused_inputs;
+    /// ONNX nodes folded at import (ImportedModel::folded); empty for JSON IR.
+    std::vector<std::string> folded;
 };
 
 /// Loads a model by extension: `.onnx` through import_onnx, anything else as JSON IR

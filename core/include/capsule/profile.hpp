@@ -53,6 +53,8 @@ struct BackendProfile {
     static BackendProfile libtorch_autograd_cpu();
     static BackendProfile onednn_cpu();
     static BackendProfile onednn_cpu_bf16();
+    /// checked_cpu under the `verified` acceptance policy.
+    static BackendProfile verified_cpu();
     /// A named target whose capsules are not implemented yet (default acceptance strict).
     static BackendProfile future(std::string name, Device device, Target target,
                                  BackendPreference backend = BackendPreference::automatic(),

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "capsule/capsule_registry.hpp"
+#include "capsule/evidence.hpp"
 #include "capsule/manifest.hpp"
 #include "capsule/plugin_abi.h"
 
@@ -77,7 +78,8 @@ struct LoadOutcome {
 };
 
 namespace detail {
-struct LibraryCell;  // one plugin's lazily filled LoadOutcome (plugin_loader.cpp)
+struct LibraryCell;    // one plugin's lazily filled LoadOutcome (plugin_loader.cpp)
+struct EvidenceCache;  // library hashes and evidence records read for the gate (evidence.cpp)
 }
 
 /// One discovered plugin.
@@ -130,6 +132,9 @@ struct PluginHostOptions {
     /// When set, only libraries whose SHA-256 (lowercase hex) is listed may load; an empty set
     /// refuses every library.
     std::optional<std::set<std::string>> trusted_sha256;
+    /// Where the `verified` policy looks for `capsule verify` evidence records, in order; empty:
+    /// each plugin's default_evidence_dirs (capsule/evidence.hpp).
+    std::vector<std::filesystem::path> evidence_dirs;
 };
 
 /// Reads pinned hashes in `sha256sum` output format (`<hex>  <file name>` per line; `#` starts a
@@ -152,6 +157,18 @@ public:
     CapsuleRegistry registry(std::string_view mode) const override;
     /// The plugin that declares capsule `name` and was not refused at discovery, or nullptr.
     const PluginRecord* plugin_of(std::string_view capsule_name) const;
+
+    /// What the evidence record of the library of the plugin declaring `capsule` (found by the
+    /// library's SHA-256 in the evidence directories) says about it. Each plugin's records are
+    /// looked up once per host; its library is hashed only when a record file of that plugin
+    /// exists. Never throws; thread-safe.
+    CapsuleVerification verification(const KernelCapsule& capsule) const;
+    /// The `verified` policy's check (RegistrySource::unverified_evidence): nullopt when
+    /// `verification` says verified, else its detail.
+    std::optional<std::string> unverified_evidence(const KernelCapsule& capsule) const override;
+    /// The evidence directories searched for `record`'s evidence (PluginHostOptions::evidence_dirs
+    /// or the defaults beside its manifest).
+    std::vector<std::filesystem::path> evidence_dirs(const PluginRecord& record) const;
 
     /// SHA-256 of `record`'s library file (lowercase hex): the one taken at discovery, else read
     /// from the file now (about 1 ms per MB); "" when the plugin has no library. Raises
@@ -178,6 +195,7 @@ private:
     std::vector<PluginRecord> plugins_;
     std::vector<std::vector<CapsuleRef>> capsules_;  // per plugin, same index as plugins_
     std::unordered_map<std::string, std::size_t> plugin_index_of_capsule_;
+    std::shared_ptr<detail::EvidenceCache> evidence_;
 };
 
 }  // namespace capsule

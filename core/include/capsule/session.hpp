@@ -28,6 +28,8 @@ using ParameterMap = std::map<std::string, Tensor>;
 /// graph names none. Raises Error(input) as read_safetensors does.
 ParameterMap load_graph_parameters(const Graph& graph);
 
+struct PlanLock;
+
 struct SessionOptions {
     /// Allow capsules whose runtime support is `test-only` (tests do; deployments should not).
     bool allow_test_only = false;
@@ -46,6 +48,13 @@ struct SessionOptions {
     /// uses compiled groups; `run_recording` calls kernels node by node, since its tape needs every
     /// intermediate value.
     bool compile_groups = true;
+    /// A plan lockfile (capsule/plan_lock.hpp) the session must match: the plan given to `create`
+    /// must lock to the same groups, capsules, plugins, versions, ABIs, library hashes and
+    /// evidence records (import folding is the importer's caller's to compare), and every
+    /// library the session opens must hash to the locked SHA-256. Null: no lock.
+    std::shared_ptr<const PlanLock> lock;
+    /// Names the lockfile in errors.
+    std::string lock_source = "plan lock";
 };
 
 /// A group of nodes a plugin compiled into one executable (SessionOptions::compile_groups).

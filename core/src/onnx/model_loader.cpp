@@ -554,11 +554,27 @@ std::map<string, InferredType> infer_onnx_types(onnx::ModelProto& model, std::in
     return inferred;
 }
 
+/// Lists a folded node in ImportedModel::folded with the constants it produced.
+void record_folded(ImportContext& ctx, const onnx::NodeProto& node) {
+    string line = node.op_type() + " '" + node.name() + "' ->";
+    bool first = true;
+    for (const auto& o : node.output()) {
+        if (o.empty()) continue;
+        const auto& type = ctx.type(o);
+        line += string(first ? " " : ", ") + o + " " + string(to_string(type.dtype)) + to_string(type.shape);
+        first = false;
+    }
+    ctx.model().folded.push_back(std::move(line));
+}
+
 /// Folds `node` into constants where it can, else converts it; Unsupported when neither.
 void convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
     if (!node.domain().empty() && node.domain() != "ai.onnx")
         unsupported("op domain '" + node.domain() + "' is not supported (only the default ai.onnx domain)");
-    if (try_fold(ctx, node)) return;
+    if (try_fold(ctx, node)) {
+        record_folded(ctx, node);
+        return;
+    }
     const auto& table = converters();
     auto it = table.find(node.op_type());
     if (it == table.end()) {
@@ -793,6 +809,7 @@ LoadedModel load_model(const std::filesystem::path& path, const OnnxImportOption
         out.parameters = std::move(m.parameters);
         out.parameter_inputs = std::move(m.parameter_inputs);
         out.unused_inputs = std::move(m.unused_inputs);
+        out.folded = std::move(m.folded);
         return out;
     }
     out.graph = load_graph(path);

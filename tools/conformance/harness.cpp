@@ -202,37 +202,58 @@ std::string backward_without_output(const capsule_kernel& k, Call& call) {
     return "";
 }
 
-bool close(double got, double want, double rtol, double atol) {
-    if (std::isnan(want)) return std::isnan(got);
-    if (std::isinf(want)) return got == want;
-    return std::fabs(got - want) <= atol + rtol * std::fabs(want);
-}
-
-std::string describe_mismatch(const std::vector<double>& got, const std::vector<double>& want,
-                              double rtol, double atol, const std::string& what) {
-    if (got.size() != want.size())
-        return what + ": " + std::to_string(got.size()) + " values, expected " +
-               std::to_string(want.size());
-    for (std::size_t i = 0; i < got.size(); ++i)
-        if (!close(got[i], want[i], rtol, atol)) {
+/// Compares every element (|got - want| <= atol + rtol |want|; NaN must be NaN, an infinity the
+/// same infinity), folding the error statistics into `outcome` and describing the first mismatch
+/// in its `failure` (when it has none yet).
+void compare(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+             double atol, const std::string& what, CaseOutcome& outcome) {
+    outcome.compared = true;
+    if (got.size() != want.size()) {
+        if (outcome.failure.empty())
+            outcome.failure = what + ": " + std::to_string(got.size()) + " values, expected " +
+                              std::to_string(want.size());
+        return;
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        bool ok;
+        if (std::isnan(want[i]) || std::isinf(want[i])) {
+            ok = std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i];
+        } else {
+            const double err = std::fabs(got[i] - want[i]);
+            const double allowed = atol + rtol * std::fabs(want[i]);
+            ok = err <= allowed;  // false for a NaN result
+            if (std::isnan(err)) {
+                outcome.max_abs_error = INFINITY;
+                outcome.max_error_ratio = INFINITY;
+            } else {
+                outcome.max_abs_error = std::max(outcome.max_abs_error, err);
+                outcome.max_error_ratio =
+                    std::max(outcome.max_error_ratio, allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0.0));
+            }
+        }
+        if (!ok && outcome.failure.empty()) {
             std::ostringstream os;
             os.precision(10);
             os << what << "[" << i << "] = " << got[i] << ", expected " << want[i]
                << " (rtol " << rtol << ", atol " << atol << ")";
-            return os.str();
+            outcome.failure = os.str();
         }
-    return "";
+    }
+}
+
+CaseOutcome failed(std::string why) {
+    CaseOutcome o;
+    o.failure = std::move(why);
+    return o;
 }
 
 }  // namespace
 
-std::string run_forward_case(const capsule_plugin& plugin, const std::string& capsule_name,
-                             const KernelCase& c) {
+CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c) {
+    const auto* k = &kernel;
     try {
-        const auto* k = find_kernel(plugin, capsule_name);
-        if (!k) return "plugin has no kernel for " + capsule_name;
         if (!c.expected_error.empty()) {
-            if (c.check_gradient) return "an error case cannot check gradients";
+            if (c.check_gradient) return failed("an error case cannot check gradients");
             // The output has the inferred type, or `expected`'s when inference rejects the
             // inputs (the kernel must refuse them too); nothing is compared.
             bool inferred = false;
@@ -240,24 +261,34 @@ std::string run_forward_case(const capsule_plugin& plugin, const std::string& ca
             const std::string err =
                 c.error_in_backward ? backward_without_output(*k, call) : call.forward(*k);
             if (err.empty())
-                return std::string(c.error_in_backward ? "backward" : "forward") +
-                       " succeeded; expected an error containing '" + c.expected_error + "'";
+                return failed(std::string(c.error_in_backward ? "backward" : "forward") +
+                              " succeeded; expected an error containing '" + c.expected_error + "'");
             if (err.find(c.expected_error) == std::string::npos)
-                return "expected an error containing '" + c.expected_error + "', got: " + err;
-            return "";
+                return failed("expected an error containing '" + c.expected_error + "', got: " + err);
+            return {};
         }
         Call call(c, false);
         if (c.expected.dtype != call.outputs[0].dtype || c.expected.shape != call.outputs[0].shape)
-            return "case expects " + std::string(to_string(c.expected.dtype)) + to_string(c.expected.shape) +
-                   " but shape inference gives " + std::string(to_string(call.outputs[0].dtype)) +
-                   to_string(call.outputs[0].shape);
-        if (auto err = call.forward(*k); !err.empty()) return err;
+            return failed("case expects " + std::string(to_string(c.expected.dtype)) +
+                          to_string(c.expected.shape) + " but shape inference gives " +
+                          std::string(to_string(call.outputs[0].dtype)) +
+                          to_string(call.outputs[0].shape));
+        if (auto err = call.forward(*k); !err.empty()) return failed(err);
         auto got = call.outputs[0].values();
-        if (c.check) return c.check(got);
-        return describe_mismatch(got, c.expected.values, c.rtol, c.atol, "output");
+        if (c.check) return failed(c.check(got));
+        CaseOutcome outcome;
+        compare(got, c.expected.values, c.rtol, c.atol, "output", outcome);
+        return outcome;
     } catch (const std::exception& e) {
-        return std::string("case error: ") + e.what();
+        return failed(std::string("case error: ") + e.what());
     }
+}
+
+std::string run_forward_case(const capsule_plugin& plugin, const std::string& capsule_name,
+                             const KernelCase& c) {
+    const auto* k = find_kernel(plugin, capsule_name);
+    if (!k) return "plugin has no kernel for " + capsule_name;
+    return check_forward(*k, c).failure;
 }
 
 std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::string& capsule_name,
@@ -280,13 +311,18 @@ std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::
 
 std::string run_gradient_case(const capsule_plugin& plugin, const std::string& capsule_name,
                               const KernelCase& c) {
+    const auto* k = find_kernel(plugin, capsule_name);
+    if (!k) return "plugin has no kernel for " + capsule_name;
+    return check_gradient(*k, c).failure;
+}
+
+CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c) {
+    const auto* k = &kernel;
     try {
-        const auto* k = find_kernel(plugin, capsule_name);
-        if (!k) return "plugin has no kernel for " + capsule_name;
-        if (!k->backward) return capsule_name + " has no backward kernel";
-        if (!c.expected_error.empty()) return "an error case cannot check gradients";
+        if (!k->backward) return failed(std::string(k->capsule_name) + " has no backward kernel");
+        if (!c.expected_error.empty()) return failed("an error case cannot check gradients");
         Call base(c, true);
-        if (auto err = base.forward(*k); !err.empty()) return err;
+        if (auto err = base.forward(*k); !err.empty()) return failed(err);
 
         // Fixed pseudo-random upstream gradient in [-1, 1].
         Buffer gout(base.outputs[0].dtype, base.outputs[0].shape);
@@ -320,7 +356,7 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
         capsule_status st{};
         st.struct_size = sizeof st;
         if (k->backward(&a, &st) != CAPSULE_OK)
-            return "backward failed (code " + std::to_string(st.code) + "): " + st.message;
+            return failed("backward failed (code " + std::to_string(st.code) + "): " + st.message);
 
         // Central differences of <gout, f(x)> for each checked tensor element.
         auto objective = [&](Call& call) -> double {
@@ -329,7 +365,8 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
             for (std::size_t i = 0; i < gout.size(); ++i) s += gout.get(i) * call.outputs[0].get(i);
             return s;
         };
-        auto check_tensor = [&](bool is_param, std::size_t index, const Buffer& grad) -> std::string {
+        CaseOutcome outcome;
+        auto check_tensor = [&](bool is_param, std::size_t index, const Buffer& grad) {
             auto& src = is_param ? c.params[index] : c.inputs[index];
             std::vector<double> numeric(src.values.size());
             for (std::size_t e = 0; e < src.values.size(); ++e) {
@@ -340,21 +377,19 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
                 bm.set(e, src.values[e] - c.fd_step);
                 numeric[e] = (objective(plus) - objective(minus)) / (2 * c.fd_step);
             }
-            return describe_mismatch(grad.values(), numeric, c.grad_tol, c.grad_tol,
-                                     std::string(is_param ? "grad param " : "grad input ") +
-                                         std::to_string(index));
+            compare(grad.values(), numeric, c.grad_tol, c.grad_tol,
+                    std::string(is_param ? "grad param " : "grad input ") + std::to_string(index),
+                    outcome);
         };
         std::vector<std::size_t> which = c.grad_inputs;
         if (which.empty())
             for (std::size_t i = 0; i < c.inputs.size(); ++i)
                 if (float_type(c.inputs[i].dtype)) which.push_back(i);
-        for (auto i : which)
-            if (auto err = check_tensor(false, i, gin[i]); !err.empty()) return err;
-        for (std::size_t i = 0; i < c.params.size(); ++i)
-            if (auto err = check_tensor(true, i, gparam[i]); !err.empty()) return err;
-        return "";
+        for (auto i : which) check_tensor(false, i, gin[i]);
+        for (std::size_t i = 0; i < c.params.size(); ++i) check_tensor(true, i, gparam[i]);
+        return outcome;
     } catch (const std::exception& e) {
-        return std::string("case error: ") + e.what();
+        return failed(std::string("case error: ") + e.what());
     }
 }
 

@@ -67,6 +67,24 @@ struct KernelCase {
     double grad_tol = 1e-5;
 };
 
+/// What one case found.
+struct CaseOutcome {
+    std::string failure;  // "" when the case passed
+    /// Whether output values were compared with expected ones (not for error cases and cases
+    /// with a custom check); then, over every compared element, the largest |got - want| and the
+    /// largest |got - want| / (atol + rtol |want|) (at most 1 when within tolerance).
+    bool compared = false;
+    double max_abs_error = 0;
+    double max_error_ratio = 0;
+};
+
+/// Runs `kernel`'s forward on `c` (prepared first, with one thread, when it has `prepare`) and
+/// compares its output, or, for an error case, checks that it refuses with the expected message.
+CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c);
+/// Checks `kernel`'s backward against central finite differences of its forward, in float64
+/// (see run_gradient_case).
+CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c);
+
 /// Runs the forward kernel of capsule `capsule_name` from `plugin` on `c` (a kernel with `prepare`
 /// is prepared first with one thread, run with its state and released); returns "" on success
 /// (for an error case: the kernel failed with the expected message) or a description of the

@@ -1,0 +1,319 @@
+#include "capsule/evidence.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/error.hpp"
+#include "json_reader.hpp"
+#include "plugin_loader.hpp"
+
+namespace capsule {
+
+using detail::JsonCursor;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string CapsuleEvidence::status() const {
+    if (forward_cases == 0) return "no cases";
+    return passed() ? "passed" : "failed";
+}
+
+std::string EvidenceRecord::id() const {
+    return plugin + "@" + library_sha256.substr(0, 12) + "/" + date;
+}
+
+const CapsuleEvidence* EvidenceRecord::find(std::string_view capsule) const {
+    for (const auto& c : capsules)
+        if (c.capsule == capsule) return &c;
+    return nullptr;
+}
+
+bool EvidenceRecord::passed() const {
+    for (const auto& c : capsules)
+        if (c.status() == "failed") return false;
+    return true;
+}
+
+const std::array<std::pair<VerificationStatus, std::string_view>, 3>
+    Spellings<VerificationStatus>::values{{
+        {VerificationStatus::verified, "verified"},
+        {VerificationStatus::unverified, "unverified"},
+        {VerificationStatus::failed, "failed"},
+    }};
+
+json evidence_record_to_json(const EvidenceRecord& r) {
+    json capsules = json::array();
+    for (const auto& c : r.capsules) {
+        json unsupported = json::array();
+        for (const auto& [name, reason] : c.unsupported)
+            unsupported.push_back({{"case", name}, {"reason", reason}});
+        capsules.push_back({{"capsule", c.capsule},
+                            {"op", to_string(c.op)},
+                            {"status", c.status()},
+                            {"forward_cases", c.forward_cases},
+                            {"forward_passed", c.forward_passed},
+                            {"gradient_cases", c.gradient_cases},
+                            {"gradient_passed", c.gradient_passed},
+                            {"max_abs_error", c.max_abs_error},
+                            {"max_error_ratio", c.max_error_ratio},
+                            {"rtol", c.rtol},
+                            {"atol", c.atol},
+                            {"unsupported", unsupported},
+                            {"failures", c.failures}});
+    }
+    return json{{"format", "capsule-evidence"},
+                {"version", 1},
+                {"plugin", r.plugin},
+                {"plugin_version", r.version},
+                {"abi", r.abi},
+                {"library", r.library},
+                {"library_sha256", r.library_sha256},
+                {"device", r.device},
+                {"driver", r.driver},
+                {"date", r.date},
+                {"host_version", r.host_version},
+                {"status", r.passed() ? "passed" : "failed"},
+                {"capsules", capsules}};
+}
+
+namespace {
+
+int count(const JsonCursor& c) {
+    const auto n = c.integer();
+    if (n < 0 || n > 1'000'000) c.fail("expected a case count between 0 and 1000000");
+    return static_cast<int>(n);
+}
+
+CapsuleEvidence read_capsule_evidence(const JsonCursor& c) {
+    c.object({"capsule", "op", "status", "forward_cases", "forward_passed", "gradient_cases",
+              "gradient_passed", "max_abs_error", "max_error_ratio", "rtol", "atol", "unsupported",
+              "failures"});
+    CapsuleEvidence e;
+    e.capsule = c.at("capsule").nonempty_string();
+    e.op = c.at("op").spelling<BackendOp>();
+    e.forward_cases = count(c.at("forward_cases"));
+    e.forward_passed = count(c.at("forward_passed"));
+    e.gradient_cases = count(c.at("gradient_cases"));
+    e.gradient_passed = count(c.at("gradient_passed"));
+    if (e.forward_passed > e.forward_cases || e.gradient_passed > e.gradient_cases)
+        c.fail("more cases passed than ran");
+    e.max_abs_error = c.at("max_abs_error").number();
+    e.max_error_ratio = c.at("max_error_ratio").number();
+    e.rtol = c.at("rtol").number();
+    e.atol = c.at("atol").number();
+    auto unsupported = c.at("unsupported");
+    for (std::size_t i = 0; i < unsupported.array_size(); ++i) {
+        auto u = unsupported.at(i);
+        u.object({"case", "reason"});
+        e.unsupported.emplace_back(u.at("case").nonempty_string(), u.at("reason").nonempty_string());
+    }
+    auto failures = c.at("failures");
+    for (std::size_t i = 0; i < failures.array_size(); ++i) e.failures.push_back(failures.at(i).string());
+    // The status is derived; a record whose status disagrees with its counts was edited.
+    if (c.at("status").string() != e.status())
+        c.at("status").fail("says '" + c.at("status").string() + "' but the counts give '" +
+                            e.status() + "'");
+    return e;
+}
+
+bool is_sha256_hex(std::string_view s) {
+    if (s.size() != 64) return false;
+    for (char ch : s)
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return false;
+    return true;
+}
+
+}  // namespace
+
+EvidenceRecord parse_evidence_record(std::string_view json_text, const fs::path& source) {
+    const std::string src = source.empty() ? "evidence record" : source.string();
+    const json doc = detail::parse_json_text(json_text, src);
+    JsonCursor root(doc, src);
+    root.object({"format", "version", "plugin", "plugin_version", "abi", "library",
+                 "library_sha256", "device", "driver", "date", "host_version", "status",
+                 "capsules"});
+    if (root.at("format").string() != "capsule-evidence")
+        root.at("format").fail("expected \"capsule-evidence\"");
+    if (root.at("version").integer() != 1) root.at("version").fail("unsupported version (this host reads 1)");
+    EvidenceRecord r;
+    r.plugin = root.at("plugin").nonempty_string();
+    r.version = root.at("plugin_version").nonempty_string();
+    r.abi = root.at("abi").nonempty_string();
+    r.library = root.at("library").nonempty_string();
+    r.library_sha256 = root.at("library_sha256").string();
+    if (!is_sha256_hex(r.library_sha256))
+        root.at("library_sha256").fail("expected 64 lowercase hexadecimal digits");
+    r.device = root.at("device").nonempty_string();
+    r.driver = root.at("driver").string();
+    r.date = root.at("date").nonempty_string();
+    r.host_version = root.at("host_version").nonempty_string();
+    auto capsules = root.at("capsules");
+    for (std::size_t i = 0; i < capsules.array_size(); ++i)
+        r.capsules.push_back(read_capsule_evidence(capsules.at(i)));
+    if (root.at("status").string() != (r.passed() ? "passed" : "failed"))
+        root.at("status").fail("disagrees with the capsules' results");
+    return r;
+}
+
+std::string evidence_file_name(std::string_view plugin, std::string_view library_sha256) {
+    return std::string(plugin) + "-" + std::string(library_sha256) + ".evidence.json";
+}
+
+fs::path user_evidence_dir() {
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')
+        return fs::path(xdg) / "capsule" / "evidence";
+    if (const char* home = std::getenv("HOME"); home && *home == '/')
+        return fs::path(home) / ".cache" / "capsule" / "evidence";
+    return {};
+}
+
+std::vector<fs::path> default_evidence_dirs(const fs::path& manifest_path) {
+    std::vector<fs::path> dirs{manifest_path.parent_path() / "evidence"};
+    if (auto user = user_evidence_dir(); !user.empty()) dirs.push_back(user);
+    return dirs;
+}
+
+fs::path write_evidence_record(const EvidenceRecord& record, const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw Error(ErrorCode::input, "cannot create evidence directory " + dir.string() + ": " + ec.message());
+    const fs::path target = dir / evidence_file_name(record.plugin, record.library_sha256);
+    const fs::path temp = dir / ("." + target.filename().string() + "." + std::to_string(::getpid()));
+    {
+        std::ofstream out(temp, std::ios::trunc);
+        out << evidence_record_to_json(record).dump(2) << "\n";
+        if (!out) throw Error(ErrorCode::input, "cannot write evidence record " + temp.string());
+    }
+    fs::rename(temp, target, ec);
+    if (ec) {
+        fs::remove(temp, ec);
+        throw Error(ErrorCode::input, "cannot write evidence record " + target.string());
+    }
+    return target;
+}
+
+std::optional<EvidenceRecord> find_evidence_record(const std::vector<fs::path>& dirs,
+                                                   std::string_view plugin,
+                                                   std::string_view library_sha256,
+                                                   std::string& problem) {
+    const std::string name = evidence_file_name(plugin, library_sha256);
+    std::vector<std::string> looked;
+    for (const auto& dir : dirs) {
+        const fs::path file = dir / name;
+        std::error_code ec;
+        if (!fs::is_regular_file(file, ec)) {
+            looked.push_back(dir.string());
+            continue;
+        }
+        // A record another user could have written is no evidence (trust on disk).
+        if (auto why = detail::untrusted_path_reason(file, "evidence record"); !why.empty()) {
+            problem = why;
+            return std::nullopt;
+        }
+        try {
+            auto record = parse_evidence_record(detail::read_text_file(file, "evidence record"), file);
+            if (record.plugin != plugin || record.library_sha256 != library_sha256) {
+                problem = file.string() + " is a record of " + record.plugin + " sha256 " +
+                          record.library_sha256 + ", not of its file name's plugin and library";
+                return std::nullopt;
+            }
+            return record;
+        } catch (const Error& e) {
+            problem = e.what();
+            return std::nullopt;
+        }
+    }
+    std::string where;
+    for (const auto& d : looked) where += (where.empty() ? "" : ", ") + d;
+    problem = "no evidence record for its library (sha256 " + std::string(library_sha256) +
+              ") in " + (where.empty() ? std::string("any evidence directory") : where);
+    return std::nullopt;
+}
+
+}  // namespace capsule
+
+namespace capsule {
+
+std::vector<fs::path> PluginHost::evidence_dirs(const PluginRecord& record) const {
+    return options_.evidence_dirs.empty() ? default_evidence_dirs(record.manifest_path)
+                                          : options_.evidence_dirs;
+}
+
+namespace {
+/// Whether any directory holds a record file of `plugin` (of any library): when none does there is
+/// nothing to hash the library for.
+bool any_record_of(const std::vector<fs::path>& dirs, const std::string& plugin) {
+    const std::string prefix = plugin + "-", suffix = ".evidence.json";
+    for (const auto& dir : dirs) {
+        std::error_code ec;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            const std::string name = it->path().filename().string();
+            if (name.size() == prefix.size() + 64 + suffix.size() && name.starts_with(prefix) &&
+                name.ends_with(suffix))
+                return true;
+        }
+    }
+    return false;
+}
+}  // namespace
+
+CapsuleVerification PluginHost::verification(const KernelCapsule& capsule) const {
+    using S = VerificationStatus;
+    const PluginRecord* record = plugin_of(capsule.name);
+    if (!record) return {S::unverified, "no discovered plugin declares it", ""};
+    if (!record->library_path)
+        return {S::unverified, "plugin " + record->name + " has no library here (" +
+                                   record->status_text() + "): there is nothing to verify", ""};
+    const std::string command = "; run: capsule verify --plugin " + record->name;
+    detail::EvidenceCache::Entry entry;
+    {
+        std::lock_guard lock(evidence_->mutex);
+        auto [it, fresh] = evidence_->by_plugin.try_emplace(record->name);
+        if (fresh) {
+            const auto dirs = evidence_dirs(*record);
+            try {
+                if (!any_record_of(dirs, record->name)) {
+                    std::string where;
+                    for (const auto& d : dirs) where += (where.empty() ? "" : ", ") + d.string();
+                    it->second.problem = "no evidence record of plugin " + record->name + " in " + where;
+                } else {
+                    it->second.sha256 = library_sha256(*record);
+                    it->second.record = find_evidence_record(dirs, record->name, it->second.sha256,
+                                                             it->second.problem);
+                }
+            } catch (const Error& e) {
+                it->second.problem = e.what();
+            }
+        }
+        entry = it->second;
+    }
+    const std::string library = record->library_path->filename().string();
+    if (!entry.record) return {S::unverified, library + ": " + entry.problem + command, ""};
+    const std::string id = entry.record->id();
+    const CapsuleEvidence* result = entry.record->find(capsule.name);
+    if (!result) return {S::unverified, "evidence record " + id + " has no results for it" + command, id};
+    if (result->forward_cases == 0)
+        return {S::unverified, "evidence record " + id + ": no conformance case covers " + capsule.name, id};
+    if (!result->passed()) {
+        std::string why = "evidence record " + id + " says failed: " +
+                          std::to_string(result->forward_passed) + " of " +
+                          std::to_string(result->forward_cases) + " forward and " +
+                          std::to_string(result->gradient_passed) + " of " +
+                          std::to_string(result->gradient_cases) + " gradient cases passed";
+        if (!result->failures.empty()) why += " (first failure: " + result->failures.front() + ")";
+        return {S::failed, why, id};
+    }
+    return {S::verified, "", id};
+}
+
+std::optional<std::string> PluginHost::unverified_evidence(const KernelCapsule& capsule) const {
+    auto v = verification(capsule);
+    if (v.status == VerificationStatus::verified) return std::nullopt;
+    return v.detail;
+}
+
+}  // namespace capsule

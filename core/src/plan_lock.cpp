@@ -1,0 +1,160 @@
+#include "capsule/plan_lock.hpp"
+
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/error.hpp"
+#include "json_reader.hpp"
+
+namespace capsule {
+
+using detail::JsonCursor;
+using nlohmann::json;
+
+PlanLock make_plan_lock(const BackendProfile& profile, const GraphLoweringPlan& plan,
+                        const PluginHost& host, std::vector<std::string> folded) {
+    PlanLock lock;
+    lock.profile = profile.name;
+    const json policy = acceptance_policy_to_json(profile.acceptance_policy);
+    lock.acceptance_policy = policy.is_string() ? policy.get<std::string>() : policy.dump();
+    lock.folded = std::move(folded);
+    std::map<std::string, std::string> hashes;  // plugin → library hash, each hashed once
+    for (const auto& g : plan.groups) {
+        const PluginRecord* record = host.plugin_of(g.capsule->name);
+        if (!record || !record->manifest)
+            throw Error(ErrorCode::planning, "capsule " + g.capsule->name + " belongs to no discovered plugin");
+        auto [it, fresh] = hashes.try_emplace(record->name);
+        if (fresh) it->second = host.library_sha256(*record);
+        PlanLockGroup entry{g.node_ids, g.op, g.capsule->name, record->name, record->manifest->version,
+                            to_string(record->manifest->abi), it->second, ""};
+        if (profile.acceptance_policy.require_verified_tests)
+            entry.evidence_record = host.verification(*g.capsule).record_id;
+        lock.groups.push_back(std::move(entry));
+    }
+    return lock;
+}
+
+nlohmann::ordered_json plan_lock_to_json(const PlanLock& lock) {
+    using ordered = nlohmann::ordered_json;
+    ordered groups = ordered::array();
+    for (const auto& g : lock.groups)
+        groups.push_back({{"node_ids", g.node_ids},
+                          {"op", to_string(g.op)},
+                          {"capsule", g.capsule},
+                          {"plugin", g.plugin},
+                          {"plugin_version", g.plugin_version},
+                          {"abi", g.abi},
+                          {"library_sha256", g.library_sha256.empty() ? ordered(nullptr) : ordered(g.library_sha256)},
+                          {"evidence_record", g.evidence_record.empty() ? ordered(nullptr) : ordered(g.evidence_record)}});
+    return ordered{{"format", "capsule-plan-lock"},
+                {"version", 1},
+                {"profile", lock.profile},
+                {"acceptance_policy", lock.acceptance_policy},
+                {"groups", groups},
+                {"folded", lock.folded}};
+}
+
+namespace {
+std::string optional_string(const JsonCursor& c) { return c.value().is_null() ? "" : c.nonempty_string(); }
+}  // namespace
+
+PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& source) {
+    const std::string src = source.empty() ? "plan lock" : source.string();
+    const json doc = detail::parse_json_text(text, src);
+    JsonCursor root(doc, src);
+    root.object({"format", "version", "profile", "acceptance_policy", "groups", "folded"});
+    if (root.at("format").string() != "capsule-plan-lock") root.at("format").fail("expected \"capsule-plan-lock\"");
+    if (root.at("version").integer() != 1) root.at("version").fail("unsupported version (this host reads 1)");
+    PlanLock lock;
+    lock.profile = root.at("profile").nonempty_string();
+    lock.acceptance_policy = root.at("acceptance_policy").nonempty_string();
+    auto groups = root.at("groups");
+    for (std::size_t i = 0; i < groups.array_size(); ++i) {
+        auto g = groups.at(i);
+        g.object({"node_ids", "op", "capsule", "plugin", "plugin_version", "abi", "library_sha256",
+                  "evidence_record"});
+        PlanLockGroup entry;
+        auto ids = g.at("node_ids");
+        for (std::size_t j = 0; j < ids.array_size(); ++j) entry.node_ids.push_back(ids.at(j).integer());
+        if (entry.node_ids.empty()) ids.fail("a group has at least one node");
+        entry.op = g.at("op").spelling<BackendOp>();
+        entry.capsule = g.at("capsule").nonempty_string();
+        entry.plugin = g.at("plugin").nonempty_string();
+        entry.plugin_version = g.at("plugin_version").nonempty_string();
+        entry.abi = g.at("abi").nonempty_string();
+        entry.library_sha256 = optional_string(g.at("library_sha256"));
+        entry.evidence_record = optional_string(g.at("evidence_record"));
+        lock.groups.push_back(std::move(entry));
+    }
+    auto folded = root.at("folded");
+    for (std::size_t i = 0; i < folded.array_size(); ++i) lock.folded.push_back(folded.at(i).string());
+    return lock;
+}
+
+PlanLock load_plan_lock(const std::filesystem::path& path) {
+    return parse_plan_lock(detail::read_text_file(path, "plan lock"), path);
+}
+
+void write_plan_lock(const PlanLock& lock, const std::filesystem::path& path) {
+    std::ofstream out(path, std::ios::trunc);
+    out << plan_lock_to_json(lock).dump(2) << "\n";
+    if (!out) throw Error(ErrorCode::input, "cannot write plan lock " + path.string());
+}
+
+namespace {
+std::string ids_text(const std::vector<std::int64_t>& ids) {
+    std::string out;
+    for (auto id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+    return out;
+}
+std::string shown(const std::string& v) { return v.empty() ? "(none)" : v; }
+}  // namespace
+
+std::vector<std::string> plan_lock_diff(const PlanLock& locked, const PlanLock& current) {
+    std::vector<std::string> out;
+    auto field = [&](const std::string& where, const std::string& name, const std::string& a,
+                     const std::string& b) {
+        if (a != b) out.push_back(where + name + ": locked " + shown(a) + ", now " + shown(b));
+    };
+    field("", "profile", locked.profile, current.profile);
+    field("", "acceptance policy", locked.acceptance_policy, current.acceptance_policy);
+    if (locked.groups.size() != current.groups.size())
+        out.push_back("groups: locked " + std::to_string(locked.groups.size()) + ", now " +
+                      std::to_string(current.groups.size()));
+    const std::size_t n = std::min(locked.groups.size(), current.groups.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& a = locked.groups[i];
+        const auto& b = current.groups[i];
+        const std::string where = "group " + std::to_string(i) + " (nodes " + ids_text(a.node_ids) + "): ";
+        field(where, "nodes", ids_text(a.node_ids), ids_text(b.node_ids));
+        field(where, "op", std::string(to_string(a.op)), std::string(to_string(b.op)));
+        field(where, "capsule", a.capsule, b.capsule);
+        field(where, "plugin", a.plugin, b.plugin);
+        field(where, "plugin version", a.plugin_version, b.plugin_version);
+        field(where, "ABI", a.abi, b.abi);
+        field(where, "library sha256", a.library_sha256, b.library_sha256);
+        field(where, "evidence record", a.evidence_record, b.evidence_record);
+    }
+    if (locked.folded != current.folded) {
+        for (const auto& f : locked.folded)
+            if (std::find(current.folded.begin(), current.folded.end(), f) == current.folded.end())
+                out.push_back("folded at import when locked, not now: " + f);
+        for (const auto& f : current.folded)
+            if (std::find(locked.folded.begin(), locked.folded.end(), f) == locked.folded.end())
+                out.push_back("folded at import now, not when locked: " + f);
+        if (out.empty() || out.back().rfind("folded", 0) != 0) out.push_back("folded: same nodes in another order");
+    }
+    return out;
+}
+
+void require_plan_lock(const PlanLock& locked, const PlanLock& current, const std::string& source) {
+    const auto diff = plan_lock_diff(locked, current);
+    if (diff.empty()) return;
+    std::string message = "plan differs from lockfile " + source + ":";
+    for (const auto& line : diff) message += "\n  " + line;
+    throw Error(ErrorCode::gate, message);
+}
+
+}  // namespace capsule

@@ -1,0 +1,271 @@
+// `capsule verify` and evidence records (DESIGN.md section 10, "Evidence is earned"): the shared
+// conformance suite run against a plugin library, the record bound to its SHA-256, and the
+// `verified` policy reading it back.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/evidence.hpp"
+#include "capsule/profile.hpp"
+#include "capsule_fixtures.hpp"
+#include "conformance/harness.hpp"
+#include "conformance/verify.hpp"
+
+using namespace capsule;
+using namespace capsule::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kFixtures = CAPSULE_FIXTURE_PLUGIN_DIR;
+
+PluginHost host_over(const std::vector<fs::path>& dirs, std::vector<fs::path> evidence = {}) {
+    PluginSearchPath search;
+    search.entries = dirs;
+    PluginHostOptions options;
+    options.evidence_dirs = std::move(evidence);
+    return PluginHost::discover(search, options);
+}
+
+const PluginRecord& record_named(const PluginHost& host, const std::string& name) {
+    for (const auto& r : host.plugins())
+        if (r.name == name) return r;
+    throw std::runtime_error("no plugin " + name);
+}
+
+EvidenceRecord verify(const PluginHost& host, const std::string& name) {
+    const auto& record = record_named(host, name);
+    auto loaded = host.library(record);
+    if (!loaded.plugin) throw std::runtime_error(loaded.failure);
+    return conformance::verify_plugin(record, *loaded.plugin, "test machine");
+}
+
+struct TempDir {
+    fs::path path;
+    explicit TempDir(const std::string& name)
+        : path(fs::temp_directory_path() / ("capsule-verify-" + std::to_string(::getpid()) + "-" + name)) {
+        fs::remove_all(path);
+        fs::create_directories(path);
+        ::chmod(path.c_str(), 0755);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST(Verify, ReferencePluginPassesEveryCaseOfItsOps) {
+    const auto host = host_over({CAPSULE_PLUGIN_DIR});
+    const auto record = verify(host, "reference");
+    EXPECT_EQ(record.plugin, "reference");
+    EXPECT_EQ(record.library_sha256, host.library_sha256(record_named(host, "reference")));
+    EXPECT_EQ(record.capsules.size(), 120u);
+    EXPECT_TRUE(record.passed());
+    int forward = 0, gradient = 0;
+    for (const auto& c : record.capsules) {
+        SCOPED_TRACE(c.capsule);
+        forward += c.forward_cases;
+        gradient += c.gradient_cases;
+        if (is_optimizer_step(c.op)) {
+            // No shared case covers the optimizer steps (tests/test_optimizer.cpp checks them):
+            // they stay unverified rather than passing on no evidence.
+            EXPECT_EQ(c.status(), "no cases");
+            continue;
+        }
+        EXPECT_EQ(c.status(), "passed") << (c.failures.empty() ? "" : c.failures.front());
+        EXPECT_LE(c.max_error_ratio, 1.0);
+        EXPECT_TRUE(c.unsupported.empty());
+    }
+    // Every forward case of the shared suite (optimizer steps have none) runs once.
+    std::size_t cases = 0, gradient_cases = 0;
+    for (const auto& c : conformance::all_cases()) {
+        ++cases;
+        gradient_cases += c.check_gradient;
+    }
+    EXPECT_EQ(std::size_t(forward), cases);
+    EXPECT_EQ(std::size_t(gradient), gradient_cases);
+}
+
+#ifdef CAPSULE_HAVE_ONEDNN
+TEST(Verify, OnednnDeclaresWhatItDoesNotSupportAndPassesTheRest) {
+    const auto host = host_over({CAPSULE_PLUGIN_DIR});
+    const auto record = verify(host, "onednn");
+    EXPECT_TRUE(record.passed());
+    const auto* bn = record.find("onednn.batch_norm");
+    ASSERT_NE(bn, nullptr);
+    EXPECT_GT(bn->forward_passed, 0);
+    bool training_listed = false, float64_listed = false;
+    for (const auto& [name, reason] : bn->unsupported) {
+        training_listed |= reason.find("training = true") != std::string::npos;
+        float64_listed |= reason.find("float32 only") != std::string::npos;
+    }
+    EXPECT_TRUE(training_listed);
+    EXPECT_TRUE(float64_listed);
+    for (const auto& c : record.capsules) EXPECT_EQ(c.gradient_cases, 0) << c.capsule << ": forward-only";
+}
+#endif
+
+// The suite must be able to fail: the fixture's relu is float32 only and its abs always fails.
+TEST(Verify, AWrongOrIncompleteKernelFails) {
+    const auto host = host_over({kFixtures / "fixture_good"});
+    const auto record = verify(host, "fixture_good");
+    EXPECT_FALSE(record.passed());
+    const auto* relu = record.find("fixture_good.relu");
+    const auto* abs = record.find("fixture_good.abs");
+    ASSERT_TRUE(relu && abs);
+    EXPECT_EQ(relu->status(), "failed");
+    EXPECT_GT(relu->forward_passed, 0);  // the float32 cases
+    EXPECT_LT(relu->forward_passed, relu->forward_cases);
+    ASSERT_FALSE(relu->failures.empty());
+    std::string failures;
+    for (const auto& f : relu->failures) failures += f + "\n";
+    // Its relu drops NaN (max(0, NaN) is 0) and refuses float64.
+    EXPECT_NE(failures.find("relu/edge_values: output[3] = 0, expected nan"), std::string::npos) << failures;
+    EXPECT_EQ(abs->status(), "failed");
+    EXPECT_EQ(abs->forward_passed, 0);
+}
+
+TEST(Verify, UnsupportedDeclarationsMatchCasesByEveryField) {
+    ConformanceDeclaration d;
+    d.unsupported.push_back({"", BackendOp::batch_norm, "", "training=true", false, "inference only"});
+    d.unsupported.push_back({"", std::nullopt, "float64", "", false, "float32 only"});
+    d.unsupported.push_back({"", std::nullopt, "", "", true, "host checks shapes"});
+    conformance::KernelCase c;
+    c.name = "batch_norm/x";
+    c.op = BackendOp::batch_norm;
+    c.inputs = {conformance::f32({2}, {1, 2})};
+    EXPECT_EQ(conformance::unsupported_reason(d, c), "");
+    c.attrs["training"] = true;
+    EXPECT_EQ(conformance::unsupported_reason(d, c), "inference only");
+    c.attrs["training"] = false;
+    EXPECT_EQ(conformance::unsupported_reason(d, c), "");
+    c.op = BackendOp::relu;
+    c.attrs["training"] = true;
+    EXPECT_EQ(conformance::unsupported_reason(d, c), "");  // the op must match too
+    c.inputs = {conformance::f64({2}, {1, 2})};
+    EXPECT_EQ(conformance::unsupported_reason(d, c), "float32 only");
+    c.inputs = {conformance::f32({2}, {1, 2})};
+    c.expected_error = "rank";
+    EXPECT_EQ(conformance::unsupported_reason(d, c), "host checks shapes");
+}
+
+TEST(Evidence, RecordsRoundTripAndForgedOnesAreRefused) {
+    TempDir dir("records");
+    EvidenceRecord r;
+    r.plugin = "demo";
+    r.version = "1.0";
+    r.abi = "1.1";
+    r.library = "/x/libdemo.so";
+    r.library_sha256 = std::string(64, 'a');
+    r.device = "cpu";
+    r.driver = "test";
+    r.date = "2026-12-01T00:00:00Z";
+    r.host_version = "0.1.0";
+    CapsuleEvidence c;
+    c.capsule = "demo.relu";
+    c.op = BackendOp::relu;
+    c.forward_cases = c.forward_passed = 3;
+    c.max_abs_error = 1e-7;
+    c.max_error_ratio = 0.1;
+    c.rtol = 1e-5;
+    c.atol = 1e-6;
+    c.unsupported = {{"relu/f64", "float32 only"}};
+    r.capsules.push_back(c);
+    const fs::path file = write_evidence_record(r, dir.path);
+    EXPECT_EQ(file.filename(), "demo-" + std::string(64, 'a') + ".evidence.json");
+    std::string problem;
+    auto back = find_evidence_record({dir.path}, "demo", r.library_sha256, problem);
+    ASSERT_TRUE(back) << problem;
+    EXPECT_EQ(evidence_record_to_json(*back), evidence_record_to_json(r));
+    EXPECT_EQ(back->id(), "demo@aaaaaaaaaaaa/2026-12-01T00:00:00Z");
+
+    // Another library's hash: no record.
+    EXPECT_FALSE(find_evidence_record({dir.path}, "demo", std::string(64, 'b'), problem));
+    EXPECT_NE(problem.find("no evidence record"), std::string::npos) << problem;
+
+    // A record edited to claim a pass its counts do not give is refused.
+    auto doc = evidence_record_to_json(r);
+    doc["capsules"][0]["forward_passed"] = 2;
+    std::ofstream(file) << doc.dump();
+    EXPECT_FALSE(find_evidence_record({dir.path}, "demo", r.library_sha256, problem));
+    EXPECT_NE(problem.find("$.capsules[0].status: says 'passed' but the counts give 'failed'"), std::string::npos)
+        << problem;
+    // A duplicate key (the last would win) is refused by the strict reader.
+    std::string text = evidence_record_to_json(r).dump();
+    text.insert(1, "\"status\": \"failed\", ");
+    std::ofstream(file) << text;
+    EXPECT_FALSE(find_evidence_record({dir.path}, "demo", r.library_sha256, problem));
+    EXPECT_NE(problem.find("duplicate key"), std::string::npos) << problem;
+
+    // A record under a name that is not its own plugin's and library's is refused.
+    write_evidence_record(r, dir.path);
+    fs::rename(file, dir.path / evidence_file_name("demo", std::string(64, 'c')));
+    EXPECT_FALSE(find_evidence_record({dir.path}, "demo", std::string(64, 'c'), problem));
+    EXPECT_NE(problem.find("not of its file name's plugin and library"), std::string::npos) << problem;
+
+    // A record in a directory other users can write is no evidence (it could be forged).
+    write_evidence_record(r, dir.path);
+    ::chmod(dir.path.c_str(), 0777);
+    EXPECT_FALSE(find_evidence_record({dir.path}, "demo", r.library_sha256, problem));
+    EXPECT_NE(problem.find("writable"), std::string::npos) << problem;
+    ::chmod(dir.path.c_str(), 0755);
+}
+
+// The whole loop through the PluginHost: unverified, verified after a record is written, failed
+// for a plugin that failed, and unverified again for a library that changed.
+TEST(Evidence, VerifiedPolicyReadsTheRecordOfTheExactLibrary) {
+    TempDir evidence("policy");
+    TempDir plugins("plugins");
+    for (const auto& f : fs::directory_iterator(kFixtures / "fixture_good"))
+        fs::copy_file(f.path(), plugins.path / f.path().filename());
+    auto profile = BackendProfile::verified_cpu();
+    profile.config.backend = BackendPreference::only(Provider::external);  // the fixture's provider
+    profile.target = Target::linux_cpu();
+    profile.target.features.push_back(BuildFeature::external_provider);
+    const BackendOp ops[] = {BackendOp::relu};
+    {
+        auto host = host_over({plugins.path}, {evidence.path});
+        auto before = profile.gate_ops(host, ops);
+        ASSERT_FALSE(before.gate.accepted());
+        ASSERT_EQ(before.gate.failures.size(), 1u);
+        EXPECT_EQ(before.gate.failures[0].kind, GateFailureKind::unverified_evidence);
+        ASSERT_EQ(before.gate.failures[0].reasons.size(), 1u);
+        EXPECT_NE(before.gate.failures[0].reasons[0].find("run: capsule verify --plugin fixture_good"),
+                  std::string::npos)
+            << before.gate.failures[0].reasons[0];
+        // The fixture's relu fails its float64 cases: the record says failed.
+        write_evidence_record(verify(host, "fixture_good"), evidence.path);
+    }
+    {
+        auto host = host_over({plugins.path}, {evidence.path});
+        auto v = host.verification(*host.registry("default").capsules.at(0));
+        EXPECT_EQ(v.status, VerificationStatus::failed);
+        EXPECT_NE(v.detail.find("first failure"), std::string::npos) << v.detail;
+        EXPECT_FALSE(profile.gate_ops(host, ops).gate.accepted());
+        // A passing record for this library (as a plugin that passed would leave) is accepted.
+        auto record = verify(host, "fixture_good");
+        for (auto& c : record.capsules) {
+            c.forward_passed = c.forward_cases;
+            c.failures.clear();
+        }
+        write_evidence_record(record, evidence.path);
+    }
+    {
+        auto host = host_over({plugins.path}, {evidence.path});
+        auto accepted = profile.gate_ops(host, ops);
+        EXPECT_TRUE(accepted.gate.accepted());
+    }
+    // The library changes (here: one byte appended): the record no longer applies.
+    std::ofstream(plugins.path / "libfixture_good.so", std::ios::app) << '\0';
+    {
+        auto host = host_over({plugins.path}, {evidence.path});
+        auto after = profile.gate_ops(host, ops);
+        ASSERT_FALSE(after.gate.accepted());
+        EXPECT_EQ(after.gate.failures.at(0).kind, GateFailureKind::unverified_evidence);
+        EXPECT_NE(after.gate.failures[0].reasons.at(0).find("no evidence record for its library"), std::string::npos)
+            << after.gate.failures[0].reasons[0];
+    }
+}
