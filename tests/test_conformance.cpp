@@ -1,5 +1,6 @@
-// Runs the shared capsule conformance cases (tests/conformance) against every CPU plugin library
-// that implements the op: today the reference plugin. Each case is one test, so a failure names
+// Runs the shared capsule conformance cases (tools/conformance) against the reference plugin, one
+// test per case (the oneDNN plugin's run is in test_onednn.cpp; `capsule verify` runs them against
+// any plugin, see test_verify.cpp). Each case is one test, so a failure names
 // the plugin, the case and the first mismatching element.
 #include <gtest/gtest.h>
 

@@ -20,31 +20,11 @@ const std::array<pair<Provider, string_view>, 15> Spellings<Provider>::values{{
     {Provider::external, "external"}, {Provider::onednn, "onednn"},
 }};
 
-#define OP(name) {BackendOp::name, #name}
-const std::array<pair<BackendOp, string_view>, 120> Spellings<BackendOp>::values{{
-    OP(rand_uniform), OP(bernoulli_mask), OP(add), OP(sub), OP(mul), OP(scale), OP(abs),
-    OP(sqrt), OP(clamp), OP(max), OP(min), OP(relu), OP(gelu), OP(sigmoid), OP(tanh),
-    OP(softplus), OP(exp), OP(log), OP(sin), OP(cos), OP(inv), OP(safe_log), OP(log_softmax),
-    OP(softmax), OP(sum), OP(reduce_sum), OP(reduce_mean), OP(flatten), OP(reshape), OP(permute),
-    OP(transpose2d), OP(swapAdjacentAtDepth), OP(transpose3d_first_to_last),
-    OP(transpose3d_last_to_first), OP(transpose3d_last_two), OP(broadcastTo), OP(concat_vectors),
-    OP(concat_leading_axis), OP(slice_leading_axis_range), OP(gather_scalar),
-    OP(gather_scalar_nat), OP(gather_row), OP(gather_vec_nat), OP(gather_rows_nat),
-    OP(scatter_add_vec), OP(scatter_add_row), OP(matmul), OP(bmm), OP(linear), OP(mse_loss),
-    OP(layer_norm), OP(batch_norm), OP(batchnorm_channel_first), OP(conv), OP(conv2d),
-    OP(conv_transpose), OP(conv_transpose2d), OP(max_pool), OP(max_pool2d), OP(max_pool2d_pad),
-    OP(smooth_max_pool), OP(smooth_max_pool2d), OP(avg_pool), OP(avg_pool2d),
-    OP(avg_pool2d_pad), OP(fft_fno), OP(selective_scan), OP(scaled_dot_product_attention),
-    OP(div), OP(pow), OP(neg), OP(erf), OP(where), OP(concat), OP(gather), OP(slice), OP(pad),
-    OP(reduce_max), OP(reduce_min), OP(reduce_prod), OP(argmax), OP(argmin), OP(floor), OP(ceil),
-    OP(sign), OP(tan), OP(asin), OP(acos), OP(atan), OP(sinh), OP(cosh), OP(asinh), OP(acosh),
-    OP(atanh), OP(leaky_relu), OP(elu), OP(selu), OP(celu), OP(hardsigmoid), OP(hardswish),
-    OP(softsign), OP(thresholded_relu), OP(mish), OP(equal), OP(less), OP(less_equal),
-    OP(greater), OP(greater_equal), OP(logical_not), OP(logical_and), OP(logical_or),
-    OP(logical_xor), OP(cast), OP(cumsum), OP(tile), OP(triu), OP(tril),
-    OP(cross_entropy), OP(sgd), OP(adam),
+const std::array<pair<BackendOp, string_view>, kBackendOpCount> Spellings<BackendOp>::values{{
+#define CAPSULE_BACKEND_OP(name, ...) {BackendOp::name, #name},
+#include "capsule/backend_ops.def"
+#undef CAPSULE_BACKEND_OP
 }};
-#undef OP
 
 const std::array<pair<TrustLevel, string_view>, 4> Spellings<TrustLevel>::values{{
     {TrustLevel::verified, "verified"}, {TrustLevel::checked, "checked"},
@@ -92,22 +72,12 @@ Device parse_device_alias(string_view text) {
 }
 
 bool op_needs_no_vjp(BackendOp op) {
-    switch (op) {
-        case BackendOp::rand_uniform:
-        case BackendOp::bernoulli_mask: return true;  // sampling is not differentiated
-        case BackendOp::argmax:
-        case BackendOp::argmin: return true;  // int64 indices: no gradient flows through them
-        case BackendOp::equal:
-        case BackendOp::less:
-        case BackendOp::less_equal:
-        case BackendOp::greater:
-        case BackendOp::greater_equal:
-        case BackendOp::logical_not:
-        case BackendOp::logical_and:
-        case BackendOp::logical_or:
-        case BackendOp::logical_xor: return true;  // bool outputs: piecewise constant
-        default: return is_optimizer_step(op);  // the end of a training iteration
-    }
+    static constexpr std::array<bool, kBackendOpCount> no_vjp{
+#define CAPSULE_BACKEND_OP(name, section, no_vjp_reason, ...) std::string_view(no_vjp_reason) != "",
+#include "capsule/backend_ops.def"
+#undef CAPSULE_BACKEND_OP
+    };
+    return no_vjp[static_cast<std::size_t>(op)];
 }
 
 bool is_optimizer_step(BackendOp op) { return op == BackendOp::sgd || op == BackendOp::adam; }

@@ -29,25 +29,16 @@ enum class Provider : std::uint8_t {
 /// The closed op vocabulary. A graph node whose op is not here is rejected, never guessed.
 /// Numeric semantics follow the PyTorch op of the same meaning (see docs/ops.md).
 enum class BackendOp : std::uint8_t {
-    rand_uniform, bernoulli_mask, add, sub, mul, scale, abs, sqrt, clamp, max, min, relu, gelu,
-    sigmoid, tanh, softplus, exp, log, sin, cos, inv, safe_log, log_softmax, softmax, sum,
-    reduce_sum, reduce_mean, flatten, reshape, permute, transpose2d, swapAdjacentAtDepth,
-    transpose3d_first_to_last, transpose3d_last_to_first, transpose3d_last_two, broadcastTo,
-    concat_vectors, concat_leading_axis, slice_leading_axis_range, gather_scalar,
-    gather_scalar_nat, gather_row, gather_vec_nat, gather_rows_nat, scatter_add_vec,
-    scatter_add_row, matmul, bmm, linear, mse_loss, layer_norm, batch_norm,
-    batchnorm_channel_first, conv, conv2d, conv_transpose, conv_transpose2d, max_pool, max_pool2d,
-    max_pool2d_pad, smooth_max_pool, smooth_max_pool2d, avg_pool, avg_pool2d, avg_pool2d_pad,
-    fft_fno, selective_scan, scaled_dot_product_attention,
-    // ops that ONNX import needs
-    div, pow, neg, erf, where, concat, gather, slice, pad, reduce_max, reduce_min, reduce_prod,
-    argmax, argmin, floor, ceil, sign, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh,
-    leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign, thresholded_relu, mish, equal,
-    less, less_equal, greater, greater_equal, logical_not, logical_and, logical_or, logical_xor,
-    cast, cumsum, tile, triu, tril,
-    // training: loss and optimizer steps
-    cross_entropy, sgd, adam
+#define CAPSULE_BACKEND_OP(name, ...) name,
+#include "capsule/backend_ops.def"
+#undef CAPSULE_BACKEND_OP
 };
+/// The number of BackendOps: the entries of the op catalog (capsule/backend_ops.def).
+inline constexpr std::size_t kBackendOpCount = 0
+#define CAPSULE_BACKEND_OP(name, ...) + 1
+#include "capsule/backend_ops.def"
+#undef CAPSULE_BACKEND_OP
+    ;
 
 /// How much a capsule's claims are trusted.
 enum class TrustLevel : std::uint8_t { verified, checked, fuzzed, trusted_external };
@@ -80,7 +71,7 @@ struct Spellings;
 
 CAPSULE_SPELLINGS(Device, "device", 9)
 CAPSULE_SPELLINGS(Provider, "provider", 15)
-CAPSULE_SPELLINGS(BackendOp, "op", 120)
+CAPSULE_SPELLINGS(BackendOp, "op", kBackendOpCount)
 CAPSULE_SPELLINGS(TrustLevel, "trust level", 4)
 CAPSULE_SPELLINGS(TrustPolicy, "trust policy", 4)
 CAPSULE_SPELLINGS(VJPMode, "VJP mode", 4)
@@ -128,9 +119,9 @@ std::vector<E> all_values() {
 /// Raises Error(input) listing the valid names and aliases.
 Device parse_device_alias(std::string_view text);
 
-/// True for the ops whose backward pass is never needed: random sampling (`rand_uniform`,
-/// `bernoulli_mask`), ops with integer or bool outputs (`argmax`, `argmin`, the comparisons
-/// and the logical ops) and the optimizer steps.
+/// True for the ops whose backward pass is never needed (the op catalog's `no_vjp`): random
+/// sampling (`rand_uniform`, `bernoulli_mask`), ops with integer or bool outputs (`argmax`,
+/// `argmin`, the comparisons and the logical ops) and the optimizer steps.
 bool op_needs_no_vjp(BackendOp op);
 
 /// True for the optimizer steps `sgd` and `adam`: several outputs (the parameter and its state
