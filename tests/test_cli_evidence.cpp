@@ -130,3 +130,100 @@ TEST(CliEvidence, PlanLockRefusesDriftWithADiff) {
     EXPECT_TRUE(contains(malformed.out, lock + ": $: missing required key 'profile'")) << malformed.out;
     fs::remove_all(dir);
 }
+
+// Each plugin's suite runs in a child process: a probe (or kernel) that crashes or hangs is that
+// plugin's failure (exit 1), and the tool itself neither crashes nor hangs.
+TEST(CliEvidence, VerifySurvivesPluginsThatCrashOrHang) {
+    const auto dir = temp_dir("verify-crash");
+    const std::string fixtures = CAPSULE_FIXTURE_PLUGIN_DIR;
+    const std::string ev = " --evidence-dir " + dir.string();
+    auto crash = capsule_tool("verify --plugin fixture_probe_crash --plugin-path " + fixtures + "/fixture_probe_crash" + ev);
+    EXPECT_EQ(crash.code, 1) << crash.out;
+    EXPECT_TRUE(contains(crash.out, "fixture_probe_crash: crashed (signal ")) << crash.out;
+    EXPECT_TRUE(contains(crash.out, "while loading or probing")) << crash.out;
+    auto hang = capsule_tool("verify --timeout 1 --plugin fixture_probe_hang --plugin-path " + fixtures +
+                             "/fixture_probe_hang" + ev);
+    EXPECT_EQ(hang.code, 1) << hang.out;
+    EXPECT_TRUE(contains(hang.out, "fixture_probe_hang: timed out after 1 s while loading or probing")) << hang.out;
+    auto json = capsule_tool_raw(std::string(CAPSULE_TOOL) + " verify --json --plugin fixture_probe_crash --plugin-path " +
+                                 fixtures + "/fixture_probe_crash" + ev + " 2>/dev/null");
+    auto doc = nlohmann::json::parse(json.out);
+    ASSERT_EQ(doc.size(), 1u);
+    EXPECT_EQ(doc[0]["exit_code"], 1);
+    // Without --plugin, a device that is absent here is skipped, not an error; with it, exit 5.
+    auto all = capsule_tool("verify" + ev);
+    EXPECT_EQ(all.code, 0) << all.out;
+    EXPECT_TRUE(contains(all.out, "passed; record reference@")) << all.out;
+    fs::remove_all(dir);
+}
+
+TEST(CliEvidence, LockPinsProfileSettingsAndWritesNothingElseWhenItCannotBeWritten) {
+    const auto dir = temp_dir("lock-settings");
+    std::ofstream(dir / "g.json") << R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [3]},
+        {"id": 1, "op": "relu", "parents": [0], "shape": [3]}], "outputs": [1]})";
+    write_npy(dir / "x.npy", Tensor::from_values(DType::float32, {3}, {1, -2, 3}));
+    const std::string graph = (dir / "g.json").string(), lock = (dir / "plan.lock.json").string();
+    ASSERT_EQ(capsule_tool("plan --profile checked_cpu " + graph + " --lock " + lock).code, 0);
+    // A profile file reusing the name with other settings is drift.
+    std::ofstream(dir / "same_name.json") << R"({"name": "checked_cpu", "base": "checked_cpu",
+        "config": {"vjp_mode": "none"}})";
+    auto run = capsule_tool("run --profile " + (dir / "same_name.json").string() + " " + graph + " --input x=" +
+                            (dir / "x.npy").string() + " --output-dir " + (dir / "out").string() + " --lock " + lock);
+    EXPECT_EQ(run.code, 4) << run.out;
+    EXPECT_TRUE(contains(run.out, "profile settings: locked {")) << run.out;
+    EXPECT_FALSE(contains(run.out, "gate: accepted")) << run.out;  // refused before the plan is shown
+    // --json with a lock path that cannot be written: one JSON document, the error.
+    auto json = capsule_tool_raw(std::string(CAPSULE_TOOL) + " plan --json --profile checked_cpu " + graph +
+                                 " --lock " + (dir / "no-such-dir" / "x.lock").string() + " 2>/dev/null");
+    EXPECT_NE(json.code, 0);
+    auto doc = nlohmann::json::parse(json.out);
+    EXPECT_TRUE(doc.contains("error")) << json.out;
+    fs::remove_all(dir);
+}
+
+// The manifest generator earns nothing for a capsule without a kernel.
+TEST(CliEvidence, ManifestGeneratorRefusesUnearnedEvidence) {
+    const auto dir = temp_dir("manifest-gen");
+    const std::string library = std::string(CAPSULE_FIXTURE_PLUGIN_DIR) + "/fixture_good/libfixture_good.so";
+    auto declaration = nlohmann::json::parse(R"({
+      "manifest": {"name": "fixture_good", "version": "0.1.0", "abi_version": {"major": 1, "minor": 1},
+                   "library": "libfixture_good.so", "device": "cpu", "providers": ["external"],
+                   "registry_modes": ["default"]},
+      "capsules": {"provider": "external", "trust": "checked", "vjp": "torchlean-tape",
+                   "provenance": {"source_file": "tests/fixtures/plugins"},
+                   "evidence": {"shape": "runtime-guard", "layout": "runtime-guard", "value": "test-suite",
+                                "vjp": "test-suite", "no_backward": "runtime-guard"},
+                   "summaries": {"shape": "s", "layout": "l", "value": "values match {spec}", "vjp": "v",
+                                 "no_backward": "forward-only", "planner_only": "no kernel yet"},
+                   "notes": "fixture", "planner_only": ["gelu"]}})");
+    auto generate = [&](const nlohmann::json& d) {
+        std::ofstream(dir / "declaration.json") << d.dump();
+        return capsule_tool_raw(std::string(CAPSULE_MANIFEST_GEN) + " " + (dir / "declaration.json").string() + " " +
+                                library + " " + (dir / "out.capsule.json").string() + " 2>&1");
+    };
+    auto ok = generate(declaration);
+    ASSERT_EQ(ok.code, 0) << ok.out;
+    std::ifstream in(dir / "out.capsule.json");
+    auto manifest = nlohmann::json::parse(in);
+    ASSERT_EQ(manifest["capsules"].size(), 3u);  // relu and abs from the table, gelu planner-only
+    EXPECT_EQ(manifest["capsules"][0]["name"], "fixture_good.relu");
+    EXPECT_EQ(manifest["capsules"][0]["spec"], "torch.relu");                          // from the catalog
+    EXPECT_EQ(manifest["capsules"][0]["vjp"], "none");                                 // no backward entry
+    EXPECT_EQ(manifest["capsules"][0]["contracts"]["vjp"]["evidence"], "runtime-guard");
+    EXPECT_EQ(manifest["capsules"][2]["runtime"], "planner-only");
+    EXPECT_EQ(manifest["capsules"][2]["contracts"]["value"]["evidence"], "not-provided");
+
+    auto forged = declaration;
+    forged["capsules"]["evidence"]["shape"] = "test-suite";  // would reach the planner-only gelu
+    auto refused = generate(forged);
+    EXPECT_EQ(refused.code, 2) << refused.out;
+    EXPECT_TRUE(contains(refused.out, "capsule fixture_good.gelu has no kernel in the library, so its shape "
+                                      "evidence cannot be test-suite")) << refused.out;
+    auto lying = declaration;
+    lying["capsules"]["planner_only"] = {"relu"};
+    auto refused_runtime = generate(lying);
+    EXPECT_EQ(refused_runtime.code, 2) << refused_runtime.out;
+    EXPECT_TRUE(contains(refused_runtime.out, "relu is implemented by the library")) << refused_runtime.out;
+    fs::remove_all(dir);
+}

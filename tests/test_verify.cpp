@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -180,7 +181,25 @@ TEST(Evidence, RecordsRoundTripAndForgedOnesAreRefused) {
     auto back = find_evidence_record({dir.path}, "demo", r.library_sha256, problem);
     ASSERT_TRUE(back) << problem;
     EXPECT_EQ(evidence_record_to_json(*back), evidence_record_to_json(r));
-    EXPECT_EQ(back->id(), "demo@aaaaaaaaaaaa/2026-12-01T00:00:00Z");
+    // The id names the library and the results, not the date: verifying again with the same
+    // outcome keeps it; another outcome changes it.
+    EXPECT_EQ(back->id().rfind("demo@aaaaaaaaaaaa#", 0), 0u) << back->id();
+    EXPECT_EQ(back->id().size(), std::string("demo@aaaaaaaaaaaa#").size() + 12);
+    auto later = r;
+    later.date = "2027-01-01T00:00:00Z";
+    later.driver = "another machine";
+    EXPECT_EQ(later.id(), r.id());
+    later.capsules[0].max_abs_error = 2e-7;
+    EXPECT_NE(later.id(), r.id());
+    // An infinite error (a NaN or inf output) survives the JSON round trip, as null.
+    auto infinite = r;
+    infinite.capsules[0].forward_passed = 2;
+    infinite.capsules[0].failures = {"relu/x: output[0] = nan, expected 1"};
+    infinite.capsules[0].max_abs_error = INFINITY;
+    infinite.capsules[0].max_error_ratio = INFINITY;
+    auto parsed = parse_evidence_record(evidence_record_to_json(infinite).dump(), "inf.json");
+    EXPECT_TRUE(std::isinf(parsed.capsules[0].max_abs_error));
+    EXPECT_EQ(parsed.capsules[0].status(), "failed");
 
     // Another library's hash: no record.
     EXPECT_FALSE(find_evidence_record({dir.path}, "demo", std::string(64, 'b'), problem));
@@ -249,7 +268,9 @@ TEST(Evidence, VerifiedPolicyReadsTheRecordOfTheExactLibrary) {
         auto record = verify(host, "fixture_good");
         for (auto& c : record.capsules) {
             c.forward_passed = c.forward_cases;
+            c.gradient_passed = c.gradient_cases;
             c.failures.clear();
+            c.max_error_ratio = 0;
         }
         write_evidence_record(record, evidence.path);
     }
@@ -268,4 +289,92 @@ TEST(Evidence, VerifiedPolicyReadsTheRecordOfTheExactLibrary) {
         EXPECT_NE(after.gate.failures[0].reasons.at(0).find("no evidence record for its library"), std::string::npos)
             << after.gate.failures[0].reasons[0];
     }
+}
+
+// A record binds a capsule name to the op its kernel was verified as: a manifest that maps the
+// name to another op (same library) is not what was verified.
+TEST(Evidence, ARecordDoesNotCoverACapsuleWhoseOpChanged) {
+    TempDir evidence("op-swap");
+    TempDir plugins("op-swap-plugins");
+    for (const auto& f : fs::directory_iterator(kFixtures / "fixture_good"))
+        fs::copy_file(f.path(), plugins.path / f.path().filename());
+    {
+        auto host = host_over({plugins.path}, {evidence.path});
+        auto record = verify(host, "fixture_good");
+        for (auto& c : record.capsules) {  // as if it had passed
+            c.forward_passed = c.forward_cases;
+            c.gradient_passed = c.gradient_cases;
+            c.failures.clear();
+            c.max_error_ratio = 0;
+        }
+        write_evidence_record(record, evidence.path);
+        EXPECT_EQ(host.verification(host.plugin_of("fixture_good.relu")->manifest->capsules.at(0)).status,
+                  VerificationStatus::verified);
+    }
+    // Swap the ops of the two capsules in the manifest; the library is unchanged.
+    const fs::path manifest = plugins.path / "fixture_good.capsule.json";
+    std::ifstream in(manifest);
+    auto doc = nlohmann::json::parse(in);
+    in.close();
+    for (auto& c : doc["capsules"]) {
+        const std::string op = c["op"] == "relu" ? "abs" : "relu";
+        c["op"] = op;
+        for (auto& [key, contract] : c["contracts"].items()) contract["claim"]["op"] = op;
+    }
+    std::ofstream(manifest) << doc.dump();
+    auto host = host_over({plugins.path}, {evidence.path});
+    const auto& swapped = *host.plugin_of("fixture_good.relu");
+    const auto v = host.verification(swapped.manifest->capsules.at(0));
+    EXPECT_EQ(v.status, VerificationStatus::unverified);
+    EXPECT_NE(v.detail.find("verified fixture_good.relu as op relu, the manifest now declares op abs"), std::string::npos)
+        << v.detail;
+}
+
+// Records are written so that they can be read back and cannot be redirected: directories 0755
+// whatever the umask, a new file (never through a planted link), and never into a directory other
+// users can write.
+TEST(Evidence, RecordsAreWrittenSafely) {
+    TempDir root("write");
+    EvidenceRecord r;
+    r.plugin = "demo";
+    r.version = "1.0";
+    r.abi = "1.1";
+    r.library = "/x/libdemo.so";
+    r.library_sha256 = std::string(64, 'd');
+    r.device = "cpu";
+    r.date = "2026-12-01T00:00:00Z";
+    r.host_version = "0.1.0";
+    const mode_t old = ::umask(002);
+    const fs::path nested = root.path / "a" / "b";
+    const fs::path file = write_evidence_record(r, nested);
+    ::umask(old);
+    EXPECT_EQ(fs::status(nested).permissions() & fs::perms::all, fs::perms(0755));
+    EXPECT_EQ(fs::status(root.path / "a").permissions() & fs::perms::all, fs::perms(0755));
+    EXPECT_EQ(fs::status(file).permissions() & fs::perms::all, fs::perms(0644));
+    std::string problem;
+    EXPECT_TRUE(find_evidence_record({nested}, "demo", r.library_sha256, problem)) << problem;
+
+    // A link planted where the temporary file goes is not followed: the write fails and the
+    // victim keeps its content.
+    const fs::path victim = root.path / "victim.txt";
+    std::ofstream(victim) << "precious";
+    fs::create_symlink(victim, nested / ("." + file.filename().string() + "." + std::to_string(::getpid())));
+    EXPECT_THROW(write_evidence_record(r, nested), Error);
+    std::ifstream v(victim);
+    std::string content((std::istreambuf_iterator<char>(v)), {});
+    EXPECT_EQ(content, "precious");
+
+    // A world-writable directory is refused before anything is written.
+    const fs::path open_dir = root.path / "open";
+    fs::create_directories(open_dir);
+    ::chmod(open_dir.c_str(), 0777);
+    try {
+        write_evidence_record(r, open_dir);
+        ADD_FAILURE() << "wrote into a world-writable directory";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("refusing to write evidence records into " + open_dir.string()),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_TRUE(fs::is_empty(open_dir));
 }

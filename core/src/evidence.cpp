@@ -1,9 +1,17 @@
 #include "capsule/evidence.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <cstring>
+#include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -22,8 +30,36 @@ std::string CapsuleEvidence::status() const {
     return passed() ? "passed" : "failed";
 }
 
+namespace {
+/// A non-finite error (a NaN or infinite output where a finite one was expected) has no JSON
+/// number: it is written as null and read back as infinity.
+json error_number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+std::string sha256_hex(const std::string& text) {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
+        EVP_DigestUpdate(ctx.get(), text.data(), text.size()) != 1 ||
+        EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1)
+        throw Error(ErrorCode::other, "SHA-256 is unavailable (OpenSSL)");
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned int i = 0; i < size; ++i) {
+        out += hex[digest[i] >> 4];
+        out += hex[digest[i] & 15];
+    }
+    return out;
+}
+
+json capsules_json(const EvidenceRecord& r);
+}  // namespace
+
 std::string EvidenceRecord::id() const {
-    return plugin + "@" + library_sha256.substr(0, 12) + "/" + date;
+    // The results, not when or where they were taken: verifying the same library again with the
+    // same outcome keeps the id (and the plan lockfiles that name it) valid.
+    const std::string results = capsules_json(*this).dump() + "|" + version + "|" + abi + "|" + device;
+    return plugin + "@" + library_sha256.substr(0, 12) + "#" + sha256_hex(results).substr(0, 12);
 }
 
 const CapsuleEvidence* EvidenceRecord::find(std::string_view capsule) const {
@@ -45,7 +81,8 @@ const std::array<std::pair<VerificationStatus, std::string_view>, 3>
         {VerificationStatus::failed, "failed"},
     }};
 
-json evidence_record_to_json(const EvidenceRecord& r) {
+namespace {
+json capsules_json(const EvidenceRecord& r) {
     json capsules = json::array();
     for (const auto& c : r.capsules) {
         json unsupported = json::array();
@@ -58,13 +95,19 @@ json evidence_record_to_json(const EvidenceRecord& r) {
                             {"forward_passed", c.forward_passed},
                             {"gradient_cases", c.gradient_cases},
                             {"gradient_passed", c.gradient_passed},
-                            {"max_abs_error", c.max_abs_error},
-                            {"max_error_ratio", c.max_error_ratio},
+                            {"max_abs_error", error_number(c.max_abs_error)},
+                            {"max_error_ratio", error_number(c.max_error_ratio)},
                             {"rtol", c.rtol},
                             {"atol", c.atol},
                             {"unsupported", unsupported},
                             {"failures", c.failures}});
     }
+    return capsules;
+}
+}  // namespace
+
+json evidence_record_to_json(const EvidenceRecord& r) {
+    const json capsules = capsules_json(r);
     return json{{"format", "capsule-evidence"},
                 {"version", 1},
                 {"plugin", r.plugin},
@@ -81,6 +124,17 @@ json evidence_record_to_json(const EvidenceRecord& r) {
 }
 
 namespace {
+
+double non_negative(const JsonCursor& c) {
+    const double v = c.number();
+    if (v < 0) c.fail("must not be negative");
+    return v;
+}
+
+/// An error statistic: a non-negative number, or null for an infinite or NaN error.
+double error_statistic(const JsonCursor& c) {
+    return c.value().is_null() ? INFINITY : non_negative(c);
+}
 
 int count(const JsonCursor& c) {
     const auto n = c.integer();
@@ -101,10 +155,10 @@ CapsuleEvidence read_capsule_evidence(const JsonCursor& c) {
     e.gradient_passed = count(c.at("gradient_passed"));
     if (e.forward_passed > e.forward_cases || e.gradient_passed > e.gradient_cases)
         c.fail("more cases passed than ran");
-    e.max_abs_error = c.at("max_abs_error").number();
-    e.max_error_ratio = c.at("max_error_ratio").number();
-    e.rtol = c.at("rtol").number();
-    e.atol = c.at("atol").number();
+    e.max_abs_error = error_statistic(c.at("max_abs_error"));
+    e.max_error_ratio = error_statistic(c.at("max_error_ratio"));
+    e.rtol = non_negative(c.at("rtol"));
+    e.atol = non_negative(c.at("atol"));
     auto unsupported = c.at("unsupported");
     for (std::size_t i = 0; i < unsupported.array_size(); ++i) {
         auto u = unsupported.at(i);
@@ -117,6 +171,9 @@ CapsuleEvidence read_capsule_evidence(const JsonCursor& c) {
     if (c.at("status").string() != e.status())
         c.at("status").fail("says '" + c.at("status").string() + "' but the counts give '" +
                             e.status() + "'");
+    if (e.passed() && !e.failures.empty()) c.at("failures").fail("lists failures of a capsule that passed");
+    if (e.passed() && e.max_error_ratio > 1)
+        c.at("max_error_ratio").fail("an error above the tolerance cannot pass");
     return e;
 }
 
@@ -152,8 +209,12 @@ EvidenceRecord parse_evidence_record(std::string_view json_text, const fs::path&
     r.date = root.at("date").nonempty_string();
     r.host_version = root.at("host_version").nonempty_string();
     auto capsules = root.at("capsules");
-    for (std::size_t i = 0; i < capsules.array_size(); ++i)
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < capsules.array_size(); ++i) {
         r.capsules.push_back(read_capsule_evidence(capsules.at(i)));
+        if (!seen.insert(r.capsules.back().capsule).second)
+            capsules.at(i).at("capsule").fail("capsule " + r.capsules.back().capsule + " is listed twice");
+    }
     if (root.at("status").string() != (r.passed() ? "passed" : "failed"))
         root.at("status").fail("disagrees with the capsules' results");
     return r;
@@ -177,21 +238,60 @@ std::vector<fs::path> default_evidence_dirs(const fs::path& manifest_path) {
     return dirs;
 }
 
-fs::path write_evidence_record(const EvidenceRecord& record, const fs::path& dir) {
+namespace {
+/// Creates `dir` and its missing parents as 0755, whatever the umask: a record in a directory
+/// others can write would be refused when read (and could be forged).
+void create_private_directories(const fs::path& dir) {
+    std::vector<fs::path> missing;
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw Error(ErrorCode::input, "cannot create evidence directory " + dir.string() + ": " + ec.message());
+    for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+        missing.push_back(p);
+        if (p == p.parent_path()) break;
+    }
+    for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+        if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST)
+            throw Error(ErrorCode::other, "cannot create evidence directory " + it->string() + ": " + std::strerror(errno));
+        ::chmod(it->c_str(), 0755);
+    }
+}
+}  // namespace
+
+fs::path prepare_evidence_dir(const fs::path& dir) {
+    if (dir.empty()) throw Error(ErrorCode::input, "the evidence directory must not be empty");
+    create_private_directories(dir);
+    // Judged as the records in it will be: the directory holds them, its parent is an ancestor
+    // (where a sticky, world-writable /tmp is fine).
+    if (auto why = detail::untrusted_path_reason(dir, "evidence directory", true); !why.empty())
+        throw Error(ErrorCode::other, "refusing to write evidence records into " + dir.string() + ": " + why);
+    if (::access(dir.c_str(), W_OK) != 0)
+        throw Error(ErrorCode::other, "cannot write evidence records into " + dir.string() + ": " + std::strerror(errno));
+    return dir;
+}
+
+fs::path write_evidence_record(const EvidenceRecord& record, const fs::path& dir) {
+    prepare_evidence_dir(dir);
     const fs::path target = dir / evidence_file_name(record.plugin, record.library_sha256);
     const fs::path temp = dir / ("." + target.filename().string() + "." + std::to_string(::getpid()));
-    {
-        std::ofstream out(temp, std::ios::trunc);
-        out << evidence_record_to_json(record).dump(2) << "\n";
-        if (!out) throw Error(ErrorCode::input, "cannot write evidence record " + temp.string());
+    const std::string text = evidence_record_to_json(record).dump(2) + "\n";
+    // Never through a planted link, never over an existing file; readable by all, writable by us.
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw Error(ErrorCode::other, "cannot write evidence record " + target.string() + " (temporary file " +
+                                          temp.filename().string() + "): " + std::strerror(errno));
+    ::fchmod(fd, 0644);
+    bool ok = true;
+    for (std::size_t done = 0; ok && done < text.size();) {
+        const auto n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        if (ok) done += static_cast<std::size_t>(n);
     }
-    fs::rename(temp, target, ec);
-    if (ec) {
-        fs::remove(temp, ec);
-        throw Error(ErrorCode::input, "cannot write evidence record " + target.string());
+    const int saved = errno;
+    ok = ::close(fd) == 0 && ok;
+    if (!ok || ::rename(temp.c_str(), target.c_str()) != 0) {
+        const std::string why = std::strerror(ok ? errno : saved);
+        ::unlink(temp.c_str());
+        throw Error(ErrorCode::other, "cannot write evidence record " + target.string() + ": " + why);
     }
     return target;
 }
@@ -294,8 +394,23 @@ CapsuleVerification PluginHost::verification(const KernelCapsule& capsule) const
     const std::string library = record->library_path->filename().string();
     if (!entry.record) return {S::unverified, library + ": " + entry.problem + command, ""};
     const std::string id = entry.record->id();
+    const PluginManifest& manifest = *record->manifest;
+    if (entry.record->version != manifest.version || entry.record->abi != to_string(manifest.abi) ||
+        entry.record->device != to_string(manifest.device))
+        return {S::unverified, "evidence record " + id + " was taken for version " + entry.record->version + " (ABI " +
+                                   entry.record->abi + ", device " + entry.record->device + "), the manifest now says " +
+                                   manifest.version + " (ABI " + to_string(manifest.abi) + ", device " +
+                                   std::string(to_string(manifest.device)) + ")" + command,
+                id};
     const CapsuleEvidence* result = entry.record->find(capsule.name);
     if (!result) return {S::unverified, "evidence record " + id + " has no results for it" + command, id};
+    // The record binds the kernel that ran under this name to an op; a manifest that now maps the
+    // name to another op is not what was verified.
+    if (result->op != capsule.op)
+        return {S::unverified, "evidence record " + id + " verified " + capsule.name + " as op " +
+                                   std::string(to_string(result->op)) + ", the manifest now declares op " +
+                                   std::string(to_string(capsule.op)) + command,
+                id};
     if (result->forward_cases == 0)
         return {S::unverified, "evidence record " + id + ": no conformance case covers " + capsule.name, id};
     if (!result->passed()) {

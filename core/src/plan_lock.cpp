@@ -19,6 +19,7 @@ PlanLock make_plan_lock(const BackendProfile& profile, const GraphLoweringPlan& 
     lock.profile = profile.name;
     const json policy = acceptance_policy_to_json(profile.acceptance_policy);
     lock.acceptance_policy = policy.is_string() ? policy.get<std::string>() : policy.dump();
+    lock.profile_settings = profile_to_json(profile).dump();
     lock.folded = std::move(folded);
     std::map<std::string, std::string> hashes;  // plugin → library hash, each hashed once
     for (const auto& g : plan.groups) {
@@ -52,6 +53,7 @@ nlohmann::ordered_json plan_lock_to_json(const PlanLock& lock) {
                 {"version", 1},
                 {"profile", lock.profile},
                 {"acceptance_policy", lock.acceptance_policy},
+                {"profile_settings", ordered::parse(lock.profile_settings)},
                 {"groups", groups},
                 {"folded", lock.folded}};
 }
@@ -64,12 +66,14 @@ PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& sou
     const std::string src = source.empty() ? "plan lock" : source.string();
     const json doc = detail::parse_json_text(text, src);
     JsonCursor root(doc, src);
-    root.object({"format", "version", "profile", "acceptance_policy", "groups", "folded"});
+    root.object({"format", "version", "profile", "acceptance_policy", "profile_settings", "groups", "folded"});
     if (root.at("format").string() != "capsule-plan-lock") root.at("format").fail("expected \"capsule-plan-lock\"");
     if (root.at("version").integer() != 1) root.at("version").fail("unsupported version (this host reads 1)");
     PlanLock lock;
     lock.profile = root.at("profile").nonempty_string();
     lock.acceptance_policy = root.at("acceptance_policy").nonempty_string();
+    if (!root.at("profile_settings").value().is_object()) root.at("profile_settings").fail("expected an object");
+    lock.profile_settings = root.at("profile_settings").value().dump();
     auto groups = root.at("groups");
     for (std::size_t i = 0; i < groups.array_size(); ++i) {
         auto g = groups.at(i);
@@ -120,6 +124,7 @@ std::vector<std::string> plan_lock_diff(const PlanLock& locked, const PlanLock& 
     };
     field("", "profile", locked.profile, current.profile);
     field("", "acceptance policy", locked.acceptance_policy, current.acceptance_policy);
+    field("", "profile settings", locked.profile_settings, current.profile_settings);
     if (locked.groups.size() != current.groups.size())
         out.push_back("groups: locked " + std::to_string(locked.groups.size()) + ", now " +
                       std::to_string(current.groups.size()));

@@ -79,16 +79,15 @@ string untrusted_entry(const fs::path& p, const struct stat& st, bool holder, st
     const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX);
     if (writable && (holder || !sticky_dir))
         return where + " is " + ((st.st_mode & S_IWOTH) ? "world" : "group") +
-               "-writable; refusing to trust plugin code or manifests from it";
+               "-writable; refusing to trust it";
     return "";
 }
 
 /// Checks `path` and each of its ancestors; `use_lstat`: judge the path as given (links not
 /// followed), else the resolved path.
-string untrusted_chain(const fs::path& path, bool use_lstat, std::string_view what) {
+string untrusted_chain(const fs::path& path, bool use_lstat, std::string_view what, int depth = 0) {
     const fs::path subject = path;
     bool holder = true;
-    int depth = 0;
     for (fs::path p = path;; p = p.parent_path()) {
         struct stat st {};
         if ((use_lstat ? ::lstat(p.c_str(), &st) : ::stat(p.c_str(), &st)) != 0)
@@ -104,14 +103,16 @@ string untrusted_chain(const fs::path& path, bool use_lstat, std::string_view wh
 
 }  // namespace
 
-string untrusted_path_reason(const fs::path& path, std::string_view what) {
+string untrusted_path_reason(const fs::path& path, std::string_view what, bool holds_files) {
     std::error_code ec;
     const fs::path absolute = fs::absolute(path, ec);
     if (ec) return "cannot resolve " + string(what) + " " + path.string() + ": " + ec.message();
     const fs::path resolved = fs::canonical(absolute, ec);
     if (ec) return "cannot resolve " + string(what) + " " + path.string() + ": " + ec.message();
-    if (auto why = untrusted_chain(absolute.lexically_normal(), true, what); !why.empty()) return why;
-    return untrusted_chain(resolved, false, what);
+    // A directory judged for the files it holds: it is their holder, its parent an ancestor.
+    const int depth = holds_files ? 1 : 0;
+    if (auto why = untrusted_chain(absolute.lexically_normal(), true, what, depth); !why.empty()) return why;
+    return untrusted_chain(resolved, false, what, depth);
 }
 
 string sha256_fd(int fd, const string& label) {

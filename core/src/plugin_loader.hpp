@@ -19,8 +19,10 @@ namespace capsule::detail {
 /// than root and the current user; the file itself or the directory that holds it group- or
 /// world-writable; any higher ancestor group- or world-writable without the sticky bit (with it,
 /// as on /tmp, nobody else can rename or replace the entries below). `what` names the file in the
-/// message ("manifest", "library", "plugin directory").
-std::string untrusted_path_reason(const std::filesystem::path& path, std::string_view what);
+/// message ("manifest", "library", "plugin directory"). `holds_files`: `path` is a directory judged
+/// as the files it will hold are (it is their holder; its parent is an ancestor).
+std::string untrusted_path_reason(const std::filesystem::path& path, std::string_view what,
+                                  bool holds_files = false);
 
 /// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises Error(input) when unreadable.
 std::string sha256_file(const std::filesystem::path& path);

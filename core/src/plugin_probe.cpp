@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capsule/child_process.hpp"
 #include "plugin_loader.hpp"
 
 namespace capsule {
@@ -22,9 +23,8 @@ using std::string;
 
 namespace {
 
-/// Child side: load and probe, write one JSON object to `fd`, and leave without running the
-/// parent's atexit handlers or destructors.
-[[noreturn]] void probe_in_child(const PluginHost& host, const PluginRecord& record, int fd) {
+/// Child side: load and probe, write one JSON object to `fd`.
+void probe_in_child(const PluginHost& host, const PluginRecord& record, int fd) {
     nlohmann::json out;
     auto outcome = host.library(record);
     if (outcome.plugin) {
@@ -33,13 +33,7 @@ namespace {
     } else {
         out = {{"loaded", false}, {"failure", outcome.failure}};
     }
-    const string text = out.dump();
-    for (std::size_t done = 0; done < text.size();) {
-        auto n = ::write(fd, text.data() + done, text.size() - done);
-        if (n <= 0 && errno != EINTR) _exit(3);
-        if (n > 0) done += static_cast<std::size_t>(n);
-    }
-    _exit(0);
+    write_all(fd, out.dump());
 }
 
 string seconds_text(std::chrono::milliseconds timeout) {
@@ -70,6 +64,70 @@ bool read_until_closed(int fd, std::chrono::steady_clock::time_point deadline, s
 
 }  // namespace
 
+bool write_all(int fd, const string& text) {
+    for (std::size_t done = 0; done < text.size();) {
+        const auto n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+string ChildProcessOutcome::describe(std::chrono::milliseconds timeout) const {
+    switch (end) {
+        case End::exited: return exit_status == 0 ? "" : "exited with status " + std::to_string(exit_status);
+        case End::crashed: return "crashed (signal " + std::to_string(signal) + ", " + strsignal(signal) + ")";
+        case End::timed_out: return "timed out after " + seconds_text(timeout) + " s";
+        case End::not_started: return error;
+    }
+    return error;
+}
+
+ChildProcessOutcome run_in_child_process(std::chrono::milliseconds timeout,
+                                         const std::function<void(int fd)>& work) {
+    ChildProcessOutcome out;
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        out.error = string("cannot create a pipe: ") + std::strerror(errno);
+        return out;
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        ::close(fds[0]);
+        ::close(fds[1]);
+        out.error = string("cannot fork: ") + std::strerror(errno);
+        return out;
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        int status = 0;
+        try {
+            work(fds[1]);
+        } catch (...) {
+            status = 2;
+        }
+        _exit(status);
+    }
+    ::close(fds[1]);
+    const bool finished = read_until_closed(fds[0], std::chrono::steady_clock::now() + timeout, out.output);
+    ::close(fds[0]);
+    if (!finished) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!finished) {
+        out.end = ChildProcessOutcome::End::timed_out;
+    } else if (WIFSIGNALED(status)) {
+        out.end = ChildProcessOutcome::End::crashed;
+        out.signal = WTERMSIG(status);
+    } else {
+        out.end = ChildProcessOutcome::End::exited;
+        out.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    }
+    return out;
+}
+
 PluginRecord PluginHost::probe_isolated(const PluginRecord& record,
                                         std::chrono::milliseconds timeout) const {
     PluginRecord result = record;
@@ -79,35 +137,10 @@ PluginRecord PluginHost::probe_isolated(const PluginRecord& record,
         result.failure = std::move(reason);
         return result;
     };
-    int fds[2];
-    if (::pipe(fds) != 0) return fail(string("cannot create a pipe to probe it: ") + std::strerror(errno));
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-        ::close(fds[0]);
-        ::close(fds[1]);
-        return fail(string("cannot fork to probe it: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-        ::close(fds[0]);
-        probe_in_child(*this, record, fds[1]);
-    }
-    ::close(fds[1]);
-    string text;
-    const bool finished =
-        read_until_closed(fds[0], std::chrono::steady_clock::now() + timeout, text);
-    ::close(fds[0]);
-    if (!finished) ::kill(pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!finished) return fail("timed out after " + seconds_text(timeout) + " s while loading or probing");
-    if (WIFSIGNALED(status))
-        return fail("crashed (signal " + std::to_string(WTERMSIG(status)) + ", " +
-                    strsignal(WTERMSIG(status)) + ") while loading or probing");
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return fail("exited with status " + std::to_string(WEXITSTATUS(status)) +
-                    " while loading or probing");
-    const auto out = nlohmann::json::parse(text, nullptr, false);
+    const auto child = run_in_child_process(timeout, [&](int fd) { probe_in_child(*this, record, fd); });
+    if (child.end == ChildProcessOutcome::End::not_started) return fail(child.error + " to probe it");
+    if (auto why = child.describe(timeout); !why.empty()) return fail(why + " while loading or probing");
+    const auto out = nlohmann::json::parse(child.output, nullptr, false);
     if (out.is_discarded() || !out.is_object())
         return fail("the probing child process reported nothing readable");
     if (!out.value("loaded", false)) return fail(out.value("failure", string("unknown failure")));

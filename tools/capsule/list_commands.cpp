@@ -135,17 +135,16 @@ Command add_plugins_command(CLI::App& app, const GlobalOptions& options) {
                           << "\n";
             if (r.library_path && !verified[i].empty()) {
                 std::map<VerificationStatus, int> counts;
-                string record;
+                string record, why;
                 for (const auto& [name, v] : verified[i]) {
                     ++counts[v.status];
                     if (record.empty()) record = v.record_id;
+                    if (why.empty()) why = v.detail;
                 }
                 std::cout << "    evidence " << counts[VerificationStatus::verified] << " verified, "
                           << counts[VerificationStatus::unverified] << " unverified, "
                           << counts[VerificationStatus::failed] << " failed"
-                          << (record.empty() ? string(" (no record for this library; `capsule verify --plugin ") + r.name + "`)"
-                                             : " (record " + record + ")")
-                          << "\n";
+                          << (record.empty() ? " (" + why + ")" : " (record " + record + ")") << "\n";
             }
         }
         if (records.empty()) std::cout << "no plugins found\n";

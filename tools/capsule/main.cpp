@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     app.add_option("--evidence-dir", options.evidence_dirs,
                    "where `verify` writes and the `verified` policy reads evidence records "
                    "(repeatable; default: evidence/ beside each plugin's manifest, then "
-                   "~/.cache/capsule/evidence)");
+                   "~/.cache/capsule/evidence)")
+        ->check([](const std::string& dir) { return dir.empty() ? std::string("must not be empty") : std::string(); });
     app.add_option("--threads", options.threads,
                    "intra-op threads kernels may use (given to plugins at prepare time); 0: every core")
         ->check(CLI::Range(0, 4096))

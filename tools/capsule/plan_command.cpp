@@ -72,9 +72,15 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
             }
         } catch (const Error& e) {
             if (e.code() != ErrorCode::planning || !args->json) throw;
-            std::cout << planning_failed_json(profile, e.what()).dump(2) << "\n";
+            auto out = planning_failed_json(profile, e.what());
+            out["folded"] = folded;
+            std::cout << out.dump(2) << "\n";
             return int(kPlanningFailed);
         }
+        // The lock first: a lock that cannot be written is this command's only output (under --json,
+        // one error object).
+        if (result.gate.accepted() && !args->lock.empty())
+            write_plan_lock(make_plan_lock(profile, result.gate.plan, ctx.host(), folded), args->lock);
         if (args->json) {
             auto out = plan_json(profile, result.gate);
             out["folded"] = folded;
@@ -88,10 +94,7 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
             }
         }
         if (!result.gate.accepted()) return int(kGateRejected);
-        if (!args->lock.empty()) {
-            write_plan_lock(make_plan_lock(profile, result.gate.plan, ctx.host(), folded), args->lock);
-            if (!args->json) std::cout << "plan locked in " << args->lock << "\n";
-        }
+        if (!args->lock.empty() && !args->json) std::cout << "plan locked in " << args->lock << "\n";
         return int(kOk);
     };
 }

@@ -100,17 +100,17 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         ParameterMap parameters = std::move(model.parameters);
         const auto inputs = bind_model_inputs(model, given, parameters);
         auto result = profile.accept_graph(ctx.host(), graph);
-        if (!args->quiet) std::cout << gate_report(profile, result.gate, false);
-        if (!result.accepted) return int(kGateRejected);
         SessionOptions session_options;
         session_options.threads = options.threads;
-        if (!args->lock.empty()) {
+        if (!args->lock.empty() && result.accepted) {  // a drifted plan is refused before it is shown
             auto locked = std::make_shared<const PlanLock>(load_plan_lock(args->lock));
             require_plan_lock(*locked, make_plan_lock(profile, result.gate.plan, ctx.host(), model.folded),
                               args->lock);
             session_options.lock = locked;
             session_options.lock_source = args->lock;
         }
+        if (!args->quiet) std::cout << gate_report(profile, result.gate, false);
+        if (!result.accepted) return int(kGateRejected);
         auto session = Session::create(profile, *result.accepted, graph, ctx.host(), parameters, session_options);
         if (!args->quiet) print_libraries(session, ctx.host());
         const auto files = output_files(session, args->output_dir);

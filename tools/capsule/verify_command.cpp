@@ -1,13 +1,17 @@
 // `capsule verify [--plugin NAME] [--json]`: runs the shared conformance suite against plugin
 // libraries on this machine and writes one evidence record per library (DESIGN.md section 10,
-// "Evidence is earned").
+// "Evidence is earned"). Each library is loaded, probed and run in a child process, so a kernel
+// or probe that crashes or hangs becomes that plugin's outcome, not the tool's.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "capsule/child_process.hpp"
 #include "conformance/verify.hpp"
 #include "context.hpp"
 
@@ -21,20 +25,80 @@ namespace {
 struct VerifyArgs {
     std::string plugin;
     bool json = false;
+    double timeout = 600;
 };
 
 /// Where a record of `record`'s library goes: the first --evidence-dir, else `evidence/` beside
-/// its manifest when that can be written, else the user's cache directory.
+/// its manifest when that can be written, else the user's cache directory. Checked (created,
+/// trusted on disk, writable) before the suite runs.
 fs::path evidence_dir_for(const PluginHost& host, const PluginRecord& record, bool explicit_dirs) {
     const auto dirs = host.evidence_dirs(record);
-    if (explicit_dirs) return dirs.front();
-    const fs::path beside = dirs.front();
-    std::error_code ec;
-    const fs::path existing = fs::exists(beside, ec) ? beside : beside.parent_path();
-    if (::access(existing.c_str(), W_OK) == 0) return beside;
-    if (dirs.size() > 1) return dirs[1];
-    throw Error(ErrorCode::input, beside.string() + " is not writable and no user cache directory "
-                                  "is known (HOME unset): give --evidence-dir");
+    if (explicit_dirs) return prepare_evidence_dir(dirs.front());
+    try {
+        return prepare_evidence_dir(dirs.front());
+    } catch (const Error& beside) {
+        if (dirs.size() < 2)
+            throw Error(ErrorCode::other, std::string(beside.what()) +
+                                              "; no user cache directory is known (HOME unset): give --evidence-dir");
+        return prepare_evidence_dir(dirs[1]);
+    }
+}
+
+/// What running the suite against one plugin gave.
+struct PluginOutcome {
+    std::optional<EvidenceRecord> record;
+    int exit_code = kOk;  // kProbeFailed: not run here; kOther: the plugin failed
+    std::string message;  // why, when there is no record
+};
+
+/// The child: load, probe, run the suite; report on `fd` as lines `P <capsule>` (about to run its
+/// cases), then `R <record JSON>` or `E <exit code> <message>`.
+void verify_in_child(const PluginHost& host, const PluginRecord& record, bool progress_line, int fd) {
+    auto report = [&](int code, const std::string& why) {
+        write_all(fd, "E " + std::to_string(code) + " " + why + "\n");
+    };
+    const auto loaded = host.library(record);
+    if (!loaded.plugin) return report(kProbeFailed, "cannot be loaded: " + loaded.failure);
+    if (auto probe = loaded.plugin->probe(); !probe.usable)
+        return report(kProbeFailed, "skipped: its device is not usable here: " + probe.reason);
+    const std::string driver = record.manifest->device == Device::cpu
+                                   ? conformance::describe_cpu()
+                                   : std::string(to_string(record.manifest->device)) + " (probe: usable)";
+    auto evidence = conformance::verify_plugin(
+        record, *loaded.plugin, driver, [&](std::string_view capsule, std::size_t i, std::size_t n) {
+            write_all(fd, "P " + std::string(capsule) + "\n");
+            if (progress_line)
+                std::cerr << "\rverify " << record.name << ": " << (i + 1) << "/" << n << " " << capsule << "\033[K"
+                          << std::flush;
+        });
+    if (progress_line) std::cerr << "\r\033[K" << std::flush;
+    write_all(fd, "R " + evidence_record_to_json(evidence).dump() + "\n");
+}
+
+PluginOutcome verify_isolated(const PluginHost& host, const PluginRecord& record, std::chrono::milliseconds timeout,
+                              bool progress_line) {
+    const auto child = run_in_child_process(
+        timeout, [&](int fd) { verify_in_child(host, record, progress_line, fd); });
+    PluginOutcome out;
+    std::string running;  // the capsule whose cases were running last
+    std::istringstream lines(child.output);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("P ", 0) == 0) running = line.substr(2);
+        if (line.rfind("E ", 0) == 0) {
+            const auto space = line.find(' ', 2);
+            out.exit_code = std::stoi(line.substr(2, space - 2));
+            out.message = line.substr(space + 1);
+        }
+        if (line.rfind("R ", 0) == 0) out.record = parse_evidence_record(line.substr(2), record.name + " (verify child)");
+    }
+    if (auto why = child.describe(timeout); !why.empty() || (!out.record && out.message.empty())) {
+        out.record.reset();
+        out.exit_code = kOther;
+        out.message = (why.empty() ? "reported nothing" : why) +
+                      (running.empty() ? std::string(" while loading or probing")
+                                       : " while running the cases of " + running);
+    }
+    return out;
 }
 
 std::string fraction(int passed, int run) { return std::to_string(passed) + "/" + std::to_string(run); }
@@ -65,12 +129,16 @@ void print_record(const EvidenceRecord& r, const fs::path& file) {
 Command add_verify_command(CLI::App& app, const GlobalOptions& options) {
     auto* sub = app.add_subcommand(
         "verify",
-        "run the shared conformance suite against plugin libraries on this machine and write an "
-        "evidence record per library (read by the `verified` acceptance policy); exits 1 when a "
-        "capsule failed, 5 when a plugin cannot run here");
+        "run the shared conformance suite against plugin libraries on this machine (each in a child "
+        "process) and write an evidence record per library, read by the `verified` acceptance policy; "
+        "exits 1 when a capsule failed or a plugin crashed or hung, 5 when the plugin named by --plugin "
+        "cannot run here (without --plugin such plugins are skipped)");
     auto args = std::make_shared<VerifyArgs>();
     sub->add_option("--plugin", args->plugin, "verify only this plugin (default: every plugin with a library)");
     sub->add_flag("--json", args->json, "print the evidence records as JSON");
+    sub->add_option("--timeout", args->timeout, "seconds one plugin's suite may take")
+        ->check(CLI::Range(0.1, 86400.0))
+        ->capture_default_str();
     return [&options, args]() {
         Context ctx(options);
         const PluginHost& host = ctx.host();
@@ -83,52 +151,40 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& options) {
             throw Error(ErrorCode::input, "verify: no plugin named '" + args->plugin + "'; discovered: " + names);
         }
         const bool progress_line = ::isatty(STDERR_FILENO) != 0;  // no escape codes in logs
-        int exit_code = kOk;
+        const auto timeout = std::chrono::milliseconds(static_cast<long long>(args->timeout * 1000));
+        bool failed = false, unusable = false;
         json out = json::array();
         for (const PluginRecord* record : chosen) {
-            // A plugin that cannot run here earns nothing: its status says why.
-            auto refuse = [&](const std::string& why) {
+            auto refuse = [&](int code, const std::string& why) {
                 std::cerr << "capsule verify: " << record->name << ": " << why << "\n";
-                if (args->json) out.push_back({{"plugin", record->name}, {"error", why}});
-                exit_code = std::max(exit_code, int(kProbeFailed));
+                if (args->json) out.push_back({{"plugin", record->name}, {"exit_code", code}, {"error", why}});
+                (code == kProbeFailed ? unusable : failed) = true;
             };
             if (!record->library_path) {
-                refuse("no library to verify (" + record->status_text() + ")");
+                refuse(kProbeFailed, "no library to verify (" + record->status_text() + ")");
                 continue;
             }
-            const auto loaded = host.library(*record);
-            if (!loaded.plugin) {
-                refuse("cannot be loaded: " + loaded.failure);
+            const fs::path dir = evidence_dir_for(host, *record, !options.evidence_dirs.empty());
+            auto outcome = verify_isolated(host, *record, timeout, progress_line);
+            if (!outcome.record) {
+                refuse(outcome.exit_code, outcome.message);
                 continue;
             }
-            if (auto probe = loaded.plugin->probe(); !probe.usable) {
-                refuse("skipped: its device is not usable here: " + probe.reason);
-                continue;
-            }
-            const std::string driver = record->manifest->device == Device::cpu
-                                           ? conformance::describe_cpu()
-                                           : std::string(to_string(record->manifest->device)) + " (probe: usable)";
-            auto evidence = conformance::verify_plugin(
-                *record, *loaded.plugin, driver, [&](std::string_view capsule, std::size_t i, std::size_t n) {
-                    if (!progress_line) return;
-                    std::cerr << "\rverify " << record->name << ": " << (i + 1) << "/" << n << " " << capsule
-                              << "\033[K" << std::flush;
-                });
-            if (progress_line) std::cerr << "\r\033[K" << std::flush;
-            const fs::path file = write_evidence_record(
-                evidence, evidence_dir_for(host, *record, !options.evidence_dirs.empty()));
-            if (!evidence.passed()) exit_code = std::max(exit_code, int(kOther));
+            const fs::path file = write_evidence_record(*outcome.record, dir);
+            failed = failed || !outcome.record->passed();
             if (args->json) {
-                json j = evidence_record_to_json(evidence);
-                j["id"] = evidence.id();
+                json j = evidence_record_to_json(*outcome.record);
+                j["id"] = outcome.record->id();
                 j["file"] = file.string();
                 out.push_back(std::move(j));
             } else {
-                print_record(evidence, file);
+                print_record(*outcome.record, file);
             }
         }
         if (args->json) std::cout << out.dump(2) << "\n";
-        return exit_code;
+        // A failure wins over a device that is absent; without --plugin, absent devices only skip.
+        if (failed) return int(kOther);
+        return int(unusable && !args->plugin.empty() ? kProbeFailed : kOk);
     };
 }
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "capsule/op_catalog.hpp"
 #include "conformance/harness.hpp"
 
 #ifndef CAPSULE_VERSION
@@ -130,6 +131,15 @@ EvidenceRecord verify_plugin(const PluginRecord& record, const LoadedPlugin& plu
             record_outcome(c, check_forward(*kernel, c), false, e);
             if (c.check_gradient && kernel->backward)
                 record_outcome(c, check_gradient(*kernel, c), true, e);
+        }
+        // A VJP claim is evidence about the backward kernel: it needs one, and a gradient case.
+        if (capsule.vjp_mode != VJPMode::none && op_info(capsule.op).differentiable() && e.gradient_cases == 0) {
+            e.gradient_cases = 1;
+            e.failures.push_back(kernel->backward
+                                     ? "no gradient case ran, so its VJP claim (" +
+                                           std::string(to_string(capsule.vjp_mode)) + ") is not verified"
+                                     : "it claims VJP mode " + std::string(to_string(capsule.vjp_mode)) +
+                                           " but the library's kernel has no backward");
         }
         out.capsules.push_back(std::move(e));
     }

@@ -22,7 +22,8 @@ using VerifyProgress = std::function<void(std::string_view capsule, std::size_t 
 /// Runs, for every capsule of `record`'s manifest that has a kernel (runtime eager or test-only),
 /// every case of its op: forward cases (with the manifest's tolerance floors), and gradient cases
 /// when the kernel has a backward. Declared-unsupported cases are listed with their reasons, not
-/// run. `plugin` is the opened library (PluginHost::library); `driver` says what ran it (see
+/// run. A capsule claiming a VJP (mode other than none, on a differentiable op) fails when its
+/// kernel has no backward or no gradient case ran. `plugin` is the opened library (PluginHost::library); `driver` says what ran it (see
 /// describe_cpu). The record's date is now (UTC) and its hash is `plugin.sha256`.
 EvidenceRecord verify_plugin(const PluginRecord& record, const LoadedPlugin& plugin,
                              const std::string& driver, const VerifyProgress& progress = {});

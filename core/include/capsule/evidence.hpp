@@ -66,8 +66,9 @@ struct EvidenceRecord {
     std::string host_version;     // the capsule runtime that ran the suite
     std::vector<CapsuleEvidence> capsules;
 
-    /// `<plugin>@<first 12 hex digits of the library hash>/<date>`: names the record in lockfiles
-    /// and reports.
+    /// `<plugin>@<first 12 hex digits of the library hash>#<first 12 hex digits of the SHA-256 of
+    /// the results>`: names the record in lockfiles and reports. The date and driver are not part
+    /// of it, so verifying the same library again with the same outcome keeps the id.
     std::string id() const;
     /// The results of `capsule`, or nullptr when the record has none.
     const CapsuleEvidence* find(std::string_view capsule) const;
@@ -108,9 +109,16 @@ std::filesystem::path user_evidence_dir();
 /// `<manifest directory>/evidence`, then user_evidence_dir().
 std::vector<std::filesystem::path> default_evidence_dirs(const std::filesystem::path& manifest_path);
 
-/// Writes `record` into `dir` (created when missing), replacing an earlier record for the same
-/// library atomically (write to a temporary file, then rename). Returns the file written. Raises
-/// Error(input) naming the directory when it cannot be created or written.
+/// Creates `dir` when missing (0755, whatever the umask) and checks that records may be written
+/// there: trusted on disk (no directory on its path writable by others) and writable. Returns it.
+/// Raises Error(input) for an empty path, Error(other) naming the directory and the reason
+/// otherwise. `capsule verify` calls it before running the suite.
+std::filesystem::path prepare_evidence_dir(const std::filesystem::path& dir);
+
+/// Writes `record` into `dir` (prepare_evidence_dir), replacing an earlier record for the same
+/// library atomically: a new temporary file (O_EXCL, O_NOFOLLOW, mode 0644), then rename. Returns
+/// the file written. Raises what prepare_evidence_dir raises, and Error(other) when the file
+/// cannot be written.
 std::filesystem::path write_evidence_record(const EvidenceRecord& record,
                                             const std::filesystem::path& dir);
 

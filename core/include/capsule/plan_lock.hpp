@@ -38,6 +38,9 @@ struct PlanLockGroup {
 struct PlanLock {
     std::string profile;           // profile name
     std::string acceptance_policy; // its name, or acceptance_policy_to_json's object as JSON text
+    /// Every field of the profile (profile_to_json, compact JSON): a profile file reusing a name
+    /// with other settings (e.g. fpmath) is drift too.
+    std::string profile_settings;
     std::vector<PlanLockGroup> groups;
     /// What import folded away (ImportedModel::folded), in model order; empty for JSON IR.
     std::vector<std::string> folded;
