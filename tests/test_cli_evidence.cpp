@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -187,7 +188,7 @@ TEST(CliEvidence, ManifestGeneratorRefusesUnearnedEvidence) {
     const auto dir = temp_dir("manifest-gen");
     const std::string library = std::string(CAPSULE_FIXTURE_PLUGIN_DIR) + "/fixture_good/libfixture_good.so";
     auto declaration = nlohmann::json::parse(R"({
-      "manifest": {"name": "fixture_good", "version": "0.1.0", "abi_version": {"major": 1, "minor": 1},
+      "manifest": {"name": "fixture_good", "version": "1.0.0", "abi_version": {"major": 1, "minor": 1},
                    "library": "libfixture_good.so", "device": "cpu", "providers": ["external"],
                    "registry_modes": ["default"]},
       "capsules": {"provider": "external", "trust": "checked", "vjp": "torchlean-tape",
@@ -225,5 +226,35 @@ TEST(CliEvidence, ManifestGeneratorRefusesUnearnedEvidence) {
     auto refused_runtime = generate(lying);
     EXPECT_EQ(refused_runtime.code, 2) << refused_runtime.out;
     EXPECT_TRUE(contains(refused_runtime.out, "relu is implemented by the library")) << refused_runtime.out;
+
+    // Every other way a declaration can disagree with the library or the host is refused too.
+    struct Case { std::function<void(nlohmann::json&)> edit; std::string expected; };
+    const std::vector<Case> cases{
+        {[](auto& d) { d["manifest"]["version"] = "9.9"; },
+         "does not match " + (dir / "declaration.json").string() + ": library version '1.0.0' differs"},
+        {[](auto& d) { d["capsules"]["overrides"] = {{"gelu", {{"name", "reference.gelu"}}}}; },
+         "capsule name reference.gelu (override of gelu) is not fixture_good.<name>"},
+        {[](auto& d) { d["capsules"]["planner_only"] = nullptr; },
+         "$.capsules.planner_only: expected a list of ops or \"every other op\""},
+        {[](auto& d) { d["capsules"]["trust"] = 3; }, (dir / "declaration.json").string() + ": "},
+    };
+    for (const auto& c : cases) {
+        auto d = declaration;
+        c.edit(d);
+        auto r = generate(d);
+        EXPECT_EQ(r.code, 2) << r.out;
+        EXPECT_TRUE(contains(r.out, c.expected)) << r.out;
+    }
+    // A {spec} inside an override's spec is replaced once, not forever.
+    auto spec = declaration;
+    spec["capsules"]["overrides"] = {{"relu", {{"spec", "torch.relu {spec}"}}}};
+    auto replaced = generate(spec);
+    EXPECT_EQ(replaced.code, 0) << replaced.out;
+    // A duplicate key is refused by the strict reader (the last one would silently win).
+    std::ofstream(dir / "declaration.json") << R"({"manifest": {}, "manifest": {}, "capsules": {}})";
+    auto duplicate = capsule_tool_raw(std::string(CAPSULE_MANIFEST_GEN) + " " + (dir / "declaration.json").string() +
+                                      " " + library + " " + (dir / "out.capsule.json").string() + " 2>&1");
+    EXPECT_EQ(duplicate.code, 2) << duplicate.out;
+    EXPECT_TRUE(contains(duplicate.out, "duplicate key 'manifest'")) << duplicate.out;
     fs::remove_all(dir);
 }

@@ -120,3 +120,15 @@ TEST(OpCatalog, OpsPageRendersEverySectionAndRefusesUnknownMarkers) {
         EXPECT_NE(std::string(err.what()).find("no '<!-- ops: elementwise -->' line"), std::string::npos) << err.what();
     }
 }
+
+TEST(OpCatalog, OpsTemplateMarkersToleratCrlfAndRefuseRepeats) {
+    std::string tmpl;
+    for (auto s : all_values<OpSection>()) tmpl += "<!-- ops: " + std::string(to_string(s)) + " --> \r\n";
+    EXPECT_NE(render_ops_markdown(tmpl).find("| `relu` |"), std::string::npos);
+    try {
+        render_ops_markdown(tmpl + "<!-- ops: random -->\n");
+        FAIL() << "a repeated section was accepted";
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("section random appears twice"), std::string::npos) << err.what();
+    }
+}

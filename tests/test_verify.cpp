@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capsule/evidence.hpp"
+#include "capsule/plugin_table.hpp"
 #include "capsule/profile.hpp"
 #include "capsule_fixtures.hpp"
 #include "conformance/harness.hpp"
@@ -126,7 +127,10 @@ TEST(Verify, AWrongOrIncompleteKernelFails) {
     // Its relu drops NaN (max(0, NaN) is 0) and refuses float64.
     EXPECT_NE(failures.find("relu/edge_values: output[3] = 0, expected nan"), std::string::npos) << failures;
     EXPECT_EQ(abs->status(), "failed");
-    EXPECT_EQ(abs->forward_passed, 0);
+    // Only its error cases pass (a refusal is what they ask for); no value case does.
+    int error_cases = 0;
+    for (const auto& c : conformance::all_cases()) error_cases += c.op == BackendOp::abs && !c.expected_error.empty();
+    EXPECT_EQ(abs->forward_passed, error_cases);
 }
 
 TEST(Verify, UnsupportedDeclarationsMatchCasesByEveryField) {
@@ -377,4 +381,44 @@ TEST(Evidence, RecordsAreWrittenSafely) {
             << e.what();
     }
     EXPECT_TRUE(fs::is_empty(open_dir));
+}
+
+// The host reads a plugin's kernel array only after bounding it: a lying count or entry size, or an
+// array outside mapped memory, is a refusal, never a fault (read_kernel_entries serves both the
+// plugin loader and the manifest generator).
+TEST(PluginTable, LyingKernelArraysAreRefusedBeforeTheyAreRead) {
+    static const capsule_kernel kernels[2] = {
+        {sizeof(capsule_kernel), "demo.relu", nullptr, nullptr, nullptr, nullptr},
+        {sizeof(capsule_kernel), "demo.abs", nullptr, nullptr, nullptr, nullptr}};
+    capsule_plugin table{};
+    table.struct_size = sizeof table;
+    table.abi_major = CAPSULE_ABI_MAJOR;
+    table.abi_minor = CAPSULE_ABI_MINOR;
+    table.kernels = kernels;
+    table.num_kernels = 2;
+    table.kernel_entry_size = sizeof(capsule_kernel);
+    std::string why;
+    auto entries = read_kernel_entries(&table, 8, why);
+    ASSERT_EQ(why, "");
+    ASSERT_EQ(entries.size(), 2u);
+    EXPECT_STREQ(entries[1].capsule_name, "demo.abs");
+
+    table.num_kernels = std::size_t(1) << 40;
+    EXPECT_TRUE(read_kernel_entries(&table, 8, why).empty());
+    EXPECT_NE(why.find("lists 1099511627776 kernels, more than the 8 it can implement"), std::string::npos) << why;
+
+    table.num_kernels = 2;
+    table.kernel_entry_size = std::size_t(1) << 40;
+    EXPECT_TRUE(read_kernel_entries(&table, 8, why).empty());
+    EXPECT_NE(why.find("kernel_entry_size 1099511627776, more than the 4096 bytes"), std::string::npos) << why;
+
+    table.kernel_entry_size = 4096;  // plausible, but the second entry lies past the array
+    table.kernels = reinterpret_cast<const capsule_kernel*>(std::uintptr_t{0x1000});
+    EXPECT_TRUE(read_kernel_entries(&table, 8, why).empty());
+    EXPECT_NE(why.find("is not mapped memory"), std::string::npos) << why;
+
+    table.kernel_entry_size = 8;  // below ABI 1.0's entry
+    table.kernels = kernels;
+    EXPECT_TRUE(read_kernel_entries(&table, 8, why).empty());
+    EXPECT_NE(why.find("less than ABI 1.0's"), std::string::npos) << why;
 }

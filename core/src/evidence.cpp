@@ -159,6 +159,8 @@ CapsuleEvidence read_capsule_evidence(const JsonCursor& c) {
     e.max_error_ratio = error_statistic(c.at("max_error_ratio"));
     e.rtol = non_negative(c.at("rtol"));
     e.atol = non_negative(c.at("atol"));
+    if (e.rtol > 1 || e.atol > 1) c.fail("tolerances above 1 (rtol " + std::to_string(e.rtol) + ", atol " +
+                                         std::to_string(e.atol) + ") verify nothing");
     auto unsupported = c.at("unsupported");
     for (std::size_t i = 0; i < unsupported.array_size(); ++i) {
         auto u = unsupported.at(i);
@@ -258,10 +260,19 @@ void create_private_directories(const fs::path& dir) {
 
 fs::path prepare_evidence_dir(const fs::path& dir) {
     if (dir.empty()) throw Error(ErrorCode::input, "the evidence directory must not be empty");
+    // Nothing is created where others could replace it: the nearest existing directory is judged
+    // as an ancestor of the records (a sticky /tmp is fine, a world-writable plain directory not).
+    fs::path existing = fs::absolute(dir);
+    std::error_code ec;
+    while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path())
+        existing = existing.parent_path();
+    if (existing != fs::absolute(dir))
+        if (auto why = detail::untrusted_path_reason(existing, "evidence directory", 2); !why.empty())
+            throw Error(ErrorCode::other, "refusing to create evidence directory " + dir.string() + ": " + why);
     create_private_directories(dir);
     // Judged as the records in it will be: the directory holds them, its parent is an ancestor
     // (where a sticky, world-writable /tmp is fine).
-    if (auto why = detail::untrusted_path_reason(dir, "evidence directory", true); !why.empty())
+    if (auto why = detail::untrusted_path_reason(dir, "evidence directory", 1); !why.empty())
         throw Error(ErrorCode::other, "refusing to write evidence records into " + dir.string() + ": " + why);
     if (::access(dir.c_str(), W_OK) != 0)
         throw Error(ErrorCode::other, "cannot write evidence records into " + dir.string() + ": " + std::strerror(errno));

@@ -2,6 +2,8 @@
 // refuses repeated keys and reports where a number overflowed, by JSON path.
 #include "json_reader.hpp"
 
+#include "capsule/json_document.hpp"
+
 #include <vector>
 
 namespace capsule::detail {
@@ -195,3 +197,9 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source,
 }
 
 }  // namespace capsule::detail
+
+namespace capsule {
+nlohmann::json parse_json_document(std::string_view text, const std::filesystem::path& source) {
+    return detail::parse_json_text(text, source.string());
+}
+}  // namespace capsule

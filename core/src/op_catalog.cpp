@@ -72,15 +72,21 @@ std::string render_ops_markdown(std::string_view text) {
         if (end == std::string_view::npos) end = text.size();
         const std::string_view line = text.substr(pos, end - pos);
         ++line_no;
-        if (line.starts_with(open) && line.ends_with(close)) {
-            const auto name = line.substr(open.size(), line.size() - open.size() - close.size());
+        // A marker is matched without trailing blanks or a CR (a template saved with CRLF).
+        std::string_view marker = line;
+        while (!marker.empty() && (marker.back() == ' ' || marker.back() == '\t' || marker.back() == '\r'))
+            marker.remove_suffix(1);
+        if (marker.starts_with(open) && marker.ends_with(close)) {
+            const auto name = marker.substr(open.size(), marker.size() - open.size() - close.size());
             OpSection section;
             try {
                 section = parse<OpSection>(name);
             } catch (const Error& e) {
                 throw Error(ErrorCode::input, "ops template line " + std::to_string(line_no) + ": " + e.what());
             }
-            rendered.insert(section);
+            if (!rendered.insert(section).second)
+                throw Error(ErrorCode::input, "ops template line " + std::to_string(line_no) + ": section " +
+                                                  std::string(name) + " appears twice");
             out += table(section);
         } else {
             out += line;

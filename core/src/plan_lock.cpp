@@ -1,5 +1,7 @@
 #include "capsule/plan_lock.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -102,9 +104,25 @@ PlanLock load_plan_lock(const std::filesystem::path& path) {
 }
 
 void write_plan_lock(const PlanLock& lock, const std::filesystem::path& path) {
-    std::ofstream out(path, std::ios::trunc);
-    out << plan_lock_to_json(lock).dump(2) << "\n";
-    if (!out) throw Error(ErrorCode::input, "cannot write plan lock " + path.string());
+    // Through a temporary file and a rename: a failed write never leaves half a lockfile.
+    const std::filesystem::path temp = path.string() + ".tmp";
+    {
+        std::ofstream out(temp, std::ios::trunc);
+        out << plan_lock_to_json(lock).dump(2) << "\n";
+        out.flush();
+        if (!out) {
+            const std::string why = std::strerror(errno);
+            std::error_code ec;
+            std::filesystem::remove(temp, ec);
+            throw Error(ErrorCode::input, "cannot write plan lock " + path.string() + ": " + why);
+        }
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, path, ec);
+    if (ec) {
+        std::filesystem::remove(temp, ec);
+        throw Error(ErrorCode::input, "cannot write plan lock " + path.string() + ": " + ec.message());
+    }
 }
 
 namespace {

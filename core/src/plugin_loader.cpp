@@ -1,6 +1,7 @@
 #include "plugin_loader.hpp"
 
 #include "capsule/library_file.hpp"
+#include "capsule/plugin_table.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -87,7 +88,7 @@ string untrusted_entry(const fs::path& p, const struct stat& st, bool holder, st
 /// followed), else the resolved path.
 string untrusted_chain(const fs::path& path, bool use_lstat, std::string_view what, int depth = 0) {
     const fs::path subject = path;
-    bool holder = true;
+    bool holder = depth < 2;
     for (fs::path p = path;; p = p.parent_path()) {
         struct stat st {};
         if ((use_lstat ? ::lstat(p.c_str(), &st) : ::stat(p.c_str(), &st)) != 0)
@@ -103,14 +104,14 @@ string untrusted_chain(const fs::path& path, bool use_lstat, std::string_view wh
 
 }  // namespace
 
-string untrusted_path_reason(const fs::path& path, std::string_view what, bool holds_files) {
+string untrusted_path_reason(const fs::path& path, std::string_view what, int levels_above_file) {
     std::error_code ec;
     const fs::path absolute = fs::absolute(path, ec);
     if (ec) return "cannot resolve " + string(what) + " " + path.string() + ": " + ec.message();
     const fs::path resolved = fs::canonical(absolute, ec);
     if (ec) return "cannot resolve " + string(what) + " " + path.string() + ": " + ec.message();
-    // A directory judged for the files it holds: it is their holder, its parent an ancestor.
-    const int depth = holds_files ? 1 : 0;
+    // A directory judged for the files it (or a directory below it) will hold.
+    const int depth = levels_above_file;
     if (auto why = untrusted_chain(absolute.lexically_normal(), true, what, depth); !why.empty()) return why;
     return untrusted_chain(resolved, false, what, depth);
 }
@@ -183,100 +184,6 @@ string pinned_hash_reason(const fs::path& library, const string& sha256,
 }
 
 namespace {
-
-/// Smallest plugin table this host can use: everything up to and including `extensions`
-/// exists since ABI 1.0.
-constexpr std::size_t kMinPluginTableSize = CAPSULE_PLUGIN_TABLE_SIZE_1_0;
-
-/// The distance between kernel entries the table states (ABI 1.1), or 1.0's entry size for a 1.0
-/// table; 0 with `why` set when the stated size is unusable.
-std::size_t kernel_stride(const capsule_plugin* t, string& why) {
-    if (!CAPSULE_HAS_FIELD(t, capsule_plugin, kernel_entry_size)) return CAPSULE_KERNEL_ENTRY_SIZE_1_0;
-    if (t->kernel_entry_size < CAPSULE_KERNEL_ENTRY_SIZE_1_0) {
-        why = "plugin table states kernel_entry_size " + std::to_string(t->kernel_entry_size) +
-              ", less than ABI 1.0's " + std::to_string(CAPSULE_KERNEL_ENTRY_SIZE_1_0) +
-              " bytes (set it to sizeof(capsule_kernel))";
-        return 0;
-    }
-    return t->kernel_entry_size;
-}
-
-/// Copies kernel entry `i` with the fields both sides know; the rest stays zero.
-capsule_kernel read_kernel(const capsule_plugin* t, std::size_t stride, std::size_t i) {
-    const auto* entry = reinterpret_cast<const unsigned char*>(t->kernels) + i * stride;
-    capsule_kernel k{};
-    std::memcpy(&k, entry, std::min(stride, sizeof k));
-    const std::size_t known = std::min({k.struct_size, stride, sizeof k});
-    if (known < sizeof k) std::memset(reinterpret_cast<unsigned char*>(&k) + known, 0, sizeof k - known);
-    return k;
-}
-
-/// Checks the table against the manifest and copies its kernel entries into `kernels`; returns
-/// the reason for refusal or "".
-string check_table(const capsule_plugin* t, const PluginManifest& m, std::vector<capsule_kernel>& kernels) {
-    if (t->struct_size < kMinPluginTableSize)
-        return "plugin table is " + std::to_string(t->struct_size) + " bytes, ABI 1.0 needs at least " +
-               std::to_string(kMinPluginTableSize);
-    const AbiVersion lib{t->abi_major, t->abi_minor};
-    if (lib.major != kHostAbiVersion.major)
-        return "ABI version mismatch: library implements " + to_string(lib) + ", host implements " +
-               to_string(kHostAbiVersion) + " (major versions must match)";
-    if (lib.major != m.abi.major || lib.minor != m.abi.minor)
-        return "library ABI " + to_string(lib) + " differs from the manifest's " + to_string(m.abi);
-    if (!t->name || m.name != t->name)
-        return "library names itself '" + string(t->name ? t->name : "(null)") +
-               "', manifest says '" + m.name + "'";
-    if (!t->version || m.version != t->version)
-        return "library version '" + string(t->version ? t->version : "(null)") +
-               "' differs from the manifest's '" + m.version + "'";
-    if (t->device != static_cast<int32_t>(m.device))
-        return "library device " +
-               (t->device >= 0 && t->device < static_cast<int32_t>(Spellings<Device>::values.size())
-                    ? string(to_string(static_cast<Device>(t->device)))
-                    : std::to_string(t->device)) +
-               " differs from the manifest's " + string(to_string(m.device));
-    if (m.device != Device::cpu &&
-        (!t->device_interface || t->device_interface->struct_size < sizeof(capsule_device_interface) ||
-         !t->device_interface->allocate || !t->device_interface->release ||
-         !t->device_interface->copy_to_device || !t->device_interface->copy_to_host))
-        return "a " + string(to_string(m.device)) +
-               " plugin must supply a complete device interface (allocate, release, copies)";
-    if (t->num_kernels > 0 && !t->kernels) return "plugin table lists kernels but gives no array";
-    string why;
-    const std::size_t stride = kernel_stride(t, why);
-    if (!stride) return why;
-
-    std::map<string, const KernelCapsule*> declared;
-    for (const auto& k : m.capsules) declared[k.name] = &k;
-    std::map<string, int> implemented;
-    kernels.clear();
-    for (std::size_t i = 0; i < t->num_kernels; ++i) {
-        const capsule_kernel k = read_kernel(t, stride, i);
-        if (k.struct_size < CAPSULE_KERNEL_ENTRY_SIZE_1_0 || k.struct_size > stride || !k.capsule_name)
-            return "kernel entry " + std::to_string(i) + " is malformed: struct_size " +
-                   std::to_string(k.struct_size) + " with entries " + std::to_string(stride) +
-                   " bytes apart" + (k.capsule_name ? "" : ", or no capsule name");
-        if (!declared.count(k.capsule_name))
-            return "library implements capsule '" + string(k.capsule_name) +
-                   "' that the manifest does not declare";
-        if (!k.forward) return "capsule '" + string(k.capsule_name) + "' has no forward kernel";
-        if (k.prepare && !k.release)
-            return "capsule '" + string(k.capsule_name) + "' has prepare but no release";
-        if (++implemented[k.capsule_name] > 1)
-            return "library lists capsule '" + string(k.capsule_name) + "' twice";
-        kernels.push_back(k);
-    }
-    for (const auto& k : m.capsules) {
-        const bool runnable = k.runtime == RuntimeSupport::eager || k.runtime == RuntimeSupport::test_only;
-        if (runnable && !implemented.count(k.name))
-            return "manifest marks capsule '" + k.name + "' " + string(to_string(k.runtime)) +
-                   " but the library has no kernel for it";
-        if (!runnable && implemented.count(k.name))
-            return "library implements capsule '" + k.name + "' that the manifest marks " +
-                   string(to_string(k.runtime)) + "; mark it eager or test-only";
-    }
-    return "";
-}
 
 /// Finds the extensions this host knows in the table's list; returns the reason for refusal or
 /// "". The list is bounded so that a cyclic or garbage list cannot hang the host.
@@ -370,7 +277,7 @@ LoadOutcome open_library(const LibraryCell& cell) {
     }
     if (!loaded->table)
         return fail("plugin refused host ABI " + to_string(kHostAbiVersion) + " (entry returned null)");
-    if (auto why = check_table(loaded->table, m, loaded->kernels); !why.empty()) return fail(why);
+    if (auto why = check_plugin_table(loaded->table, m, loaded->kernels); !why.empty()) return fail(why);
     if (auto why = read_extensions(loaded->table, *loaded); !why.empty()) return fail(why);
     if (loaded->table->init) {
         capsule_status status{sizeof(capsule_status), 0, {}};

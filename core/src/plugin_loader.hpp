@@ -19,10 +19,11 @@ namespace capsule::detail {
 /// than root and the current user; the file itself or the directory that holds it group- or
 /// world-writable; any higher ancestor group- or world-writable without the sticky bit (with it,
 /// as on /tmp, nobody else can rename or replace the entries below). `what` names the file in the
-/// message ("manifest", "library", "plugin directory"). `holds_files`: `path` is a directory judged
-/// as the files it will hold are (it is their holder; its parent is an ancestor).
+/// message ("manifest", "library", "plugin directory"). `levels_above_file`: 0 judges the file
+/// `path`; 1 a directory as the files it holds are judged (it is their holder, its parent an
+/// ancestor); 2 a directory two levels above such files (an ancestor: a sticky one is fine).
 std::string untrusted_path_reason(const std::filesystem::path& path, std::string_view what,
-                                  bool holds_files = false);
+                                  int levels_above_file = 0);
 
 /// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises Error(input) when unreadable.
 std::string sha256_file(const std::filesystem::path& path);

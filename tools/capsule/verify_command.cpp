@@ -157,7 +157,10 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& options) {
         for (const PluginRecord* record : chosen) {
             auto refuse = [&](int code, const std::string& why) {
                 std::cerr << "capsule verify: " << record->name << ": " << why << "\n";
-                if (args->json) out.push_back({{"plugin", record->name}, {"exit_code", code}, {"error", why}});
+                // Without --plugin a plugin that cannot run here is skipped; it does not fail the run.
+                const bool skipped = code == kProbeFailed && args->plugin.empty();
+                if (args->json)
+                    out.push_back({{"plugin", record->name}, {"exit_code", code}, {"skipped", skipped}, {"error", why}});
                 (code == kProbeFailed ? unusable : failed) = true;
             };
             if (!record->library_path) {

@@ -249,7 +249,7 @@ CaseOutcome failed(std::string why) {
 
 }  // namespace
 
-CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c) {
+CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c, bool exact_messages) {
     const auto* k = &kernel;
     try {
         if (!c.expected_error.empty()) {
@@ -263,7 +263,7 @@ CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c) {
             if (err.empty())
                 return failed(std::string(c.error_in_backward ? "backward" : "forward") +
                               " succeeded; expected an error containing '" + c.expected_error + "'");
-            if (err.find(c.expected_error) == std::string::npos)
+            if (exact_messages && err.find(c.expected_error) == std::string::npos)
                 return failed("expected an error containing '" + c.expected_error + "', got: " + err);
             return {};
         }

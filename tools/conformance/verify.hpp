@@ -20,7 +20,8 @@ std::string unsupported_reason(const ConformanceDeclaration& declaration, const 
 using VerifyProgress = std::function<void(std::string_view capsule, std::size_t index, std::size_t count)>;
 
 /// Runs, for every capsule of `record`'s manifest that has a kernel (runtime eager or test-only),
-/// every case of its op: forward cases (with the manifest's tolerance floors), and gradient cases
+/// every case of its op: forward cases (with the manifest's tolerance floors; an error case passes
+/// when the kernel refuses its inputs, whatever its message), and gradient cases
 /// when the kernel has a backward. Declared-unsupported cases are listed with their reasons, not
 /// run. A capsule claiming a VJP (mode other than none, on a differentiable op) fails when its
 /// kernel has no backward or no gradient case ran. `plugin` is the opened library (PluginHost::library); `driver` says what ran it (see

@@ -13,6 +13,10 @@
 // a kernel named outside the plugin or after no BackendOp. The output is parsed back with the
 // host's manifest reader before it is written.
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 
 #include <algorithm>
 #include <cstddef>
@@ -25,9 +29,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "capsule/json_document.hpp"
 #include "capsule/manifest.hpp"
 #include "capsule/op_catalog.hpp"
-#include "capsule/plugin_abi.h"
+#include "capsule/plugin_table.hpp"
 
 namespace capsule {
 namespace {
@@ -45,36 +50,55 @@ std::string read_file(const std::string& path) {
     return text.str();
 }
 
+/// Writes `text` to `path` through a temporary file beside it and a rename, so a failed write
+/// never leaves a truncated or stale-looking file. Raises Error(input) naming the path and reason.
+void write_file_atomically(const std::string& path, const std::string& text) {
+    const std::string temp = path + ".tmp" + std::to_string(::getpid());
+    {
+        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+        out << text;
+        out.flush();
+        if (!out) {
+            std::remove(temp.c_str());
+            fail("cannot write " + path + " (through " + temp + "): " + std::strerror(errno));
+        }
+    }
+    if (std::rename(temp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::remove(temp.c_str());
+        fail("cannot write " + path + ": " + why);
+    }
+}
+
 struct TableKernel {
     std::string name;
     bool backward = false;
 };
 
-/// The library's kernel entries (read with the table's entry size, as the host does).
-std::vector<TableKernel> kernel_table(const std::string& library) {
+/// The library's table (the library stays loaded: nothing else runs in this process).
+const capsule_plugin* plugin_table(const std::string& library) {
     void* handle = dlopen(library.c_str(), RTLD_LOCAL | RTLD_NOW);
     if (!handle) fail(library + ": " + dlerror());
     auto entry = reinterpret_cast<capsule_plugin_entry_fn>(dlsym(handle, CAPSULE_PLUGIN_ENTRY_SYMBOL));
     if (!entry) fail(library + ": no symbol " CAPSULE_PLUGIN_ENTRY_SYMBOL);
     const capsule_plugin* table = entry(CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR);
-    if (!table) fail(library + ": the plugin returned no table");
-    const bool sized = table->struct_size >= offsetof(capsule_plugin, kernel_entry_size) + sizeof(std::size_t);
-    const std::size_t entry_size =
-        sized && table->kernel_entry_size >= CAPSULE_KERNEL_ENTRY_SIZE_1_0 ? table->kernel_entry_size
-                                                                          : CAPSULE_KERNEL_ENTRY_SIZE_1_0;
+    if (!table) fail(library + ": the plugin returned no table (it refuses this host's ABI)");
+    return table;
+}
+
+/// The table's kernel entries, read and bounded as the host reads them (one per op at most).
+std::vector<TableKernel> kernel_table(const capsule_plugin* table, const std::string& library) {
+    std::string why;
+    const auto entries = read_kernel_entries(table, kBackendOpCount, why);
+    if (!why.empty()) fail(library + ": " + why);
     std::vector<TableKernel> out;
-    const auto* base = reinterpret_cast<const unsigned char*>(table->kernels);
-    for (std::size_t i = 0; i < table->num_kernels; ++i) {
-        capsule_kernel k{};
-        std::memcpy(&k, base + i * entry_size, std::min(entry_size, sizeof k));
-        if (!k.capsule_name) fail(library + ": kernel entry " + std::to_string(i) + " has no name");
-        out.push_back({k.capsule_name, k.backward != nullptr});
-    }
-    return out;  // the library stays loaded: nothing else runs in this process
+    for (const auto& k : entries) out.push_back({k.capsule_name, k.backward != nullptr});
+    return out;
 }
 
 std::string replace_spec(std::string text, std::string_view spec) {
-    for (std::size_t at; (at = text.find("{spec}")) != std::string::npos;) text.replace(at, 6, spec);
+    for (std::size_t at = 0; (at = text.find("{spec}", at)) != std::string::npos; at += spec.size())
+        text.replace(at, 6, spec);
     return text;
 }
 
@@ -129,8 +153,10 @@ CapsuleDefaults read_defaults(const json& c, const std::string& src) {
         const auto& p = c.at("planner_only");
         if (p.is_string() && p == "every other op") {
             for (const auto& info : op_catalog()) d.planner_only.insert(info.op);
-        } else {
+        } else if (p.is_array()) {
             for (const auto& op : p) d.planner_only.insert(parse<BackendOp>(op.get<std::string>()));
+        } else {
+            fail(src + ": $.capsules.planner_only: expected a list of ops or \"every other op\"");
         }
         d.planner_only_notes = c.value("planner_only_notes", "");
         if (!d.summaries.count("planner_only"))
@@ -192,6 +218,9 @@ KernelCapsule make_capsule(const std::string& plugin, Device device, const OpInf
         k.notes = override.value("notes", d.planner_only_notes);
         // A capsule no library implements yet may carry the name its kernel will have.
         k.name = override.value("name", k.name);
+        if (k.name.rfind(plugin + ".", 0) != 0)
+            fail("capsule name " + k.name + " (override of " + std::string(info.spelling()) + ") is not " + plugin +
+                 ".<name>: a capsule belongs to its plugin");
         return k;
     }
     k.shape = descriptor(ClaimKind::shape_safety, k, d.evidence.at("shape"), summary("shape"), d.provenance);
@@ -213,7 +242,10 @@ KernelCapsule make_capsule(const std::string& plugin, Device device, const OpInf
 }
 
 ordered_json generate(const std::string& declaration_path, const std::string& library) {
-    const json decl = json::parse(read_file(declaration_path), nullptr, true, false);
+    const json decl = parse_json_document(read_file(declaration_path), declaration_path);
+    if (!decl.is_object() || !decl.contains("manifest") || !decl.contains("capsules") ||
+        !decl.at("manifest").is_object() || !decl.at("capsules").is_object())
+        fail(declaration_path + ": $: expected an object with objects \"manifest\" and \"capsules\"");
     for (const auto& [key, _] : decl.items())
         if (key != "manifest" && key != "capsules") fail(declaration_path + ": $: unknown key '" + key + "'");
     // The plugin-level fields are a manifest without capsules: parse them as one.
@@ -224,7 +256,8 @@ ordered_json generate(const std::string& declaration_path, const std::string& li
 
     std::vector<KernelCapsule> capsules;
     std::set<BackendOp> implemented;
-    for (const auto& kernel : kernel_table(library)) {
+    const capsule_plugin* table = plugin_table(library);
+    for (const auto& kernel : kernel_table(table, library)) {
         const std::string prefix = base.name + ".";
         if (kernel.name.rfind(prefix, 0) != 0)
             fail(library + ": kernel " + kernel.name + " is not named " + prefix + "<op>");
@@ -259,7 +292,12 @@ ordered_json generate(const std::string& declaration_path, const std::string& li
         if (decl.at("manifest").contains(key)) ordered[key] = decl.at("manifest").at(key);
     if (decl.at("manifest").contains("conformance")) ordered["conformance"] = decl.at("manifest").at("conformance");
     ordered["capsules"] = doc.at("capsules");
-    parse_manifest(ordered.dump(), "generated manifest");  // the host must accept what it reads
+    // The host must accept what it reads: the manifest parses, and the library's table matches it
+    // (ABI, name, version, device, every kernel) as when the host opens the library.
+    const PluginManifest generated = parse_manifest(ordered.dump(), "generated manifest");
+    std::vector<capsule_kernel> kernels;
+    if (auto why = check_plugin_table(table, generated, kernels); !why.empty())
+        fail(library + " does not match " + declaration_path + ": " + why);
     return ordered;
 }
 
@@ -282,8 +320,12 @@ int main(int argc, char** argv) {
                       << output << "\n";
             return 1;
         }
-        std::ofstream(output, std::ios::binary) << text;
+        capsule::write_file_atomically(output, text);
         return 0;
+    } catch (const nlohmann::json::exception& e) {
+        // A value of the wrong type in the declaration (the manifest part is checked by the host).
+        std::cerr << "capsule_manifest_gen: " << declaration << ": " << e.what() << "\n";
+        return 2;
     } catch (const std::exception& e) {
         std::cerr << "capsule_manifest_gen: " << e.what() << "\n";
         return 2;

@@ -3,6 +3,8 @@
 //
 //   capsule_ops_doc TEMPLATE OUTPUT           write OUTPUT
 //   capsule_ops_doc --check TEMPLATE OUTPUT   exit 1 when OUTPUT differs from what would be written
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +14,9 @@
 
 namespace {
 std::string read(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        throw capsule::Error(capsule::ErrorCode::input, path + ": not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw capsule::Error(capsule::ErrorCode::input, path + ": cannot be read");
     std::ostringstream text;
@@ -36,7 +41,21 @@ int main(int argc, char** argv) {
                       << output_path << "\n";
             return 1;
         }
-        std::ofstream(output_path, std::ios::binary) << page;
+        // Through a temporary file and a rename: a failed write never leaves a stale page behind.
+        const std::string temp = output_path + ".tmp";
+        {
+            std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+            out << page;
+            out.flush();
+            if (!out) {
+                std::remove(temp.c_str());
+                throw capsule::Error(capsule::ErrorCode::input, output_path + ": cannot be written (through " + temp + ")");
+            }
+        }
+        if (std::rename(temp.c_str(), output_path.c_str()) != 0) {
+            std::remove(temp.c_str());
+            throw capsule::Error(capsule::ErrorCode::input, output_path + ": cannot be written");
+        }
         return 0;
     } catch (const capsule::Error& e) {
         std::cerr << "capsule_ops_doc: " << e.what() << "\n";
