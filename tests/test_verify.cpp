@@ -46,6 +46,33 @@ EvidenceRecord verify(const PluginHost& host, const std::string& name) {
     return conformance::verify_plugin(record, *loaded.plugin, "test machine");
 }
 
+/// A record of a made-up library (hash: 64 times `digit`), for reading and writing records.
+EvidenceRecord demo_record(char digit) {
+    EvidenceRecord r;
+    r.plugin = "demo";
+    r.version = "1.0";
+    r.abi = "1.1";
+    r.library = "/x/libdemo.so";
+    r.library_sha256 = std::string(64, digit);
+    r.device = "cpu";
+    r.driver = "test";
+    r.date = "2026-12-01T00:00:00Z";
+    r.host_version = "0.1.0";
+    return r;
+}
+
+/// `record` as a plugin that passed every case would leave it (to test what a passing record
+/// admits, with a fixture plugin that does not pass).
+EvidenceRecord as_if_passed(EvidenceRecord record) {
+    for (auto& c : record.capsules) {
+        c.forward_passed = c.forward_cases;
+        c.gradient_passed = c.gradient_cases;
+        c.failures.clear();
+        c.max_error_ratio = 0;
+    }
+    return record;
+}
+
 struct TempDir {
     fs::path path;
     explicit TempDir(const std::string& name)
@@ -159,16 +186,7 @@ TEST(Verify, UnsupportedDeclarationsMatchCasesByEveryField) {
 
 TEST(Evidence, RecordsRoundTripAndForgedOnesAreRefused) {
     TempDir dir("records");
-    EvidenceRecord r;
-    r.plugin = "demo";
-    r.version = "1.0";
-    r.abi = "1.1";
-    r.library = "/x/libdemo.so";
-    r.library_sha256 = std::string(64, 'a');
-    r.device = "cpu";
-    r.driver = "test";
-    r.date = "2026-12-01T00:00:00Z";
-    r.host_version = "0.1.0";
+    EvidenceRecord r = demo_record('a');
     CapsuleEvidence c;
     c.capsule = "demo.relu";
     c.op = BackendOp::relu;
@@ -269,14 +287,7 @@ TEST(Evidence, VerifiedPolicyReadsTheRecordOfTheExactLibrary) {
         EXPECT_NE(v.detail.find("first failure"), std::string::npos) << v.detail;
         EXPECT_FALSE(profile.gate_ops(host, ops).gate.accepted());
         // A passing record for this library (as a plugin that passed would leave) is accepted.
-        auto record = verify(host, "fixture_good");
-        for (auto& c : record.capsules) {
-            c.forward_passed = c.forward_cases;
-            c.gradient_passed = c.gradient_cases;
-            c.failures.clear();
-            c.max_error_ratio = 0;
-        }
-        write_evidence_record(record, evidence.path);
+        write_evidence_record(as_if_passed(verify(host, "fixture_good")), evidence.path);
     }
     {
         auto host = host_over({plugins.path}, {evidence.path});
@@ -304,14 +315,7 @@ TEST(Evidence, ARecordDoesNotCoverACapsuleWhoseOpChanged) {
         fs::copy_file(f.path(), plugins.path / f.path().filename());
     {
         auto host = host_over({plugins.path}, {evidence.path});
-        auto record = verify(host, "fixture_good");
-        for (auto& c : record.capsules) {  // as if it had passed
-            c.forward_passed = c.forward_cases;
-            c.gradient_passed = c.gradient_cases;
-            c.failures.clear();
-            c.max_error_ratio = 0;
-        }
-        write_evidence_record(record, evidence.path);
+        write_evidence_record(as_if_passed(verify(host, "fixture_good")), evidence.path);
         EXPECT_EQ(host.verification(host.plugin_of("fixture_good.relu")->manifest->capsules.at(0)).status,
                   VerificationStatus::verified);
     }
@@ -339,15 +343,7 @@ TEST(Evidence, ARecordDoesNotCoverACapsuleWhoseOpChanged) {
 // users can write.
 TEST(Evidence, RecordsAreWrittenSafely) {
     TempDir root("write");
-    EvidenceRecord r;
-    r.plugin = "demo";
-    r.version = "1.0";
-    r.abi = "1.1";
-    r.library = "/x/libdemo.so";
-    r.library_sha256 = std::string(64, 'd');
-    r.device = "cpu";
-    r.date = "2026-12-01T00:00:00Z";
-    r.host_version = "0.1.0";
+    EvidenceRecord r = demo_record('d');
     const mode_t old = ::umask(002);
     const fs::path nested = root.path / "a" / "b";
     const fs::path file = write_evidence_record(r, nested);
