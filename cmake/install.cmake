@@ -21,7 +21,8 @@ if(TARGET capsule_onnx)
   install(EXPORT capsuleOnnxTargets NAMESPACE capsule:: DESTINATION ${CAPSULE_INSTALL_CMAKEDIR})
 endif()
 
-install(TARGETS capsule RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# capsule_manifest_gen: vendors generate their manifests from their libraries (docs/plugins.md).
+install(TARGETS capsule capsule_manifest_gen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET capsule_onnx_import)
   install(TARGETS capsule_onnx_import LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/capsule)
 endif()
