@@ -105,6 +105,8 @@ TEST(CliEvidence, PlanLockRefusesDriftWithADiff) {
     EXPECT_EQ(doc["groups"][1]["node_ids"], nlohmann::json::array({2}));
     const std::string old_hash = doc["groups"][0]["library_sha256"];
     EXPECT_EQ(old_hash.size(), 64u);
+    ASSERT_EQ(doc["model_files"].size(), 1u);  // a JSON IR graph without a parameters file
+    EXPECT_EQ(doc["model_files"][0]["role"], "model");
 
     auto ok = capsule_tool_raw(tool + " run --profile checked_cpu" + run_args);
     EXPECT_EQ(ok.code, 0) << ok.out;
@@ -115,6 +117,18 @@ TEST(CliEvidence, PlanLockRefusesDriftWithADiff) {
     EXPECT_TRUE(contains(other_profile.out, "plan differs from lockfile " + lock + ":")) << other_profile.out;
     EXPECT_TRUE(contains(other_profile.out, "profile: locked checked_cpu, now checked_linux_x86_64_cpu"))
         << other_profile.out;
+
+    // The model changes (here only its bytes, not its plan): drift too.
+    std::string original;
+    {
+        std::ifstream in(graph);
+        original.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    std::ofstream(graph) << original << "\n";
+    auto edited = capsule_tool_raw(tool + " run --profile checked_cpu" + run_args);
+    EXPECT_EQ(edited.code, 4) << edited.out;
+    EXPECT_TRUE(contains(edited.out, "model file sha256: locked ")) << edited.out;
+    std::ofstream(graph) << original;
 
     // The library is replaced after locking (one byte appended: still a loadable library).
     std::ofstream(dir / "bin" / "plugins" / "libcapsule_reference.so", std::ios::app) << '\0';

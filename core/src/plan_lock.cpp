@@ -9,6 +9,7 @@
 
 #include "capsule/error.hpp"
 #include "json_reader.hpp"
+#include "plugin_loader.hpp"
 
 namespace capsule {
 
@@ -39,6 +40,16 @@ PlanLock make_plan_lock(const BackendProfile& profile, const GraphLoweringPlan& 
     return lock;
 }
 
+std::vector<LockedFile> model_files(const std::filesystem::path& model_path, const Graph& graph) {
+    std::vector<LockedFile> out{{model_path.string(), "model", detail::sha256_file(model_path)}};
+    if (graph.parameters) {
+        std::filesystem::path parameters(*graph.parameters);
+        if (parameters.is_relative()) parameters = model_path.parent_path() / parameters;
+        out.push_back({parameters.string(), "parameters", detail::sha256_file(parameters)});
+    }
+    return out;
+}
+
 nlohmann::ordered_json plan_lock_to_json(const PlanLock& lock) {
     using ordered = nlohmann::ordered_json;
     ordered groups = ordered::array();
@@ -51,13 +62,17 @@ nlohmann::ordered_json plan_lock_to_json(const PlanLock& lock) {
                           {"abi", g.abi},
                           {"library_sha256", g.library_sha256.empty() ? ordered(nullptr) : ordered(g.library_sha256)},
                           {"evidence_record", g.evidence_record.empty() ? ordered(nullptr) : ordered(g.evidence_record)}});
+    ordered files = ordered::array();
+    for (const auto& f : lock.model_files)
+        files.push_back({{"path", f.path}, {"role", f.role}, {"sha256", f.sha256}});
     return ordered{{"format", "capsule-plan-lock"},
                 {"version", 1},
                 {"profile", lock.profile},
                 {"acceptance_policy", lock.acceptance_policy},
                 {"profile_settings", ordered::parse(lock.profile_settings)},
                 {"groups", groups},
-                {"folded", lock.folded}};
+                {"folded", lock.folded},
+                {"model_files", files}};
 }
 
 namespace {
@@ -68,7 +83,8 @@ PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& sou
     const std::string src = source.empty() ? "plan lock" : source.string();
     const json doc = detail::parse_json_text(text, src);
     JsonCursor root(doc, src);
-    root.object({"format", "version", "profile", "acceptance_policy", "profile_settings", "groups", "folded"});
+    root.object({"format", "version", "profile", "acceptance_policy", "profile_settings", "groups", "folded",
+                 "model_files"});
     if (root.at("format").string() != "capsule-plan-lock") root.at("format").fail("expected \"capsule-plan-lock\"");
     if (root.at("version").integer() != 1) root.at("version").fail("unsupported version (this host reads 1)");
     PlanLock lock;
@@ -96,6 +112,16 @@ PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& sou
     }
     auto folded = root.at("folded");
     for (std::size_t i = 0; i < folded.array_size(); ++i) lock.folded.push_back(folded.at(i).string());
+    auto files = root.at("model_files");
+    for (std::size_t i = 0; i < files.array_size(); ++i) {
+        auto f = files.at(i);
+        f.object({"path", "role", "sha256"});
+        LockedFile file{f.at("path").string(), f.at("role").nonempty_string(), f.at("sha256").string()};
+        if (file.role != "model" && file.role != "parameters") f.at("role").fail("expected model or parameters");
+        if (file.sha256.size() != 64 || file.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+            f.at("sha256").fail("expected 64 lowercase hexadecimal digits");
+        lock.model_files.push_back(std::move(file));
+    }
     return lock;
 }
 
@@ -160,6 +186,13 @@ std::vector<std::string> plan_lock_diff(const PlanLock& locked, const PlanLock& 
         field(where, "library sha256", a.library_sha256, b.library_sha256);
         field(where, "evidence record", a.evidence_record, b.evidence_record);
     }
+    auto file_of = [](const PlanLock& lock, const std::string& role) -> std::string {
+        for (const auto& f : lock.model_files)
+            if (f.role == role) return f.sha256;
+        return "";
+    };
+    for (const char* role : {"model", "parameters"})
+        field("", std::string(role) + " file sha256", file_of(locked, role), file_of(current, role));
     if (locked.folded != current.folded) {
         for (const auto& f : locked.folded)
             if (std::find(current.folded.begin(), current.folded.end(), f) == current.folded.end())

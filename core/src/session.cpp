@@ -268,9 +268,13 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
             capsule_at[index->second] = group.capsule.get();
         }
 
-    if (options.lock)
-        require_plan_lock(*options.lock, make_plan_lock(profile, plan.plan(), host, options.lock->folded),
-                          options.lock_source);
+    if (options.lock) {
+        // The session sees the graph, not the files or the import it came from: those parts of
+        // the lock are its caller's to compare (capsule run --lock does).
+        auto current = make_plan_lock(profile, plan.plan(), host, options.lock->folded);
+        current.model_files = options.lock->model_files;
+        require_plan_lock(*options.lock, current, options.lock_source);
+    }
 
     // Open and probe every plugin the plan uses, once; bind each distinct capsule's kernel once.
     std::unordered_map<const KernelCapsule*, detail::BoundKernel> kernel_of;

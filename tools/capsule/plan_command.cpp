@@ -59,12 +59,14 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
         const auto profile = ctx.profile(args->profile);
         AcceptedPlanResult result;
         std::vector<std::string> folded;
+        std::vector<LockedFile> files;
         try {
             if (!args->graph.empty()) {
                 OnnxImportOptions import_options;
                 import_options.input_shapes = parse_input_shapes(args->input_shapes);
                 auto model = load_model(args->graph, import_options);
                 folded = std::move(model.folded);
+                if (!args->lock.empty()) files = model_files(args->graph, model.graph);
                 result = profile.accept_graph(ctx.host(), model.graph);
             } else {
                 auto list = parse_ops(args->ops);
@@ -79,8 +81,11 @@ Command add_plan_command(CLI::App& app, const GlobalOptions& options) {
         }
         // The lock first: a lock that cannot be written is this command's only output (under --json,
         // one error object).
-        if (result.gate.accepted() && !args->lock.empty())
-            write_plan_lock(make_plan_lock(profile, result.gate.plan, ctx.host(), folded), args->lock);
+        if (result.gate.accepted() && !args->lock.empty()) {
+            auto lock = make_plan_lock(profile, result.gate.plan, ctx.host(), folded);
+            lock.model_files = std::move(files);
+            write_plan_lock(lock, args->lock);
+        }
         if (args->json) {
             auto out = plan_json(profile, result.gate);
             out["folded"] = folded;

@@ -104,8 +104,9 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         session_options.threads = options.threads;
         if (!args->lock.empty() && result.accepted) {  // a drifted plan is refused before it is shown
             auto locked = std::make_shared<const PlanLock>(load_plan_lock(args->lock));
-            require_plan_lock(*locked, make_plan_lock(profile, result.gate.plan, ctx.host(), model.folded),
-                              args->lock);
+            auto current = make_plan_lock(profile, result.gate.plan, ctx.host(), model.folded);
+            current.model_files = model_files(args->graph, graph);
+            require_plan_lock(*locked, current, args->lock);
             session_options.lock = locked;
             session_options.lock_source = args->lock;
         }

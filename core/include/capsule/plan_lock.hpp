@@ -17,6 +17,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "capsule/ir.hpp"
 #include "capsule/profile.hpp"
 #include "capsule/registry.hpp"
 
@@ -35,6 +36,14 @@ struct PlanLockGroup {
     bool operator==(const PlanLockGroup&) const = default;
 };
 
+/// A file the plan was made from (the model, a JSON IR graph's parameters file), by content.
+struct LockedFile {
+    std::string path;    // as given when locking; informational
+    std::string role;    // `model` or `parameters`
+    std::string sha256;  // lowercase hex
+    bool operator==(const LockedFile&) const = default;
+};
+
 struct PlanLock {
     std::string profile;           // profile name
     std::string acceptance_policy; // its name, or acceptance_policy_to_json's object as JSON text
@@ -44,7 +53,14 @@ struct PlanLock {
     std::vector<PlanLockGroup> groups;
     /// What import folded away (ImportedModel::folded), in model order; empty for JSON IR.
     std::vector<std::string> folded;
+    /// The files the graph came from, by SHA-256 (model_files); empty for a bare op sequence.
+    /// Compared by role and hash: the same model at another path is no drift.
+    std::vector<LockedFile> model_files;
 };
+
+/// The model file at `model_path` (an ONNX model holds its weights) and, for a JSON IR graph that
+/// names one, its parameters file, each hashed now. Raises Error(input) when one cannot be read.
+std::vector<LockedFile> model_files(const std::filesystem::path& model_path, const Graph& graph);
 
 /// The lock of `plan` (the groups of an accepted plan) under `profile`: each capsule's plugin is
 /// looked up in `host`, each library hashed once. Raises Error(input) when a library cannot be

@@ -50,7 +50,7 @@ struct SessionOptions {
     bool compile_groups = true;
     /// A plan lockfile (capsule/plan_lock.hpp) the session must match: the plan given to `create`
     /// must lock to the same groups, capsules, plugins, versions, ABIs, library hashes and
-    /// evidence records (import folding is the importer's caller's to compare), and every
+    /// evidence records (import folding and the model files are the caller's to compare), and every
     /// library the session opens must hash to the locked SHA-256. Null: no lock.
     std::shared_ptr<const PlanLock> lock;
     /// Names the lockfile in errors.
