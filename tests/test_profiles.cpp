@@ -125,12 +125,10 @@ TEST(Profiles, EachFutureProfileFailsToPlanMatmul) {
     }
 }
 
-TEST(Profiles, LibTorchProfilesPlanOnlyTheSdpaCapsules) {
+TEST(Profiles, LibTorchCudaProfilesPlanOnlyTheSdpaCapsules) {
     const std::pair<const char*, const char*> rows[] = {
         {"libtorch_forward_cuda", "libtorch.sdpa_forward"},
         {"libtorch_autograd_cuda", "libtorch.sdpa_autograd"},
-        {"libtorch_forward_cpu", "libtorch.sdpa_forward_cpu"},
-        {"libtorch_autograd_cpu", "libtorch.sdpa_autograd_cpu"},
     };
     for (const auto& [name, capsule] : rows) {
         SCOPED_TRACE(name);
@@ -161,6 +159,36 @@ TEST(Profiles, LibTorchProfilesPlanOnlyTheSdpaCapsules) {
             trusted_boundary |= f.kind == GateFailureKind::trusted_boundary;
         EXPECT_TRUE(trusted_boundary);
     }
+}
+
+// plugins/libtorch/libtorch.capsule.json (generated from the LibTorch plugin's kernel table): its
+// capsules have backward kernels (VJP mode backend-vjp), so libtorch_forward_cpu (the tape) plans
+// every op on them and its gate accepts them as trusted-external; libtorch_autograd_cpu wants
+// external-autograd capsules, which no plugin provides, and says why each LibTorch capsule is
+// refused.
+TEST(Profiles, LibTorchCpuProfilesPlanTheLibTorchPlugin) {
+    const auto& forward = find_builtin_profile("libtorch_forward_cpu");
+    for (BackendOp op : {BackendOp::matmul, BackendOp::conv2d, BackendOp::scaled_dot_product_attention,
+                         BackendOp::cross_entropy, BackendOp::sgd, BackendOp::adam})
+        EXPECT_EQ(planned_capsule(forward, op), "libtorch." + std::string(to_string(op)));
+    const BackendOp ops[] = {BackendOp::conv2d, BackendOp::relu, BackendOp::linear, BackendOp::cross_entropy};
+    auto accepted = forward.gate_ops(host(), ops);
+    EXPECT_TRUE(accepted.gate.trusted_external);
+    EXPECT_TRUE(accepted.gate.accepted());
+    auto strict = forward;
+    strict.acceptance_policy = AcceptancePolicy::strict();
+    auto rejected = strict.gate_ops(host(), ops);
+    ASSERT_FALSE(rejected.gate.accepted());
+    bool trusted_boundary = false;
+    for (const auto& f : rejected.gate.failures) trusted_boundary |= f.kind == GateFailureKind::trusted_boundary;
+    EXPECT_TRUE(trusted_boundary);
+
+    auto msg = planning_error(find_builtin_profile("libtorch_autograd_cpu"), BackendOp::matmul);
+    EXPECT_NE(msg.find("libtorch.matmul (provider libtorch, device cpu): VJP mode backend-vjp is not "
+                       "compatible with config VJP mode external-autograd"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("only: preference only:libtorch refuses provider reference"), std::string::npos) << msg;
 }
 
 TEST(Profiles, LibTorchForwardRefusesTheAutogradCapsuleForItsVjpMode) {

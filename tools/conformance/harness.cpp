@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 namespace capsule::conformance {
@@ -316,47 +317,97 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
     return check_gradient(*k, c).failure;
 }
 
-CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c) {
-    const auto* k = &kernel;
-    try {
-        if (!k->backward) return failed(std::string(k->capsule_name) + " has no backward kernel");
-        if (!c.expected_error.empty()) return failed("an error case cannot check gradients");
-        Call base(c, true);
-        if (auto err = base.forward(*k); !err.empty()) return failed(err);
+namespace {
 
-        // Fixed pseudo-random upstream gradient in [-1, 1].
-        Buffer gout(base.outputs[0].dtype, base.outputs[0].shape);
+/// One backward call on float64 copies of a case's inputs (Backward::run).
+struct Backward {
+    std::unique_ptr<Call> base;  // inputs, parameters and the forward output
+    std::unique_ptr<Buffer> gout;
+    std::vector<Buffer> gin, gparam;
+
+    /// Runs `k`'s forward and then its backward with a fixed pseudo-random upstream gradient in
+    /// [-1, 1]; returns "" or the failure.
+    std::string run(const capsule_kernel& k, const KernelCase& c) {
+        if (!k.backward) return std::string(k.capsule_name) + " has no backward kernel";
+        if (!c.expected_error.empty()) return "an error case cannot check gradients";
+        base = std::make_unique<Call>(c, true);
+        if (auto err = base->forward(k); !err.empty()) return err;
+        gout = std::make_unique<Buffer>(base->outputs[0].dtype, base->outputs[0].shape);
         std::uint64_t state = 0x9E3779B97F4A7C15ull;
-        for (std::size_t i = 0; i < gout.size(); ++i) {
+        for (std::size_t i = 0; i < gout->size(); ++i) {
             state = state * 6364136223846793005ull + 1442695040888963407ull;
-            gout.set(i, double(state >> 11) / double(1ull << 53) * 2.0 - 1.0);
+            gout->set(i, double(state >> 11) / double(1ull << 53) * 2.0 - 1.0);
         }
-        auto float_type = [](DType d) { return d == DType::float32 || d == DType::float64; };
-        std::vector<Buffer> gin, gparam;
-        for (auto& b : base.inputs) gin.emplace_back(b.dtype, b.shape);
-        for (auto& b : base.params) gparam.emplace_back(b.dtype, b.shape);
+        for (auto& b : base->inputs) gin.emplace_back(b.dtype, b.shape);
+        for (auto& b : base->params) gparam.emplace_back(b.dtype, b.shape);
         std::vector<capsule_tensor_view> gin_views, gparam_views;
         for (auto& b : gin) {
             b.refresh();
             gin_views.push_back(b.view);
-            if (!float_type(b.dtype)) gin_views.back().data = nullptr;  // index inputs: no grad
+            if (!is_float(b.dtype)) gin_views.back().data = nullptr;  // index inputs: no grad
         }
         for (auto& b : gparam) { b.refresh(); gparam_views.push_back(b.view); }
-        base.relink();
-        gout.refresh();
+        base->relink();
+        gout->refresh();
         capsule_backward_args a{};
         a.struct_size = sizeof a;
-        a.inputs = base.in_views.data(); a.num_inputs = base.in_views.size();
-        a.params = base.param_views.data(); a.num_params = base.param_views.size();
-        a.outputs = base.out_views.data(); a.num_outputs = base.out_views.size();
-        a.grad_outputs = &gout.view;
+        a.inputs = base->in_views.data(); a.num_inputs = base->in_views.size();
+        a.params = base->param_views.data(); a.num_params = base->param_views.size();
+        a.outputs = base->out_views.data(); a.num_outputs = base->out_views.size();
+        a.grad_outputs = &gout->view;
         a.grad_inputs = gin_views.data();
         a.grad_params = gparam_views.data();
-        a.attrs = base.attrs.data(); a.num_attrs = base.attrs.size();
+        a.attrs = base->attrs.data(); a.num_attrs = base->attrs.size();
         capsule_status st{};
         st.struct_size = sizeof st;
-        if (k->backward(&a, &st) != CAPSULE_OK)
-            return failed("backward failed (code " + std::to_string(st.code) + "): " + st.message);
+        if (k.backward(&a, &st) != CAPSULE_OK)
+            return "backward failed (code " + std::to_string(st.code) + "): " + st.message;
+        return "";
+    }
+
+    static bool is_float(DType d) { return d == DType::float32 || d == DType::float64; }
+
+    /// The inputs whose gradient a case checks: `grad_inputs`, or every float input.
+    static std::vector<std::size_t> checked_inputs(const KernelCase& c) {
+        std::vector<std::size_t> which = c.grad_inputs;
+        if (which.empty())
+            for (std::size_t i = 0; i < c.inputs.size(); ++i)
+                if (is_float(c.inputs[i].dtype)) which.push_back(i);
+        return which;
+    }
+};
+
+}  // namespace
+
+std::vector<std::vector<double>> run_gradient_values(const capsule_plugin& plugin, const std::string& capsule_name,
+                                                     const KernelCase& c, std::string& error) {
+    const auto* k = find_kernel(plugin, capsule_name);
+    if (!k) {
+        error = "plugin has no kernel for " + capsule_name;
+        return {};
+    }
+    try {
+        Backward b;
+        error = b.run(*k, c);
+        if (!error.empty()) return {};
+        std::vector<std::vector<double>> out;
+        for (auto i : Backward::checked_inputs(c)) out.push_back(b.gin[i].values());
+        for (const auto& g : b.gparam) out.push_back(g.values());
+        return out;
+    } catch (const std::exception& e) {
+        error = std::string("case error: ") + e.what();
+        return {};
+    }
+}
+
+CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c) {
+    const auto* k = &kernel;
+    try {
+        Backward b;
+        if (auto err = b.run(*k, c); !err.empty()) return failed(err);
+        const Buffer& gout = *b.gout;
+        const std::vector<Buffer>& gin = b.gin;
+        const std::vector<Buffer>& gparam = b.gparam;
 
         // Central differences of <gout, f(x)> for each checked tensor element.
         auto objective = [&](Call& call) -> double {
@@ -381,11 +432,7 @@ CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c) {
                     std::string(is_param ? "grad param " : "grad input ") + std::to_string(index),
                     outcome);
         };
-        std::vector<std::size_t> which = c.grad_inputs;
-        if (which.empty())
-            for (std::size_t i = 0; i < c.inputs.size(); ++i)
-                if (float_type(c.inputs[i].dtype)) which.push_back(i);
-        for (auto i : which) check_tensor(false, i, gin[i]);
+        for (auto i : Backward::checked_inputs(c)) check_tensor(false, i, gin[i]);
         for (std::size_t i = 0; i < c.params.size(); ++i) check_tensor(true, i, gparam[i]);
         return outcome;
     } catch (const std::exception& e) {

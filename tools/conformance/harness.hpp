@@ -106,6 +106,13 @@ std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::
 std::string run_gradient_case(const capsule_plugin& plugin, const std::string& capsule_name,
                               const KernelCase& c);
 
+/// Runs the backward kernel of `capsule_name` as run_gradient_case does (float64 copies of the
+/// case's inputs, the same fixed upstream gradient) and returns the gradients it wrote: one per
+/// checked input (`grad_inputs`, or every float input), then one per parameter, each flattened;
+/// nothing with `error` set. For comparing two plugins' backward kernels on the same inputs.
+std::vector<std::vector<double>> run_gradient_values(const capsule_plugin& plugin, const std::string& capsule_name,
+                                                     const KernelCase& c, std::string& error);
+
 /// Case lists, one per family of ops.
 std::vector<KernelCase> elementwise_cases();  // unary, binary, random, softmax, reductions, loss
 std::vector<KernelCase> shape_cases();        // reshape/permute/concat/slice/gather/scatter

@@ -1,0 +1,334 @@
+// Network-layer capsules of the LibTorch plugin: softmax, reductions, matrix products, losses,
+// normalisation, convolution, pooling, attention and the operator-learning layers, each as the
+// PyTorch function docs/ops.md names (torch.nn.functional unless said otherwise).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops.hpp"
+
+namespace capsule::libtorch {
+
+namespace {
+const at::Tensor& x0(const OpArgs& a) { return a.inputs.at(0); }
+
+/// The reduced axes of a reduce_* node: `axes` normalised, or every axis when absent.
+std::vector<int64_t> reduced_axes(const OpArgs& a) {
+    const int64_t rank = x0(a).dim();
+    std::vector<int64_t> axes = a.attrs.get_ints("axes", {});
+    if (!a.attrs.has("axes"))
+        for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    for (auto& axis : axes) {
+        if (axis < -std::max<int64_t>(rank, 1) || axis >= std::max<int64_t>(rank, 1))
+            plugin::fail("attribute 'axes' entry " + std::to_string(axis) + " out of range for rank " +
+                         std::to_string(rank));
+        if (axis < 0) axis += rank;
+    }
+    return axes;
+}
+
+/// amax/amin, with ONNX's value for an empty group (-inf for max, +inf for min: torch refuses).
+at::Tensor extremum(const OpArgs& a, bool is_max) {
+    const std::vector<int64_t> axes = reduced_axes(a);
+    const bool keepdims = a.attrs.get_bool("keepdims", false);
+    const at::Tensor& x = x0(a);
+    if (x.dim() == 0) return x.clone();
+    int64_t group = 1;
+    for (auto axis : axes) group *= x.size(axis);
+    if (group == 0) {
+        std::vector<int64_t> shape;
+        for (int64_t d = 0; d < x.dim(); ++d) {
+            const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+            if (!reduced) shape.push_back(x.size(d));
+            else if (keepdims) shape.push_back(1);
+        }
+        const double inf = std::numeric_limits<double>::infinity();
+        return at::full(shape, is_max ? -inf : inf, x.options());
+    }
+    return is_max ? at::amax(x, axes, keepdims) : at::amin(x, axes, keepdims);
+}
+
+/// Pooling windows (docs/ops.md, Pooling): kernel, stride (default the kernel) and padding.
+struct Window {
+    std::vector<int64_t> kernel, stride, padding;
+};
+Window window(const OpArgs& a, std::size_t dims) {
+    Window w;
+    w.kernel = spatial(a.attrs, "kernel_size", dims, 1);
+    w.stride = a.attrs.has("stride") ? spatial(a.attrs, "stride", dims, 1) : w.kernel;
+    w.padding = spatial(a.attrs, "padding", dims, 0);
+    return w;
+}
+
+/// The common convolution attributes (docs/ops.md, Convolution) for `dims` spatial dimensions.
+struct ConvAttrs {
+    std::vector<int64_t> stride, padding, dilation, output_padding;
+    int64_t groups;
+};
+ConvAttrs conv_attrs(const OpArgs& a, std::size_t dims) {
+    return {spatial(a.attrs, "stride", dims, 1), spatial(a.attrs, "padding", dims, 0),
+            spatial(a.attrs, "dilation", dims, 1), spatial(a.attrs, "output_padding", dims, 0),
+            a.attrs.get_int("groups", 1)};
+}
+
+/// The optional bias parameter of a convolution or linear node (`bias` attribute, default true).
+c10::optional<at::Tensor> bias_of(const OpArgs& a) {
+    if (!a.attrs.get_bool("bias", true)) return c10::nullopt;
+    return a.params.at(1);
+}
+
+/// x in the dtype its statistics are computed in: float64 (a float32 x is widened, so that a
+/// large mean does not cancel the variance, as the reference capsule computes them).
+at::Tensor widened(const at::Tensor& x) { return x.to(at::kDouble); }
+
+/// (x − mean)/√(var + eps) over `dims` with biased variance, two-pass, in float64.
+at::Tensor normalized(const at::Tensor& x, at::IntArrayRef dims, double eps) {
+    const at::Tensor xd = widened(x);
+    const at::Tensor centred = xd - xd.mean(dims, /*keepdim=*/true);
+    return centred * at::rsqrt((centred * centred).mean(dims, true) + eps);
+}
+
+/// torch.nn.functional.batch_norm (channel axis 1) written out: ATen's kernel folds the running
+/// statistics into a scale and shift (x·α + β), which cancels for inputs far from 0, and in
+/// training mode updates the running statistics in place (a forward kernel must not write its
+/// parameters: the host's optimizer owns them).
+at::Tensor batch_norm(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    const bool affine = a.attrs.get_bool("affine", true);
+    const std::size_t stats = affine ? 2 : 0;
+    const double eps = a.attrs.get_float("eps", 1e-5);
+    std::vector<int64_t> channel_shape(x.dim(), 1);
+    channel_shape[1] = x.size(1);
+    at::Tensor y;
+    if (a.attrs.get_bool("training", false)) {
+        std::vector<int64_t> dims{0};
+        for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+        y = normalized(x, dims, eps);
+    } else {
+        const at::Tensor mean = widened(a.params.at(stats)).reshape(channel_shape);
+        const at::Tensor var = widened(a.params.at(stats + 1)).reshape(channel_shape);
+        y = (widened(x) - mean) * at::rsqrt(var + eps);
+    }
+    if (affine) y = y * widened(a.params.at(0)).reshape(channel_shape) + widened(a.params.at(1)).reshape(channel_shape);
+    return y.to(x.scalar_type());
+}
+
+/// Log-sum-exp pooling over windows already unfolded into the trailing `dims` axes.
+at::Tensor smooth_max(const at::Tensor& windows, int64_t dims, double temperature) {
+    at::Tensor flat = windows.flatten(windows.dim() - dims, windows.dim() - 1);
+    return at::logsumexp(flat / temperature, {-1}) * temperature;
+}
+}  // namespace
+
+at::Tensor op_softmax(const OpArgs& a) { return at::softmax(x0(a), axis_of(a.attrs, "axis", x0(a).dim(), -1)); }
+at::Tensor op_log_softmax(const OpArgs& a) {
+    return at::log_softmax(x0(a), axis_of(a.attrs, "axis", x0(a).dim(), -1));
+}
+
+at::Tensor op_sum(const OpArgs& a) { return at::sum(x0(a)); }
+at::Tensor op_reduce_sum(const OpArgs& a) {
+    return at::sum(x0(a), reduced_axes(a), a.attrs.get_bool("keepdims", false));
+}
+at::Tensor op_reduce_mean(const OpArgs& a) {
+    return at::mean(x0(a), reduced_axes(a), a.attrs.get_bool("keepdims", false));
+}
+at::Tensor op_reduce_max(const OpArgs& a) { return extremum(a, true); }
+at::Tensor op_reduce_min(const OpArgs& a) { return extremum(a, false); }
+// Accumulated in double (ONNX ReduceProd, docs/ops.md), one axis at a time.
+at::Tensor op_reduce_prod(const OpArgs& a) {
+    std::vector<int64_t> axes = reduced_axes(a);
+    std::sort(axes.rbegin(), axes.rend());
+    const bool keepdims = a.attrs.get_bool("keepdims", false);
+    at::Tensor r = x0(a).to(at::kDouble);
+    for (auto axis : axes) r = at::prod(r, axis, keepdims);
+    return r.to(x0(a).scalar_type());
+}
+
+// ONNX ArgMax / ArgMin; with select_last_index the search runs on the flipped axis.
+static at::Tensor arg_extremum(const OpArgs& a, bool is_max) {
+    const at::Tensor& x = x0(a);
+    const bool keepdims = a.attrs.get_bool("keepdims", true);
+    if (x.dim() == 0) return at::zeros({}, at::kLong);
+    const int64_t axis = axis_of(a.attrs, "axis", x.dim(), 0);
+    if (x.size(axis) == 0) plugin::fail("argmax/argmin: axis " + std::to_string(axis) + " has size 0");
+    if (!a.attrs.get_bool("select_last_index", false))
+        return is_max ? at::argmax(x, axis, keepdims) : at::argmin(x, axis, keepdims);
+    const at::Tensor flipped = x.flip({axis});
+    const at::Tensor index = is_max ? at::argmax(flipped, axis, keepdims) : at::argmin(flipped, axis, keepdims);
+    return (x.size(axis) - 1) - index;
+}
+at::Tensor op_argmax(const OpArgs& a) { return arg_extremum(a, true); }
+at::Tensor op_argmin(const OpArgs& a) { return arg_extremum(a, false); }
+
+// ONNX CumSum; floats accumulate in double, int64 wraps (docs/ops.md).
+at::Tensor op_cumsum(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    const int64_t axis = axis_of(a.attrs, "axis", x.dim(), 0);
+    const bool exclusive = a.attrs.get_bool("exclusive", false), reverse = a.attrs.get_bool("reverse", false);
+    at::Tensor t = at::isFloatingType(x.scalar_type()) ? x.to(at::kDouble) : x;
+    if (x.dim() == 0) return x.clone();
+    if (reverse) t = t.flip({axis});
+    at::Tensor s = at::cumsum(t, axis);
+    if (exclusive) s = s - t;
+    if (reverse) s = s.flip({axis});
+    return s.to(x.scalar_type());
+}
+
+at::Tensor op_matmul(const OpArgs& a) { return at::matmul(x0(a), a.inputs.at(1)); }
+at::Tensor op_bmm(const OpArgs& a) { return at::bmm(x0(a), a.inputs.at(1)); }
+at::Tensor op_linear(const OpArgs& a) { return at::linear(x0(a), a.params.at(0), bias_of(a)); }
+
+namespace {
+int64_t reduction_of(const OpArgs& a) {
+    const std::string r = a.attrs.get_string("reduction", "mean");
+    if (r == "mean") return at::Reduction::Mean;
+    if (r == "sum") return at::Reduction::Sum;
+    if (r == "none") return at::Reduction::None;
+    plugin::fail("attribute 'reduction' must be mean, sum or none, got '" + r + "'");
+}
+}  // namespace
+
+at::Tensor op_mse_loss(const OpArgs& a) { return at::mse_loss(x0(a), a.inputs.at(1), reduction_of(a)); }
+
+// torch.nn.functional.cross_entropy with class-index targets; a target outside [0, C) that is
+// not ignore_index is an error (ATen's own check raises it).
+at::Tensor op_cross_entropy(const OpArgs& a) {
+    const at::Tensor& target = a.inputs.at(1);
+    const int64_t classes = x0(a).size(1), ignore = a.attrs.get_int("ignore_index", -100);
+    if (target.numel() > 0) {
+        const at::Tensor bad = (target < 0).logical_or(target >= classes).logical_and(target != ignore);
+        if (bad.any().item<bool>())
+            plugin::fail("cross_entropy: a target is outside [0, " + std::to_string(classes) +
+                         ") and is not ignore_index");
+    }
+    return at::cross_entropy_loss(x0(a), target, c10::nullopt, reduction_of(a), ignore, 0.0);
+}
+
+// torch.nn.LayerNorm written out with float64 statistics (ATen's float32 layer_norm loses the
+// variance of inputs far from 0).
+at::Tensor op_layer_norm(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    const int64_t k = static_cast<int64_t>(a.attrs.get_ints("normalized_shape", {}).size());
+    std::vector<int64_t> dims;
+    for (int64_t d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+    at::Tensor y = normalized(x, dims, a.attrs.get_float("eps", 1e-5));
+    if (a.attrs.get_bool("elementwise_affine", true)) {
+        y = y * widened(a.params.at(0));
+        if (a.attrs.get_bool("bias", true)) y = y + widened(a.params.at(1));
+    }
+    return y.to(x.scalar_type());
+}
+at::Tensor op_batch_norm(const OpArgs& a) { return batch_norm(a); }
+at::Tensor op_batchnorm_channel_first(const OpArgs& a) { return batch_norm(a); }
+
+at::Tensor op_conv(const OpArgs& a) {
+    const ConvAttrs c = conv_attrs(a, 1);
+    return at::conv1d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.dilation, c.groups);
+}
+at::Tensor op_conv2d(const OpArgs& a) {
+    const ConvAttrs c = conv_attrs(a, 2);
+    return at::conv2d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.dilation, c.groups);
+}
+at::Tensor op_conv_transpose(const OpArgs& a) {
+    const ConvAttrs c = conv_attrs(a, 1);
+    return at::conv_transpose1d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.output_padding,
+                                c.groups, c.dilation);
+}
+at::Tensor op_conv_transpose2d(const OpArgs& a) {
+    const ConvAttrs c = conv_attrs(a, 2);
+    return at::conv_transpose2d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.output_padding,
+                                c.groups, c.dilation);
+}
+
+at::Tensor op_max_pool(const OpArgs& a) {
+    const Window w = window(a, 1);
+    return at::max_pool1d(x0(a), w.kernel, w.stride);
+}
+at::Tensor op_max_pool2d(const OpArgs& a) {
+    const Window w = window(a, 2);
+    return at::max_pool2d(x0(a), w.kernel, w.stride);
+}
+at::Tensor op_max_pool2d_pad(const OpArgs& a) {
+    const Window w = window(a, 2);
+    return at::max_pool2d(x0(a), w.kernel, w.stride, w.padding, {1, 1}, a.attrs.get_bool("ceil_mode", false));
+}
+at::Tensor op_avg_pool(const OpArgs& a) {
+    const Window w = window(a, 1);
+    return at::avg_pool1d(x0(a), w.kernel, w.stride);
+}
+at::Tensor op_avg_pool2d(const OpArgs& a) {
+    const Window w = window(a, 2);
+    return at::avg_pool2d(x0(a), w.kernel, w.stride);
+}
+at::Tensor op_avg_pool2d_pad(const OpArgs& a) {
+    const Window w = window(a, 2);
+    return at::avg_pool2d(x0(a), w.kernel, w.stride, w.padding, a.attrs.get_bool("ceil_mode", false),
+                          a.attrs.get_bool("count_include_pad", true));
+}
+// T * logsumexp(x.unfold(-1, k, s) / T, dim=-1) (docs/ops.md).
+at::Tensor op_smooth_max_pool(const OpArgs& a) {
+    const Window w = window(a, 1);
+    return smooth_max(x0(a).unfold(2, w.kernel[0], w.stride[0]), 1, a.attrs.get_float("temperature", 1.0));
+}
+at::Tensor op_smooth_max_pool2d(const OpArgs& a) {
+    const Window w = window(a, 2);
+    const at::Tensor windows = x0(a).unfold(2, w.kernel[0], w.stride[0]).unfold(3, w.kernel[1], w.stride[1]);
+    return smooth_max(windows, 2, a.attrs.get_float("temperature", 1.0));
+}
+
+// torch.nn.functional.scaled_dot_product_attention without dropout, written out (LibTorch 1.13
+// predates the fused op): softmax(q·kᵀ·scale + mask)·v; a bool mask keeps the `true` positions.
+at::Tensor op_scaled_dot_product_attention(const OpArgs& a) {
+    const at::Tensor &q = a.inputs.at(0), &k = a.inputs.at(1), &v = a.inputs.at(2);
+    const double scale = a.attrs.has("scale") ? a.attrs.get_float("scale", 1.0) : 1.0 / std::sqrt(double(q.size(-1)));
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+    const bool causal = a.attrs.get_bool("is_causal", false);
+    c10::optional<at::Tensor> keep;  // bool, broadcastable to the scores: positions attended to
+    if (a.inputs.size() > 3) {
+        if (causal) plugin::fail("scaled_dot_product_attention: a mask together with is_causal");
+        const at::Tensor& mask = a.inputs[3];
+        if (mask.scalar_type() == at::kBool) keep = mask;
+        else scores = scores + mask;
+    } else if (causal) {
+        keep = at::ones({q.size(-2), k.size(-2)}, at::kBool).tril();
+    }
+    if (!keep) return at::matmul(at::softmax(scores, -1), v);
+    // A row without any attended position gives 0, as the reference capsule (softmax over no
+    // positions would be 0/0): its scores are zeroed before the softmax and its weights after.
+    const at::Tensor any = keep->any(-1, /*keepdim=*/true);
+    scores = at::where(*keep, scores, -std::numeric_limits<double>::infinity());
+    scores = at::where(any, scores, at::zeros_like(scores));
+    return at::matmul(at::softmax(scores, -1) * any, v);
+}
+
+// FNO spectral convolution (Li et al., ICLR 2021; SpectralConv1d): rfft, a complex channel mix
+// of the lowest `modes` frequencies, irfft back to length L.
+at::Tensor op_fft_fno(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    const int64_t modes = a.attrs.get_int("modes", 1);
+    const int64_t length = x.size(2);
+    const at::Tensor spectrum = at::fft_rfft(x);
+    const at::Tensor weight = at::complex(a.params.at(0), a.params.at(1));
+    const at::Tensor mixed = at::einsum("bim,iom->bom", {spectrum.narrow(2, 0, modes), weight});
+    const at::Tensor full = at::constant_pad_nd(mixed, {0, spectrum.size(2) - modes});
+    return at::fft_irfft(full, length);
+}
+
+// Mamba's selective scan (selective_scan_ref in mamba_ssm), one step per time position.
+at::Tensor op_selective_scan(const OpArgs& a) {
+    const at::Tensor &u = a.inputs.at(0), &A = a.inputs.at(2), &B = a.inputs.at(3), &C = a.inputs.at(4);
+    at::Tensor delta = a.inputs.at(1);
+    if (a.attrs.get_bool("delta_softplus", false)) delta = at::softplus(delta);
+    const int64_t length = u.size(2);
+    at::Tensor h = at::zeros({u.size(0), u.size(1), A.size(1)}, u.options());
+    std::vector<at::Tensor> ys;
+    for (int64_t t = 0; t < length; ++t) {
+        const at::Tensor d = delta.select(2, t).unsqueeze(-1);                     // [B, D, 1]
+        h = at::exp(d * A) * h + d * B.select(2, t).unsqueeze(1) * u.select(2, t).unsqueeze(-1);
+        ys.push_back((h * C.select(2, t).unsqueeze(1)).sum(-1));                   // [B, D]
+    }
+    if (ys.empty()) return at::zeros_like(u);
+    return at::stack(ys, 2);
+}
+
+}  // namespace capsule::libtorch

@@ -1,0 +1,213 @@
+// The LibTorch plugin (plugins/libtorch) against independently computed values: its kernel table
+// against the op catalog, every backward kernel against the reference capsule's backward on the
+// shared gradient cases, the shared ONNX models under libtorch_forward_cpu against checked_cpu and
+// PyTorch's recorded outputs, and a few training steps against the same steps under checked_cpu.
+// The shared conformance suite itself runs as ctest verify_libtorch. Skipped when the build has no
+// LibTorch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "capsule/onnx_import.hpp"
+#include "capsule/op_catalog.hpp"
+#include "capsule/session.hpp"
+#include "capsule/tensor_io.hpp"
+#include "capsule/training.hpp"
+#include "capsule_fixtures.hpp"
+#include "conformance/harness.hpp"
+
+using namespace capsule;
+using namespace capsule::conformance;
+namespace fs = std::filesystem;
+
+namespace {
+
+const capsule_plugin* open_plugin(const char* file) {
+    std::string error;
+    auto* p = open_plugin_library(std::string(CAPSULE_PLUGIN_DIR) + "/" + file, error);
+    if (!p) ADD_FAILURE() << "cannot open " << file << ": " << error;
+    return p;
+}
+
+const capsule_plugin* libtorch_plugin() {
+#ifdef CAPSULE_HAVE_LIBTORCH
+    static const capsule_plugin* p = open_plugin("libcapsule_libtorch.so");
+    return p;
+#else
+    return nullptr;
+#endif
+}
+
+const capsule_plugin& reference_plugin() {
+    static const capsule_plugin* p = open_plugin("libcapsule_reference.so");
+    if (!p) throw std::runtime_error("reference plugin unavailable");
+    return *p;
+}
+
+#define REQUIRE_LIBTORCH()                                                                      \
+    if (!libtorch_plugin()) GTEST_SKIP() << "the libtorch plugin is not built (libtorch-dev missing)"
+
+const capsule_kernel* kernel_of(const capsule_plugin& p, const std::string& name) {
+    for (std::size_t i = 0; i < p.num_kernels; ++i)
+        if (name == p.kernels[i].capsule_name) return &p.kernels[i];
+    return nullptr;
+}
+
+}  // namespace
+
+TEST(LibTorchPlugin, ServesEveryCatalogOpWithPreparedKernelsAndBackwardWhereDifferentiable) {
+    REQUIRE_LIBTORCH();
+    const capsule_plugin& p = *libtorch_plugin();
+    EXPECT_EQ(p.num_kernels, op_catalog().size());
+    for (const auto& entry : op_catalog()) {
+        SCOPED_TRACE(std::string(entry.spelling()));
+        const capsule_kernel* k = kernel_of(p, "libtorch." + std::string(entry.spelling()));
+        ASSERT_NE(k, nullptr);
+        EXPECT_NE(k->prepare, nullptr);
+        EXPECT_NE(k->release, nullptr);
+        const bool optimizer_step = entry.op == BackendOp::sgd || entry.op == BackendOp::adam;
+        EXPECT_EQ(k->backward != nullptr, entry.differentiable() && !optimizer_step);
+    }
+}
+
+// Every gradient case of the shared suite whose op has a LibTorch backward: the gradients torch's
+// autograd gives equal the reference capsule's hand-written backward kernels (both in float64).
+class LibTorchGradients : public ::testing::TestWithParam<std::size_t> {};
+
+namespace {
+const std::vector<KernelCase>& gradient_cases() {
+    static const std::vector<KernelCase> cases = [] {
+        std::vector<KernelCase> out;
+        for (auto& c : all_cases())
+            if (c.check_gradient) out.push_back(std::move(c));
+        return out;
+    }();
+    return cases;
+}
+}  // namespace
+
+TEST_P(LibTorchGradients, EqualTheReferenceBackwardKernels) {
+    REQUIRE_LIBTORCH();
+    const KernelCase& c = gradient_cases()[GetParam()];
+    const std::string op(to_string(c.op));
+    std::string error;
+    const auto want = run_gradient_values(reference_plugin(), "reference." + op, c, error);
+    ASSERT_EQ(error, "") << c.name << ": reference backward";
+    const auto got = run_gradient_values(*libtorch_plugin(), "libtorch." + op, c, error);
+    ASSERT_EQ(error, "") << c.name << ": libtorch backward";
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t t = 0; t < got.size(); ++t) {
+        ASSERT_EQ(got[t].size(), want[t].size());
+        double scale = 1;
+        for (double w : want[t]) scale = std::max(scale, std::fabs(w));
+        for (std::size_t i = 0; i < got[t].size(); ++i) {
+            if (std::isnan(want[t][i])) {
+                EXPECT_TRUE(std::isnan(got[t][i])) << c.name << " gradient " << t << "[" << i << "]";
+                continue;
+            }
+            EXPECT_NEAR(got[t][i], want[t][i], 1e-9 * scale)
+                << c.name << " gradient " << t << "[" << i << "]: libtorch " << got[t][i] << ", reference "
+                << want[t][i];
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedCases, LibTorchGradients, ::testing::Range<std::size_t>(0, gradient_cases().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                             std::string name = gradient_cases()[info.param].name;
+                             for (auto& ch : name)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return name + "_" + std::to_string(info.param);
+                         });
+
+// ---- the shared ONNX models under libtorch_forward_cpu ------------------------------------------
+
+class LibTorchModels : public ::testing::TestWithParam<std::string> {};
+
+namespace {
+
+Tensor run_model(const ImportedModel& model, const std::string& input_name, const Tensor& input,
+                 const char* profile_name, std::size_t* libtorch_nodes) {
+    const auto& profile = find_builtin_profile(profile_name);
+    auto accepted = profile.accept_graph(capsule::testing::built_host(), model.graph);
+    if (!accepted.accepted) throw std::runtime_error(std::string(profile_name) + " rejected the model");
+    if (libtorch_nodes) {
+        *libtorch_nodes = 0;
+        for (const auto& g : accepted.accepted->plan().groups)
+            if (g.capsule->provider == Provider::libtorch) *libtorch_nodes += g.node_ids.size();
+    }
+    ParameterMap params = model.parameters;
+    auto inputs = bind_onnx_inputs(model, {{input_name, input}}, params);
+    auto session = Session::create(profile, *accepted.accepted, model.graph, capsule::testing::built_host(), params);
+    auto out = session.run(inputs);
+    if (out.size() != 1) throw std::runtime_error("the model must have one output");
+    return out[0];
+}
+
+}  // namespace
+
+TEST_P(LibTorchModels, MatchCheckedCpuAndPyTorchWithinOneInTenThousand) {
+    REQUIRE_LIBTORCH();
+    const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / GetParam();
+    const ImportedModel model = import_onnx(dir / "model.onnx");
+    const Tensor input = read_npy(dir / "input.npy"), pytorch = read_npy(dir / "output.npy");
+    std::ifstream meta(dir / "meta.json");
+    const std::string input_name = nlohmann::json::parse(meta)["input"]["name"].get<std::string>();
+
+    std::size_t libtorch_nodes = 0;
+    const Tensor got = run_model(model, input_name, input, "libtorch_forward_cpu", &libtorch_nodes);
+    std::size_t op_nodes = 0;
+    for (const auto& n : model.graph.nodes) op_nodes += n.kind == NodeKind::op;
+    EXPECT_EQ(libtorch_nodes, op_nodes) << "every op node runs on a LibTorch capsule (only:libtorch)";
+    const Tensor checked = run_model(model, input_name, input, "checked_cpu", nullptr);
+    ASSERT_EQ(got.shape(), checked.shape());
+    double scale = 0, versus_checked = 0, versus_pytorch = 0;
+    for (std::int64_t i = 0; i < got.numel(); ++i) {
+        scale = std::max(scale, std::fabs(checked.at(i)));
+        versus_checked = std::max(versus_checked, std::fabs(got.at(i) - checked.at(i)));
+        versus_pytorch = std::max(versus_pytorch, std::fabs(got.at(i) - pytorch.at(i)));
+    }
+    std::cout << GetParam() << " under libtorch_forward_cpu: max abs difference " << versus_checked
+              << " from checked_cpu, " << versus_pytorch << " from PyTorch; max |output| " << scale << "\n";
+    EXPECT_LE(versus_checked, 1e-4 * scale);
+    EXPECT_LE(versus_pytorch, 1e-4 * scale);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, LibTorchModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
+
+// ---- training under libtorch_forward_cpu -------------------------------------------------------
+
+// The same LeNet-5 steps (seed, data, SGD with momentum) under libtorch_forward_cpu (every
+// forward, backward and optimizer step a LibTorch capsule) and checked_cpu (the reference
+// capsules) give the same losses and parameters up to float32 rounding.
+TEST(LibTorchTraining, LeNetStepsMatchCheckedCpu) {
+    REQUIRE_LIBTORCH();
+    const auto train = take_first(load_fashion_mnist(kDefaultFashionMnistDir, "train"), 256);
+    TrainingConfig config{64, SgdOptions{.lr = 0.05, .momentum = 0.9}, 7};
+    auto run = [&](const char* profile_name, double* loss) {
+        const auto& profile = find_builtin_profile(profile_name);
+        auto plans = plan_training(profile, capsule::testing::built_host(), ModelKind::lenet, config);
+        EXPECT_TRUE(plans.accepted()) << profile_name;
+        auto trainer = Trainer::create(profile, capsule::testing::built_host(), plans, config);
+        *loss = trainer.train_epoch(train, {}).train_loss;
+        return trainer.parameters();
+    };
+    double loss_libtorch = 0, loss_checked = 0;
+    const auto libtorch = run("libtorch_forward_cpu", &loss_libtorch);
+    const auto checked = run("checked_cpu", &loss_checked);
+    EXPECT_NEAR(loss_libtorch, loss_checked, 1e-4 * std::fabs(loss_checked));
+    ASSERT_EQ(libtorch.size(), checked.size());
+    for (const auto& [key, t] : checked) {
+        const Tensor& u = libtorch.at(key);
+        double scale = 0, diff = 0;
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+            scale = std::max(scale, std::fabs(t.at(i)));
+            diff = std::max(diff, std::fabs(u.at(i) - t.at(i)));
+        }
+        EXPECT_LE(diff, 1e-4 * scale) << key;
+    }
+}
