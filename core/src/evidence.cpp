@@ -380,7 +380,10 @@ CapsuleVerification PluginHost::verification(const KernelCapsule& capsule) const
         return {S::unverified, "plugin " + record->name + " has no library here (" +
                                    record->status_text() + "): there is nothing to verify", ""};
     const std::string command = "; run: capsule verify --plugin " + record->name;
-    detail::EvidenceCache::Entry entry;
+    // Entries are made once per plugin and never change afterwards (std::map keeps their
+    // addresses), so the lock covers the lookup and the first fill only; a capsule's check then
+    // reads its plugin's entry in place: no copy of the record and no rehash per capsule.
+    const detail::EvidenceCache::Entry* entry_ptr = nullptr;
     {
         std::lock_guard lock(evidence_->mutex);
         auto [it, fresh] = evidence_->by_plugin.try_emplace(record->name);
@@ -395,16 +398,18 @@ CapsuleVerification PluginHost::verification(const KernelCapsule& capsule) const
                     it->second.sha256 = library_sha256(*record);
                     it->second.record = find_evidence_record(dirs, record->name, it->second.sha256,
                                                              it->second.problem);
+                    if (it->second.record) it->second.record_id = it->second.record->id();
                 }
             } catch (const Error& e) {
                 it->second.problem = e.what();
             }
         }
-        entry = it->second;
+        entry_ptr = &it->second;
     }
+    const detail::EvidenceCache::Entry& entry = *entry_ptr;
     const std::string library = record->library_path->filename().string();
     if (!entry.record) return {S::unverified, library + ": " + entry.problem + command, ""};
-    const std::string id = entry.record->id();
+    const std::string& id = entry.record_id;
     const PluginManifest& manifest = *record->manifest;
     if (entry.record->version != manifest.version || entry.record->abi != to_string(manifest.abi) ||
         entry.record->device != to_string(manifest.device))

@@ -50,6 +50,7 @@ struct EvidenceCache {
     struct Entry {
         std::string sha256;                   // of the library; empty when it could not be read
         std::optional<EvidenceRecord> record; // the passing or failing record, if found
+        std::string record_id;                // record->id(), computed once (it hashes the record)
         std::string problem;                  // why there is no record
     };
     std::mutex mutex;
