@@ -89,7 +89,12 @@ std::string render_ops_markdown(std::string_view text) {
                                                   std::string(name) + " appears twice");
             out += table(section);
         } else {
-            out += line;
+            // `{op_count}` in prose is the catalog's size, so that no page repeats it by hand.
+            constexpr std::string_view count_marker = "{op_count}";
+            std::string prose(line);
+            for (auto at = prose.find(count_marker); at != std::string::npos; at = prose.find(count_marker, at))
+                prose.replace(at, count_marker.size(), std::to_string(std::size(kCatalog)));
+            out += prose;
             out += '\n';
         }
         pos = end + 1;

@@ -84,6 +84,7 @@
     X(where, backward) \
     X(concat, backward) \
     X(gather, backward) \
+    X(gather_elements, backward) \
     X(slice, backward) \
     X(pad, backward) \
     X(reduce_max, backward) \

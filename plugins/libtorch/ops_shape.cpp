@@ -195,4 +195,14 @@ at::Tensor op_gather(const OpArgs& a) {
     return at::index_select(data, axis, flat).reshape(shape);
 }
 
+// ONNX GatherElements / torch.gather, with ONNX's negative indices.
+at::Tensor op_gather_elements(const OpArgs& a) {
+    const at::Tensor& data = x0(a);
+    const at::Tensor& indices = a.inputs.at(1);
+    const int64_t axis = axis_of(a.attrs, "axis", data.dim(), 0);
+    const int64_t n = data.size(axis);
+    check_indices("gather_elements", indices, -n, n);
+    return at::gather(data, axis, at::where(indices < 0, indices + n, indices));
+}
+
 }  // namespace capsule::libtorch

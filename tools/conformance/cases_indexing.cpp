@@ -1,7 +1,7 @@
 // Conformance cases of the indexing ops of ONNX import: where, concat (any axis), gather (ONNX
-// Gather), slice (ONNX Slice), pad (ONNX Pad), cumsum (ONNX CumSum), tile and triu / tril. They
-// move (or add up) elements, so they are also checked on int64 and bool tensors; index inputs are
-// int64 and get no gradient.
+// Gather), gather_elements (ONNX GatherElements), slice (ONNX Slice), pad (ONNX Pad), cumsum (ONNX
+// CumSum), tile and triu / tril. They move (or add up) elements, so they are also checked on int64
+// and bool tensors; index inputs are int64 and get no gradient.
 //
 // Every expected value is written out by hand (the index arithmetic is in the comments); none is
 // produced by a kernel.
@@ -104,6 +104,30 @@ void gather_cases(std::vector<KernelCase>& out) {
                        {boolean({3}, {1, 0, 0}), i64({2}, {1, 0})}, boolean({2}, {0, 1})));
     out.push_back(make("gather/empty_indices", BackendOp::gather,
                        {f32({3}, {1, 2, 3}), i64({0}, {})}, f32({0}, {})));
+}
+
+// GatherElements: ONNX's own test values (test_gather_elements_0, _1, _negative_indices), a
+// smaller index tensor than data, other dtypes.
+void gather_elements_cases(std::vector<KernelCase>& out) {
+    const auto m33 = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    out.push_back(with_grad(make("gather_elements/onnx_0_axis1", BackendOp::gather_elements,
+                                 {f32({2, 2}, {1, 2, 3, 4}), i64({2, 2}, {0, 0, 1, 0})},
+                                 f32({2, 2}, {1, 1, 4, 3}), {{"axis", I(1)}})));
+    out.push_back(with_grad(make("gather_elements/onnx_1_axis0", BackendOp::gather_elements,
+                                 {m33, i64({2, 3}, {1, 2, 0, 2, 0, 0})}, f32({2, 3}, {4, 8, 3, 7, 2, 3}))));
+    out.push_back(with_grad(make("gather_elements/negative_indices", BackendOp::gather_elements,
+                                 {m33, i64({2, 3}, {-1, -2, 0, -2, 0, 0})}, f32({2, 3}, {7, 5, 3, 4, 2, 3}))));
+    // indices smaller than data along the other axis and longer along `axis` (repeats accumulate).
+    out.push_back(with_grad(make("gather_elements/rank3_last_axis_f64", BackendOp::gather_elements,
+                                 {f64({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}),
+                                  i64({2, 1, 4}, {2, 2, 0, -1, 1, 0, 0, 2})},
+                                 f64({2, 1, 4}, {3, 3, 1, 3, 8, 7, 7, 9}), {{"axis", I(-1)}})));
+    out.push_back(make("gather_elements/int64_data", BackendOp::gather_elements,
+                       {i64({2, 2}, {10, 20, 30, 40}), i64({1, 2}, {1, 0})}, i64({1, 2}, {30, 20})));
+    out.push_back(make("gather_elements/bool_data", BackendOp::gather_elements,
+                       {boolean({3}, {1, 0, 0}), i64({4}, {1, 0, 0, 2})}, boolean({4}, {0, 1, 1, 0})));
+    out.push_back(make("gather_elements/empty_indices", BackendOp::gather_elements,
+                       {f32({2, 2}, {1, 2, 3, 4}), i64({2, 0}, {})}, f32({2, 0}, {}), {{"axis", I(1)}}));
 }
 
 void slice_cases(std::vector<KernelCase>& out) {
@@ -279,6 +303,17 @@ void error_cases(std::vector<KernelCase>& out) {
                              {f32({3}, {1, 2, 3}), f32({1}, {0})},
                              "gather: indices (input 1) has dtype float32, expected int64",
                              f32({1}, {})));
+    out.push_back(error_case("gather_elements/error_index_too_large", BackendOp::gather_elements,
+                             {f32({2, 2}, {1, 2, 3, 4}), i64({2, 2}, {0, 1, 2, 0})},
+                             "gather_elements: index 2 at position 2 is out of range for axis 0 of size 2 "
+                             "(valid: -2..1)"));
+    {
+        auto c = error_case("gather_elements/error_index_in_backward", BackendOp::gather_elements,
+                            {f32({2}, {1, 2}), i64({1}, {-3})},
+                            "gather_elements: index -3 at position 0 is out of range");
+        c.error_in_backward = true;
+        out.push_back(std::move(c));
+    }
     out.push_back(error_case("slice/error_zero_step", BackendOp::slice, {f32({3}, {1, 2, 3})},
                              "slice: attribute 'steps' has a 0 step", f32({3}, {}),
                              {{"starts", Ints{0}}, {"ends", Ints{3}}, {"steps", Ints{0}}}));
@@ -311,6 +346,7 @@ std::vector<KernelCase> indexing_cases() {
     where_cases(out);
     concat_cases(out);
     gather_cases(out);
+    gather_elements_cases(out);
     slice_cases(out);
     pad_cases(out);
     cumsum_cases(out);

@@ -49,7 +49,7 @@ const OpInfo& op_info(BackendOp op);
 
 /// docs/ops.md from its template: every line `<!-- ops: SECTION -->` (a spelling of OpSection)
 /// becomes that section's table (header and one row per op, in catalog order); the rest is
-/// copied (a marker may end in blanks or a CR). Raises Error(input) naming the line of an unknown
+/// copied (a marker may end in blanks or a CR), with `{op_count}` replaced by the number of ops. Raises Error(input) naming the line of an unknown
 /// or repeated section, and when a section of the catalog has no marker (an op would be missing
 /// from the page).
 std::string render_ops_markdown(std::string_view template_text);

@@ -613,6 +613,11 @@ void convert_gather(ImportContext& c, const onnx::NodeProto& n) {
                                  {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
 }
 
+void convert_gather_elements(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), c.add("gather_elements", {c.runtime(n.input(0)), c.runtime(n.input(1))},
+                                 {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
+}
+
 void convert_slice(ImportContext& c, const onnx::NodeProto& n) {
     vector<std::int64_t> starts, ends, axes, steps;
     if (c.opset() < 10) {
@@ -873,6 +878,7 @@ const std::map<string, Converter>& converters() {
         t["SpaceToDepth"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_depth_space(c, n, false); };
         t["InstanceNormalization"] = convert_instance_norm;
         t["Gather"] = convert_gather;
+        t["GatherElements"] = convert_gather_elements;
         t["Slice"] = convert_slice;
         t["Split"] = convert_split;
         t["Pad"] = convert_pad;

@@ -170,6 +170,7 @@ TensorType gather_rows_nat(Context& c);
 /// scatter_add_vec (`rows` false) and scatter_add_row.
 TensorType scatter_add(Context& c, bool rows);
 TensorType gather(Context& c);
+TensorType gather_elements(Context& c);
 
 // linalg.cpp
 TensorType matmul(Context& c);

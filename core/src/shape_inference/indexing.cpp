@@ -77,4 +77,25 @@ TensorType gather(Context& c) {
     return {out, c.in(0).dtype};
 }
 
+// ONNX GatherElements (torch.gather): indices of data's rank; the output has their shape, which
+// may be smaller than data's along every axis but `axis` (and any size along it).
+TensorType gather_elements(Context& c) {
+    c.arity(2);
+    c.attributes({"axis"});
+    c.rank_at_least(0, 1);
+    c.index_dtype(1);
+    const auto& data = c.shape(0);
+    const auto& indices = c.shape(1);
+    if (indices.size() != data.size())
+        fail("expects parent 1 (indices) of rank " + std::to_string(data.size()) + " (data's), got " +
+             to_string(indices));
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), data.size()));
+    for (size_t d = 0; d < data.size(); ++d)
+        if (d != axis && indices[d] > data[d])
+            fail("parent 1 (indices) of shape " + to_string(indices) + " is larger than parent 0 (data) " +
+                 to_string(data) + " along axis " + std::to_string(d) + " (only axis " + std::to_string(axis) +
+                 " may differ)");
+    return {indices, c.in(0).dtype};
+}
+
 }  // namespace capsule::shape_inference

@@ -118,6 +118,7 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::scatter_add_vec: return scatter_add(c, false);
         case BackendOp::scatter_add_row: return scatter_add(c, true);
         case BackendOp::gather: return gather(c);
+        case BackendOp::gather_elements: return gather_elements(c);
 
         case BackendOp::matmul: return matmul(c);
         case BackendOp::bmm: return bmm(c);

@@ -371,4 +371,80 @@ void gather_backward(const BackwardCall& call) {
     });
 }
 
+namespace {
+
+// ---- gather_elements(data, indices; axis = 0): ONNX GatherElements / torch.gather ----
+
+/// For every element of `indices` (row-major), the offset in `data` it reads: its own
+/// coordinates, with the `axis` coordinate replaced by the index (negative ones counting from
+/// the end). Refuses an index outside [-n, n) and shapes shape inference would refuse.
+std::vector<int64_t> gather_elements_sources(std::size_t num_inputs, const Tensor& data, const Tensor& idx,
+                                             const plugin::Attributes& attrs) {
+    require_arity(num_inputs, 2, "gather_elements");
+    check_view(data, "gather_elements: data (input 0)");
+    check_view(idx, "gather_elements: indices (input 1)", CAPSULE_DTYPE_INT64);
+    const int rank = data.rank();
+    require(rank >= 1 && idx.rank() == rank, [&] {
+        return "gather_elements: indices " + shape_string(idx.shape()) + " must have the rank of data " +
+               shape_string(data.shape()) + " (at least 1)";
+    });
+    const int64_t axis = normalize_axis(attrs.get_int("axis", 0), rank, "axis", "gather_elements");
+    std::vector<int64_t> stride(static_cast<std::size_t>(rank), 1);
+    for (int d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * data.dim(d + 1);
+    for (int d = 0; d < rank; ++d)
+        require(d == axis || idx.dim(d) <= data.dim(d), [&] {
+            return "gather_elements: indices " + shape_string(idx.shape()) + " exceed data " +
+                   shape_string(data.shape()) + " along axis " + std::to_string(d);
+        });
+    const int64_t n = data.dim(static_cast<int>(axis)), count = idx.numel();
+    const int64_t* index = idx.data<const int64_t>();
+    std::vector<int64_t> sources(static_cast<std::size_t>(count));
+    std::vector<int64_t> coord(static_cast<std::size_t>(rank), 0);
+    for (int64_t e = 0; e < count; ++e) {
+        const int64_t i = index[e];
+        if (!(i >= -n && i < n)) [[unlikely]]
+            fail("gather_elements: index " + std::to_string(i) + " at position " + std::to_string(e) +
+                 " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(n) +
+                 (n > 0 ? " (valid: " + std::to_string(-n) + ".." + std::to_string(n - 1) + ")" : std::string()));
+        int64_t offset = 0;
+        for (int d = 0; d < rank; ++d) offset += (d == axis ? (i < 0 ? i + n : i) : coord[d]) * stride[d];
+        sources[static_cast<std::size_t>(e)] = offset;
+        for (int d = rank - 1; d >= 0 && ++coord[d] == idx.dim(d); --d) coord[d] = 0;  // next coordinate
+    }
+    return sources;
+}
+
+}  // namespace
+
+// gather_elements: out[e] = data[sources[e]] (any dtype, element by element); the backward
+// kernel scatter-adds the gradient into data (repeated indices accumulate).
+void gather_elements_forward(const ForwardCall& call) {
+    const Tensor data = call.input(0), idx = call.input(1);
+    const auto sources = gather_elements_sources(call.num_inputs(), data, idx, call.attrs());
+    const Tensor y = call.output(0);
+    gather_output(y, data, Dims(idx.shape().begin(), idx.shape().end()), "gather_elements");
+    const std::size_t bytes = element_size(data.dtype());
+    const char* src = static_cast<const char*>(data.view->data);
+    char* dst = static_cast<char*>(y.view->data);
+    for (std::size_t e = 0; e < sources.size(); ++e)
+        std::memcpy(dst + e * bytes, src + static_cast<std::size_t>(sources[e]) * bytes, bytes);
+}
+void gather_elements_backward(const BackwardCall& call) {
+    const Tensor data = call.input(0), idx = call.input(1);
+    check_float(data, "gather_elements: data (input 0)");
+    const auto sources = gather_elements_sources(call.num_inputs(), data, idx, call.attrs());
+    const Tensor g = call.grad_output(0);
+    check_view(g, "gather_elements: grad output", data.dtype());
+    check_shape(g, "gather_elements: grad output", idx.shape());
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, "gather_elements: grad input 0", data, "input 0");
+    dispatch_float(data.dtype(), [&]<typename T>(T) {
+        T* out = gx.data<T>();
+        const T* gp = g.data<const T>();
+        std::fill(out, out + data.numel(), T(0));
+        for (std::size_t e = 0; e < sources.size(); ++e) out[sources[e]] += gp[e];
+    });
+}
+
 }  // namespace capsule::reference
