@@ -142,13 +142,13 @@ TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {
     auto m = new_model(16);
     set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
     set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
-    add_node(m, "Hardmax", {"x"}, {"y"}, "my_hardmax");
-    const std::string message = "ONNX op Hardmax (node 'my_hardmax', opset 16) is not supported";
+    add_node(m, "MeanVarianceNormalization", {"x"}, {"y"}, "my_mvn");
+    const std::string message = "ONNX op MeanVarianceNormalization (node 'my_mvn', opset 16) is not supported";
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m); }, message));
     auto result = try_import_onnx_bytes(m.SerializeAsString(), "test.onnx");
     const auto* refused = std::get_if<OnnxUnsupported>(&result);
     ASSERT_TRUE(refused);
-    EXPECT_EQ(refused->op_type, "Hardmax");
+    EXPECT_EQ(refused->op_type, "MeanVarianceNormalization");
     EXPECT_NE(refused->message.find(message), std::string::npos) << refused->message;
     EXPECT_FALSE(refused->reason.empty());
     EXPECT_EQ(refused->constant_input, "");

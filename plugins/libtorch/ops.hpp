@@ -92,6 +92,7 @@
     X(reduce_prod, backward) \
     X(argmax, forward_only) \
     X(argmin, forward_only) \
+    X(hardmax, backward) \
     X(floor, backward) \
     X(ceil, backward) \
     X(sign, backward) \

@@ -160,6 +160,16 @@ static at::Tensor arg_extremum(const OpArgs& a, bool is_max) {
 at::Tensor op_argmax(const OpArgs& a) { return arg_extremum(a, true); }
 at::Tensor op_argmin(const OpArgs& a) { return arg_extremum(a, false); }
 
+// ONNX Hardmax: a one-hot of torch.argmax along `axis` (the first largest, NaN counting as the
+// largest); piecewise constant, so its autograd gradient is 0.
+at::Tensor op_hardmax(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    if (x.dim() == 0) return at::ones_like(x);
+    const int64_t axis = axis_of(a.attrs, "axis", x.dim(), -1);
+    if (x.numel() == 0) return at::zeros_like(x);
+    return at::zeros_like(x).scatter(axis, at::argmax(x, axis, /*keepdim=*/true), 1.0);
+}
+
 // ONNX CumSum; floats accumulate in double, int64 wraps (docs/ops.md).
 at::Tensor op_cumsum(const OpArgs& a) {
     const at::Tensor& x = x0(a);

@@ -549,6 +549,31 @@ void unary_cases(std::vector<KernelCase>& out) {
                                   [](double x) { return std::log(x); })));
 }
 
+// ---- hardmax (ONNX Hardmax, opset 13) ----
+
+void hardmax_cases(std::vector<KernelCase>& out) {
+    using I = std::int64_t;
+    // ONNX's test_hardmax_example: one row per maximum position.
+    out.push_back(with_grad(make("hardmax/onnx_example", BackendOp::hardmax,
+                                 {f32({4, 4}, {3, 0, 1, 2, 2, 5, 1, 0, 0, 1, 3, 2, 0, 1, 2, 3})},
+                                 f32({4, 4}, {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}))));
+    // Ties go to the first largest element (test_hardmax_one_hot).
+    out.push_back(make("hardmax/ties_first", BackendOp::hardmax, {f32({1, 4}, {1, 1, 1, 0})},
+                       f32({1, 4}, {1, 0, 0, 0})));
+    // axis 0 of [2, 3]: columns (2 vs 5, 7 vs 1, 3 vs 1).
+    out.push_back(with_grad(make("hardmax/axis0_f64", BackendOp::hardmax, {f64({2, 3}, {2, 7, 3, 5, 1, 1})},
+                                 f64({2, 3}, {0, 1, 1, 1, 0, 0}), {{"axis", I(0)}})));
+    // A middle axis of [2, 2, 2].
+    out.push_back(make("hardmax/middle_axis", BackendOp::hardmax, {f32({2, 2, 2}, {1, 4, 2, 3, -1, -2, -3, -4})},
+                       f32({2, 2, 2}, {0, 1, 1, 0, 1, 1, 0, 0}), {{"axis", I(1)}}));
+    // NaN counts as the largest; the first NaN wins; -inf rows still pick their first element.
+    out.push_back(make("hardmax/nan_wins", BackendOp::hardmax,
+                       {f32({3, 3}, {1, kNaN, kNaN, kInf, 2, kNaN, -kInf, -kInf, -kInf})},
+                       f32({3, 3}, {0, 1, 0, 0, 0, 1, 1, 0, 0})));
+    out.push_back(make("hardmax/scalar", BackendOp::hardmax, {f32({}, {-3})}, f32({}, {1})));
+    out.push_back(make("hardmax/empty", BackendOp::hardmax, {f32({0, 3}, {})}, f32({0, 3}, {})));
+}
+
 // ---- softmax, log_softmax ----
 
 void softmax_cases(std::vector<KernelCase>& out) {
@@ -897,6 +922,7 @@ std::vector<KernelCase> elementwise_cases() {
     binary_cases(out);
     unary_cases(out);
     softmax_cases(out);
+    hardmax_cases(out);
     reduction_cases(out);
     arithmetic_cases(out);
     extremum_cases(out);

@@ -905,6 +905,7 @@ const std::map<string, Converter>& converters() {
         t["Clip"] = convert_clip;
         t["Softmax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_softmax_like(c, n, "softmax"); };
         t["LogSoftmax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_softmax_like(c, n, "log_softmax"); };
+        t["Hardmax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_softmax_like(c, n, "hardmax"); };
         t["Reshape"] = convert_reshape_like;
         t["Squeeze"] = convert_reshape_like;
         t["Unsqueeze"] = convert_reshape_like;

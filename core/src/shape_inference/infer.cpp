@@ -119,6 +119,7 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::scatter_add_row: return scatter_add(c, true);
         case BackendOp::gather: return gather(c);
         case BackendOp::gather_elements: return gather_elements(c);
+        case BackendOp::hardmax: return softmax_like(c);
 
         case BackendOp::matmul: return matmul(c);
         case BackendOp::bmm: return bmm(c);

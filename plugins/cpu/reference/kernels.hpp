@@ -160,6 +160,8 @@ void concat_backward(const BackwardCall& call);
 void gather_forward(const ForwardCall& call);
 void gather_backward(const BackwardCall& call);
 void gather_elements_forward(const ForwardCall& call);
+void hardmax_forward(const ForwardCall& call);
+void hardmax_backward(const BackwardCall& call);
 void gather_elements_backward(const BackwardCall& call);
 void slice_forward(const ForwardCall& call);
 void slice_backward(const BackwardCall& call);

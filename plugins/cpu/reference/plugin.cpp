@@ -92,6 +92,7 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.reduce_prod", forward_entry<reduce_prod_forward>, backward_entry<reduce_prod_backward>),
     kernel("reference.argmax", forward_entry<argmax_forward>),
     kernel("reference.argmin", forward_entry<argmin_forward>),
+    kernel("reference.hardmax", forward_entry<hardmax_forward>, backward_entry<hardmax_backward>),
     kernel("reference.floor", forward_entry<floor_forward>, backward_entry<floor_backward>),
     kernel("reference.ceil", forward_entry<ceil_forward>, backward_entry<ceil_backward>),
     kernel("reference.sign", forward_entry<sign_forward>, backward_entry<sign_backward>),

@@ -451,6 +451,44 @@ Reduction mse_reduction(const plugin::Attributes& attrs) {
 
 }  // namespace
 
+// hardmax(axis = -1): ONNX Hardmax (opset 13). For each line along `axis`, 1 at the first largest
+// element (NaN counts as the largest, the first NaN wins, as argmax), 0 elsewhere; a rank-0 x is
+// one line of one element. Piecewise constant: the backward kernel writes a zero gradient.
+void hardmax_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 1, "hardmax");
+    const Tensor x = call.input(0);
+    check_float(x, "hardmax: input");
+    const Tensor y = call.output(0);
+    check_like(y, "hardmax: output", x, "the input");
+    const AxisLayout l = axis_layout(x, call.attrs(), "hardmax");
+    if (x.numel() == 0) return;
+    dispatch_float(x.dtype(), [&]<typename T>(T) {
+        const T* xp = x.data<const T>();
+        T* yp = y.data<T>();
+        std::fill(yp, yp + x.numel(), T(0));
+        for (int64_t o = 0; o < l.outer; ++o)
+            for (int64_t j = 0; j < l.inner; ++j) {
+                const int64_t base = o * l.len * l.inner + j;
+                int64_t best = 0;
+                for (int64_t k = 1; k < l.len; ++k) {
+                    const T v = xp[base + k * l.inner], b = xp[base + best * l.inner];
+                    if (!std::isnan(b) && (std::isnan(v) || v > b)) best = k;
+                }
+                yp[base + best * l.inner] = T(1);
+            }
+    });
+}
+void hardmax_backward(const BackwardCall& call) {
+    require_arity(call.num_inputs(), 1, "hardmax");
+    const Tensor x = call.input(0);
+    check_float(x, "hardmax: input");
+    check_like(call.grad_output(0), "hardmax: grad output", x, "the input");
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    check_like(gx, "hardmax: grad input 0", x, "the input");
+    dispatch_float(x.dtype(), [&]<typename T>(T) { std::fill(gx.data<T>(), gx.data<T>() + x.numel(), T(0)); });
+}
+
 void softmax_forward(const ForwardCall& call) { softmax_family_forward(call, "softmax", false); }
 void softmax_backward(const BackwardCall& call) { softmax_family_backward(call, "softmax", false); }
 void log_softmax_forward(const ForwardCall& call) { softmax_family_forward(call, "log_softmax", true); }
