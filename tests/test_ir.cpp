@@ -258,6 +258,8 @@ const std::vector<ShapeCase>& shape_cases() {
         {"gather", {I64({7}), I64({})}, {}, I64({})},
         {"gather_elements", {F({3, 3}), I64({2, 3})}, {}, F({2, 3})},
         {"hardmax", {F({2, 3})}, {{"axis", n(0)}}, F({2, 3})},
+        {"shrink", {F64({4})}, {}, F64({4})},
+        {"is_inf", {F({2, 3})}, {}, Bool({2, 3})},
         {"gather_elements", {Bool({2, 2}), I64({2, 5})}, {{"axis", n(-1)}}, Bool({2, 5})},
         // [1:3], [0:INT64_MAX:2] of 5 -> 2 and 3
         {"slice", {F({4, 5})}, {{"starts", l({1, 0})}, {"ends", l({3, INT64_MAX})}, {"steps", l({1, 2})}},

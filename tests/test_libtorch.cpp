@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -18,10 +19,12 @@
 #include "capsule/tensor_io.hpp"
 #include "capsule/training.hpp"
 #include "capsule_fixtures.hpp"
+#include "conformance/case_builders.hpp"
 #include "conformance/harness.hpp"
 
 using namespace capsule;
 using namespace capsule::conformance;
+using capsule::conformance::builders::V;
 namespace fs = std::filesystem;
 
 namespace {
@@ -209,5 +212,53 @@ TEST(LibTorchTraining, LeNetStepsMatchCheckedCpu) {
             diff = std::max(diff, std::fabs(u.at(i) - t.at(i)));
         }
         EXPECT_LE(diff, 1e-4 * scale) << key;
+    }
+}
+
+// Backward kernels at kinks, bounds and non-finite inputs, where torch's autograd and the
+// reference's formulas can differ (cases found when the plugin was tried from outside): the
+// LibTorch gradients equal the reference's, NaN where it gives NaN.
+TEST(LibTorchGradients, AtKinksBoundsAndNonFiniteInputsEqualTheReference) {
+    REQUIRE_LIBTORCH();
+    const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+    using builders::make;
+    std::vector<KernelCase> cases = {
+        make("sign_nan", BackendOp::sign, {f64({2}, {nan, 2})}, f64({2}, {nan, 1})),
+        make("thresholded_relu_nan", BackendOp::thresholded_relu, {f64({2}, {nan, 2})}, f64({2}, {nan, 2})),
+        make("softsign_inf", BackendOp::softsign, {f64({3}, {-inf, inf, 1})}, f64({3}, {-1, 1, 0.5})),
+        make("hardsigmoid_bounds", BackendOp::hardsigmoid, {f64({4}, {-2.5, 2.5, -0.5, 0.5})},
+             f64({4}, {0, 1, 0.4, 0.6})),
+        make("hardswish_at_3_vectorised", BackendOp::hardswish, {f64({17}, V(17, 3.0))}, f64({17}, V(17, 3.0))),
+        make("reduce_max_nan_group", BackendOp::reduce_max, {f64({3}, {1, nan, 3})}, f64({}, {nan})),
+        make("reduce_min_nan_group", BackendOp::reduce_min, {f64({3}, {1, nan, 3})}, f64({}, {nan})),
+        make("reduce_max_ties", BackendOp::reduce_max, {f64({4}, {3, 1, 3, 3})}, f64({}, {3})),
+        make("elu_nan", BackendOp::elu, {f64({2}, {nan, -1})}, f64({2}, {nan, std::expm1(-1.0)})),
+        make("selu_nan", BackendOp::selu, {f64({1}, {nan})}, f64({1}, {nan})),
+        make("celu_nan", BackendOp::celu, {f64({1}, {nan})}, f64({1}, {nan})),
+        make("softplus_nan", BackendOp::softplus, {f64({2}, {nan, 0})}, f64({2}, {nan, std::log(2.0)})),
+        make("cumsum_exclusive_rank0", BackendOp::cumsum, {f64({}, {2})}, f64({}, {0}),
+             {{"axis", std::int64_t(0)}, {"exclusive", true}}),
+        make("batch_norm_eval_running_stats", BackendOp::batch_norm, {f64({2, 1, 2}, {1, 2, 3, 4})},
+             {f64({1}, {1.5}), f64({1}, {0.25}), f64({1}, {0.5}), f64({1}, {2})}, f64({2, 1, 2}, {0, 0, 0, 0}), {},
+             {1e-6, 1e-12}),
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.name);
+        const std::string op(to_string(c.op));
+        std::string error;
+        const auto want = run_gradient_values(reference_plugin(), "reference." + op, c, error);
+        ASSERT_EQ(error, "");
+        const auto got = run_gradient_values(*libtorch_plugin(), "libtorch." + op, c, error);
+        ASSERT_EQ(error, "");
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t t = 0; t < got.size(); ++t)
+            for (std::size_t i = 0; i < got[t].size(); ++i) {
+                if (std::isnan(want[t][i])) {
+                    EXPECT_TRUE(std::isnan(got[t][i])) << "gradient " << t << "[" << i << "] = " << got[t][i];
+                } else {
+                    EXPECT_NEAR(got[t][i], want[t][i], 1e-12 * std::max(1.0, std::fabs(want[t][i])))
+                        << "gradient " << t << "[" << i << "]";
+                }
+            }
     }
 }

@@ -70,9 +70,11 @@ void write_result(const char* capsule, const char* what, const at::Tensor& resul
 void run_forward(OpFn fn, const char* capsule, const capsule_forward_args& args) {
     if (args.num_outputs != 1)
         plugin::fail(std::string(capsule) + ": expected one output, got " + std::to_string(args.num_outputs));
+    const capsule_tensor_view& out = args.outputs[0];
+    if (wrap(out).numel() == 0) return;
     ThreadScope threads(args.state);
     at::NoGradGuard no_grad;
-    OpArgs op{{}, {}, Attributes(args.attrs, args.num_attrs), capsule};
+    OpArgs op{{}, {}, Attributes(args.attrs, args.num_attrs), capsule, {out.shape, out.shape + out.rank}};
     for (std::size_t i = 0; i < args.num_inputs; ++i) op.inputs.push_back(wrap(args.inputs[i]));
     for (std::size_t i = 0; i < args.num_params; ++i) op.params.push_back(wrap(args.params[i]));
     write_result(capsule, "the output", fn(op), args.outputs[0]);
@@ -83,14 +85,16 @@ void run_backward(OpFn fn, const char* capsule, const capsule_backward_args& arg
         plugin::fail(std::string(capsule) + ": expected one output, got " + std::to_string(args.num_outputs));
     ThreadScope threads(args.state);
     torch::autograd::AutoGradMode grad_mode(true);
-    OpArgs op{{}, {}, Attributes(args.attrs, args.num_attrs), capsule};
+    const capsule_tensor_view& out = args.outputs[0];
+    OpArgs op{{}, {}, Attributes(args.attrs, args.num_attrs), capsule, {out.shape, out.shape + out.rank}};
+    const bool empty_output = wrap(out).numel() == 0;  // nothing depends on any input: zero gradients
     // Leaves: every float tensor whose gradient the host asks for (a grad view with data).
     std::vector<at::Tensor> leaves;
     std::vector<const capsule_tensor_view*> targets;
     auto add = [&](std::vector<at::Tensor>& into, const capsule_tensor_view& view,
                    const capsule_tensor_view* grad) {
         at::Tensor t = wrap(view);
-        if (grad && grad->data && at::isFloatingType(t.scalar_type())) {
+        if (grad && grad->data && at::isFloatingType(t.scalar_type()) && !empty_output) {
             t = t.detach().requires_grad_(true);
             leaves.push_back(t);
             targets.push_back(grad);
@@ -101,10 +105,12 @@ void run_backward(OpFn fn, const char* capsule, const capsule_backward_args& arg
         add(op.inputs, args.inputs[i], args.grad_inputs ? &args.grad_inputs[i] : nullptr);
     for (std::size_t i = 0; i < args.num_params; ++i)
         add(op.params, args.params[i], args.grad_params ? &args.grad_params[i] : nullptr);
-    // Integer or bool gradients the host asks for are zero (such tensors have no gradient).
+    // Integer or bool gradients the host asks for are zero (such tensors have no gradient), and
+    // every gradient is when the output has no elements.
     auto zero_others = [&](const capsule_tensor_view* grads, std::size_t n) {
         for (std::size_t i = 0; grads && i < n; ++i)
-            if (grads[i].data && !at::isFloatingType(scalar_type(grads[i].dtype))) wrap(grads[i]).zero_();
+            if (grads[i].data && (empty_output || !at::isFloatingType(scalar_type(grads[i].dtype))))
+                wrap(grads[i]).zero_();
     };
     zero_others(args.grad_inputs, args.num_inputs);
     zero_others(args.grad_params, args.num_params);

@@ -28,6 +28,9 @@ struct OpArgs {
     std::vector<at::Tensor> params;
     Attributes attrs;
     const char* capsule;  // for messages
+    /// The output's shape as shape inference gave it (for ops whose degenerate cases, e.g. a
+    /// convolution over 0 input channels, ATen refuses or shapes differently).
+    std::vector<int64_t> out_shape;
 };
 
 /// An op: computes the node's output from OpArgs with differentiable ATen ops only, never
@@ -62,7 +65,9 @@ private:
     int previous_ = 0;
 };
 
-/// Runs `fn` on the call's tensors and copies its result into the host's output buffer. Raises
+/// Runs `fn` on the call's tensors and copies its result into the host's output buffer (an
+/// output with no elements is left as it is: ATen refuses some empty shapes, e.g. a pool over 0
+/// channels, that have nothing to compute). Raises
 /// INTERNAL when the result's shape or dtype differs from what shape inference gave the output
 /// (never a silent reshape or conversion).
 void run_forward(OpFn fn, const char* capsule, const capsule_forward_args& args);

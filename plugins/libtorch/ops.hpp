@@ -114,6 +114,7 @@
     X(softsign, backward) \
     X(thresholded_relu, backward) \
     X(mish, backward) \
+    X(shrink, backward) \
     X(equal, forward_only) \
     X(less, forward_only) \
     X(less_equal, forward_only) \
@@ -123,6 +124,7 @@
     X(logical_and, forward_only) \
     X(logical_or, forward_only) \
     X(logical_xor, forward_only) \
+    X(is_inf, forward_only) \
     X(cast, backward) \
     X(cumsum, backward) \
     X(tile, backward) \

@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "ops.hpp"
@@ -14,6 +15,27 @@ namespace capsule::libtorch {
 namespace {
 const at::Tensor& x0(const OpArgs& a) { return a.inputs.at(0); }
 const at::Tensor& x1(const OpArgs& a) { return a.inputs.at(1); }
+
+/// `x`, widened to float64 when it is float32 and one of `values` (attribute values the op
+/// combines with it) lies outside float32's range: ATen refuses to convert such a scalar to the
+/// tensor's dtype. The caller converts its result back to x's dtype (overflow gives ±inf).
+at::Tensor fitting(const at::Tensor& x, std::initializer_list<double> values) {
+    if (x.scalar_type() != at::kFloat) return x;
+    for (double v : values)
+        if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max()) return x.to(at::kDouble);
+    return x;
+}
+
+/// `value` where `x` is NaN (no gradient flows there), else `y`: docs/ops.md keeps NaN, and a
+/// NaN input gets a zero gradient, as the reference capsules give.
+at::Tensor keep_nan(const at::Tensor& x, const at::Tensor& y) { return at::where(at::isnan(x), x.detach(), y); }
+
+/// `y` (an op of x that is NaN where x is) with a NaN gradient where x is NaN, as the reference
+/// capsules' formulas give for the exponential activations; ATen's elu/celu backward and the
+/// clamped softplus branches give g, a finite value or 0 there.
+at::Tensor nan_gradient(const at::Tensor& x, const at::Tensor& y) {
+    return y + at::where(at::isnan(x), x * x.detach(), at::zeros_like(x));
+}
 }  // namespace
 
 at::Tensor op_add(const OpArgs& a) { return at::add(x0(a), x1(a)); }
@@ -27,10 +49,11 @@ at::Tensor op_scale(const OpArgs& a) { return at::mul(x0(a), a.attrs.get_float("
 
 at::Tensor op_clamp(const OpArgs& a) {
     c10::optional<at::Scalar> lo, hi;
-    if (a.attrs.has("min")) lo = a.attrs.get_float("min", 0.0);
-    if (a.attrs.has("max")) hi = a.attrs.get_float("max", 0.0);
+    const double min = a.attrs.get_float("min", 0.0), max = a.attrs.get_float("max", 0.0);
+    if (a.attrs.has("min")) lo = min;
+    if (a.attrs.has("max")) hi = max;
     if (!lo && !hi) plugin::fail("clamp needs 'min' or 'max'");
-    return at::clamp(x0(a), lo, hi);
+    return at::clamp(fitting(x0(a), {min, max}), lo, hi).to(x0(a).scalar_type());
 }
 
 at::Tensor op_abs(const OpArgs& a) { return at::abs(x0(a)); }
@@ -64,7 +87,7 @@ at::Tensor op_softplus(const OpArgs& a) {
     const at::Tensor z = x.to(at::kDouble) * beta;
     const at::Tensor up = at::clamp_min(z, 0.0), down = at::clamp_max(z, 0.0);
     const at::Tensor soft = at::where(z > 0, up + at::log1p(at::exp(-up)), at::log1p(at::exp(down))) / beta;
-    return at::where(z > threshold, x.to(at::kDouble), soft).to(x.scalar_type());
+    return nan_gradient(x, at::where(z > threshold, x.to(at::kDouble), soft).to(x.scalar_type()));
 }
 at::Tensor op_exp(const OpArgs& a) { return at::exp(x0(a)); }
 at::Tensor op_log(const OpArgs& a) { return at::log(x0(a)); }
@@ -72,49 +95,94 @@ at::Tensor op_sin(const OpArgs& a) { return at::sin(x0(a)); }
 at::Tensor op_cos(const OpArgs& a) { return at::cos(x0(a)); }
 at::Tensor op_inv(const OpArgs& a) { return at::reciprocal(x0(a)); }
 at::Tensor op_safe_log(const OpArgs& a) {
-    return at::log(at::clamp_min(x0(a), a.attrs.get_float("eps", 1e-12)));
+    const double eps = a.attrs.get_float("eps", 1e-12);
+    return at::log(at::clamp_min(fitting(x0(a), {eps}), eps)).to(x0(a).scalar_type());
 }
 at::Tensor op_neg(const OpArgs& a) { return at::neg(x0(a)); }
 at::Tensor op_erf(const OpArgs& a) { return at::erf(x0(a)); }
 at::Tensor op_floor(const OpArgs& a) { return at::floor(x0(a)); }
 at::Tensor op_ceil(const OpArgs& a) { return at::ceil(x0(a)); }
 // torch.sign gives 0 for NaN in LibTorch 1.13; docs/ops.md keeps NaN.
-at::Tensor op_sign(const OpArgs& a) { return at::where(at::isnan(x0(a)), x0(a), at::sign(x0(a))); }
+at::Tensor op_sign(const OpArgs& a) { return keep_nan(x0(a), at::sign(x0(a))); }
 at::Tensor op_tan(const OpArgs& a) { return at::tan(x0(a)); }
 at::Tensor op_asin(const OpArgs& a) { return at::asin(x0(a)); }
 at::Tensor op_acos(const OpArgs& a) { return at::acos(x0(a)); }
 at::Tensor op_atan(const OpArgs& a) { return at::atan(x0(a)); }
-at::Tensor op_sinh(const OpArgs& a) { return at::sinh(x0(a)); }
-at::Tensor op_cosh(const OpArgs& a) { return at::cosh(x0(a)); }
+namespace {
+/// sinh (odd) or cosh of x in float64 (float32 widened), with e^|x|/2 for |x| > 20 (exact to
+/// float64 there, as e^-|x| < 1e-17 of it): ATen's vectorised kernels compute e^x first, which
+/// overflows just below the largest float (sinh(89) in float32, sinh(710) in float64) where
+/// the result itself is finite; some elements of one tensor took that path and others not.
+at::Tensor hyperbolic(const at::Tensor& x, bool odd) {
+    const at::Tensor d = x.to(at::kDouble);
+    const at::Tensor large = at::abs(d) > 20.0;
+    const at::Tensor tail = at::exp(at::abs(at::where(large, d, at::zeros_like(d))) - M_LN2);
+    const at::Tensor small = at::where(large, at::zeros_like(d), d);
+    const at::Tensor y = odd ? at::where(large, at::sign(d) * tail, at::sinh(small))
+                             : at::where(large, tail, at::cosh(small));
+    return y.to(x.scalar_type());
+}
+}  // namespace
+at::Tensor op_sinh(const OpArgs& a) { return hyperbolic(x0(a), true); }
+at::Tensor op_cosh(const OpArgs& a) { return hyperbolic(x0(a), false); }
 at::Tensor op_asinh(const OpArgs& a) { return at::asinh(x0(a)); }
 at::Tensor op_acosh(const OpArgs& a) { return at::acosh(x0(a)); }
 at::Tensor op_atanh(const OpArgs& a) { return at::atanh(x0(a)); }
 at::Tensor op_leaky_relu(const OpArgs& a) {
-    return at::leaky_relu(x0(a), a.attrs.get_float("negative_slope", 0.01));
+    const double slope = a.attrs.get_float("negative_slope", 0.01);
+    return at::leaky_relu(fitting(x0(a), {slope}), slope).to(x0(a).scalar_type());
 }
-at::Tensor op_elu(const OpArgs& a) { return at::elu(x0(a), a.attrs.get_float("alpha", 1.0)); }
+at::Tensor op_elu(const OpArgs& a) {
+    const double alpha = a.attrs.get_float("alpha", 1.0);
+    return nan_gradient(x0(a), at::elu(fitting(x0(a), {alpha}), alpha).to(x0(a).scalar_type()));
+}
 // ONNX Selu: gamma * elu(x, alpha), i.e. torch's elu with scale = gamma.
 at::Tensor op_selu(const OpArgs& a) {
-    return at::elu(x0(a), a.attrs.get_float("alpha", 1.6732632423543772848),
-                   a.attrs.get_float("gamma", 1.0507009873554804934), 1.0);
+    const double alpha = a.attrs.get_float("alpha", 1.6732632423543772848);
+    const double gamma = a.attrs.get_float("gamma", 1.0507009873554804934);
+    return nan_gradient(x0(a), at::elu(fitting(x0(a), {alpha, gamma, alpha * gamma}), alpha, gamma, 1.0)
+                                   .to(x0(a).scalar_type()));
 }
-at::Tensor op_celu(const OpArgs& a) { return at::celu(x0(a), a.attrs.get_float("alpha", 1.0)); }
-// ONNX HardSigmoid: max(0, min(1, alpha*x + beta)); torch.clamp keeps NaN.
+at::Tensor op_celu(const OpArgs& a) {
+    const double alpha = a.attrs.get_float("alpha", 1.0);
+    return nan_gradient(x0(a), at::celu(fitting(x0(a), {alpha, 1.0 / alpha}), alpha).to(x0(a).scalar_type()));
+}
+// ONNX HardSigmoid: max(0, min(1, alpha*x + beta)) with gradient alpha·g only strictly inside
+// (0, 1) (docs/ops.md; torch.clamp's gradient also passes at the bounds); NaN stays NaN.
 at::Tensor op_hardsigmoid(const OpArgs& a) {
     const double alpha = a.attrs.get_float("alpha", 0.2), beta = a.attrs.get_float("beta", 0.5);
-    return at::clamp(x0(a) * alpha + beta, 0.0, 1.0);
+    const at::Tensor z = x0(a) * alpha + beta;
+    return at::where((z > 0).logical_and(z < 1), z, at::clamp(z, 0.0, 1.0).detach());
 }
-at::Tensor op_hardswish(const OpArgs& a) { return at::hardswish(x0(a)); }
-// x / (1 + |x|), with its limit ±1 at ±inf (the formula alone gives inf/inf = NaN).
+// x·clamp(x/6 + 1/2, 0, 1) written out: the gradient is g·(x/3 + 1/2) on [−3, 3] bounds included
+// (docs/ops.md), where ATen's hardswish_backward gave g or 1.5·g at x = 3 depending on whether
+// the element fell on its vectorised path.
+at::Tensor op_hardswish(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    return x * at::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+}
+// x / (1 + |x|), with its limit ±1 at ±inf (the formula alone gives inf/inf = NaN, and so would
+// its gradient: the formula sees 0 there, the limit has gradient 0).
 at::Tensor op_softsign(const OpArgs& a) {
     const at::Tensor& x = x0(a);
-    return at::where(at::isinf(x), at::sign(x), x / (at::abs(x) + 1));
+    const at::Tensor inf = at::isinf(x);
+    const at::Tensor finite = at::where(inf, at::zeros_like(x), x);
+    return at::where(inf, at::sign(x).detach(), finite / (at::abs(finite) + 1));
 }
-// x > alpha ? x : 0; at::threshold tests x <= alpha, so NaN stays NaN.
+// x > alpha ? x : 0; NaN stays NaN with a zero gradient.
 at::Tensor op_thresholded_relu(const OpArgs& a) {
-    return at::threshold(x0(a), a.attrs.get_float("alpha", 1.0), 0.0);
+    const double alpha = a.attrs.get_float("alpha", 1.0);
+    const at::Tensor x = fitting(x0(a), {alpha});
+    return keep_nan(x, at::where(x > alpha, x, at::zeros_like(x))).to(x0(a).scalar_type());
 }
 at::Tensor op_mish(const OpArgs& a) { return at::mish(x0(a)); }
+// ONNX Shrink; NaN stays NaN (both comparisons are false for it).
+at::Tensor op_shrink(const OpArgs& a) {
+    const double l = a.attrs.get_float("lambd", 0.5), b = a.attrs.get_float("bias", 0.0);
+    const at::Tensor& x = x0(a);
+    const at::Tensor inner = at::where(at::isnan(x), x, at::zeros_like(x));
+    return at::where(x < -l, x + b, at::where(x > l, x - b, inner));
+}
 
 at::Tensor op_equal(const OpArgs& a) { return at::eq(x0(a), x1(a)); }
 at::Tensor op_less(const OpArgs& a) { return at::lt(x0(a), x1(a)); }
@@ -125,6 +193,14 @@ at::Tensor op_logical_not(const OpArgs& a) { return at::logical_not(x0(a)); }
 at::Tensor op_logical_and(const OpArgs& a) { return at::logical_and(x0(a), x1(a)); }
 at::Tensor op_logical_or(const OpArgs& a) { return at::logical_or(x0(a), x1(a)); }
 at::Tensor op_logical_xor(const OpArgs& a) { return at::logical_xor(x0(a), x1(a)); }
+// ONNX IsInf: torch.isposinf / torch.isneginf as the detect_* flags ask.
+at::Tensor op_is_inf(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    at::Tensor y = at::zeros(x.sizes(), x.options().dtype(at::kBool));
+    if (a.attrs.get_bool("detect_positive", true)) y = y.logical_or(at::isposinf(x));
+    if (a.attrs.get_bool("detect_negative", true)) y = y.logical_or(at::isneginf(x));
+    return y;
+}
 at::Tensor op_where(const OpArgs& a) { return at::where(a.inputs.at(0), a.inputs.at(1), a.inputs.at(2)); }
 
 // ONNX Cast / x.to(dtype). A float to int64 conversion of a NaN, an infinity or a value outside

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include <torch/csrc/autograd/custom_function.h>
+
 #include "ops.hpp"
 
 namespace capsule::libtorch {
@@ -27,6 +29,37 @@ std::vector<int64_t> reduced_axes(const OpArgs& a) {
     return axes;
 }
 
+/// torch.amax / torch.amin whose gradient is split evenly among the elements equal to the result
+/// and is 0 in a group whose result is NaN (no element equals it): ATen's amax_backward divides
+/// by that count of 0 and gives NaN for the whole group.
+struct Extremum : torch::autograd::Function<Extremum> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                              std::vector<int64_t> dims, bool keepdim, bool is_max) {
+        const at::Tensor y = is_max ? at::amax(x, dims, keepdim) : at::amin(x, dims, keepdim);
+        at::Tensor kept = y;
+        if (!keepdim) {
+            std::sort(dims.begin(), dims.end());
+            for (auto d : dims) kept = kept.unsqueeze(d);
+        }
+        const at::Tensor hits = (x == kept).to(x.scalar_type());
+        ctx->save_for_backward({hits / at::clamp_min(hits.sum(dims, /*keepdim=*/true), 1.0)});
+        ctx->saved_data["dims"] = dims;
+        ctx->saved_data["keepdim"] = keepdim;
+        return y;
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const at::Tensor share = ctx->get_saved_variables()[0];
+        at::Tensor g = grads[0];
+        if (!ctx->saved_data["keepdim"].toBool()) {
+            std::vector<int64_t> dims = ctx->saved_data["dims"].toIntVector();
+            std::sort(dims.begin(), dims.end());
+            for (auto d : dims) g = g.unsqueeze(d);
+        }
+        return {g * share, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+};
+
 /// amax/amin, with ONNX's value for an empty group (-inf for max, +inf for min: torch refuses).
 at::Tensor extremum(const OpArgs& a, bool is_max) {
     const std::vector<int64_t> axes = reduced_axes(a);
@@ -45,7 +78,7 @@ at::Tensor extremum(const OpArgs& a, bool is_max) {
         const double inf = std::numeric_limits<double>::infinity();
         return at::full(shape, is_max ? -inf : inf, x.options());
     }
-    return is_max ? at::amax(x, axes, keepdims) : at::amin(x, axes, keepdims);
+    return Extremum::apply(x, axes, keepdims, is_max);
 }
 
 /// Pooling windows (docs/ops.md, Pooling): kernel, stride (default the kernel) and padding.
@@ -105,18 +138,24 @@ at::Tensor batch_norm(const OpArgs& a) {
         for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
         y = normalized(x, dims, eps);
     } else {
-        const at::Tensor mean = widened(a.params.at(stats)).reshape(channel_shape);
-        const at::Tensor var = widened(a.params.at(stats + 1)).reshape(channel_shape);
+        // Running statistics are buffers, not trained: no gradient (the reference gives 0).
+        const at::Tensor mean = widened(a.params.at(stats).detach()).reshape(channel_shape);
+        const at::Tensor var = widened(a.params.at(stats + 1).detach()).reshape(channel_shape);
         y = (widened(x) - mean) * at::rsqrt(var + eps);
     }
     if (affine) y = y * widened(a.params.at(0)).reshape(channel_shape) + widened(a.params.at(1)).reshape(channel_shape);
     return y.to(x.scalar_type());
 }
 
-/// Log-sum-exp pooling over windows already unfolded into the trailing `dims` axes.
+/// Log-sum-exp pooling over windows already unfolded into the trailing `dims` axes:
+/// m + T·log Σ exp((x − m)/T) with m the window maximum, so that x/T never overflows (3e38/0.5);
+/// a window with a NaN gives NaN, one of −inf gives −inf, one with +inf gives +inf.
 at::Tensor smooth_max(const at::Tensor& windows, int64_t dims, double temperature) {
-    at::Tensor flat = windows.flatten(windows.dim() - dims, windows.dim() - 1);
-    return at::logsumexp(flat / temperature, {-1}) * temperature;
+    const at::Tensor flat = windows.flatten(windows.dim() - dims, windows.dim() - 1);
+    const at::Tensor m = at::amax(flat, {-1}, /*keepdim=*/true).detach();
+    const at::Tensor shift = at::where(at::isfinite(m), m, at::zeros_like(m));
+    const at::Tensor y = at::log(at::sum(at::exp((flat - shift) / temperature), {-1})) * temperature + shift.squeeze(-1);
+    return at::where(at::isnan(flat).any(-1), at::full_like(y, NAN), y);
 }
 }  // namespace
 
@@ -125,12 +164,14 @@ at::Tensor op_log_softmax(const OpArgs& a) {
     return at::log_softmax(x0(a), axis_of(a.attrs, "axis", x0(a).dim(), -1));
 }
 
-at::Tensor op_sum(const OpArgs& a) { return at::sum(x0(a)); }
+// Sums and means accumulate in float64, as the reference capsules do: a float32 running sum
+// overflows to inf on [3e38, 3e38, -3e38], whose sum is finite.
+at::Tensor op_sum(const OpArgs& a) { return at::sum(x0(a), at::kDouble).to(x0(a).scalar_type()); }
 at::Tensor op_reduce_sum(const OpArgs& a) {
-    return at::sum(x0(a), reduced_axes(a), a.attrs.get_bool("keepdims", false));
+    return at::sum(x0(a), reduced_axes(a), a.attrs.get_bool("keepdims", false), at::kDouble).to(x0(a).scalar_type());
 }
 at::Tensor op_reduce_mean(const OpArgs& a) {
-    return at::mean(x0(a), reduced_axes(a), a.attrs.get_bool("keepdims", false));
+    return at::mean(x0(a).to(at::kDouble), reduced_axes(a), a.attrs.get_bool("keepdims", false)).to(x0(a).scalar_type());
 }
 at::Tensor op_reduce_max(const OpArgs& a) { return extremum(a, true); }
 at::Tensor op_reduce_min(const OpArgs& a) { return extremum(a, false); }
@@ -176,10 +217,13 @@ at::Tensor op_cumsum(const OpArgs& a) {
     const int64_t axis = axis_of(a.attrs, "axis", x.dim(), 0);
     const bool exclusive = a.attrs.get_bool("exclusive", false), reverse = a.attrs.get_bool("reverse", false);
     at::Tensor t = at::isFloatingType(x.scalar_type()) ? x.to(at::kDouble) : x;
-    if (x.dim() == 0) return x.clone();
+    if (x.dim() == 0) return exclusive ? x * 0 : x.clone();  // x * 0 keeps the graph: gradient 0
     if (reverse) t = t.flip({axis});
     at::Tensor s = at::cumsum(t, axis);
-    if (exclusive) s = s - t;
+    // Exclusive: the inclusive sums shifted by one (0 first), never "inclusive − x", which loses
+    // small terms next to large ones and turns inf into NaN.
+    if (exclusive && t.size(axis) > 0)
+        s = at::cat({at::zeros_like(s.narrow(axis, 0, 1)), s.narrow(axis, 0, t.size(axis) - 1)}, axis);
     if (reverse) s = s.flip({axis});
     return s.to(x.scalar_type());
 }
@@ -231,20 +275,39 @@ at::Tensor op_layer_norm(const OpArgs& a) {
 at::Tensor op_batch_norm(const OpArgs& a) { return batch_norm(a); }
 at::Tensor op_batchnorm_channel_first(const OpArgs& a) { return batch_norm(a); }
 
+namespace {
+/// A convolution whose weight has no elements (0 input channels per group): each output is its
+/// bias, or 0 (an empty sum); ATen refuses or mis-shapes these.
+c10::optional<at::Tensor> empty_weight_result(const OpArgs& a) {
+    if (a.params.at(0).numel() != 0) return c10::nullopt;
+    at::Tensor y = at::zeros(a.out_shape, x0(a).options());
+    if (auto b = bias_of(a)) {
+        std::vector<int64_t> shape(a.out_shape.size(), 1);
+        shape[1] = b->numel();
+        y = y + b->reshape(shape);
+    }
+    return y;
+}
+}  // namespace
+
 at::Tensor op_conv(const OpArgs& a) {
+    if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 1);
     return at::conv1d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.dilation, c.groups);
 }
 at::Tensor op_conv2d(const OpArgs& a) {
+    if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 2);
     return at::conv2d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.dilation, c.groups);
 }
 at::Tensor op_conv_transpose(const OpArgs& a) {
+    if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 1);
     return at::conv_transpose1d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.output_padding,
                                 c.groups, c.dilation);
 }
 at::Tensor op_conv_transpose2d(const OpArgs& a) {
+    if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 2);
     return at::conv_transpose2d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.output_padding,
                                 c.groups, c.dilation);
@@ -291,7 +354,9 @@ at::Tensor op_smooth_max_pool2d(const OpArgs& a) {
 at::Tensor op_scaled_dot_product_attention(const OpArgs& a) {
     const at::Tensor &q = a.inputs.at(0), &k = a.inputs.at(1), &v = a.inputs.at(2);
     const double scale = a.attrs.has("scale") ? a.attrs.get_float("scale", 1.0) : 1.0 / std::sqrt(double(q.size(-1)));
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale;
+    // E = 0: every score is an empty dot product, 0 (the default scale 1/√0 would make it NaN).
+    at::Tensor scores = q.size(-1) == 0 ? at::zeros({q.size(-2), k.size(-2)}, q.options()).expand_as(at::matmul(q, k.transpose(-2, -1)))
+                                        : at::matmul(q, k.transpose(-2, -1)) * scale;
     const bool causal = a.attrs.get_bool("is_causal", false);
     c10::optional<at::Tensor> keep;  // bool, broadcastable to the scores: positions attended to
     if (a.inputs.size() > 3) {
@@ -302,11 +367,11 @@ at::Tensor op_scaled_dot_product_attention(const OpArgs& a) {
     } else if (causal) {
         keep = at::ones({q.size(-2), k.size(-2)}, at::kBool).tril();
     }
-    if (!keep) return at::matmul(at::softmax(scores, -1), v);
-    // A row without any attended position gives 0, as the reference capsule (softmax over no
-    // positions would be 0/0): its scores are zeroed before the softmax and its weights after.
-    const at::Tensor any = keep->any(-1, /*keepdim=*/true);
-    scores = at::where(*keep, scores, -std::numeric_limits<double>::infinity());
+    if (keep) scores = at::where(*keep, scores, -std::numeric_limits<double>::infinity());
+    // A row without any attended position (a bool mask, or a float mask of −inf) gives 0, as the
+    // reference capsule (softmax over no positions would be 0/0): its scores are zeroed before
+    // the softmax and its weights after.
+    const at::Tensor any = (scores.amax(-1, /*keepdim=*/true) > -std::numeric_limits<double>::infinity()).detach();
     scores = at::where(any, scores, at::zeros_like(scores));
     return at::matmul(at::softmax(scores, -1) * any, v);
 }

@@ -2,6 +2,9 @@
 // concatenation, slicing (ONNX Slice's clamping rules), padding, tiling, triangles, gathers and
 // scatter-adds. Index checks follow docs/ops.md: an index out of range is an error, never a clamp.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "ops.hpp"
 
@@ -84,8 +87,9 @@ at::Tensor op_slice(const OpArgs& a) {
             end = std::clamp(end, int64_t{-1}, n - 1);
         }
         const int64_t span = step > 0 ? end - start : start - end;
-        const int64_t magnitude = step > 0 ? step : -step;
-        const int64_t length = span <= 0 ? 0 : 1 + (span - 1) / magnitude;  // ⌈span/|step|⌉, no overflow
+        // |step| as unsigned: -INT64_MIN does not fit int64.
+        const uint64_t magnitude = step > 0 ? uint64_t(step) : uint64_t(0) - uint64_t(step);
+        const int64_t length = span <= 0 ? 0 : int64_t(1 + uint64_t(span - 1) / magnitude);  // ⌈span/|step|⌉
         const at::Tensor index = at::arange(0, length, at::kLong) * step + start;
         x = at::index_select(x, axis, index);
     }
@@ -135,7 +139,12 @@ at::Tensor op_pad(const OpArgs& a) {
         torch_pads.push_back(pads[d]);
         torch_pads.push_back(pads[d + rank]);
     }
-    return at::constant_pad_nd(x0(a), torch_pads, a.attrs.get_float("value", 0.0));
+    // A value outside float32's range pads a float32 tensor with ±inf (computed in float64:
+    // ATen refuses to convert such a scalar to float).
+    const double value = a.attrs.get_float("value", 0.0);
+    const bool widen = x0(a).scalar_type() == at::kFloat && std::isfinite(value) &&
+                       std::fabs(value) > std::numeric_limits<float>::max();
+    return at::constant_pad_nd(widen ? x0(a).to(at::kDouble) : x0(a), torch_pads, value).to(x0(a).scalar_type());
 }
 
 at::Tensor op_tile(const OpArgs& a) { return at::tile(x0(a), a.attrs.get_ints("repeats", {})); }

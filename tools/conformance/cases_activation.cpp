@@ -133,6 +133,16 @@ void activation_function_cases(std::vector<KernelCase>& out) {
     out.push_back(with_grad(make("thresholded_relu/alpha_f64", BackendOp::thresholded_relu,
                                  {f64({4}, {-1, 0.25, 0.75, 3})}, f64({4}, {0, 0, 0.75, 3}),
                                  {{"alpha", 0.5}})));
+    // shrink: ONNX's test_shrink_hard (lambd 1.5, bias 0) and test_shrink_soft (bias = lambd).
+    const auto ramp = f32({5}, {-2, -1, 0, 1, 2});
+    out.push_back(make("shrink/onnx_hard", BackendOp::shrink, {ramp}, f32({5}, {-2, 0, 0, 0, 2}),
+                       {{"lambd", 1.5}}));
+    out.push_back(make("shrink/onnx_soft", BackendOp::shrink, {ramp}, f32({5}, {-0.5, 0, 0, 0, 0.5}),
+                       {{"lambd", 1.5}, {"bias", 1.5}}));
+    out.push_back(with_grad(make("shrink/defaults_f64", BackendOp::shrink, {f64({4}, {-3, -0.25, 0.3, 0.75})},
+                                 f64({4}, {-3, 0, 0, 0.75}))));
+    out.push_back(make("shrink/nan_inf", BackendOp::shrink, {f32({3}, {kNaN, kInf, -kInf})},
+                       f32({3}, {kNaN, kInf, -kInf}), {{"bias", 2.0}}));
     // Mish's values at ±1: 1 * tanh(ln(1 + e)), -1 * tanh(ln(1 + 1/e))
     out.push_back(make("mish/published_values_f64", BackendOp::mish, {f64({3}, {1, -1, 0})},
                        f64({3}, {0.8650983882673103, -0.30340146137410895, 0})));

@@ -62,6 +62,16 @@ void logical_cases(std::vector<KernelCase>& out) {
                        boolean({2, 2}, {1, 1, 1, 0})));
     out.push_back(make("logical_xor/broadcast", BackendOp::logical_xor, {a, b},
                        boolean({2, 2}, {0, 1, 1, 0})));
+    // is_inf: ONNX's test_isinf input, then each detect_* flag alone (NaN and finite never).
+    const auto x = f32({6}, {-1.2, kNaN, kInf, 2.8, -kInf, kInf});
+    out.push_back(make("is_inf/both_signs", BackendOp::is_inf, {x}, boolean({6}, {0, 0, 1, 0, 1, 1})));
+    out.push_back(make("is_inf/positive_only", BackendOp::is_inf, {x}, boolean({6}, {0, 0, 1, 0, 0, 1}),
+                       {{"detect_negative", false}}));
+    out.push_back(make("is_inf/negative_only_f64", BackendOp::is_inf,
+                       {f64({2, 2}, {-kInf, 1e308, kInf, -0.0})}, boolean({2, 2}, {1, 0, 0, 0}),
+                       {{"detect_positive", false}}));
+    out.push_back(make("is_inf/neither", BackendOp::is_inf, {x}, boolean({6}, {0, 0, 0, 0, 0, 0}),
+                       {{"detect_negative", false}, {"detect_positive", false}}));
 }
 
 void cast_cases(std::vector<KernelCase>& out) {

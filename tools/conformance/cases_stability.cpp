@@ -178,6 +178,70 @@ void attention_cases(std::vector<KernelCase>& out) {
 
 }  // namespace
 
+// Cases a second provider (LibTorch) got wrong when tried from outside: exclusive cumsum computed
+// as "inclusive − x" (loses 3 next to 1e20, turns inf into NaN), hyperbolic functions through e^x
+// (overflows where the result is finite), float32 sums accumulated in float32, log-sum-exp pooling
+// of x/T, attention rows with no attended position, and shapes with a zero dimension whose output
+// is not empty (a convolution over 0 input channels is its bias) or is (a pool over 0 channels).
+void accumulation_and_degenerate_cases(std::vector<KernelCase>& out) {
+    const double kNaN = std::numeric_limits<double>::quiet_NaN();
+    out.push_back(make("stability/cumsum_exclusive_small_after_large", BackendOp::cumsum,
+                       {f64({3}, {3, 1e20, 0})}, f64({3}, {0, 3, 1e20}),
+                       {{"axis", std::int64_t(0)}, {"exclusive", true}}));
+    out.push_back(make("stability/cumsum_exclusive_inf", BackendOp::cumsum, {f32({3}, {kInf, 1, 2})},
+                       f32({3}, {0, kInf, kInf}), {{"axis", std::int64_t(0)}, {"exclusive", true}}));
+    out.push_back(make("stability/cumsum_exclusive_reverse", BackendOp::cumsum, {f64({3}, {1, 2, 4})},
+                       f64({3}, {6, 4, 0}), {{"axis", std::int64_t(0)}, {"exclusive", true}, {"reverse", true}}));
+    out.push_back(make("stability/cumsum_exclusive_rank0", BackendOp::cumsum, {f32({}, {3})}, f32({}, {0}),
+                       {{"axis", std::int64_t(0)}, {"exclusive", true}}));
+    // sinh(89) = 2.2448064095871728e38 < FLT_MAX although e^89 overflows float32; 32 elements so
+    // that a vectorised path is taken; cosh(±710) = 1.1169973830808557e308 in float64.
+    out.push_back(relative(make("stability/sinh_near_float_max_f32", BackendOp::sinh, {f32({32}, V(32, 89.0))},
+                                f32({32}, V(32, 2.2448064095871728e38))),
+                           1e-6));
+    out.push_back(relative(make("stability/cosh_near_double_max", BackendOp::cosh, {f64({2}, {710, -710})},
+                                f64({2}, {1.1169973830808557e308, 1.1169973830808557e308})),
+                           1e-12));
+    out.push_back(relative(make("stability/sinh_near_double_max", BackendOp::sinh, {f64({2}, {-710, 710})},
+                                f64({2}, {-1.1169973830808557e308, 1.1169973830808557e308})),
+                           1e-12));
+    // float32 3e38 is 3.0000000054977558e38; 3e38 + 3e38 overflows float32, the sum does not.
+    const double big = 3.0000000054977558e38;
+    out.push_back(relative(make("stability/sum_f32_partial_overflow", BackendOp::sum, {f32({3}, {3e38, 3e38, -3e38})},
+                                f32({}, {big})),
+                           1e-6));
+    out.push_back(relative(make("stability/reduce_sum_f32_partial_overflow", BackendOp::reduce_sum,
+                                {f32({3}, {3e38, 3e38, -3e38})}, f32({}, {big})),
+                           1e-6));
+    out.push_back(relative(make("stability/reduce_mean_f32_partial_overflow", BackendOp::reduce_mean,
+                                {f32({2}, {3e38, 3e38})}, f32({}, {big})),
+                           1e-6));
+    // T·log(e^(x/T) + e^(x/T)) = x + T·log 2: x/T = 6e38 overflows float32.
+    out.push_back(relative(make("stability/smooth_max_pool_large", BackendOp::smooth_max_pool,
+                                {f32({1, 1, 2}, {3e38, 3e38})}, f32({1, 1, 1}, {big}),
+                                {{"kernel_size", std::int64_t(2)}, {"temperature", 0.5}}),
+                           1e-6));
+    out.push_back(make("stability/smooth_max_pool_nan_window", BackendOp::smooth_max_pool,
+                       {f32({1, 1, 3}, {1, kNaN, 3})}, f32({1, 1, 3}, {1, kNaN, 3}),
+                       {{"kernel_size", std::int64_t(1)}}));
+    // Row 1 attends to nothing (a float mask of −inf): 0, as a bool mask's empty row.
+    out.push_back(make("stability/attention_float_mask_empty_row", BackendOp::scaled_dot_product_attention,
+                       {f32({1, 2, 2}, {1, 0, 0, 1}), f32({1, 2, 2}, {1, 0, 0, 1}), f32({1, 2, 1}, {10, 20}),
+                        f32({2, 2}, {0, -kInf, -kInf, -kInf})},
+                       f32({1, 2, 1}, {10, 0})));
+    // E = 0: every score is an empty dot product (0), so each row averages v.
+    out.push_back(make("stability/attention_empty_embedding", BackendOp::scaled_dot_product_attention,
+                       {f32({1, 2, 0}, {}), f32({1, 2, 0}, {}), f32({1, 2, 1}, {10, 20})}, f32({1, 2, 1}, {15, 15})));
+    out.push_back(make("stability/conv_zero_input_channels", BackendOp::conv, {f32({1, 0, 5}, {})},
+                       {f32({2, 0, 2}, {}), f32({2}, {1, 2})}, f32({1, 2, 4}, {1, 1, 1, 1, 2, 2, 2, 2}),
+                       {{"out_channels", std::int64_t(2)}, {"kernel_size", std::int64_t(2)}}, {1e-6, 1e-12}));
+    out.push_back(make("stability/max_pool_zero_channels", BackendOp::max_pool, {f32({1, 0, 4}, {})},
+                       f32({1, 0, 2}, {}), {{"kernel_size", std::int64_t(2)}}));
+    out.push_back(make("stability/fft_fno_zero_length", BackendOp::fft_fno, {f32({1, 1, 0}, {})},
+                       {f32({1, 1, 1}, {0.5}), f32({1, 1, 1}, {0.25})}, f32({1, 1, 0}, {}),
+                       {{"modes", std::int64_t(1)}, {"out_channels", std::int64_t(1)}}, {1e-6, 1e-12}));
+}
+
 std::vector<KernelCase> stability_cases() {
     std::vector<KernelCase> out;
     sigmoid_cases(out);
@@ -188,6 +252,7 @@ std::vector<KernelCase> stability_cases() {
     cross_entropy_cases(out);
     norm_cases(out);
     attention_cases(out);
+    accumulation_and_degenerate_cases(out);
     return out;
 }
 

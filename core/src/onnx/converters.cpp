@@ -618,6 +618,13 @@ void convert_gather_elements(ImportContext& c, const onnx::NodeProto& n) {
                                  {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
 }
 
+void convert_is_inf(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), c.add("is_inf", {c.runtime(n.input(0))},
+                                 {{"detect_negative", attr_int(n, "detect_negative", 1) != 0},
+                                  {"detect_positive", attr_int(n, "detect_positive", 1) != 0}},
+                                 out0(n)));
+}
+
 void convert_slice(ImportContext& c, const onnx::NodeProto& n) {
     vector<std::int64_t> starts, ends, axes, steps;
     if (c.opset() < 10) {
@@ -894,6 +901,8 @@ const std::map<string, Converter>& converters() {
         t["Selu"] = activation("selu", {{"alpha", "alpha", 1.67326319217681884765625f}, {"gamma", "gamma", 1.05070102214813232421875f}});
         t["HardSigmoid"] = activation("hardsigmoid", {{"alpha", "alpha", 0.2f}, {"beta", "beta", 0.5f}});
         t["ThresholdedRelu"] = activation("thresholded_relu", {{"alpha", "alpha", 1.0f}});
+        t["Shrink"] = activation("shrink", {{"lambd", "lambd", 0.5f}, {"bias", "bias", 0.0f}});
+        t["IsInf"] = convert_is_inf;
         t["Max"] = variadic("max");
         t["Min"] = variadic("min");
         t["Sum"] = variadic("add");

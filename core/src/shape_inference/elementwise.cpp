@@ -87,6 +87,15 @@ TensorType unary_with_numbers(Context& c, std::initializer_list<const char*> nam
     return {c.shape(0), c.floats({0})};
 }
 
+TensorType is_inf(Context& c) {
+    c.arity(1);
+    c.attributes({"detect_negative", "detect_positive"});
+    c.floats({0});
+    c.bool_or("detect_negative", true);
+    c.bool_or("detect_positive", true);
+    return {c.shape(0), DType::boolean};
+}
+
 TensorType predicate(Context& c, size_t parents, bool bool_only) {
     c.arity(parents);
     c.attributes({});

@@ -64,6 +64,8 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::leaky_relu: return unary_with_numbers(c, {"negative_slope"});
         case BackendOp::elu:
         case BackendOp::thresholded_relu: return unary_with_numbers(c, {"alpha"});
+        case BackendOp::shrink: return unary_with_numbers(c, {"lambd", "bias"});
+        case BackendOp::is_inf: return is_inf(c);
         case BackendOp::celu: return unary_with_numbers(c, {"alpha"}, true);
         case BackendOp::selu: return unary_with_numbers(c, {"alpha", "gamma"});
         case BackendOp::hardsigmoid: return unary_with_numbers(c, {"alpha", "beta"});

@@ -256,6 +256,25 @@ void thresholded_relu_backward(const BackwardCall& call) {
     });
 }
 
+// shrink(lambd = 0.5, bias = 0) (ONNX Shrink): x + bias below -lambd, x - bias above lambd, else 0;
+// NaN stays NaN. Gradient g outside [-lambd, lambd], 0 inside.
+void shrink_forward(const ForwardCall& call) {
+    const double l = finite_number(call.attrs(), "shrink", "lambd", 0.5);
+    const double b = finite_number(call.attrs(), "shrink", "bias", 0.0);
+    unary_forward(call, "shrink", [l, b](auto x) {
+        using T = decltype(x);
+        if (std::isnan(x)) return x;
+        return x < T(-l) ? T(x + T(b)) : x > T(l) ? T(x - T(b)) : T(0);
+    });
+}
+void shrink_backward(const BackwardCall& call) {
+    const double l = finite_number(call.attrs(), "shrink", "lambd", 0.5);
+    unary_backward(call, "shrink", [l](auto x, auto g) {
+        using T = decltype(x);
+        return x < T(-l) || x > T(l) ? g : T(0);
+    });
+}
+
 // mish(x) = x tanh(softplus(x)) (torch, ONNX Mish); gradient
 // g (tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)) (torch's mish_backward).
 void mish_forward(const ForwardCall& call) {

@@ -2,6 +2,7 @@
 // y) (torch.where / ONNX Where; x and y of any one dtype; the backward kernel needs a float dtype
 // and sums each gradient over its broadcast dimensions), the comparisons (bool results) and the
 // logical ops (bool inputs and results).
+#include <cmath>
 #include <string>
 
 #include "elementwise_common.hpp"
@@ -150,6 +151,25 @@ void logical_or_forward(const ForwardCall& call) {
 void logical_xor_forward(const ForwardCall& call) {
     predicate_forward(call, "logical_xor", true, [](auto a, auto b) { return bool(a) != bool(b); });
 }
+// is_inf (ONNX IsInf): +inf when detect_positive, -inf when detect_negative.
+void is_inf_forward(const ForwardCall& call) {
+    require_arity(call.num_inputs(), 1, "is_inf");
+    const Tensor x = call.input(0);
+    check_float(x, "is_inf: input");
+    const Tensor y = call.output(0);
+    check_view(y, "is_inf: output", CAPSULE_DTYPE_BOOL);
+    check_shape(y, "is_inf: output", x.shape());
+    const bool negative = call.attrs().get_bool("detect_negative", true);
+    const bool positive = call.attrs().get_bool("detect_positive", true);
+    plugin::dispatch_float(x.dtype(), [&]<typename T>(T) {
+        const T* xp = x.data<const T>();
+        bool* yp = y.data<bool>();
+        const int64_t n = x.numel();
+        for (int64_t i = 0; i < n; ++i)
+            yp[i] = std::isinf(xp[i]) && (xp[i] > 0 ? positive : negative);
+    });
+}
+
 void logical_not_forward(const ForwardCall& call) {
     require_arity(call.num_inputs(), 1, "logical_not");
     const Tensor x = call.input(0);

@@ -113,6 +113,8 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.hardswish", forward_entry<hardswish_forward>, backward_entry<hardswish_backward>),
     kernel("reference.softsign", forward_entry<softsign_forward>, backward_entry<softsign_backward>),
     kernel("reference.thresholded_relu", forward_entry<thresholded_relu_forward>, backward_entry<thresholded_relu_backward>),
+    kernel("reference.shrink", forward_entry<shrink_forward>, backward_entry<shrink_backward>),
+    kernel("reference.is_inf", forward_entry<is_inf_forward>),
     kernel("reference.mish", forward_entry<mish_forward>, backward_entry<mish_backward>),
     kernel("reference.equal", forward_entry<equal_forward>),
     kernel("reference.less", forward_entry<less_forward>),

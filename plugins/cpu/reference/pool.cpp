@@ -138,7 +138,15 @@ inline void smooth_stats(const T* plane, const PoolGeom& g, const Window& win, d
                          double& s) {
     m = -std::numeric_limits<double>::infinity();
     for (int64_t y = win.y0; y < win.y1; ++y)
-        for (int64_t x = win.x0; x < win.x1; ++x) m = std::max(m, double(plane[y * g.w + x]));
+        for (int64_t x = win.x0; x < win.x1; ++x) {
+            const double v = double(plane[y * g.w + x]);
+            if (std::isnan(v)) {  // a NaN anywhere in the window makes the result NaN
+                m = v;
+                s = v;
+                return;
+            }
+            m = std::max(m, v);
+        }
     s = 0;
     if (!std::isfinite(m)) return;
     for (int64_t y = win.y0; y < win.y1; ++y)
