@@ -258,6 +258,7 @@ const std::vector<ShapeCase>& shape_cases() {
         {"gather", {I64({7}), I64({})}, {}, I64({})},
         {"gather_elements", {F({3, 3}), I64({2, 3})}, {}, F({2, 3})},
         {"hardmax", {F({2, 3})}, {{"axis", n(0)}}, F({2, 3})},
+        {"pad", {I64({2})}, {{"pads", l({1, 1})}, {"value", n(std::numeric_limits<int64_t>::max())}}, I64({4})},
         {"shrink", {F64({4})}, {}, F64({4})},
         {"is_inf", {F({2, 3})}, {}, Bool({2, 3})},
         {"gather_elements", {Bool({2, 2}), I64({2, 5})}, {{"axis", n(-1)}}, Bool({2, 5})},

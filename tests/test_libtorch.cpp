@@ -262,3 +262,48 @@ TEST(LibTorchGradients, AtKinksBoundsAndNonFiniteInputsEqualTheReference) {
             }
     }
 }
+
+// pad's `value` for an int64 input is the integer attribute itself, not its double: 2^53 + 1 and
+// INT64_MAX pad exactly, on the reference capsule and on LibTorch's (when built).
+TEST(PadInt64Value, IsExactOnEveryPlugin) {
+    std::vector<const capsule_plugin*> plugins{&reference_plugin()};
+    if (libtorch_plugin()) plugins.push_back(libtorch_plugin());
+    for (const std::int64_t value : {std::int64_t(9007199254740993), std::numeric_limits<std::int64_t>::max()}) {
+        for (const capsule_plugin* p : plugins) {
+            SCOPED_TRACE(std::string(p->name) + " value " + std::to_string(value));
+            const std::string name = std::string(p->name) + ".pad";
+            const capsule_kernel* k = kernel_of(*p, name);
+            ASSERT_NE(k, nullptr);
+            std::int64_t in[2] = {1, 2}, out[4] = {0, 0, 0, 0};
+            const std::int64_t in_shape[1] = {2}, out_shape[1] = {4}, stride[1] = {1};
+            capsule_tensor_view x{sizeof(capsule_tensor_view), CAPSULE_DTYPE_INT64, CAPSULE_DEVICE_CPU, 1, in_shape, stride, in};
+            capsule_tensor_view y{sizeof(capsule_tensor_view), CAPSULE_DTYPE_INT64, CAPSULE_DEVICE_CPU, 1, out_shape, stride, out};
+            const std::int64_t pads[2] = {1, 1};
+            capsule_attribute attrs[2] = {};
+            attrs[0] = {sizeof(capsule_attribute), "pads", CAPSULE_ATTR_INTS, 0, 0, nullptr, pads, nullptr, 2};
+            attrs[1] = {sizeof(capsule_attribute), "value", CAPSULE_ATTR_INT, value, 0, nullptr, nullptr, nullptr, 0};
+            void* state = nullptr;
+            capsule_status status{};
+            status.struct_size = sizeof status;
+            if (k->prepare) {
+                capsule_tensor_view xp = x, yp = y;
+                xp.data = yp.data = nullptr;
+                capsule_prepare_args pa{};
+                pa.struct_size = sizeof pa;
+                pa.inputs = &xp; pa.num_inputs = 1; pa.outputs = &yp; pa.num_outputs = 1;
+                pa.attrs = attrs; pa.num_attrs = 2; pa.num_threads = 1;
+                ASSERT_EQ(k->prepare(&pa, &state, &status), CAPSULE_OK) << status.message;
+            }
+            capsule_forward_args fa{};
+            fa.struct_size = sizeof fa;
+            fa.inputs = &x; fa.num_inputs = 1; fa.outputs = &y; fa.num_outputs = 1;
+            fa.attrs = attrs; fa.num_attrs = 2; fa.state = state;
+            EXPECT_EQ(k->forward(&fa, &status), CAPSULE_OK) << status.message;
+            if (state) k->release(state);
+            EXPECT_EQ(out[0], value);
+            EXPECT_EQ(out[1], 1);
+            EXPECT_EQ(out[2], 2);
+            EXPECT_EQ(out[3], value);
+        }
+    }
+}

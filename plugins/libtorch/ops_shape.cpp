@@ -142,6 +142,10 @@ at::Tensor op_pad(const OpArgs& a) {
     // A value outside float32's range pads a float32 tensor with ±inf (computed in float64:
     // ATen refuses to convert such a scalar to float).
     const double value = a.attrs.get_float("value", 0.0);
+    // An int64 input with an integer attribute pads with that exact int64 (not its double).
+    const capsule_attribute* attr = a.attrs.find("value");
+    if (x0(a).scalar_type() == at::kLong && attr && attr->kind == CAPSULE_ATTR_INT)
+        return at::constant_pad_nd(x0(a), torch_pads, at::Scalar(attr->int_value));
     const bool widen = x0(a).scalar_type() == at::kFloat && std::isfinite(value) &&
                        std::fabs(value) > std::numeric_limits<float>::max();
     return at::constant_pad_nd(widen ? x0(a).to(at::kDouble) : x0(a), torch_pads, value).to(x0(a).scalar_type());

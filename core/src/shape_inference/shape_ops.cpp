@@ -259,7 +259,11 @@ TensorType pad(Context& c) {
     if (mode != "constant" && c.opt_double("value"))
         fail("attribute 'value' is only valid with mode 'constant'");
     const DType dtype = c.in(0).dtype;
-    if (dtype == DType::int64 && (value != std::trunc(value) || std::fabs(value) > 9.0e18))
+    // An integer attribute is any int64 exactly; a number must be an integer in int64's range
+    // (2^63 is the first double above it).
+    const bool integer_attr = c.find("value") && std::holds_alternative<int64_t>(*c.find("value"));
+    if (dtype == DType::int64 && !integer_attr &&
+        (value != std::trunc(value) || !(value >= -9223372036854775808.0 && value < 9223372036854775808.0)))
         fail("attribute 'value' = " + num(value) + " is not an int64 value (the input is int64)");
     if (dtype == DType::boolean && value != 0 && value != 1)
         fail("attribute 'value' = " + num(value) + " must be 0 or 1 for a bool input");

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "elementwise_common.hpp"
@@ -155,6 +156,7 @@ struct PadPlan {
     Dims out_shape;
     PadMode mode = PadMode::constant;
     double value = 0;
+    int64_t int_value = 0;  // an int64 input's fill, exact (an integer attribute is not read as double)
     std::vector<int64_t> source;  // per output dimension, the input index of each position or -1
     Dims source_begin;            // where each dimension's entries start in `source`
 };
@@ -178,9 +180,18 @@ PadPlan pad_plan(const Tensor& x, const plugin::Attributes& attrs) {
             "pad: attribute 'value' is only valid with mode 'constant'");
     p.value = attrs.get_float("value", 0.0);
     require(!std::isnan(p.value), "pad: attribute 'value' must not be NaN");
-    require(x.dtype() != CAPSULE_DTYPE_INT64 ||
-                (p.value == std::trunc(p.value) && std::fabs(p.value) <= 9.0e18),
-            "pad: attribute 'value' is not an int64 value (the input is int64)");
+    const capsule_attribute* v = attrs.find("value");
+    if (v && v->kind == CAPSULE_ATTR_INT) {
+        p.int_value = v->int_value;
+    } else {
+        // A number: an int64 input needs an integer in int64's range (2^63 is the first double
+        // above it).
+        require(x.dtype() != CAPSULE_DTYPE_INT64 ||
+                    (p.value == std::trunc(p.value) && p.value >= -9223372036854775808.0 &&
+                     p.value < 9223372036854775808.0),
+                "pad: attribute 'value' is not an int64 value (the input is int64)");
+        if (x.dtype() == CAPSULE_DTYPE_INT64) p.int_value = static_cast<int64_t>(p.value);
+    }
     require(x.dtype() != CAPSULE_DTYPE_BOOL || p.value == 0 || p.value == 1,
             "pad: attribute 'value' must be 0 or 1 for a bool input");
     for (std::size_t d = 0; d < rank; ++d) {
@@ -332,7 +343,7 @@ void pad_forward(const ForwardCall& call) {
     dispatch_all(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
         T* yp = y.data<T>();
-        const T fill = static_cast<T>(p.value);
+        const T fill = std::is_same_v<T, int64_t> ? static_cast<T>(p.int_value) : static_cast<T>(p.value);
         for_each_padded(p, x.shape(), [&](int64_t o, int64_t s) { yp[o] = s < 0 ? fill : xp[s]; });
     });
 }
