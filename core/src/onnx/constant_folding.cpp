@@ -105,7 +105,9 @@ CT binary(const CT& a, const CT& b, DType out_dtype, FOp fop, IOp iop) {
             const double r = a.dtype == DType::float32
                                  ? static_cast<double>(fop(static_cast<float>(a.f[ka]), static_cast<float>(b.f[kb])))
                                  : static_cast<double>(fop(a.f[ka], b.f[kb]));
-            set(out, k, r, static_cast<std::int64_t>(r));
+            // A float op's result is float, or a bool (0 or 1) for a comparison: only the latter
+            // is converted (a large float result cast to int64 would be undefined behaviour).
+            set(out, k, r, out.is_float() ? 0 : static_cast<std::int64_t>(r));
         } else {
             std::int64_t r = iop(a.i[ka], b.i[kb]);
             set(out, k, static_cast<double>(r), r);

@@ -675,8 +675,7 @@ void convert_pad(ImportContext& c, const onnx::NodeProto& n) {
     const bool int_data = c.node_type(x).dtype == DType::int64;
     if (c.opset() < 11) {
         pads = attr_ints(n, c.opset() < 2 ? "paddings" : "pads").value_or(vector<std::int64_t>{});
-        value = attr_float(n, "value", 0.0f);
-        int_value = static_cast<std::int64_t>(value);
+        value = attr_float(n, "value", 0.0f);  // a float attribute: shape inference checks it for int64 data
     } else {
         pads = int_values(c.constant(n.input(1), "Pad's pads"));
         if (!input_name(n, 2).empty()) {
@@ -687,7 +686,10 @@ void convert_pad(ImportContext& c, const onnx::NodeProto& n) {
     }
     Attributes attrs{{"pads", pads}, {"mode", mode}};
     if (mode == "constant") {
-        if (int_data) attrs["value"] = int_value;
+        // Before opset 11 the value is a float attribute even for int64 data: it is passed as a
+        // number (never cast here: a value outside int64's range would be undefined behaviour),
+        // and shape inference refuses one that is not an integer in int64's range.
+        if (int_data && c.opset() >= 11) attrs["value"] = int_value;
         else attrs["value"] = value;
     }
     c.define_node(out0(n), c.add("pad", {x}, attrs, out0(n)));
