@@ -18,6 +18,7 @@
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
 #include "capsule/training.hpp"
+#include "built_plugins.hpp"
 #include "capsule_fixtures.hpp"
 #include "conformance/case_builders.hpp"
 #include "conformance/harness.hpp"
@@ -26,29 +27,17 @@ using namespace capsule;
 using namespace capsule::conformance;
 using capsule::conformance::builders::V;
 namespace fs = std::filesystem;
+using capsule::testing::reference_plugin;
 
 namespace {
 
-const capsule_plugin* open_plugin(const char* file) {
-    std::string error;
-    auto* p = open_plugin_library(std::string(CAPSULE_PLUGIN_DIR) + "/" + file, error);
-    if (!p) ADD_FAILURE() << "cannot open " << file << ": " << error;
-    return p;
-}
-
 const capsule_plugin* libtorch_plugin() {
 #ifdef CAPSULE_HAVE_LIBTORCH
-    static const capsule_plugin* p = open_plugin("libcapsule_libtorch.so");
+    static const capsule_plugin* p = capsule::testing::open_built_plugin("libcapsule_libtorch.so");
     return p;
 #else
     return nullptr;
 #endif
-}
-
-const capsule_plugin& reference_plugin() {
-    static const capsule_plugin* p = open_plugin("libcapsule_reference.so");
-    if (!p) throw std::runtime_error("reference plugin unavailable");
-    return *p;
 }
 
 #define REQUIRE_LIBTORCH()                                                                      \

@@ -19,6 +19,7 @@
 #include "capsule/onnx_import.hpp"
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
+#include "built_plugins.hpp"
 #include "capsule_fixtures.hpp"
 #include "conformance/case_builders.hpp"
 #include "conformance/harness.hpp"
@@ -29,33 +30,21 @@ using capsule_test::raises;
 using namespace capsule::conformance;
 using namespace capsule::conformance::builders;
 namespace fs = std::filesystem;
+using capsule::testing::reference_plugin;
 
 namespace {
-
-const capsule_plugin* open_plugin(const char* file) {
-    std::string error;
-    auto* p = open_plugin_library(std::string(CAPSULE_PLUGIN_DIR) + "/" + file, error);
-    if (!p) ADD_FAILURE() << "cannot open " << file << ": " << error;
-    return p;
-}
 
 /// Set once this process has loaded the oneDNN plugin, whose kernels start libgomp worker threads.
 std::atomic<bool> g_onednn_loaded{false};
 
 const capsule_plugin* onednn_plugin() {
 #ifdef CAPSULE_HAVE_ONEDNN
-    static const capsule_plugin* p = open_plugin("libcapsule_onednn.so");
+    static const capsule_plugin* p = capsule::testing::open_built_plugin("libcapsule_onednn.so");
     g_onednn_loaded = p != nullptr;
     return p;
 #else
     return nullptr;
 #endif
-}
-
-const capsule_plugin& reference_plugin() {
-    static const capsule_plugin* p = open_plugin("libcapsule_reference.so");
-    if (!p) throw std::runtime_error("reference plugin unavailable");
-    return *p;
 }
 
 #define REQUIRE_ONEDNN()                                                                        \
