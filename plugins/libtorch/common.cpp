@@ -3,6 +3,9 @@
 
 #include <omp.h>
 
+#include <cmath>
+#include <limits>
+
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -71,7 +74,7 @@ void run_forward(OpFn fn, const char* capsule, const capsule_forward_args& args)
     if (args.num_outputs != 1)
         plugin::fail(std::string(capsule) + ": expected one output, got " + std::to_string(args.num_outputs));
     const capsule_tensor_view& out = args.outputs[0];
-    if (wrap(out).numel() == 0) return;
+    if (plugin::Tensor{&out}.numel() == 0) return;
     ThreadScope threads(args.state);
     at::NoGradGuard no_grad;
     OpArgs op{{}, {}, Attributes(args.attrs, args.num_attrs), capsule, {out.shape, out.shape + out.rank}};
@@ -87,7 +90,7 @@ void run_backward(OpFn fn, const char* capsule, const capsule_backward_args& arg
     torch::autograd::AutoGradMode grad_mode(true);
     const capsule_tensor_view& out = args.outputs[0];
     OpArgs op{{}, {}, Attributes(args.attrs, args.num_attrs), capsule, {out.shape, out.shape + out.rank}};
-    const bool empty_output = wrap(out).numel() == 0;  // nothing depends on any input: zero gradients
+    const bool empty_output = plugin::Tensor{&out}.numel() == 0;  // nothing depends on any input: zero gradients
     // Leaves: every float tensor whose gradient the host asks for (a grad view with data).
     std::vector<at::Tensor> leaves;
     std::vector<const capsule_tensor_view*> targets;
@@ -157,6 +160,13 @@ int32_t prepare_node(const capsule_prepare_args* args, void** state, capsule_sta
 }
 
 void release_node(void* state) noexcept { delete static_cast<NodeState*>(state); }
+
+at::Tensor fitting(const at::Tensor& x, std::initializer_list<double> values) {
+    if (x.scalar_type() != at::kFloat) return x;
+    for (double v : values)
+        if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max()) return x.to(at::kDouble);
+    return x;
+}
 
 std::vector<int64_t> spatial(const Attributes& attrs, const char* name, std::size_t n, int64_t fallback) {
     std::vector<int64_t> v = attrs.get_ints(name, {fallback});

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,11 @@ template <OpFn Fn, const char* Name>
 int32_t backward_kernel(const capsule_backward_args* args, capsule_status* status) noexcept {
     return guarded(Name, status, [&] { run_backward(Fn, Name, *args); });
 }
+
+/// `x`, widened to float64 when it is float32 and one of `values` (attribute values the op
+/// combines with it) lies outside float32's range: ATen refuses to convert such a scalar to the
+/// tensor's dtype. The caller converts its result back to x's dtype (overflow gives ±inf).
+at::Tensor fitting(const at::Tensor& x, std::initializer_list<double> values);
 
 // Attribute helpers shared by the op files.
 

@@ -5,7 +5,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <cmath>
-#include <initializer_list>
 #include <limits>
 
 #include "ops.hpp"
@@ -15,16 +14,6 @@ namespace capsule::libtorch {
 namespace {
 const at::Tensor& x0(const OpArgs& a) { return a.inputs.at(0); }
 const at::Tensor& x1(const OpArgs& a) { return a.inputs.at(1); }
-
-/// `x`, widened to float64 when it is float32 and one of `values` (attribute values the op
-/// combines with it) lies outside float32's range: ATen refuses to convert such a scalar to the
-/// tensor's dtype. The caller converts its result back to x's dtype (overflow gives ±inf).
-at::Tensor fitting(const at::Tensor& x, std::initializer_list<double> values) {
-    if (x.scalar_type() != at::kFloat) return x;
-    for (double v : values)
-        if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max()) return x.to(at::kDouble);
-    return x;
-}
 
 /// `value` where `x` is NaN (no gradient flows there), else `y`: docs/ops.md keeps NaN, and a
 /// NaN input gets a zero gradient, as the reference capsules give.

@@ -22,6 +22,12 @@ void check_indices(const char* op, const at::Tensor& index, int64_t low, int64_t
                      " out of range for a dimension of size " + std::to_string(n));
 }
 
+/// ONNX's indices in [-n, n) as positions in [0, n): raises for any other index.
+at::Tensor from_end(const char* op, const at::Tensor& indices, int64_t n) {
+    check_indices(op, indices, -n, n);
+    return at::where(indices < 0, indices + n, indices);
+}
+
 /// A single index attribute `x[index]` along a dimension of size n (negative counts from the end).
 int64_t scalar_index(const char* op, int64_t index, int64_t n) {
     if (index < -n || index >= n)
@@ -139,16 +145,13 @@ at::Tensor op_pad(const OpArgs& a) {
         torch_pads.push_back(pads[d]);
         torch_pads.push_back(pads[d + rank]);
     }
-    // A value outside float32's range pads a float32 tensor with ±inf (computed in float64:
-    // ATen refuses to convert such a scalar to float).
     const double value = a.attrs.get_float("value", 0.0);
     // An int64 input with an integer attribute pads with that exact int64 (not its double).
     const capsule_attribute* attr = a.attrs.find("value");
     if (x0(a).scalar_type() == at::kLong && attr && attr->kind == CAPSULE_ATTR_INT)
         return at::constant_pad_nd(x0(a), torch_pads, at::Scalar(attr->int_value));
-    const bool widen = x0(a).scalar_type() == at::kFloat && std::isfinite(value) &&
-                       std::fabs(value) > std::numeric_limits<float>::max();
-    return at::constant_pad_nd(widen ? x0(a).to(at::kDouble) : x0(a), torch_pads, value).to(x0(a).scalar_type());
+    // A value outside float32's range pads a float32 tensor with ±inf.
+    return at::constant_pad_nd(fitting(x0(a), {value}), torch_pads, value).to(x0(a).scalar_type());
 }
 
 at::Tensor op_tile(const OpArgs& a) { return at::tile(x0(a), a.attrs.get_ints("repeats", {})); }
@@ -200,8 +203,7 @@ at::Tensor op_gather(const OpArgs& a) {
     const at::Tensor& indices = a.inputs.at(1);
     const int64_t axis = axis_of(a.attrs, "axis", data.dim(), 0);
     const int64_t n = data.size(axis);
-    check_indices("gather", indices, -n, n);
-    const at::Tensor flat = at::where(indices < 0, indices + n, indices).reshape({-1});
+    const at::Tensor flat = from_end("gather", indices, n).reshape({-1});
     std::vector<int64_t> shape(data.sizes().begin(), data.sizes().begin() + axis);
     shape.insert(shape.end(), indices.sizes().begin(), indices.sizes().end());
     shape.insert(shape.end(), data.sizes().begin() + axis + 1, data.sizes().end());
@@ -214,8 +216,7 @@ at::Tensor op_gather_elements(const OpArgs& a) {
     const at::Tensor& indices = a.inputs.at(1);
     const int64_t axis = axis_of(a.attrs, "axis", data.dim(), 0);
     const int64_t n = data.size(axis);
-    check_indices("gather_elements", indices, -n, n);
-    return at::gather(data, axis, at::where(indices < 0, indices + n, indices));
+    return at::gather(data, axis, from_end("gather_elements", indices, n));
 }
 
 }  // namespace capsule::libtorch
