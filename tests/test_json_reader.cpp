@@ -239,3 +239,55 @@ TEST(StrictJson, SafetensorsHeaderWithRepeatedKeyIsRefused) {
               p.string() + ": $.w.shape: duplicate key 'shape' (each key may appear once in an object)");
     fs::remove(p);
 }
+
+namespace {
+/// Equal values of equal types, doubles bit for bit (nlohmann's == treats 1, 1u and 1.0 as equal).
+bool same_document(const nlohmann::json& a, const nlohmann::json& b) {
+    if (a.type() != b.type() || a.size() != b.size()) return false;
+    if (a.is_object()) {
+        for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib)
+            if (ia.key() != ib.key() || !same_document(*ia, *ib)) return false;
+        return true;
+    }
+    if (a.is_array()) {
+        for (std::size_t i = 0; i < a.size(); ++i)
+            if (!same_document(a[i], b[i])) return false;
+        return true;
+    }
+    if (a.is_number_float())
+        return std::signbit(a.get<double>()) == std::signbit(b.get<double>()) && a == b;
+    return a == b;
+}
+}  // namespace
+
+// parse_json_text reads with simdjson first (the start-up cost of every command is reading the
+// plugin manifests) and leaves anything it would not read exactly like the strict nlohmann reader
+// to that reader. Each text below is one of the places where the two parsers differ or might.
+TEST(StrictJson, FastPathGivesTheStrictReadersDocumentOrError) {
+    const std::string texts[] = {
+        R"({"a": [1, -2, 3.5, true, null, "s", {"b": {}}], "c": {"d": [[], [{}]]}})",
+        "0", "-0", "[-0]", "[-0.0]", "-0e0", "[0, -0, 1]", R"({"date": "2026-01-02"})",
+        "9223372036854775807", "9223372036854775808", "18446744073709551615",
+        "18446744073709551616", "-9223372036854775808", "-9223372036854775809", "1e-400", "1e400",
+        "1.7976931348623157e308", "4.9e-324", "0.1", "1E2", "[1.0, 2e0]",
+        R"("\u00e9")", R"("\ud83d\ude00")", R"("\ud800")", R"("\udc00")", R"("a\u0000b")",
+        R"({"a": 1, "\u0061": 2})", R"({"a": 1, "a": 2})", R"({"": 1, "": 2})", R"({"": {"": []}})",
+        "\xef\xbb\xbf{}", "\"\x7f\"", "\"a\tb\"", "\"\xc0\x80\"", "\"\xff\"", " [1] ", "[1] x",
+        "[1,]", "{\"a\":1,}", "", "   ", "nul", "NaN", "[Infinity]", "// c\n1", "01", "1.", ".5",
+        std::string(2000, '[') + std::string(2000, ']'),
+    };
+    for (const auto& text : texts) {
+        SCOPED_TRACE(text.substr(0, 60));
+        auto fast = raised([&] { detail::parse_json_text(text, "t.json"); });
+        auto strict = raised([&] { detail::parse_json_text_strict(text, "t.json"); });
+        EXPECT_EQ(fast, strict);
+        if (fast.first == "nothing")
+            EXPECT_TRUE(same_document(detail::parse_json_text(text, "t.json"),
+                                      detail::parse_json_text_strict(text, "t.json")));
+    }
+    // The fast path keeps nlohmann's integer types: non-negative ones unsigned.
+    const auto doc = detail::parse_json_text("[1, -1, 2.0]", "t.json");
+    EXPECT_TRUE(doc[0].is_number_unsigned());
+    EXPECT_TRUE(doc[1].is_number_integer() && !doc[1].is_number_unsigned());
+    EXPECT_TRUE(doc[2].is_number_float());
+}

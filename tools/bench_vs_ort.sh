@@ -8,8 +8,8 @@
 #
 # Environment: ROUNDS (default 5) rounds per model and thread count; each round runs each runtime
 # once, WARMUP (default 3) untimed then ITERATIONS (default 10) timed runs in a fresh process.
-# Reported: the median over every timed run of the rounds, in ms. CAPSULE (default
-# build/bin/capsule); ORT_DIR (default build/ort) holds the npm install, made once with
+# ONLY (a bash regular expression) keeps the models whose name matches. Reported: the median
+# over every timed run of the rounds, in ms. CAPSULE (default build/bin/capsule); ORT_DIR (default build/ort) holds the npm install, made once with
 # `npm install --ignore-scripts onnxruntime-node` (no post-install download: the package carries
 # its CPU library). Without npm or the registry, the ONNX Runtime columns say so and stay empty.
 # Run it on a quiet machine: oneDNN's and ORT's threads wait for each other, so other jobs on the
@@ -21,6 +21,7 @@ THREADS=("$@")
 ROUNDS=${ROUNDS:-5}
 WARMUP=${WARMUP:-3}
 ITERATIONS=${ITERATIONS:-10}
+ONLY=${ONLY:-}
 CAPSULE=${CAPSULE:-build/bin/capsule}
 ORT_DIR=${ORT_DIR:-build/ort}
 for n in "${THREADS[@]}" "$ROUNDS" "$WARMUP" "$ITERATIONS"; do
@@ -28,12 +29,29 @@ for n in "${THREADS[@]}" "$ROUNDS" "$WARMUP" "$ITERATIONS"; do
 done
 [ -x "$CAPSULE" ] || { echo "bench_vs_ort: $CAPSULE not found; build first (bash tools/build.sh default)" >&2; exit 2; }
 
-# name | model file | input shape (ONNX: fixes the input for both runtimes; JSON IR: declared)
+# Issue 12's models (MLP 784-256-256-10, LeNet-5, ResNet-18; seeded random weights) are written
+# as ONNX files by tools/bench/make_models.py into $MODEL_DIR, once; it needs Debian's
+# python3-onnx and python3-numpy (PYTHON, default /usr/bin/python3, the system interpreter that
+# sees them).
+MODEL_DIR=${MODEL_DIR:-build/bench-models}
+PYTHON=${PYTHON:-/usr/bin/python3}
+if [ ! -f "$MODEL_DIR/resnet18.onnx" ]; then
+  if ! "$PYTHON" tools/bench/make_models.py "$MODEL_DIR"; then
+    echo "bench_vs_ort: writing the benchmark models failed; install python3-onnx and python3-numpy (apt-get install python3-onnx python3-numpy)" >&2
+    exit 2
+  fi
+fi
+
+# name | model file | input shape (fixes the input for both runtimes)
 MODELS=(
-  "squeezenet1_1|tests/data/models/squeezenet1_1/model.onnx|input=2x3x224x224"
-  "mobilenet_v2|tests/data/models/mobilenet_v2/model.onnx|input=2x3x224x224"
-  "mlp 784-256-10 (JSON IR)|examples/mlp.json|x=4x784"
-  "lenet-5 (JSON IR)|examples/lenet.json|image=1x1x28x28"
+  "MLP 784-256-256-10, batch 1|$MODEL_DIR/mlp.onnx|input=1x784"
+  "MLP 784-256-256-10, batch 64|$MODEL_DIR/mlp.onnx|input=64x784"
+  "LeNet-5, batch 1|$MODEL_DIR/lenet5.onnx|input=1x1x28x28"
+  "LeNet-5, batch 64|$MODEL_DIR/lenet5.onnx|input=64x1x28x28"
+  "ResNet-18, batch 1|$MODEL_DIR/resnet18.onnx|input=1x3x224x224"
+  "ResNet-18, batch 8|$MODEL_DIR/resnet18.onnx|input=8x3x224x224"
+  "squeezenet1_1, batch 2|tests/data/models/squeezenet1_1/model.onnx|input=2x3x224x224"
+  "mobilenet_v2, batch 2|tests/data/models/mobilenet_v2/model.onnx|input=2x3x224x224"
 )
 
 ort_ready=0
@@ -72,9 +90,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+
 
 # The timed runs of one `capsule bench --json` (its runs_ms array, one value a line).
 ours() {  # PROFILE THREADS MODEL SHAPE
-  local shape=()
-  [[ "$3" == *.onnx ]] && shape=(--input-shape "$4")
-  if ! "$CAPSULE" --threads "$2" bench --profile "$1" "$3" "${shape[@]}" --warmup "$WARMUP" \
+  if ! "$CAPSULE" --threads "$2" bench --profile "$1" "$3" --input-shape "$4" --warmup "$WARMUP" \
       --iterations "$ITERATIONS" --json >"$work/bench.json" 2>"$work/bench.err"; then
     echo "bench_vs_ort: capsule bench --profile $1 $3 failed:" >&2
     cat "$work/bench.err" >&2
@@ -101,18 +117,18 @@ echo "| model | threads | onednn_cpu ms | onednn_cpu_bf16 ms | checked_cpu ms | 
 echo "|---|---|---|---|---|---|---|---|---|"
 for entry in "${MODELS[@]}"; do
   IFS='|' read -r name model shape <<<"$entry"
+  [[ -z "$ONLY" || "$name" =~ $ONLY ]] || continue
   for t in "${THREADS[@]}"; do
     : >"$work/dnn"; : >"$work/bf16"; : >"$work/ref"; : >"$work/ort"
     for ((r = 0; r < ROUNDS; ++r)); do
       ours onednn_cpu "$t" "$model" "$shape" >>"$work/dnn"
       ours onednn_cpu_bf16 "$t" "$model" "$shape" >>"$work/bf16"
       ours checked_cpu "$t" "$model" "$shape" >>"$work/ref"
-      if [ "$ort_ready" = 1 ] && [[ "$model" == *.onnx ]]; then
+      if [ "$ort_ready" = 1 ]; then
         node tools/bench/ort_bench.mjs time "$model" "$t" "$WARMUP" "$ITERATIONS" "$shape" >>"$work/ort"
       fi
     done
     dnn=$(median "$work/dnn"); bf16=$(median "$work/bf16"); ref=$(median "$work/ref"); ort=$(median "$work/ort")
-    if [[ "$model" != *.onnx ]]; then ort="n/a (JSON IR only)"; fi
     echo "| $name | $t | $dnn | $bf16 | $ref | $ort | $(ratio "$dnn" "$ort") | $(ratio "$bf16" "$ort") | $(ratio "$ref" "$ort") |"
   done
 done

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-300}
-TARGETS=${FUZZ_TARGETS:-"graph onnx npy safetensors manifest profile idx evidence plan_lock"}
+TARGETS=${FUZZ_TARGETS:-"graph onnx npy safetensors manifest profile idx evidence plan_lock json"}
 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz

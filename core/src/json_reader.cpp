@@ -1,10 +1,14 @@
 // The strict JSON reader (json_reader.hpp): nlohmann's SAX parser feeding a document builder that
-// refuses repeated keys and reports where a number overflowed, by JSON path.
+// refuses repeated keys and reports where a number overflowed, by JSON path; simdjson first reads
+// the texts it accepts exactly as the strict reader would (parse_fast), for speed.
 #include "json_reader.hpp"
 
 #include "capsule/json_document.hpp"
 
+#include <optional>
 #include <vector>
+
+#include <simdjson.h>
 
 namespace capsule::detail {
 
@@ -168,6 +172,71 @@ private:
 
 namespace {
 
+/// Whether `text` holds `-0` not followed by a digit, `.`, `e` or `E` (also inside strings:
+/// the caller only loses speed there).
+bool has_negative_zero_integer(std::string_view text) {
+    for (auto at = text.find("-0"); at != std::string_view::npos; at = text.find("-0", at + 1)) {
+        const char next = at + 2 < text.size() ? text[at + 2] : ' ';
+        if (!(next >= '0' && next <= '9') && next != '.' && next != 'e' && next != 'E') return true;
+    }
+    return false;
+}
+
+/// simdjson's DOM element as nlohmann's value, the way nlohmann's own parser stores it (a
+/// non-negative integer as number_unsigned, a negative one as number_integer). False when an
+/// object repeats a key: the slow path then reports it with its JSON path.
+bool convert(simdjson::dom::element e, json& out) {
+    switch (e.type()) {
+        case simdjson::dom::element_type::ARRAY: {
+            const simdjson::dom::array array(e);
+            auto& items = (out = json::array()).get_ref<json::array_t&>();
+            items.reserve(array.size());
+            for (const auto item : array)
+                if (!convert(item, items.emplace_back())) return false;
+            return true;
+        }
+        case simdjson::dom::element_type::OBJECT: {
+            auto& members = (out = json::object()).get_ref<json::object_t&>();
+            for (const auto field : simdjson::dom::object(e)) {
+                auto [it, fresh] = members.try_emplace(std::string(field.key));
+                if (!fresh || !convert(field.value, it->second)) return false;
+            }
+            return true;
+        }
+        case simdjson::dom::element_type::INT64: {
+            const std::int64_t v = e.get_int64().value_unsafe();
+            out = v < 0 ? json(v) : json(static_cast<std::uint64_t>(v));
+            return true;
+        }
+        case simdjson::dom::element_type::UINT64: out = e.get_uint64().value_unsafe(); return true;
+        case simdjson::dom::element_type::DOUBLE: out = e.get_double().value_unsafe(); return true;
+        case simdjson::dom::element_type::STRING:
+            out = std::string(e.get_string().value_unsafe());
+            return true;
+        case simdjson::dom::element_type::BOOL: out = e.get_bool().value_unsafe(); return true;
+        case simdjson::dom::element_type::NULL_VALUE: out = nullptr; return true;
+    }
+    return false;
+}
+
+/// The fast path of parse_json_text: simdjson (about ten times faster than nlohmann's lexer on
+/// the plugin manifests every command reads) builds the same document when the text is one the
+/// strict reader accepts as is. Anything else returns nullopt and goes to the strict reader,
+/// which alone words the errors: a syntax error, a duplicate key, a number out of range (simdjson
+/// refuses 1e400 and integers beyond 64 bits), a byte-order mark, and every text holding a
+/// `\u` escape (simdjson and nlohmann differ on unpaired surrogates; manifests never need one).
+/// An integer `-0` too: simdjson cannot tell it from 0, which nlohmann stores unsigned.
+std::optional<json> parse_fast(std::string_view text) {
+    if (text.find("\\u") != std::string_view::npos || has_negative_zero_integer(text))
+        return std::nullopt;
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
+    json doc;
+    if (!convert(root, doc)) return std::nullopt;
+    return doc;
+}
+
 json parse_strict(std::string_view text, const std::string& source, const StreamedArray* streamed) {
     json doc;
     StrictBuilder builder(doc, streamed);
@@ -188,6 +257,11 @@ json parse_strict(std::string_view text, const std::string& source, const Stream
 }  // namespace
 
 nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+    if (auto doc = parse_fast(text)) return std::move(*doc);
+    return parse_strict(text, source, nullptr);
+}
+
+nlohmann::json parse_json_text_strict(std::string_view text, const std::string& source) {
     return parse_strict(text, source, nullptr);
 }
 

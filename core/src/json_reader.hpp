@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,17 +17,24 @@
 
 namespace capsule::detail {
 
-/// A position in a document: the source file and a JSON path such as `$.capsules[3].op`.
+/// A position in a document: the source file and a JSON path such as `$.capsules[3].op`. The
+/// path is spelled only when an error names it: a cursor holds its parent's path as a shared
+/// chain of keys and indices (every manifest read on start-up goes through here).
 class JsonCursor {
 public:
-    JsonCursor(const nlohmann::json& value, std::string source, std::string path = "$")
-        : value_(value), source_(std::move(source)), path_(std::move(path)) {}
+    JsonCursor(const nlohmann::json& value, std::string source)
+        : value_(value), source_(std::make_shared<const std::string>(std::move(source))) {}
 
     const nlohmann::json& value() const { return value_; }
-    const std::string& path() const { return path_; }
+    /// The JSON path of this value, e.g. `$.capsules[3].op`.
+    std::string path() const {
+        std::string out;
+        spell(segment_.get(), out);
+        return "$" + out;
+    }
 
     [[noreturn]] void fail(const std::string& reason) const {
-        throw Error(ErrorCode::input, source_ + ": " + path_ + ": " + reason);
+        throw Error(ErrorCode::input, *source_ + ": " + path() + ": " + reason);
     }
 
     /// Requires an object whose keys are all in `allowed`; returns *this.
@@ -47,11 +55,12 @@ public:
     bool has(std::string_view key) const { return value_.contains(key); }
 
     JsonCursor at(std::string_view key) const {
-        if (!value_.contains(key)) fail("missing required key '" + std::string(key) + "'");
-        return JsonCursor(value_.at(std::string(key)), source_, path_ + "." + std::string(key));
+        const auto it = value_.find(key);
+        if (it == value_.end()) fail("missing required key '" + std::string(key) + "'");
+        return JsonCursor(*it, *this, Segment{segment_, true, std::string(key), 0});
     }
     JsonCursor at(std::size_t index) const {
-        return JsonCursor(value_.at(index), source_, path_ + "[" + std::to_string(index) + "]");
+        return JsonCursor(value_.at(index), *this, Segment{segment_, false, {}, index});
     }
 
     std::string string() const {
@@ -101,9 +110,25 @@ public:
     std::string type_name() const { return value_.type_name(); }
 
 private:
+    /// One step of the path: the member `key` of an object, or the element `index` of an array.
+    struct Segment {
+        std::shared_ptr<const Segment> parent;
+        bool is_member;
+        std::string key;
+        std::size_t index;
+    };
+    JsonCursor(const nlohmann::json& value, const JsonCursor& parent, Segment segment)
+        : value_(value), source_(parent.source_),
+          segment_(std::make_shared<const Segment>(std::move(segment))) {}
+    static void spell(const Segment* s, std::string& out) {
+        if (!s) return;
+        spell(s->parent.get(), out);
+        out += s->is_member ? "." + s->key : "[" + std::to_string(s->index) + "]";
+    }
+
     const nlohmann::json& value_;
-    std::string source_;
-    std::string path_;
+    std::shared_ptr<const std::string> source_;
+    std::shared_ptr<const Segment> segment_;  // null at the root
 };
 
 /// The one strict JSON reader of the core: every document the runtime reads (manifests, profiles,
@@ -114,6 +139,9 @@ private:
 /// `<source>: $.path: number overflow: '<token>' is outside the range of a double` for a number
 /// such as 1e400. Never raises a nlohmann exception. Linear in the size of the text.
 nlohmann::json parse_json_text(std::string_view text, const std::string& source);
+/// parse_json_text without its simdjson fast path: nlohmann's SAX parser alone. The two give the
+/// same document or the same error for every text (tests/fuzz/fuzz_json.cpp checks it).
+nlohmann::json parse_json_text_strict(std::string_view text, const std::string& source);
 
 /// A top-level array read element by element: for a document that is an object with member
 /// `key` holding an array, `sink(element, index)` receives each element as soon as it is

@@ -224,9 +224,10 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
     const std::size_t data_size = bytes.size() - data_start;
     std::map<string, Tensor> out;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    const detail::JsonCursor root(header, path.string());
     for (const auto& [name, info] : header.items()) {
         if (name == "__metadata__") continue;
-        detail::JsonCursor c(info, path.string(), "$." + name);
+        const auto c = root.at(name);
         c.object({"dtype", "shape", "data_offsets"});
         const string dt = c.at("dtype").string();
         auto found = std::find_if(std::begin(kSafetensorsTypes), std::end(kSafetensorsTypes),
