@@ -23,6 +23,10 @@ endif()
 
 # capsule_manifest_gen: vendors generate their manifests from their libraries (docs/plugins.md).
 install(TARGETS capsule capsule_manifest_gen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# `capsule serve` runs capsule-serve from the directory that holds `capsule`.
+if(TARGET capsule_serve)
+  install(TARGETS capsule_serve RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 if(TARGET capsule_onnx_import)
   install(TARGETS capsule_onnx_import LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/capsule)
 endif()

@@ -82,5 +82,10 @@ Command add_eval_command(CLI::App& app, const GlobalOptions& options);
 Command add_onnx_test_command(CLI::App& app, const GlobalOptions& options);
 Command add_bench_command(CLI::App& app, const GlobalOptions& options);
 Command add_verify_command(CLI::App& app, const GlobalOptions& options);
+/// `capsule serve ...`: listed in --help; main() runs exec_serve for it before parsing.
+Command add_serve_command(CLI::App& app, const GlobalOptions& options);
+/// Replaces this process with the capsule-serve executable beside it, passing `argv` (the
+/// arguments after `serve`); returns kBadInput, with a message, only when it cannot be run.
+int exec_serve(int argc, char** argv);
 
 }  // namespace capsule::cli

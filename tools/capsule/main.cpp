@@ -50,6 +50,8 @@ int fail(const CLI::App& app, int exit_code, const char* heading, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+    // The server parses its own arguments (capsule-serve --help).
+    if (argc > 1 && std::string_view(argv[1]) == "serve") return capsule::cli::exec_serve(argc - 2, argv + 2);
     // Logs go to stderr: stdout carries only results (text, --json documents, written files).
     spdlog::set_default_logger(spdlog::stderr_color_st("capsule"));
     spdlog::set_level(spdlog::level::warn);
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
         {"onnx-test", add_onnx_test_command(app, options)},
         {"bench", add_bench_command(app, options)},
         {"verify", add_verify_command(app, options)},
+        {"serve", add_serve_command(app, options)},
     };
 
     try {

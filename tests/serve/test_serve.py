@@ -1,0 +1,525 @@
+#!/usr/bin/env python3
+"""capsule serve over REST (Open Inference Protocol v2), with a client written with the Python
+standard library only.
+
+    test_serve.py --capsule BIN/capsule --models tests/data/models [--load CLIENTS REQUESTS]
+
+Builds a model repository in a temporary directory: an MLP 784-256-256-10 as an ONNX file with a
+dynamic batch (written here, protobuf wire format by hand) served with max_batch_size 8 and
+dynamic batching; the same MLP at batch 1 as a JSON IR graph with a safetensors parameters file;
+the shared ONNX models squeezenet1_1 and mobilenet_v2; a model whose profile cannot run here and
+one with a malformed config.json. Starts `capsule serve` on 127.0.0.1 (any free port), checks
+health, metadata, outputs (against `capsule run`, the shared models' recorded outputs and, for the
+MLP, a pure-Python forward pass), every error path and malformed bodies, then SIGTERM: the server
+must drain and exit 0. With --load, instead runs CLIENTS threads of REQUESTS JSON requests each
+against the JSON IR MLP, checks every response and prints throughput, p50 and p99.
+"""
+import argparse
+import http.client
+import json
+import math
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+FAILURES = []
+CHECKS = [0]
+
+
+def check(condition, what):
+    CHECKS[0] += 1
+    if not condition:
+        FAILURES.append(what)
+        print("FAIL:", what, flush=True)
+
+
+# ---- files: protobuf (ONNX), npy, safetensors -----------------------------------------------
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number, wire, payload):
+    key = varint((number << 3) | wire)
+    if wire == 0:
+        return key + varint(payload)
+    return key + varint(len(payload)) + payload
+
+
+def text(number, s):
+    return field(number, 2, s.encode())
+
+
+def onnx_tensor(name, dims, values):
+    return (b"".join(field(1, 0, d) for d in dims) + field(2, 0, 1) + text(8, name) +
+            field(9, 2, struct.pack("<%df" % len(values), *values)))
+
+
+def onnx_value_info(name, dims):
+    shape = b"".join(field(1, 2, text(2, d) if isinstance(d, str) else field(1, 0, d)) for d in dims)
+    tensor_type = field(1, 0, 1) + field(2, 2, shape)
+    return text(1, name) + field(2, 2, field(1, 2, tensor_type))
+
+
+def onnx_node(op, inputs, output, trans_b=False):
+    node = b"".join(text(1, i) for i in inputs) + text(2, output) + text(3, output) + text(4, op)
+    if trans_b:
+        node += field(5, 2, text(1, "transB") + field(20, 0, 2) + field(3, 0, 1))
+    return node
+
+
+def mlp_weights(seed=7):
+    rng = random.Random(seed)
+    layers = []
+    for fan_in, fan_out in ((784, 256), (256, 256), (256, 10)):
+        bound = 1 / math.sqrt(fan_in)
+        w = [rng.uniform(-bound, bound) for _ in range(fan_out * fan_in)]  # [out, in]
+        b = [rng.uniform(-bound, bound) for _ in range(fan_out)]
+        layers.append((fan_in, fan_out, w, b))
+    return layers
+
+
+def write_mlp_onnx(path, layers):
+    nodes, inits, x = [], [], "input"
+    for k, (fan_in, fan_out, w, b) in enumerate(layers):
+        inits += [onnx_tensor("w%d" % k, [fan_out, fan_in], w), onnx_tensor("b%d" % k, [fan_out], b)]
+        out = "logits" if k == len(layers) - 1 else "gemm%d" % k
+        nodes.append(onnx_node("Gemm", [x, "w%d" % k, "b%d" % k], out, trans_b=True))
+        if k < len(layers) - 1:
+            nodes.append(onnx_node("Relu", [out], "relu%d" % k))
+            out = "relu%d" % k
+        x = out
+    graph = (b"".join(field(1, 2, n) for n in nodes) + text(2, "mlp") +
+             b"".join(field(5, 2, t) for t in inits) +
+             field(11, 2, onnx_value_info("input", ["N", 784])) + field(12, 2, onnx_value_info("logits", ["N", 10])))
+    model = field(1, 0, 8) + text(2, "test_serve.py") + field(7, 2, graph) + field(8, 2, field(2, 0, 13))
+    with open(path, "wb") as f:
+        f.write(model)
+
+
+def write_mlp_json_ir(directory, layers):
+    """The MLP at batch 1 as JSON IR (linear + relu) with a safetensors file of its parameters."""
+    tensors, offset, header, blob = {}, 0, {}, bytearray()
+    for k, (fan_in, fan_out, w, b) in enumerate(layers):
+        for key, shape, values in (("fc%d.weight" % k, [fan_out, fan_in], w), ("fc%d.bias" % k, [fan_out], b)):
+            data = struct.pack("<%df" % len(values), *values)
+            header[key] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(data)]}
+            blob += data
+            offset += len(data)
+    head = json.dumps(header).encode()
+    head += b" " * ((8 - len(head) % 8) % 8)
+    with open(os.path.join(directory, "mlp.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + blob)
+    nodes = [{"id": 0, "op": "input", "name": "input", "shape": [1, 784], "dtype": "float32"}]
+    parent = 0
+    for k, (fan_in, fan_out, _, _) in enumerate(layers):
+        nodes.append({"id": len(nodes), "op": "linear", "name": "fc%d" % k, "parents": [parent],
+                      "attrs": {"out_features": fan_out}, "shape": [1, fan_out]})
+        parent = len(nodes) - 1
+        if k < len(layers) - 1:
+            nodes.append({"id": len(nodes), "op": "relu", "name": "relu%d" % k, "parents": [parent], "shape": [1, fan_out]})
+            parent = len(nodes) - 1
+    graph = {"format": "capsule-ir", "version": 1, "nodes": nodes, "outputs": [parent], "parameters": "mlp.safetensors"}
+    with open(os.path.join(directory, "model.json"), "w") as f:
+        json.dump(graph, f)
+
+
+def mlp_forward(layers, row):
+    """The MLP in pure Python (float64): an independent reference."""
+    x = row
+    for k, (fan_in, fan_out, w, b) in enumerate(layers):
+        y = [b[o] + sum(w[o * fan_in + i] * x[i] for i in range(fan_in)) for o in range(fan_out)]
+        x = [max(v, 0.0) for v in y] if k < len(layers) - 1 else y
+    return x
+
+
+def write_npy(path, shape, values):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (%s), }" % (
+        ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%df" % len(values), *values))
+
+
+def read_npy(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<H", data[8:10])[0]
+    header = data[10:10 + n].decode("latin1")
+    assert "'<f4'" in header and "False" in header, header
+    shape = tuple(int(d) for d in header.split("(")[1].split(")")[0].split(",") if d.strip())
+    count = 1
+    for d in shape:
+        count *= d
+    return list(shape), list(struct.unpack("<%df" % count, data[10 + n:10 + n + 4 * count]))
+
+
+def close(a, b, rtol=1e-5, atol=1e-6):
+    return len(a) == len(b) and all(abs(x - y) <= atol + rtol * abs(y) for x, y in zip(a, b))
+
+
+# ---- the server and a REST client ----------------------------------------------------------------
+
+class Server:
+    def __init__(self, capsule, repository, extra=()):
+        self.proc = subprocess.Popen([capsule, "serve", "--model-repository", repository, "--host", "127.0.0.1",
+                                      "--http-port", "0", *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.log = []
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.log.append(line.rstrip())
+            if "listening on http://" in line:
+                self.port = int(line.rsplit(":", 1)[1])
+                self.reader = threading.Thread(target=self._drain, daemon=True)
+                self.reader.start()
+                return
+        raise SystemExit("capsule serve did not start:\n" + "\n".join(self.log))
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.log.append(line.rstrip())
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=60)
+        self.reader.join(timeout=10)
+        return code
+
+
+def request(port, method, path, body=None, headers=None, conn=None):
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", **(headers or {})}
+    conn.request(method, path, body=body, headers=headers or {})
+    r = conn.getresponse()
+    data = r.read()
+    result = (r.status, dict(r.getheaders()), data)
+    if own:
+        conn.close()
+    return result
+
+
+def as_json(data):
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def infer_json(port, model, rows_of_values, shape, conn=None, extra=None):
+    body = {"inputs": [{"name": "input", "shape": shape, "datatype": "FP32", "data": rows_of_values}]}
+    body.update(extra or {})
+    return request(port, "POST", "/v2/models/%s/infer" % model, body, conn=conn)
+
+
+def expect_error(port, what, status, path, body, headers=None, contains=""):
+    code, _, data = request(port, "POST", path, body, headers)
+    doc = as_json(data)
+    ok = code == status and isinstance(doc, dict) and isinstance(doc.get("error"), str) and contains in doc["error"]
+    check(ok, "%s: expected HTTP %d with an error object containing %r, got %d %r" % (what, status, contains, code, data[:300]))
+
+
+# ---- the checks ----------------------------------------------------------------------------------
+
+def build_repository(root, models_dir, layers):
+    def model(name, config, files):
+        os.makedirs(os.path.join(root, name, "1"))
+        with open(os.path.join(root, name, "config.json"), "w") as f:
+            f.write(config if isinstance(config, str) else json.dumps(config))
+        for src, dst in files:
+            with open(src, "rb") as a, open(os.path.join(root, name, "1", dst), "wb") as b:
+                b.write(a.read())
+
+    os.makedirs(os.path.join(root, "mlp", "1"))
+    write_mlp_onnx(os.path.join(root, "mlp", "1", "model.onnx"), layers)
+    with open(os.path.join(root, "mlp", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu", "max_batch_size": 8, "inputs": {"input": [784]},
+                   "dynamic_batching": {"max_queue_delay_us": 2000, "preferred_batch_sizes": [4, 8]}}, f)
+    os.makedirs(os.path.join(root, "mlp_json", "1"))
+    write_mlp_json_ir(os.path.join(root, "mlp_json", "1"), layers)
+    with open(os.path.join(root, "mlp_json", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu"}, f)
+    for name in ("squeezenet1_1", "mobilenet_v2"):
+        model(name, {"profile": "checked_cpu"}, [(os.path.join(models_dir, name, "model.onnx"), "model.onnx")])
+    model("rocm_only", {"profile": "future_rocm"}, [(os.path.join(models_dir, "squeezenet1_1", "model.onnx"), "model.onnx")])
+    model("bad_config", '{"profile": "checked_cpu", "profile": "onednn_cpu"}', [])
+
+
+def functional(args, layers):
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = os.path.join(tmp, "repo")
+        build_repository(repo, args.models, layers)
+        server = Server(args.capsule, repo, ["--max-request-bytes", str(4 << 20)])
+        port = server.port
+        print("\n".join(server.log), flush=True)
+
+        # Health and metadata.
+        check(request(port, "GET", "/v2/health/live")[0] == 200, "live")
+        check(request(port, "GET", "/v2/health/ready")[0] == 200, "ready")
+        meta = as_json(request(port, "GET", "/v2")[2])
+        check(meta and meta["name"] == "capsule" and "binary_tensor_data" in meta["extensions"], "server metadata %r" % meta)
+        code, _, data = request(port, "GET", "/v2/models/mlp")
+        meta = as_json(data)
+        check(code == 200 and meta["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 784]}]
+              and meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
+              and meta["versions"] == ["1"], "mlp metadata %r" % data)
+        check(request(port, "GET", "/v2/models/mlp/versions/1/ready")[0] == 200, "mlp version 1 ready")
+        code, _, data = request(port, "GET", "/v2/models/rocm_only/ready")
+        doc = as_json(data)
+        check(code == 503 and doc["ready"] is False and "rocm" in doc["reason"].lower(),
+              "a model whose profile cannot run here is not ready, with the reason: %d %r" % (code, data))
+        check(request(port, "GET", "/v2/models/squeezenet1_1/ready")[0] == 200,
+              "the other models are still served")
+        code, _, data = request(port, "GET", "/v2/models/bad_config")
+        check(code == 404 and "duplicate key" in as_json(data)["error"], "a malformed config.json is named: %r" % data)
+        code, _, data = request(port, "GET", "/v2/models/nope")
+        check(code == 404 and "unknown model 'nope'" in as_json(data)["error"], "unknown model: %r" % data)
+        check(request(port, "GET", "/v2/models/mlp/versions/7")[0] == 404, "unknown version")
+        check(request(port, "GET", "/v2/nothing/here")[0] == 404, "unknown endpoint")
+
+        # Outputs: the MLP against `capsule run` (the same session, run directly) and pure Python.
+        rng = random.Random(1)
+        rows = [[rng.uniform(-1, 1) for _ in range(784)] for _ in range(3)]
+        flat = [v for r in rows for v in r]
+        write_npy(os.path.join(tmp, "x.npy"), [3, 784], flat)
+        subprocess.run([args.capsule, "run", "--profile", "checked_cpu", "--quiet", os.path.join(repo, "mlp", "1", "model.onnx"),
+                        "--input", "input=" + os.path.join(tmp, "x.npy"), "--output-dir", os.path.join(tmp, "direct")],
+                       check=True, stdout=subprocess.DEVNULL)
+        direct_shape, direct = read_npy(os.path.join(tmp, "direct", "logits.npy"))
+        code, _, data = infer_json(port, "mlp", flat, [3, 784], extra={"id": "req-1"})
+        doc = as_json(data)
+        check(code == 200 and doc["id"] == "req-1" and doc["model_name"] == "mlp" and doc["model_version"] == "1",
+              "mlp infer: %d %r" % (code, data[:300]))
+        out = doc["outputs"][0]
+        check(out["name"] == "logits" and out["shape"] == [3, 10] and out["datatype"] == "FP32", "mlp output %r" % out)
+        check(close(out["data"], direct), "mlp outputs equal `capsule run`'s")
+        check(close(out["data"][:10], mlp_forward(layers, rows[0]), rtol=1e-4, atol=1e-5),
+              "mlp outputs equal a pure-Python forward pass")
+        code, _, data = infer_json(port, "mlp", rows, [3, 784])  # nested arrays
+        check(code == 200 and close(as_json(data)["outputs"][0]["data"], direct), "nested-array data")
+
+        # The binary tensor data extension, both ways.
+        header = json.dumps({"inputs": [{"name": "input", "shape": [3, 784], "datatype": "FP32",
+                                         "parameters": {"binary_data_size": 3 * 784 * 4}}],
+                             "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
+        body = header + struct.pack("<%df" % len(flat), *flat)
+        code, headers, data = request(port, "POST", "/v2/models/mlp/infer", body,
+                                      {"Inference-Header-Content-Length": str(len(header)),
+                                       "Content-Type": "application/octet-stream"})
+        n = int(headers.get("Inference-Header-Content-Length", "-1"))
+        doc = as_json(data[:n]) if n > 0 else None
+        check(code == 200 and doc and doc["outputs"][0]["parameters"]["binary_data_size"] == 120 and len(data) == n + 120,
+              "binary response: %d %r" % (code, data[:200]))
+        if code == 200 and n > 0:
+            check(close(list(struct.unpack("<30f", data[n:n + 120])), direct), "binary outputs equal `capsule run`'s")
+
+        # The shared models against their recorded outputs.
+        for name in ("squeezenet1_1", "mobilenet_v2"):
+            shape, x = read_npy(os.path.join(args.models, name, "input.npy"))
+            _, expected = read_npy(os.path.join(args.models, name, "output.npy"))
+            header = json.dumps({"inputs": [{"name": "input", "shape": shape, "datatype": "FP32",
+                                             "parameters": {"binary_data_size": 4 * len(x)}}],
+                                 "parameters": {"binary_data_output": True}}).encode()
+            code, headers, data = request(port, "POST", "/v2/models/%s/infer" % name,
+                                          header + struct.pack("<%df" % len(x), *x),
+                                          {"Inference-Header-Content-Length": str(len(header))})
+            n = int(headers.get("Inference-Header-Content-Length", "-1"))
+            got = list(struct.unpack("<%df" % len(expected), data[n:])) if code == 200 and n > 0 else []
+            scale = max(abs(v) for v in expected)
+            check(close(got, expected, rtol=1e-4, atol=1e-4 * scale), "%s outputs equal the recorded ones" % name)
+
+        # Dynamic batching: concurrent requests of 1..3 rows, each checked against `capsule run`.
+        results = []
+
+        def client(k):
+            n_rows = 1 + k % 3
+            x = [v for r in rows[:n_rows] for v in r]
+            code, _, data = infer_json(port, "mlp", x, [n_rows, 784])
+            results.append((code, n_rows, as_json(data)))
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(all(code == 200 and close(doc["outputs"][0]["data"], direct[:10 * n]) for code, n, doc in results),
+              "12 concurrent requests through the dynamic batcher each get their own rows: %r" %
+              [(c, n) for c, n, _ in results])
+
+        # Every error path: the protocol's error object, a 4xx status, a cause to act on.
+        path = "/v2/models/mlp/infer"
+        ok_input = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}
+        expect_error(port, "truncated JSON", 400, path, b'{"inputs": [{"name": "input", "shape": [1, 7',
+                     {"Content-Type": "application/json"}, "malformed JSON")
+        expect_error(port, "not an object", 400, path, [1, 2], contains="JSON object")
+        expect_error(port, "duplicate key", 400, path, b'{"inputs": [], "inputs": []}',
+                     {"Content-Type": "application/json"}, "duplicate key")
+        expect_error(port, "unknown key", 400, path, {"inputs": [ok_input], "input": 1}, contains="unknown request key")
+        expect_error(port, "wrong datatype", 400, path, {"inputs": [dict(ok_input, datatype="FP64")]},
+                     contains="datatype \"FP64\" is not the model's FP32")
+        expect_error(port, "wrong shape", 400, path, {"inputs": [dict(ok_input, shape=[1, 783])]},
+                     contains="is not the model's [-1, 784]")
+        expect_error(port, "batch above max_batch_size", 400, path,
+                     {"inputs": [dict(ok_input, shape=[9, 784], data=flat[:784] * 9)]}, contains="outside 1..8")
+        expect_error(port, "huge declared shape", 400, path,
+                     {"inputs": [dict(ok_input, shape=[2 ** 62, 784])]}, contains="outside 1..8")
+        expect_error(port, "negative dimension", 400, path, {"inputs": [dict(ok_input, shape=[-1, 784])]},
+                     contains="non-negative")
+        expect_error(port, "too few values", 400, path, {"inputs": [dict(ok_input, data=flat[:783])]},
+                     contains="holds 783 values, its shape needs 784")
+        expect_error(port, "too many values", 400, path, {"inputs": [dict(ok_input, data=flat[:785])]},
+                     contains="more values than its shape")
+        expect_error(port, "a string value", 400, path, {"inputs": [dict(ok_input, data=["1"] * 784)]},
+                     contains="is not a number")
+        expect_error(port, "a value beyond FP32", 400, path, {"inputs": [dict(ok_input, data=[1e39] * 784)]},
+                     contains="within FP32's range")
+        expect_error(port, "unknown input", 400, path, {"inputs": [dict(ok_input, name="x")]}, contains="unknown input 'x'")
+        expect_error(port, "missing input", 400, path, {"inputs": []}, contains="missing input 'input'")
+        expect_error(port, "input twice", 400, path, {"inputs": [ok_input, ok_input]}, contains="given twice")
+        expect_error(port, "unknown output", 400, path, {"inputs": [ok_input], "outputs": [{"name": "y"}]},
+                     contains="unknown output 'y'")
+        head = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                       "parameters": {"binary_data_size": 784 * 4}}]}).encode()
+        binary = struct.pack("<784f", *flat[:784])
+        for what, body, length, contains in (
+                ("binary data shorter than declared", head + binary[:-4], len(head), "exceeds the 3132 binary bytes"),
+                ("binary bytes nobody claims", head + binary + b"xxxx", len(head), "4 bytes of binary data are not claimed"),
+                ("header length past the body", head + binary, len(head) + len(binary) + 1, "exceeds the body"),
+                ("header length cutting the JSON", head + binary, len(head) - 3, "malformed JSON")):
+            expect_error(port, what, 400, path, body, {"Inference-Header-Content-Length": str(length)}, contains)
+        expect_error(port, "header length not a number", 400, path, head + binary,
+                     {"Inference-Header-Content-Length": "12x"}, "is not a byte count")
+        wrong_size = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                             "parameters": {"binary_data_size": 100}}]}).encode()
+        expect_error(port, "binary_data_size not the tensor's", 400, path, wrong_size + binary[:100],
+                     {"Inference-Header-Content-Length": str(len(wrong_size))}, "is not the 3136 bytes")
+        expect_error(port, "binary_data_size without the header", 400, path, json.loads(head.decode()),
+                     contains="without an Inference-Header-Content-Length")
+        expect_error(port, "body over --max-request-bytes", 413, path, b"[" + b"0," * (3 << 20) + b"0]",
+                     {"Content-Type": "application/json"}, "exceeds 4194304 bytes")
+        expect_error(port, "infer on a model that is not ready", 503, "/v2/models/rocm_only/infer",
+                     {"inputs": []}, contains="is not ready")
+        expect_error(port, "infer on an unknown model", 404, "/v2/models/nope/infer", {"inputs": []},
+                     contains="unknown model 'nope'")
+        # Garbage bytes on the socket: the server answers the next request as usual.
+        import socket
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"\x00\xff GARBAGE / HTTP/9\r\n\r\n")
+            s.recv(1024)
+        check(request(port, "GET", "/v2/health/live")[0] == 200, "still live after a garbage request")
+
+        metrics = request(port, "GET", "/metrics")[2].decode()
+        check('capsule_inference_requests_total{model="mlp",version="1"}' in metrics and
+              'capsule_inference_failures_total{model="mlp",version="1",status="400"}' in metrics and
+              'capsule_inference_compute_duration_us_bucket{model="mlp",version="1",le="+Inf"}' in metrics,
+              "Prometheus metrics:\n" + metrics[:2000])
+
+        # SIGTERM while a request is in flight: it is answered, then the server exits 0.
+        slow = threading.Thread(target=lambda: results.append(infer_json(port, "squeezenet1_1", [0.0] * (2 * 3 * 224 * 224),
+                                                                         [2, 3, 224, 224])))
+        slow.start()
+        time.sleep(0.3)
+        code = server.stop()
+        slow.join()
+        check(code == 0, "exit status after SIGTERM is %s" % code)
+        check(results[-1][0] == 200, "the request in flight at SIGTERM was answered: %r" % (results[-1][:1],))
+        check(any("SIGTERM" in line for line in server.log), "the server says it is draining")
+
+
+def load(args, layers, clients, requests_each):
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = os.path.join(tmp, "repo")
+        os.makedirs(os.path.join(repo, "mlp", "1"))
+        write_mlp_json_ir(os.path.join(repo, "mlp", "1"), layers)
+        with open(os.path.join(repo, "mlp", "config.json"), "w") as f:
+            json.dump({"profile": "checked_cpu", "threads": 1}, f)
+        server = Server(args.capsule, repo, ["--http-threads", str(clients + 2)])
+        rng = random.Random(3)
+        inputs = [[rng.uniform(-1, 1) for _ in range(784)] for _ in range(8)]
+        bodies = [json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": x}]}).encode()
+                  for x in inputs]
+        expected = []
+        for body in bodies:  # one answer per distinct input, which every later response must equal
+            expected.append(as_json(request(server.port, "POST", "/v2/models/mlp/infer", body,
+                                            {"Content-Type": "application/json"})[2])["outputs"][0]["data"])
+            check(close(expected[-1], mlp_forward(layers, inputs[len(expected) - 1]), rtol=1e-4, atol=1e-5),
+                  "load-test reference %d equals the pure-Python forward pass" % len(expected))
+        latencies, errors = [], []
+        lock = threading.Lock()
+
+        def client(k):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            mine = []
+            for i in range(requests_each):
+                j = (k + i) % len(bodies)
+                start = time.perf_counter()
+                conn.request("POST", "/v2/models/mlp/infer", body=bodies[j], headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                data = r.read()
+                mine.append(time.perf_counter() - start)
+                doc = as_json(data)
+                if r.status != 200 or doc is None or doc["outputs"][0]["data"] != expected[j]:
+                    with lock:
+                        errors.append((r.status, data[:200]))
+            conn.close()
+            with lock:
+                latencies.extend(mine)
+
+        start = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        code = server.stop()
+        latencies.sort()
+        total = clients * requests_each
+        print("load: %d clients x %d requests (MLP 784-256-256-10, batch 1, REST/JSON, checked_cpu): "
+              "%.0f requests/s, p50 %.2f ms, p99 %.2f ms, %d errors or wrong responses"
+              % (clients, requests_each, total / elapsed, 1e3 * latencies[len(latencies) // 2],
+                 1e3 * latencies[int(len(latencies) * 0.99)], len(errors)), flush=True)
+        check(len(latencies) == total, "every request got a response")
+        check(not errors, "wrong or failed responses: %r" % errors[:3])
+        check(code == 0, "exit status after SIGTERM is %s" % code)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--capsule", required=True)
+    parser.add_argument("--models", required=True)
+    parser.add_argument("--load", nargs=2, type=int, metavar=("CLIENTS", "REQUESTS"))
+    args = parser.parse_args()
+    layers = mlp_weights()
+    if args.load:
+        load(args, layers, *args.load)
+    else:
+        functional(args, layers)
+    if FAILURES:
+        print("%d check(s) failed" % len(FAILURES))
+        return 1
+    print("all %d checks passed" % CHECKS[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

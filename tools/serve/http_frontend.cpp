@@ -1,0 +1,212 @@
+#include "http_frontend.hpp"
+
+#include <httplib.h>
+
+#include <charconv>
+#include <chrono>
+
+#include "capsule/error.hpp"
+#include "v2_protocol.hpp"
+
+namespace capsule::serve {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kServerName = "capsule";
+constexpr const char* kJsonType = "application/json";
+
+void reply_error(httplib::Response& res, int status, const std::string& message) {
+    res.status = status;
+    res.set_content(error_body(message), kJsonType);
+}
+
+/// The Inference-Header-Content-Length header (binary tensor data extension), if present.
+std::optional<std::size_t> json_length_of(const httplib::Request& req) {
+    if (!req.has_header("Inference-Header-Content-Length")) return std::nullopt;
+    const auto text = req.get_header_value("Inference-Header-Content-Length");
+    std::size_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc{} || end != text.data() + text.size())
+        throw ProtocolError(400, "Inference-Header-Content-Length '" + text + "' is not a byte count");
+    return n;
+}
+
+/// Counts a request in flight for as long as it lives.
+struct InFlight {
+    std::atomic<int>& n;
+    explicit InFlight(std::atomic<int>& count) : n(count) { ++n; }
+    ~InFlight() { --n; }
+};
+
+}  // namespace
+
+HttpFrontend::HttpFrontend(std::shared_ptr<const ModelRepository> repository, Metrics& metrics, HttpOptions options)
+    : repository_(std::move(repository)), metrics_(metrics), options_(std::move(options)),
+      server_(std::make_unique<httplib::Server>()) {
+    for (const auto& [_, model] : repository_->models())
+        for (const auto& [__, version] : model.versions)
+            if (version->ready() && version->config().dynamic_batching)
+                batchers_.emplace(version.get(), std::make_unique<DynamicBatcher>(version));
+    const int threads = options_.threads;
+    server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    server_->set_payload_max_length(options_.max_request_bytes);
+    // A response is written as headers then body: without TCP_NODELAY, Nagle's algorithm holds
+    // the body until the client's delayed ACK (about 40 ms per request on a kept-alive connection).
+    server_->set_tcp_nodelay(true);
+    routes();
+}
+
+HttpFrontend::~HttpFrontend() = default;
+
+int HttpFrontend::bind() {
+    const int port = options_.port == 0 ? server_->bind_to_any_port(options_.host)
+                                        : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+    if (port < 0)
+        throw Error(ErrorCode::input, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                                          " (in use, or not an address of this machine)");
+    return port;
+}
+
+void HttpFrontend::serve() { server_->listen_after_bind(); }
+
+void HttpFrontend::stop() {
+    stopping_ = true;
+    server_->stop();
+}
+
+void HttpFrontend::routes() {
+    auto& s = *server_;
+    // Every status >= 400 without a body gets the protocol's error object (httplib's own 404,
+    // 413 for a body over the limit, 400 for a request it could not parse).
+    s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        std::string message = "HTTP " + std::to_string(res.status);
+        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+        if (res.status == 413)
+            message = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded"
+                          ? "a body sent as application/x-www-form-urlencoded (curl -d's default) may hold at most "
+                            "8192 bytes (cpp-httplib's form limit); send Content-Type: application/json"
+                          : "request body exceeds " + std::to_string(options_.max_request_bytes) +
+                                " bytes (capsule serve --max-request-bytes)";
+        metrics_.record_unrouted(res.status);
+        res.set_content(error_body(message), kJsonType);
+    });
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string message = "internal error";
+        try {
+            std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            message += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        reply_error(res, 500, message);
+    });
+
+    s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(json{{"live", true}}.dump(), kJsonType);
+    });
+    s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+        const bool ready = !stopping_;
+        res.status = ready ? 200 : 503;
+        res.set_content(json{{"ready", ready}}.dump(), kJsonType);
+    });
+    s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(json{{"name", kServerName}, {"version", CAPSULE_VERSION},
+                             {"extensions", {"binary_tensor_data"}}}.dump(),
+                        kJsonType);
+    });
+    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(metrics_.exposition(), "text/plain; version=0.0.4");
+    });
+
+    // The model version a URL names, or a 404 naming what exists.
+    auto find = [this](const httplib::Request& req) {
+        const std::string model = req.matches[1], version = req.matches[2];
+        auto found = repository_->find(model, version);
+        if (found) return found;
+        const auto& models = repository_->models();
+        if (!models.count(model)) {
+            std::string names;
+            for (const auto& [name, _] : models) names += (names.empty() ? "" : ", ") + name;
+            throw ProtocolError(404, "unknown model '" + model + "'; the repository holds: " + names);
+        }
+        const auto& m = models.at(model);
+        if (m.versions.empty()) throw ProtocolError(404, "model '" + model + "' has no version: " + m.reason);
+        throw ProtocolError(404, "model '" + model + "' has no version '" + version + "'");
+    };
+    auto protocol = [this](httplib::Response& res, auto&& body) {
+        try {
+            body();
+        } catch (const ProtocolError& e) {
+            metrics_.record_unrouted(e.status);
+            reply_error(res, e.status, e.what());
+        }
+    };
+    const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+    s.Get(model_path, [=, this](const httplib::Request& req, httplib::Response& res) {
+        protocol(res, [&] {
+            const auto version = find(req);
+            std::vector<std::string> versions;
+            for (const auto& [n, _] : repository_->models().at(version->model()).versions) versions.push_back(std::to_string(n));
+            res.set_content(model_metadata(*version, versions).dump(), kJsonType);
+        });
+    });
+    s.Get(model_path + "/ready", [=, this](const httplib::Request& req, httplib::Response& res) {
+        protocol(res, [&] {
+            const auto version = find(req);
+            json body{{"name", version->model()}, {"version", version->version()}, {"ready", version->ready()}};
+            if (!version->ready()) body["reason"] = version->reason();
+            res.status = version->ready() ? 200 : 503;
+            res.set_content(body.dump(), kJsonType);
+        });
+    });
+    s.Post(model_path + "/infer", [=, this](const httplib::Request& req, httplib::Response& res) {
+        InFlight counted(in_flight_);
+        if (in_flight_ > options_.max_concurrency) {
+            metrics_.record_unrouted(503);
+            return reply_error(res, 503, "server busy: more than " + std::to_string(options_.max_concurrency) +
+                                             " infer requests in flight (capsule serve --max-concurrency); retry");
+        }
+        const auto arrived = Clock::now();
+        std::shared_ptr<const ModelVersion> version;
+        protocol(res, [&] { version = find(req); });
+        if (!version) return;
+        int status = 200;
+        Clock::duration queue{}, compute{};
+        try {
+            if (!version->ready())
+                throw ProtocolError(503, "model '" + version->model() + "' version " + version->version() +
+                                             " is not ready: " + version->reason());
+            auto request = parse_infer_request(req.body, json_length_of(req), *version);
+            std::vector<Tensor> outputs;
+            if (auto b = batchers_.find(version.get()); b != batchers_.end()) {
+                auto result = b->second->infer(std::move(request.inputs), request.rows);
+                outputs = std::move(result.outputs);
+                queue = result.queue;
+                compute = result.compute;
+            } else {
+                const auto start = Clock::now();
+                queue = start - arrived;
+                outputs = version->run(request.inputs, request.rows);
+                compute = Clock::now() - start;
+            }
+            auto body = infer_response(request, *version, outputs);
+            if (body.json_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.json_length));
+            res.set_content(std::move(body.body), body.content_type);
+        } catch (const ProtocolError& e) {
+            status = e.status;
+            reply_error(res, status, e.what());
+        } catch (const Error& e) {
+            status = 500;
+            reply_error(res, status, std::string("inference failed: ") + e.what());
+        }
+        metrics_.record(version->model(), version->version(), status,
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(queue),
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(compute));
+    });
+}
+
+}  // namespace capsule::serve

@@ -1,0 +1,98 @@
+// capsule-serve (also run as `capsule serve`): serves a model repository over the Open Inference
+// Protocol v2 (REST). See README.md, "Serving".
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "capsule/error.hpp"
+#include "capsule/registry.hpp"
+#include "http_frontend.hpp"
+#include "model_repository.hpp"
+
+namespace fs = std::filesystem;
+using namespace capsule;
+using namespace capsule::serve;
+
+namespace {
+
+fs::path executable_dir() {
+    std::error_code ec;
+    auto exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::current_path() : exe.parent_path();
+}
+
+void print_repository(const ModelRepository& repo) {
+    if (repo.models().empty()) std::cout << "capsule-serve: the model repository holds no model directory\n";
+    for (const auto& [name, model] : repo.models()) {
+        if (!model.reason.empty()) std::cout << "model " << name << ": NOT READY: " << model.reason << "\n";
+        for (const auto& [number, version] : model.versions) {
+            std::cout << "model " << name << " version " << number << ": ";
+            if (version->ready()) std::cout << "ready (" << version->plan_summary() << ")\n";
+            else std::cout << "NOT READY: " << version->reason() << "\n";
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"capsule serve: a model repository over the Open Inference Protocol v2 (KServe v2) REST API"};
+    app.name("capsule serve");
+    fs::path repository_dir;
+    HttpOptions http;
+    app.add_option("--model-repository", repository_dir,
+                   "model repository: DIR/<model>/config.json and DIR/<model>/<version>/model.onnx (or model.json)")
+        ->required();
+    app.add_option("--host", http.host, "address to listen on")->capture_default_str();
+    app.add_option("--http-port", http.port, "HTTP port (0: any free port, printed on start)")
+        ->capture_default_str()->check(CLI::Range(0, 65535));
+    app.add_option("--http-threads", http.threads, "worker threads serving connections")
+        ->capture_default_str()->check(CLI::Range(1, 1024));
+    app.add_option("--max-concurrency", http.max_concurrency, "infer requests in flight at once; more get HTTP 503")
+        ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+    app.add_option("--max-request-bytes", http.max_request_bytes, "largest request body; larger ones get HTTP 413")
+        ->capture_default_str()->check(CLI::Range(std::size_t(1024), std::size_t(1) << 40));
+    app.footer("Exit status: 0 after a SIGTERM or SIGINT (requests in flight are answered first), 2 for bad "
+               "arguments or a repository that cannot be read, 1 when the port cannot be bound.");
+    CLI11_PARSE(app, argc, argv);
+
+    // SIGTERM and SIGINT are taken by one thread (sigwait): every thread made later inherits the
+    // blocked mask, so no worker is interrupted and the shutdown is an orderly drain.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
+
+    try {
+        auto host = std::make_shared<const PluginHost>(PluginHost::discover(
+            PluginSearchPath::standard(executable_dir(), std::getenv("CAPSULE_PLUGIN_PATH"), {})));
+        auto repository = std::make_shared<const ModelRepository>(ModelRepository::load(repository_dir, host));
+        print_repository(*repository);
+        Metrics metrics;
+        HttpFrontend frontend(repository, metrics, http);
+        const int port = frontend.bind();
+        std::cout << "capsule-serve: listening on http://" << http.host << ":" << port << std::endl;
+        std::thread waiter([&] {
+            int sig = 0;
+            sigwait(&signals, &sig);
+            std::cout << "capsule-serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+                      << ": draining requests in flight, then exiting" << std::endl;
+            frontend.stop();
+        });
+        frontend.serve();
+        // serve() also returns when the server stops for another reason: wake the waiter.
+        pthread_kill(waiter.native_handle(), SIGTERM);
+        waiter.join();
+        std::cout << "capsule-serve: stopped" << std::endl;
+        return 0;
+    } catch (const Error& e) {
+        std::cerr << "capsule serve: " << e.what() << "\n";
+        return e.code() == ErrorCode::input ? 2 : 1;
+    }
+}

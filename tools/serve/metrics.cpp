@@ -1,0 +1,80 @@
+#include "metrics.hpp"
+
+#include <sstream>
+
+namespace capsule::serve {
+
+namespace {
+/// A label value as the text format wants it: backslash, double quote and newline escaped.
+std::string escaped(const std::string& value) {
+    std::string out;
+    for (char c : value) {
+        if (c == '\\' || c == '"') out += '\\';
+        out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out;
+}
+}  // namespace
+
+void Metrics::Histogram::observe(double us) {
+    for (std::size_t i = 0; i < kBucketsUs.size(); ++i)
+        if (us <= kBucketsUs[i]) ++buckets[i];
+    ++count;
+    sum_us += us;
+}
+
+void Metrics::record(const std::string& model, const std::string& version, int status,
+                     std::chrono::nanoseconds queue, std::chrono::nanoseconds compute) {
+    std::lock_guard lock(mutex_);
+    auto& m = models_[{model, version}];
+    ++m.requests;
+    if (status != 200) {
+        ++m.failures[status];
+        return;
+    }
+    m.queue.observe(double(queue.count()) / 1e3);
+    m.compute.observe(double(compute.count()) / 1e3);
+}
+
+void Metrics::record_unrouted(int status) {
+    std::lock_guard lock(mutex_);
+    ++unrouted_[status];
+}
+
+std::string Metrics::exposition() const {
+    std::lock_guard lock(mutex_);
+    std::ostringstream out;
+    auto labels = [](const std::pair<std::string, std::string>& key) {
+        return "model=\"" + escaped(key.first) + "\",version=\"" + escaped(key.second) + "\"";
+    };
+    out << "# HELP capsule_inference_requests_total Infer requests per model version, successful or not.\n"
+           "# TYPE capsule_inference_requests_total counter\n";
+    for (const auto& [key, m] : models_) out << "capsule_inference_requests_total{" << labels(key) << "} " << m.requests << "\n";
+    out << "# HELP capsule_inference_failures_total Infer requests that failed, by HTTP status.\n"
+           "# TYPE capsule_inference_failures_total counter\n";
+    for (const auto& [key, m] : models_)
+        for (const auto& [status, n] : m.failures)
+            out << "capsule_inference_failures_total{" << labels(key) << ",status=\"" << status << "\"} " << n << "\n";
+    for (const auto& [status, n] : unrouted_)
+        out << "capsule_inference_failures_total{model=\"\",version=\"\",status=\"" << status << "\"} " << n << "\n";
+    const std::pair<const char*, Histogram PerModel::*> histograms[] = {
+        {"capsule_inference_queue_duration_us", &PerModel::queue},
+        {"capsule_inference_compute_duration_us", &PerModel::compute}};
+    for (const auto& [name, member] : histograms) {
+        out << "# HELP " << name << (member == &PerModel::queue
+                                         ? " Time a successful request waited before its batch ran, microseconds.\n"
+                                         : " Time the session ran a successful request's batch, microseconds.\n")
+            << "# TYPE " << name << " histogram\n";
+        for (const auto& [key, m] : models_) {
+            const Histogram& h = m.*member;
+            for (std::size_t i = 0; i < kBucketsUs.size(); ++i)
+                out << name << "_bucket{" << labels(key) << ",le=\"" << kBucketsUs[i] << "\"} " << h.buckets[i] << "\n";
+            out << name << "_bucket{" << labels(key) << ",le=\"+Inf\"} " << h.count << "\n"
+                << name << "_sum{" << labels(key) << "} " << h.sum_us << "\n"
+                << name << "_count{" << labels(key) << "} " << h.count << "\n";
+        }
+    }
+    return out.str();
+}
+
+}  // namespace capsule::serve

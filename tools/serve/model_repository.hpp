@@ -1,0 +1,101 @@
+// The model repository (Triton's layout) and the served model versions. Uses only the runtime's
+// public API: capsule/onnx_import.hpp (load_model), capsule/profile.hpp, capsule/registry.hpp and
+// capsule/session.hpp, as any server embedding the runtime would.
+//
+//     DIR/<model>/config.json                  (model_config.hpp)
+//     DIR/<model>/<version>/model.onnx         or model.json (JSON IR, with its parameters file)
+//
+// A version directory's name is a positive integer. Every version is planned and gated when the
+// repository loads; one whose plan is rejected (or whose files are malformed) is kept as not ready
+// with the reason, and the others are served.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "capsule/profile.hpp"
+#include "capsule/registry.hpp"
+#include "capsule/session.hpp"
+#include "capsule/tensor.hpp"
+#include "model_config.hpp"
+
+namespace capsule::serve {
+
+/// An input or output as the protocol's metadata shows it: with max_batch_size > 0, dimension 0
+/// is -1 (the batch) and the rest are the model's.
+struct TensorMetadata {
+    std::string name;
+    DType dtype = DType::float32;
+    std::vector<std::int64_t> shape;
+};
+
+/// One version of a model: its sessions (one per batch size, made on first use; a Session is
+/// thread-safe, so every request of that size shares it) or why it is not ready.
+class ModelVersion {
+public:
+    ModelVersion(std::string model, std::string version, std::filesystem::path file, ModelConfig config,
+                 std::shared_ptr<const PluginHost> host, BackendProfile profile);
+    /// A version that is not ready for `reason` (e.g. its directory holds no model file).
+    ModelVersion(std::string model, std::string version, ModelConfig config, BackendProfile profile,
+                 std::string reason);
+
+    const std::string& model() const { return model_; }
+    const std::string& version() const { return version_; }
+    const ModelConfig& config() const { return config_; }
+    bool ready() const { return reason_.empty(); }
+    /// Why the version is not ready (load, plan or gate failure), "" when ready.
+    const std::string& reason() const { return reason_; }
+    const std::vector<TensorMetadata>& inputs() const { return inputs_; }
+    const std::vector<TensorMetadata>& outputs() const { return outputs_; }
+    /// The profile and, per node group, the capsule and plugin that run it (for metadata).
+    const std::string& plan_summary() const { return plan_summary_; }
+
+    /// Runs `inputs` (keyed by input name, each [rows, ...] with max_batch_size > 0, else the
+    /// model's full shape) and returns the outputs in metadata order. The caller has checked
+    /// names, dtypes and shapes against inputs(). Raises Error as Session::create and run do.
+    std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, std::int64_t rows) const;
+
+private:
+    struct Loaded;
+    std::shared_ptr<const Loaded> session_for(std::int64_t rows) const;
+    std::shared_ptr<const Loaded> load(std::int64_t rows) const;
+
+    std::string model_, version_;
+    std::filesystem::path file_;
+    ModelConfig config_;
+    std::shared_ptr<const PluginHost> host_;
+    BackendProfile profile_;
+    std::string reason_;
+    std::vector<TensorMetadata> inputs_, outputs_;
+    std::string plan_summary_;
+    mutable std::mutex mutex_;
+    mutable std::map<std::int64_t, std::shared_ptr<const Loaded>> sessions_;  // by batch size
+};
+
+/// All models of a repository, by name, each with its versions by version string.
+class ModelRepository {
+public:
+    /// Scans `dir` and loads every model version (errors of one model become its versions' not
+    /// ready reasons, or a model-level reason when its config is unusable). Raises Error(input)
+    /// only when `dir` is not a readable directory.
+    static ModelRepository load(const std::filesystem::path& dir, std::shared_ptr<const PluginHost> host);
+
+    struct Model {
+        std::string name;
+        std::string reason;  // config.json unusable or no version directory: the model is not ready
+        std::map<std::int64_t, std::shared_ptr<const ModelVersion>> versions;  // by version number
+    };
+    const std::map<std::string, Model>& models() const { return models_; }
+    /// The model version `version` ("" for the latest ready one, else the latest), or nullptr.
+    std::shared_ptr<const ModelVersion> find(const std::string& model, const std::string& version) const;
+
+private:
+    std::map<std::string, Model> models_;
+};
+
+}  // namespace capsule::serve

@@ -1,0 +1,289 @@
+#include "v2_protocol.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "capsule/error.hpp"
+#include "capsule/json_document.hpp"
+
+namespace capsule::serve {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& message) { throw ProtocolError(400, message); }
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+    return out + "]";
+}
+
+/// The request's shape of one input, checked against the model's (`expected`, -1 for the batch).
+std::vector<std::int64_t> read_shape(const json& input, const std::string& name, const TensorMetadata& expected) {
+    if (!input.contains("shape") || !input["shape"].is_array()) bad("input '" + name + "': 'shape' must be an array");
+    std::vector<std::int64_t> shape;
+    for (const auto& d : input["shape"]) {
+        if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) ||
+            d.get<std::int64_t>() < 0)
+            bad("input '" + name + "': shape " + input["shape"].dump() + " must hold non-negative integers");
+        shape.push_back(d.get<std::int64_t>());
+    }
+    bool same = shape.size() == expected.shape.size();
+    for (std::size_t i = 0; same && i < shape.size(); ++i)
+        same = expected.shape[i] == -1 || expected.shape[i] == shape[i];
+    if (!same)
+        bad("input '" + name + "': shape " + shape_text(shape) + " is not the model's " + shape_text(expected.shape) +
+            (expected.shape.empty() || expected.shape[0] != -1 ? "" : " (-1: the batch dimension)"));
+    return shape;
+}
+
+/// Appends the leaves of `data` (nested arrays flattened, row-major) to `out`, at most `limit`.
+void flatten(const json& data, std::vector<const json*>& out, std::size_t limit, const std::string& name) {
+    if (!data.is_array()) {
+        if (out.size() >= limit) bad("input '" + name + "': 'data' holds more values than its shape");
+        out.push_back(&data);
+        return;
+    }
+    for (const auto& item : data) flatten(item, out, limit, name);
+}
+
+void fill_from_json(Tensor& t, const json& data, const std::string& name) {
+    std::vector<const json*> values;
+    const auto n = static_cast<std::size_t>(t.numel());
+    values.reserve(n);
+    if (!data.is_array()) bad("input '" + name + "': 'data' must be an array");
+    flatten(data, values, n, name);
+    if (values.size() != n)
+        bad("input '" + name + "': 'data' holds " + std::to_string(values.size()) + " values, its shape needs " +
+            std::to_string(n));
+    auto wrong = [&](std::size_t i, const char* what) {
+        bad("input '" + name + "': data[" + std::to_string(i) + "] = " + values[i]->dump() + " is not " + what);
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+        const json& v = *values[i];
+        switch (t.dtype()) {
+            case DType::float32: {
+                if (!v.is_number()) wrong(i, "a number");
+                const double d = v.get<double>();
+                if (std::fabs(d) > std::numeric_limits<float>::max()) wrong(i, "within FP32's range");
+                static_cast<float*>(t.data())[i] = static_cast<float>(d);
+                break;
+            }
+            case DType::float64:
+                if (!v.is_number()) wrong(i, "a number");
+                static_cast<double*>(t.data())[i] = v.get<double>();
+                break;
+            case DType::int64:
+                if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
+                    wrong(i, "an integer within INT64's range");
+                static_cast<std::int64_t*>(t.data())[i] = v.get<std::int64_t>();
+                break;
+            case DType::boolean:
+                if (!v.is_boolean()) wrong(i, "true or false");
+                static_cast<std::uint8_t*>(t.data())[i] = v.get<bool>() ? 1 : 0;
+                break;
+        }
+    }
+}
+
+void fill_from_bytes(Tensor& t, std::string_view bytes, const std::string& name) {
+    std::memcpy(t.data(), bytes.data(), bytes.size());
+    if (t.dtype() == DType::boolean)
+        for (std::size_t i = 0; i < bytes.size(); ++i)
+            if (static_cast<std::uint8_t>(bytes[i]) > 1)
+                bad("input '" + name + "': BOOL byte " + std::to_string(i) + " is " +
+                    std::to_string(static_cast<std::uint8_t>(bytes[i])) + ", not 0 or 1");
+}
+
+/// `parameters.<key>` of an input or output object, or null.
+const json* parameter(const json& object, const char* key) {
+    if (!object.contains("parameters")) return nullptr;
+    const auto& p = object["parameters"];
+    if (!p.is_object()) bad("'parameters' must be an object");
+    return p.contains(key) ? &p[key] : nullptr;
+}
+
+bool flag(const json* value, const std::string& what) {
+    if (!value) return false;
+    if (!value->is_boolean()) bad(what + " must be true or false");
+    return value->get<bool>();
+}
+
+json tensor_values(const Tensor& t) {
+    json data = json::array();
+    auto& array = data.get_ref<json::array_t&>();
+    const auto n = static_cast<std::size_t>(t.numel());
+    array.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) switch (t.dtype()) {
+            case DType::float32: array.emplace_back(double(static_cast<const float*>(t.data())[i])); break;
+            case DType::float64: array.emplace_back(static_cast<const double*>(t.data())[i]); break;
+            case DType::int64: array.emplace_back(static_cast<const std::int64_t*>(t.data())[i]); break;
+            case DType::boolean: array.emplace_back(static_cast<const std::uint8_t*>(t.data())[i] != 0); break;
+        }
+    return data;
+}
+
+}  // namespace
+
+std::string_view datatype_name(DType dtype) {
+    switch (dtype) {
+        case DType::float32: return "FP32";
+        case DType::float64: return "FP64";
+        case DType::int64: return "INT64";
+        case DType::boolean: return "BOOL";
+    }
+    return "?";
+}
+
+InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> json_length,
+                                 const ModelVersion& model) {
+    if (json_length && *json_length > body.size())
+        bad("Inference-Header-Content-Length " + std::to_string(*json_length) + " exceeds the body (" +
+            std::to_string(body.size()) + " bytes)");
+    const std::string_view header = json_length ? body.substr(0, *json_length) : body;
+    std::string_view binary = json_length ? body.substr(*json_length) : std::string_view{};
+    json doc;
+    try {
+        doc = parse_json_document(header, "request");
+    } catch (const Error& e) {
+        bad(e.what());
+    }
+    if (!doc.is_object()) bad("the request must be a JSON object");
+    for (const auto& [key, _] : doc.items())
+        if (key != "id" && key != "inputs" && key != "outputs" && key != "parameters")
+            bad("unknown request key '" + key + "' (valid: id, parameters, inputs, outputs)");
+    InferRequest request;
+    if (doc.contains("id")) {
+        if (!doc["id"].is_string()) bad("'id' must be a string");
+        request.id = doc["id"].get<std::string>();
+    }
+    const bool binary_default = flag(parameter(doc, "binary_data_output"), "parameters.binary_data_output");
+    if (!doc.contains("inputs") || !doc["inputs"].is_array()) bad("'inputs' must be an array of tensors");
+    const bool batched = model.config().max_batch_size > 0;
+    std::set<std::string> seen;
+    for (const auto& input : doc["inputs"]) {
+        if (!input.is_object() || !input.contains("name") || !input["name"].is_string())
+            bad("each input must be an object with a string 'name'");
+        const auto name = input["name"].get<std::string>();
+        const TensorMetadata* expected = nullptr;
+        for (const auto& m : model.inputs()) if (m.name == name) expected = &m;
+        if (!expected) {
+            std::string names;
+            for (const auto& m : model.inputs()) names += (names.empty() ? "" : ", ") + m.name;
+            bad("unknown input '" + name + "'; the model's inputs: " + names);
+        }
+        if (!seen.insert(name).second) bad("input '" + name + "' is given twice");
+        if (!input.contains("datatype") || !input["datatype"].is_string() ||
+            input["datatype"].get<std::string>() != datatype_name(expected->dtype))
+            bad("input '" + name + "': datatype " + (input.contains("datatype") ? input["datatype"].dump() : "(none)") +
+                " is not the model's " + std::string(datatype_name(expected->dtype)));
+        auto shape = read_shape(input, name, *expected);
+        if (batched) {
+            const auto rows = shape.at(0);
+            if (rows < 1 || rows > model.config().max_batch_size)
+                bad("input '" + name + "': batch " + std::to_string(rows) + " is outside 1.." +
+                    std::to_string(model.config().max_batch_size) + " (max_batch_size)");
+            if (request.rows != 0 && rows != request.rows)
+                bad("input '" + name + "': batch " + std::to_string(rows) + " differs from the other inputs' " +
+                    std::to_string(request.rows));
+            request.rows = rows;
+        }
+        Tensor t = Tensor::zeros(expected->dtype, shape);
+        if (const json* size = parameter(input, "binary_data_size")) {
+            if (!json_length) bad("input '" + name + "': binary_data_size without an Inference-Header-Content-Length header");
+            if (input.contains("data")) bad("input '" + name + "': both 'data' and binary_data_size");
+            if (!size->is_number_unsigned()) bad("input '" + name + "': binary_data_size must be a non-negative integer");
+            const auto bytes = size->get<std::uint64_t>();
+            if (bytes != t.nbytes())
+                bad("input '" + name + "': binary_data_size " + std::to_string(bytes) + " is not the " +
+                    std::to_string(t.nbytes()) + " bytes of " + std::string(datatype_name(expected->dtype)) +
+                    shape_text(shape));
+            if (bytes > binary.size())
+                bad("input '" + name + "': binary_data_size " + std::to_string(bytes) + " exceeds the " +
+                    std::to_string(binary.size()) + " binary bytes left in the body");
+            fill_from_bytes(t, binary.substr(0, bytes), name);
+            binary.remove_prefix(bytes);
+        } else {
+            if (!input.contains("data")) bad("input '" + name + "': no 'data' and no binary_data_size");
+            fill_from_json(t, input["data"], name);
+        }
+        request.inputs.emplace(name, std::move(t));
+    }
+    if (!binary.empty())
+        bad(std::to_string(binary.size()) + " bytes of binary data are not claimed by any input's binary_data_size");
+    for (const auto& m : model.inputs())
+        if (!seen.count(m.name)) bad("missing input '" + m.name + "'");
+    if (doc.contains("outputs")) {
+        if (!doc["outputs"].is_array()) bad("'outputs' must be an array");
+        std::set<std::string> requested;
+        for (const auto& output : doc["outputs"]) {
+            if (!output.is_object() || !output.contains("name") || !output["name"].is_string())
+                bad("each requested output must be an object with a string 'name'");
+            const auto name = output["name"].get<std::string>();
+            bool known = false;
+            for (const auto& m : model.outputs()) known = known || m.name == name;
+            if (!known) bad("unknown output '" + name + "'");
+            if (!requested.insert(name).second) bad("output '" + name + "' is requested twice");
+            const json* b = parameter(output, "binary_data");
+            request.outputs.push_back({name, b ? flag(b, "output '" + name + "': binary_data") : binary_default});
+        }
+    } else {
+        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary_default});
+    }
+    return request;
+}
+
+ResponseBody infer_response(const InferRequest& request, const ModelVersion& model,
+                            const std::vector<Tensor>& outputs) {
+    json doc{{"model_name", model.model()}, {"model_version", model.version()}};
+    if (!request.id.empty()) doc["id"] = request.id;
+    json list = json::array();
+    std::string binary;
+    for (const auto& wanted : request.outputs) {
+        std::size_t k = 0;
+        while (model.outputs()[k].name != wanted.name) ++k;
+        const Tensor& t = outputs.at(k);
+        json out{{"name", wanted.name}, {"datatype", datatype_name(t.dtype())}, {"shape", t.shape()}};
+        if (wanted.binary) {
+            out["parameters"] = {{"binary_data_size", t.nbytes()}};
+            binary.append(static_cast<const char*>(t.data()), t.nbytes());
+        } else {
+            out["data"] = tensor_values(t);
+        }
+        list.push_back(std::move(out));
+    }
+    doc["outputs"] = std::move(list);
+    ResponseBody response;
+    response.body = doc.dump();
+    const bool any_binary = std::any_of(request.outputs.begin(), request.outputs.end(),
+                                        [](const InferRequest::Output& o) { return o.binary; });
+    if (any_binary) {
+        response.json_length = response.body.size();
+        response.body += binary;
+        response.content_type = "application/octet-stream";
+    }
+    return response;
+}
+
+json model_metadata(const ModelVersion& model, const std::vector<std::string>& versions) {
+    auto tensors = [](const std::vector<TensorMetadata>& list) {
+        json out = json::array();
+        for (const auto& m : list) out.push_back({{"name", m.name}, {"datatype", datatype_name(m.dtype)}, {"shape", m.shape}});
+        return out;
+    };
+    json doc{{"name", model.model()}, {"versions", versions}, {"platform", "capsule"},
+             {"inputs", tensors(model.inputs())}, {"outputs", tensors(model.outputs())}};
+    doc["parameters"] = {{"ready", model.ready()}, {"profile", model.config().profile},
+                         {"max_batch_size", model.config().max_batch_size}};
+    if (!model.ready()) doc["parameters"]["reason"] = model.reason();
+    else doc["parameters"]["plan"] = model.plan_summary();
+    return doc;
+}
+
+std::string error_body(const std::string& message) { return json{{"error", message}}.dump(); }
+
+}  // namespace capsule::serve
