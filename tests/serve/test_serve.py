@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """capsule serve over REST (Open Inference Protocol v2), with a client written with the Python
-standard library only.
+standard library only, and over gRPC, by running the C++ client tests/serve/grpc_client.cpp.
 
-    test_serve.py --capsule BIN/capsule --models tests/data/models [--load CLIENTS REQUESTS]
+    test_serve.py --capsule BIN/capsule --models tests/data/models [--grpc-client BIN]
+                  [--load CLIENTS REQUESTS]
 
 Builds a model repository in a temporary directory: an MLP 784-256-256-10 as an ONNX file with a
 dynamic batch (written here, protobuf wire format by hand) served with max_batch_size 8 and
@@ -176,7 +177,7 @@ def close(a, b, rtol=1e-5, atol=1e-6):
 class Server:
     def __init__(self, capsule, repository, extra=()):
         self.proc = subprocess.Popen([capsule, "serve", "--model-repository", repository, "--host", "127.0.0.1",
-                                      "--http-port", "0", *extra],
+                                      "--http-port", "0", "--grpc-port", "0", *extra],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.log = []
         deadline = time.time() + 120
@@ -185,6 +186,8 @@ class Server:
             if not line:
                 break
             self.log.append(line.rstrip())
+            if "gRPC on " in line:
+                self.grpc_port = int(line.rsplit(":", 1)[1])
             if "listening on http://" in line:
                 self.port = int(line.rsplit(":", 1)[1])
                 self.reader = threading.Thread(target=self._drain, daemon=True)
@@ -365,6 +368,14 @@ def functional(args, layers):
               "12 concurrent requests through the dynamic batcher each get their own rows: %r" %
               [(c, n) for c, n, _ in results])
 
+        # gRPC: the C++ client checks metadata, outputs against `capsule run` and its error paths.
+        if args.grpc_client:
+            result = subprocess.run([args.grpc_client, str(server.grpc_port), os.path.join(tmp, "x.npy"),
+                                     os.path.join(tmp, "direct", "logits.npy")], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
+            print(result.stdout.strip(), flush=True)
+            check(result.returncode == 0, "the gRPC client's checks")
+
         # Every error path: the protocol's error object, a 4xx status, a cause to act on.
         path = "/v2/models/mlp/infer"
         ok_input = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}
@@ -375,7 +386,7 @@ def functional(args, layers):
                      {"Content-Type": "application/json"}, "duplicate key")
         expect_error(port, "unknown key", 400, path, {"inputs": [ok_input], "input": 1}, contains="unknown request key")
         expect_error(port, "wrong datatype", 400, path, {"inputs": [dict(ok_input, datatype="FP64")]},
-                     contains="datatype \"FP64\" is not the model's FP32")
+                     contains="datatype 'FP64' is not the model's FP32")
         expect_error(port, "wrong shape", 400, path, {"inputs": [dict(ok_input, shape=[1, 783])]},
                      contains="is not the model's [-1, 784]")
         expect_error(port, "batch above max_batch_size", 400, path,
@@ -507,6 +518,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--capsule", required=True)
     parser.add_argument("--models", required=True)
+    parser.add_argument("--grpc-client", help="serve_grpc_client, run against the server's gRPC port")
     parser.add_argument("--load", nargs=2, type=int, metavar=("CLIENTS", "REQUESTS"))
     args = parser.parse_args()
     layers = mlp_weights()

@@ -34,22 +34,10 @@ std::optional<std::size_t> json_length_of(const httplib::Request& req) {
     return n;
 }
 
-/// Counts a request in flight for as long as it lives.
-struct InFlight {
-    std::atomic<int>& n;
-    explicit InFlight(std::atomic<int>& count) : n(count) { ++n; }
-    ~InFlight() { --n; }
-};
-
 }  // namespace
 
-HttpFrontend::HttpFrontend(std::shared_ptr<const ModelRepository> repository, Metrics& metrics, HttpOptions options)
-    : repository_(std::move(repository)), metrics_(metrics), options_(std::move(options)),
-      server_(std::make_unique<httplib::Server>()) {
-    for (const auto& [_, model] : repository_->models())
-        for (const auto& [__, version] : model.versions)
-            if (version->ready() && version->config().dynamic_batching)
-                batchers_.emplace(version.get(), std::make_unique<DynamicBatcher>(version));
+HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
+    : service_(service), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
     const int threads = options_.threads;
     server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
     server_->set_payload_max_length(options_.max_request_bytes);
@@ -72,10 +60,7 @@ int HttpFrontend::bind() {
 
 void HttpFrontend::serve() { server_->listen_after_bind(); }
 
-void HttpFrontend::stop() {
-    stopping_ = true;
-    server_->stop();
-}
+void HttpFrontend::stop() { server_->stop(); }
 
 void HttpFrontend::routes() {
     auto& s = *server_;
@@ -91,7 +76,7 @@ void HttpFrontend::routes() {
                             "8192 bytes (cpp-httplib's form limit); send Content-Type: application/json"
                           : "request body exceeds " + std::to_string(options_.max_request_bytes) +
                                 " bytes (capsule serve --max-request-bytes)";
-        metrics_.record_unrouted(res.status);
+        service_.metrics().record_unrouted(res.status);
         res.set_content(error_body(message), kJsonType);
     });
     s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -109,7 +94,7 @@ void HttpFrontend::routes() {
         res.set_content(json{{"live", true}}.dump(), kJsonType);
     });
     s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-        const bool ready = !stopping_;
+        const bool ready = service_.ready();
         res.status = ready ? 200 : 503;
         res.set_content(json{{"ready", ready}}.dump(), kJsonType);
     });
@@ -119,29 +104,16 @@ void HttpFrontend::routes() {
                         kJsonType);
     });
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(metrics_.exposition(), "text/plain; version=0.0.4");
+        res.set_content(service_.metrics().exposition(), "text/plain; version=0.0.4");
     });
 
-    // The model version a URL names, or a 404 naming what exists.
-    auto find = [this](const httplib::Request& req) {
-        const std::string model = req.matches[1], version = req.matches[2];
-        auto found = repository_->find(model, version);
-        if (found) return found;
-        const auto& models = repository_->models();
-        if (!models.count(model)) {
-            std::string names;
-            for (const auto& [name, _] : models) names += (names.empty() ? "" : ", ") + name;
-            throw ProtocolError(404, "unknown model '" + model + "'; the repository holds: " + names);
-        }
-        const auto& m = models.at(model);
-        if (m.versions.empty()) throw ProtocolError(404, "model '" + model + "' has no version: " + m.reason);
-        throw ProtocolError(404, "model '" + model + "' has no version '" + version + "'");
-    };
+    // The model version a URL names, or ProtocolError(404) naming what exists.
+    auto find = [this](const httplib::Request& req) { return service_.find(req.matches[1], req.matches[2]); };
     auto protocol = [this](httplib::Response& res, auto&& body) {
         try {
             body();
         } catch (const ProtocolError& e) {
-            metrics_.record_unrouted(e.status);
+            service_.metrics().record_unrouted(e.status);
             reply_error(res, e.status, e.what());
         }
     };
@@ -149,9 +121,7 @@ void HttpFrontend::routes() {
     s.Get(model_path, [=, this](const httplib::Request& req, httplib::Response& res) {
         protocol(res, [&] {
             const auto version = find(req);
-            std::vector<std::string> versions;
-            for (const auto& [n, _] : repository_->models().at(version->model()).versions) versions.push_back(std::to_string(n));
-            res.set_content(model_metadata(*version, versions).dump(), kJsonType);
+            res.set_content(model_metadata(*version, service_.versions(version->model())).dump(), kJsonType);
         });
     });
     s.Get(model_path + "/ready", [=, this](const httplib::Request& req, httplib::Response& res) {
@@ -164,36 +134,21 @@ void HttpFrontend::routes() {
         });
     });
     s.Post(model_path + "/infer", [=, this](const httplib::Request& req, httplib::Response& res) {
-        InFlight counted(in_flight_);
-        if (in_flight_ > options_.max_concurrency) {
-            metrics_.record_unrouted(503);
-            return reply_error(res, 503, "server busy: more than " + std::to_string(options_.max_concurrency) +
-                                             " infer requests in flight (capsule serve --max-concurrency); retry");
-        }
         const auto arrived = Clock::now();
+        std::unique_ptr<InferenceService::Admission> admission;
         std::shared_ptr<const ModelVersion> version;
-        protocol(res, [&] { version = find(req); });
+        protocol(res, [&] {
+            admission = service_.admit();
+            version = find(req);
+        });
         if (!version) return;
         int status = 200;
-        Clock::duration queue{}, compute{};
+        InferenceService::Outcome outcome;
         try {
-            if (!version->ready())
-                throw ProtocolError(503, "model '" + version->model() + "' version " + version->version() +
-                                             " is not ready: " + version->reason());
+            InferenceService::require_ready(*version);
             auto request = parse_infer_request(req.body, json_length_of(req), *version);
-            std::vector<Tensor> outputs;
-            if (auto b = batchers_.find(version.get()); b != batchers_.end()) {
-                auto result = b->second->infer(std::move(request.inputs), request.rows);
-                outputs = std::move(result.outputs);
-                queue = result.queue;
-                compute = result.compute;
-            } else {
-                const auto start = Clock::now();
-                queue = start - arrived;
-                outputs = version->run(request.inputs, request.rows);
-                compute = Clock::now() - start;
-            }
-            auto body = infer_response(request, *version, outputs);
+            outcome = service_.run(*version, request, arrived);
+            auto body = infer_response(request, *version, outcome.outputs);
             if (body.json_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.json_length));
             res.set_content(std::move(body.body), body.content_type);
         } catch (const ProtocolError& e) {
@@ -203,9 +158,7 @@ void HttpFrontend::routes() {
             status = 500;
             reply_error(res, status, std::string("inference failed: ") + e.what());
         }
-        metrics_.record(version->model(), version->version(), status,
-                        std::chrono::duration_cast<std::chrono::nanoseconds>(queue),
-                        std::chrono::duration_cast<std::chrono::nanoseconds>(compute));
+        service_.metrics().record(version->model(), version->version(), status, outcome.queue, outcome.compute);
     });
 }
 

@@ -10,6 +10,7 @@
 
 #include "capsule/error.hpp"
 #include "capsule/registry.hpp"
+#include "grpc_frontend.hpp"
 #include "http_frontend.hpp"
 #include "model_repository.hpp"
 
@@ -40,7 +41,7 @@ void print_repository(const ModelRepository& repo) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app{"capsule serve: a model repository over the Open Inference Protocol v2 (KServe v2) REST API"};
+    CLI::App app{"capsule serve: a model repository over the Open Inference Protocol v2 (KServe v2), REST and gRPC"};
     app.name("capsule serve");
     fs::path repository_dir;
     HttpOptions http;
@@ -50,9 +51,13 @@ int main(int argc, char** argv) {
     app.add_option("--host", http.host, "address to listen on")->capture_default_str();
     app.add_option("--http-port", http.port, "HTTP port (0: any free port, printed on start)")
         ->capture_default_str()->check(CLI::Range(0, 65535));
+    GrpcOptions grpc;
+    app.add_option("--grpc-port", grpc.port, "gRPC port (0: any free port, printed on start; -1: no gRPC)")
+        ->capture_default_str()->check(CLI::Range(-1, 65535));
     app.add_option("--http-threads", http.threads, "worker threads serving connections")
         ->capture_default_str()->check(CLI::Range(1, 1024));
-    app.add_option("--max-concurrency", http.max_concurrency, "infer requests in flight at once; more get HTTP 503")
+    int max_concurrency = 64;
+    app.add_option("--max-concurrency", max_concurrency, "infer requests in flight at once; more get HTTP 503")
         ->capture_default_str()->check(CLI::Range(1, 1 << 20));
     app.add_option("--max-request-bytes", http.max_request_bytes, "largest request body; larger ones get HTTP 413")
         ->capture_default_str()->check(CLI::Range(std::size_t(1024), std::size_t(1) << 40));
@@ -74,8 +79,14 @@ int main(int argc, char** argv) {
             PluginSearchPath::standard(executable_dir(), std::getenv("CAPSULE_PLUGIN_PATH"), {})));
         auto repository = std::make_shared<const ModelRepository>(ModelRepository::load(repository_dir, host));
         print_repository(*repository);
-        Metrics metrics;
-        HttpFrontend frontend(repository, metrics, http);
+        InferenceService service(repository, max_concurrency);
+        grpc.host = http.host;
+        grpc.threads = http.threads;
+        grpc.max_request_bytes = http.max_request_bytes;
+        GrpcFrontend grpc_frontend(service, grpc);
+        if (grpc.port >= 0)
+            std::cout << "capsule-serve: gRPC on " << grpc.host << ":" << grpc_frontend.start() << std::endl;
+        HttpFrontend frontend(service, http);
         const int port = frontend.bind();
         std::cout << "capsule-serve: listening on http://" << http.host << ":" << port << std::endl;
         std::thread waiter([&] {
@@ -83,6 +94,8 @@ int main(int argc, char** argv) {
             sigwait(&signals, &sig);
             std::cout << "capsule-serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
                       << ": draining requests in flight, then exiting" << std::endl;
+            service.stop();
+            grpc_frontend.stop();
             frontend.stop();
         });
         frontend.serve();

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <set>
 
 #include "capsule/error.hpp"
 #include "capsule/json_document.hpp"
@@ -22,22 +21,15 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
     return out + "]";
 }
 
-/// The request's shape of one input, checked against the model's (`expected`, -1 for the batch).
-std::vector<std::int64_t> read_shape(const json& input, const std::string& name, const TensorMetadata& expected) {
+/// An input's JSON shape: an array of non-negative integers.
+std::vector<std::int64_t> read_shape(const json& input, const std::string& name) {
     if (!input.contains("shape") || !input["shape"].is_array()) bad("input '" + name + "': 'shape' must be an array");
     std::vector<std::int64_t> shape;
     for (const auto& d : input["shape"]) {
-        if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) ||
-            d.get<std::int64_t>() < 0)
+        if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
             bad("input '" + name + "': shape " + input["shape"].dump() + " must hold non-negative integers");
         shape.push_back(d.get<std::int64_t>());
     }
-    bool same = shape.size() == expected.shape.size();
-    for (std::size_t i = 0; same && i < shape.size(); ++i)
-        same = expected.shape[i] == -1 || expected.shape[i] == shape[i];
-    if (!same)
-        bad("input '" + name + "': shape " + shape_text(shape) + " is not the model's " + shape_text(expected.shape) +
-            (expected.shape.empty() || expected.shape[0] != -1 ? "" : " (-1: the batch dimension)"));
     return shape;
 }
 
@@ -90,14 +82,6 @@ void fill_from_json(Tensor& t, const json& data, const std::string& name) {
     }
 }
 
-void fill_from_bytes(Tensor& t, std::string_view bytes, const std::string& name) {
-    std::memcpy(t.data(), bytes.data(), bytes.size());
-    if (t.dtype() == DType::boolean)
-        for (std::size_t i = 0; i < bytes.size(); ++i)
-            if (static_cast<std::uint8_t>(bytes[i]) > 1)
-                bad("input '" + name + "': BOOL byte " + std::to_string(i) + " is " +
-                    std::to_string(static_cast<std::uint8_t>(bytes[i])) + ", not 0 or 1");
-}
 
 /// `parameters.<key>` of an input or output object, or null.
 const json* parameter(const json& object, const char* key) {
@@ -128,6 +112,66 @@ json tensor_values(const Tensor& t) {
 }
 
 }  // namespace
+
+void fill_from_bytes(Tensor& t, std::string_view bytes, const std::string& name) {
+    if (bytes.size() != t.nbytes())
+        bad("input '" + name + "': " + std::to_string(bytes.size()) + " bytes of data, its datatype and shape need " +
+            std::to_string(t.nbytes()));
+    std::memcpy(t.data(), bytes.data(), bytes.size());
+    if (t.dtype() == DType::boolean)
+        for (std::size_t i = 0; i < bytes.size(); ++i)
+            if (static_cast<std::uint8_t>(bytes[i]) > 1)
+                bad("input '" + name + "': BOOL byte " + std::to_string(i) + " is " +
+                    std::to_string(static_cast<std::uint8_t>(bytes[i])) + ", not 0 or 1");
+}
+
+Tensor& RequestInputs::add(const std::string& name, const std::string& datatype, const std::vector<std::int64_t>& shape) {
+    const TensorMetadata* expected = nullptr;
+    for (const auto& m : model_.inputs())
+        if (m.name == name) expected = &m;
+    if (!expected) {
+        std::string names;
+        for (const auto& m : model_.inputs()) names += (names.empty() ? "" : ", ") + m.name;
+        bad("unknown input '" + name + "'; the model's inputs: " + names);
+    }
+    if (request_.inputs.count(name)) bad("input '" + name + "' is given twice");
+    if (datatype != datatype_name(expected->dtype))
+        bad("input '" + name + "': datatype '" + datatype + "' is not the model's " +
+            std::string(datatype_name(expected->dtype)));
+    for (auto d : shape)
+        if (d < 0) bad("input '" + name + "': shape " + shape_text(shape) + " must hold non-negative integers");
+    bool same = shape.size() == expected->shape.size();
+    for (std::size_t i = 0; same && i < shape.size(); ++i) same = expected->shape[i] == -1 || expected->shape[i] == shape[i];
+    if (!same)
+        bad("input '" + name + "': shape " + shape_text(shape) + " is not the model's " + shape_text(expected->shape) +
+            (expected->shape.empty() || expected->shape[0] != -1 ? "" : " (-1: the batch dimension)"));
+    if (model_.config().max_batch_size > 0) {
+        const auto rows = shape.at(0);
+        if (rows < 1 || rows > model_.config().max_batch_size)
+            bad("input '" + name + "': batch " + std::to_string(rows) + " is outside 1.." +
+                std::to_string(model_.config().max_batch_size) + " (max_batch_size)");
+        if (request_.rows != 0 && rows != request_.rows)
+            bad("input '" + name + "': batch " + std::to_string(rows) + " differs from the other inputs' " +
+                std::to_string(request_.rows));
+        request_.rows = rows;
+    }
+    // Bounded: every dimension is the model's but the batch, which is at most max_batch_size.
+    return request_.inputs.emplace(name, Tensor::zeros(expected->dtype, shape)).first->second;
+}
+
+void RequestInputs::finish() const {
+    for (const auto& m : model_.inputs())
+        if (!request_.inputs.count(m.name)) bad("missing input '" + m.name + "'");
+}
+
+void add_output(InferRequest& request, const ModelVersion& model, const std::string& name, bool binary) {
+    bool known = false;
+    for (const auto& m : model.outputs()) known = known || m.name == name;
+    if (!known) bad("unknown output '" + name + "'");
+    for (const auto& o : request.outputs)
+        if (o.name == name) bad("output '" + name + "' is requested twice");
+    request.outputs.push_back({name, binary});
+}
 
 std::string_view datatype_name(DType dtype) {
     switch (dtype) {
@@ -163,36 +207,14 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     }
     const bool binary_default = flag(parameter(doc, "binary_data_output"), "parameters.binary_data_output");
     if (!doc.contains("inputs") || !doc["inputs"].is_array()) bad("'inputs' must be an array of tensors");
-    const bool batched = model.config().max_batch_size > 0;
-    std::set<std::string> seen;
+    RequestInputs inputs(model, request);
     for (const auto& input : doc["inputs"]) {
         if (!input.is_object() || !input.contains("name") || !input["name"].is_string())
             bad("each input must be an object with a string 'name'");
         const auto name = input["name"].get<std::string>();
-        const TensorMetadata* expected = nullptr;
-        for (const auto& m : model.inputs()) if (m.name == name) expected = &m;
-        if (!expected) {
-            std::string names;
-            for (const auto& m : model.inputs()) names += (names.empty() ? "" : ", ") + m.name;
-            bad("unknown input '" + name + "'; the model's inputs: " + names);
-        }
-        if (!seen.insert(name).second) bad("input '" + name + "' is given twice");
-        if (!input.contains("datatype") || !input["datatype"].is_string() ||
-            input["datatype"].get<std::string>() != datatype_name(expected->dtype))
-            bad("input '" + name + "': datatype " + (input.contains("datatype") ? input["datatype"].dump() : "(none)") +
-                " is not the model's " + std::string(datatype_name(expected->dtype)));
-        auto shape = read_shape(input, name, *expected);
-        if (batched) {
-            const auto rows = shape.at(0);
-            if (rows < 1 || rows > model.config().max_batch_size)
-                bad("input '" + name + "': batch " + std::to_string(rows) + " is outside 1.." +
-                    std::to_string(model.config().max_batch_size) + " (max_batch_size)");
-            if (request.rows != 0 && rows != request.rows)
-                bad("input '" + name + "': batch " + std::to_string(rows) + " differs from the other inputs' " +
-                    std::to_string(request.rows));
-            request.rows = rows;
-        }
-        Tensor t = Tensor::zeros(expected->dtype, shape);
+        if (!input.contains("datatype") || !input["datatype"].is_string())
+            bad("input '" + name + "': 'datatype' must be a string such as \"FP32\"");
+        Tensor& t = inputs.add(name, input["datatype"].get<std::string>(), read_shape(input, name));
         if (const json* size = parameter(input, "binary_data_size")) {
             if (!json_length) bad("input '" + name + "': binary_data_size without an Inference-Header-Content-Length header");
             if (input.contains("data")) bad("input '" + name + "': both 'data' and binary_data_size");
@@ -200,8 +222,8 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             const auto bytes = size->get<std::uint64_t>();
             if (bytes != t.nbytes())
                 bad("input '" + name + "': binary_data_size " + std::to_string(bytes) + " is not the " +
-                    std::to_string(t.nbytes()) + " bytes of " + std::string(datatype_name(expected->dtype)) +
-                    shape_text(shape));
+                    std::to_string(t.nbytes()) + " bytes of " + std::string(datatype_name(t.dtype())) +
+                    shape_text(t.shape()));
             if (bytes > binary.size())
                 bad("input '" + name + "': binary_data_size " + std::to_string(bytes) + " exceeds the " +
                     std::to_string(binary.size()) + " binary bytes left in the body");
@@ -211,25 +233,18 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             if (!input.contains("data")) bad("input '" + name + "': no 'data' and no binary_data_size");
             fill_from_json(t, input["data"], name);
         }
-        request.inputs.emplace(name, std::move(t));
     }
     if (!binary.empty())
         bad(std::to_string(binary.size()) + " bytes of binary data are not claimed by any input's binary_data_size");
-    for (const auto& m : model.inputs())
-        if (!seen.count(m.name)) bad("missing input '" + m.name + "'");
+    inputs.finish();
     if (doc.contains("outputs")) {
         if (!doc["outputs"].is_array()) bad("'outputs' must be an array");
-        std::set<std::string> requested;
         for (const auto& output : doc["outputs"]) {
             if (!output.is_object() || !output.contains("name") || !output["name"].is_string())
                 bad("each requested output must be an object with a string 'name'");
             const auto name = output["name"].get<std::string>();
-            bool known = false;
-            for (const auto& m : model.outputs()) known = known || m.name == name;
-            if (!known) bad("unknown output '" + name + "'");
-            if (!requested.insert(name).second) bad("output '" + name + "' is requested twice");
             const json* b = parameter(output, "binary_data");
-            request.outputs.push_back({name, b ? flag(b, "output '" + name + "': binary_data") : binary_default});
+            add_output(request, model, name, b ? flag(b, "output '" + name + "': binary_data") : binary_default);
         }
     } else {
         for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary_default});

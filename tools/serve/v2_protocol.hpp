@@ -49,6 +49,30 @@ struct InferRequest {
     std::vector<Output> outputs;
 };
 
+/// Checks a request's inputs against a model one at a time, whatever the transport, and collects
+/// them into an InferRequest. Raises ProtocolError(400) naming the input and the cause.
+class RequestInputs {
+public:
+    RequestInputs(const ModelVersion& model, InferRequest& request) : model_(model), request_(request) {}
+    /// Checks the input's name (known, not given twice), datatype and shape (a batch in
+    /// 1..max_batch_size, equal for every input) and returns its zero-filled tensor to fill.
+    Tensor& add(const std::string& name, const std::string& datatype, const std::vector<std::int64_t>& shape);
+    /// Raises when an input of the model was not given.
+    void finish() const;
+
+private:
+    const ModelVersion& model_;
+    InferRequest& request_;
+};
+
+/// Copies the tensor's bytes (row-major, little-endian; `bytes` must be its size) into `t`;
+/// BOOL bytes must be 0 or 1.
+void fill_from_bytes(Tensor& t, std::string_view bytes, const std::string& name);
+
+/// Adds output `name` to the request's outputs. Raises ProtocolError(400) for an unknown or
+/// repeated one.
+void add_output(InferRequest& request, const ModelVersion& model, const std::string& name, bool binary);
+
 /// Parses `body` against `model`'s inputs. `json_length`: the Inference-Header-Content-Length
 /// header (binary extension), absent for a JSON-only body. Raises ProtocolError(400) naming the
 /// input and the cause: malformed JSON, an unknown, missing or

@@ -1,0 +1,243 @@
+#include "grpc_frontend.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+
+#include "capsule/error.hpp"
+#include "grpc_service.grpc.pb.h"
+
+namespace capsule::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+grpc::Status status_of(const ProtocolError& e) {
+    switch (e.status) {
+        case 400: return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+        case 404: return {grpc::StatusCode::NOT_FOUND, e.what()};
+        case 413: return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
+        case 503: return {grpc::StatusCode::UNAVAILABLE, e.what()};
+        default: return {grpc::StatusCode::INTERNAL, e.what()};
+    }
+}
+
+[[noreturn]] void bad(const std::string& message) { throw ProtocolError(400, message); }
+
+/// Fills `t` from the typed contents field of its dtype; any other field must be empty.
+void fill_from_contents(Tensor& t, const inference::InferTensorContents& c, const std::string& name) {
+    const auto n = static_cast<std::size_t>(t.numel());
+    auto count_is = [&](std::size_t got, const char* field) {
+        if (got != n)
+            bad("input '" + name + "': contents." + field + " holds " + std::to_string(got) +
+                " values, its shape needs " + std::to_string(n));
+    };
+    const std::size_t others = std::size_t(c.int_contents_size()) + c.uint_contents_size() + c.uint64_contents_size() +
+                               c.bytes_contents_size() + (t.dtype() == DType::float32 ? 0 : c.fp32_contents_size()) +
+                               (t.dtype() == DType::float64 ? 0 : c.fp64_contents_size()) +
+                               (t.dtype() == DType::int64 ? 0 : c.int64_contents_size()) +
+                               (t.dtype() == DType::boolean ? 0 : c.bool_contents_size());
+    if (others != 0)
+        bad("input '" + name + "': its values must be in contents." +
+            (t.dtype() == DType::float32   ? "fp32_contents"
+             : t.dtype() == DType::float64 ? "fp64_contents"
+             : t.dtype() == DType::int64   ? "int64_contents"
+                                           : "bool_contents") +
+            " (the field of datatype " + std::string(datatype_name(t.dtype())) + "), not another field");
+    switch (t.dtype()) {
+        case DType::float32:
+            count_is(std::size_t(c.fp32_contents_size()), "fp32_contents");
+            std::memcpy(t.data(), c.fp32_contents().data(), n * sizeof(float));
+            break;
+        case DType::float64:
+            count_is(std::size_t(c.fp64_contents_size()), "fp64_contents");
+            std::memcpy(t.data(), c.fp64_contents().data(), n * sizeof(double));
+            break;
+        case DType::int64:
+            count_is(std::size_t(c.int64_contents_size()), "int64_contents");
+            std::memcpy(t.data(), c.int64_contents().data(), n * sizeof(std::int64_t));
+            break;
+        case DType::boolean:
+            count_is(std::size_t(c.bool_contents_size()), "bool_contents");
+            for (std::size_t i = 0; i < n; ++i) static_cast<std::uint8_t*>(t.data())[i] = c.bool_contents(int(i)) ? 1 : 0;
+            break;
+    }
+}
+
+/// The validated request, as REST's parse_infer_request gives it.
+InferRequest read_request(const inference::ModelInferRequest& req, const ModelVersion& model) {
+    InferRequest request;
+    request.id = req.id();
+    const bool raw = req.raw_input_contents_size() > 0;
+    if (raw && req.raw_input_contents_size() != req.inputs_size())
+        bad("raw_input_contents holds " + std::to_string(req.raw_input_contents_size()) + " entries for " +
+            std::to_string(req.inputs_size()) + " inputs (one per input, in order)");
+    RequestInputs inputs(model, request);
+    for (int i = 0; i < req.inputs_size(); ++i) {
+        const auto& in = req.inputs(i);
+        Tensor& t = inputs.add(in.name(), in.datatype(), {in.shape().begin(), in.shape().end()});
+        if (raw) {
+            if (in.has_contents()) bad("input '" + in.name() + "': both contents and raw_input_contents");
+            fill_from_bytes(t, req.raw_input_contents(i), in.name());
+        } else {
+            fill_from_contents(t, in.contents(), in.name());
+        }
+    }
+    inputs.finish();
+    for (const auto& out : req.outputs()) add_output(request, model, out.name(), true);
+    if (request.outputs.empty())
+        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, true});
+    return request;
+}
+
+void write_response(const InferRequest& request, const ModelVersion& model, const std::vector<Tensor>& outputs,
+                    inference::ModelInferResponse& res) {
+    res.set_model_name(model.model());
+    res.set_model_version(model.version());
+    res.set_id(request.id);
+    for (const auto& wanted : request.outputs) {
+        std::size_t k = 0;
+        while (model.outputs()[k].name != wanted.name) ++k;
+        const Tensor& t = outputs.at(k);
+        auto* out = res.add_outputs();
+        out->set_name(wanted.name);
+        out->set_datatype(std::string(datatype_name(t.dtype())));
+        for (auto d : t.shape()) out->add_shape(d);
+        res.add_raw_output_contents(static_cast<const char*>(t.data()), t.nbytes());
+    }
+}
+
+class Service final : public inference::GRPCInferenceService::Service {
+public:
+    explicit Service(InferenceService& service) : service_(service) {}
+
+    grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                            inference::ServerLiveResponse* res) override {
+        res->set_live(true);
+        return grpc::Status::OK;
+    }
+    grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                             inference::ServerReadyResponse* res) override {
+        res->set_ready(service_.ready());
+        return grpc::Status::OK;
+    }
+    grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* req,
+                            inference::ModelReadyResponse* res) override {
+        return guarded([&] { res->set_ready(service_.find(req->name(), req->version())->ready()); });
+    }
+    grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                                inference::ServerMetadataResponse* res) override {
+        res->set_name("capsule");
+        res->set_version(CAPSULE_VERSION);
+        return grpc::Status::OK;
+    }
+    grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* req,
+                               inference::ModelMetadataResponse* res) override {
+        return guarded([&] {
+            const auto version = service_.find(req->name(), req->version());
+            res->set_name(version->model());
+            for (const auto& v : service_.versions(version->model())) res->add_versions(v);
+            res->set_platform("capsule");
+            auto fill = [](const std::vector<TensorMetadata>& list, auto* (inference::ModelMetadataResponse::*add)(),
+                           inference::ModelMetadataResponse* r) {
+                for (const auto& m : list) {
+                    auto* t = (r->*add)();
+                    t->set_name(m.name);
+                    t->set_datatype(std::string(datatype_name(m.dtype)));
+                    for (auto d : m.shape) t->add_shape(d);
+                }
+            };
+            fill(version->inputs(), &inference::ModelMetadataResponse::add_inputs, res);
+            fill(version->outputs(), &inference::ModelMetadataResponse::add_outputs, res);
+        });
+    }
+    grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* req,
+                            inference::ModelInferResponse* res) override {
+        const auto arrived = Clock::now();
+        std::unique_ptr<InferenceService::Admission> admission;
+        std::shared_ptr<const ModelVersion> version;
+        if (auto s = guarded([&] {
+                admission = service_.admit();
+                version = service_.find(req->model_name(), req->model_version());
+            });
+            !s.ok())
+            return s;
+        int status = 200;
+        InferenceService::Outcome outcome;
+        grpc::Status result = grpc::Status::OK;
+        try {
+            InferenceService::require_ready(*version);
+            auto request = read_request(*req, *version);
+            outcome = service_.run(*version, request, arrived);
+            write_response(request, *version, outcome.outputs, *res);
+        } catch (const ProtocolError& e) {
+            status = e.status;
+            result = status_of(e);
+        } catch (const Error& e) {
+            status = 500;
+            result = {grpc::StatusCode::INTERNAL, std::string("inference failed: ") + e.what()};
+        }
+        service_.metrics().record(version->model(), version->version(), status, outcome.queue, outcome.compute);
+        return result;
+    }
+
+private:
+    /// Runs `body`; a ProtocolError becomes its status (and is counted).
+    template <typename F>
+    grpc::Status guarded(F&& body) {
+        try {
+            body();
+            return grpc::Status::OK;
+        } catch (const ProtocolError& e) {
+            service_.metrics().record_unrouted(e.status);
+            return status_of(e);
+        }
+    }
+    InferenceService& service_;
+};
+
+}  // namespace
+
+class GrpcFrontend::Impl {
+public:
+    Impl(InferenceService& shared, GrpcOptions grpc_options) : service(shared), options(std::move(grpc_options)) {}
+    Service service;
+    GrpcOptions options;
+    std::unique_ptr<grpc::Server> server;
+};
+
+GrpcFrontend::GrpcFrontend(InferenceService& service, GrpcOptions options)
+    : impl_(std::make_unique<Impl>(service, std::move(options))) {}
+
+GrpcFrontend::~GrpcFrontend() {
+    stop();
+    impl_->server.reset();
+}
+
+int GrpcFrontend::start() {
+    const auto& o = impl_->options;
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(o.host + ":" + std::to_string(o.port), grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&impl_->service);
+    builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(o.max_request_bytes, INT32_MAX)));
+    builder.SetMaxSendMessageSize(-1);
+    grpc::ResourceQuota quota("capsule-serve");
+    quota.SetMaxThreads(o.threads);
+    builder.SetResourceQuota(quota);
+    impl_->server = builder.BuildAndStart();
+    if (!impl_->server || port == 0)
+        throw Error(ErrorCode::input, "cannot serve gRPC on " + o.host + ":" + std::to_string(o.port) +
+                                          " (in use, or not an address of this machine)");
+    return port;
+}
+
+void GrpcFrontend::stop() {
+    if (impl_->server) impl_->server->Shutdown();  // waits for the calls in flight; callable twice
+}
+
+}  // namespace capsule::serve

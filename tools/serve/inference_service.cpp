@@ -1,0 +1,65 @@
+#include "inference_service.hpp"
+
+namespace capsule::serve {
+
+InferenceService::InferenceService(std::shared_ptr<const ModelRepository> repository, int max_concurrency)
+    : repository_(std::move(repository)), max_concurrency_(max_concurrency) {
+    for (const auto& [_, model] : repository_->models())
+        for (const auto& [__, version] : model.versions)
+            if (version->ready() && version->config().dynamic_batching)
+                batchers_.emplace(version.get(), std::make_unique<DynamicBatcher>(version));
+}
+
+std::shared_ptr<const ModelVersion> InferenceService::find(const std::string& model, const std::string& version) const {
+    if (auto found = repository_->find(model, version)) return found;
+    const auto& models = repository_->models();
+    if (!models.count(model)) {
+        std::string names;
+        for (const auto& [name, _] : models) names += (names.empty() ? "" : ", ") + name;
+        throw ProtocolError(404, "unknown model '" + model + "'; the repository holds: " + names);
+    }
+    const auto& m = models.at(model);
+    if (m.versions.empty()) throw ProtocolError(404, "model '" + model + "' has no version: " + m.reason);
+    throw ProtocolError(404, "model '" + model + "' has no version '" + version + "'");
+}
+
+std::vector<std::string> InferenceService::versions(const std::string& model) const {
+    std::vector<std::string> out;
+    if (auto it = repository_->models().find(model); it != repository_->models().end())
+        for (const auto& [n, _] : it->second.versions) out.push_back(std::to_string(n));
+    return out;
+}
+
+std::unique_ptr<InferenceService::Admission> InferenceService::admit() {
+    auto admission = std::make_unique<Admission>(in_flight_);
+    if (++in_flight_ > max_concurrency_)
+        throw ProtocolError(503, "server busy: more than " + std::to_string(max_concurrency_) +
+                                     " infer requests in flight (capsule serve --max-concurrency); retry");
+    return admission;
+}
+
+void InferenceService::require_ready(const ModelVersion& model) {
+    if (!model.ready())
+        throw ProtocolError(503, "model '" + model.model() + "' version " + model.version() +
+                                     " is not ready: " + model.reason());
+}
+
+InferenceService::Outcome InferenceService::run(const ModelVersion& model, InferRequest& request,
+                                                std::chrono::steady_clock::time_point arrived) {
+    require_ready(model);
+    Outcome outcome;
+    if (auto b = batchers_.find(&model); b != batchers_.end()) {
+        auto result = b->second->infer(std::move(request.inputs), request.rows);
+        outcome.outputs = std::move(result.outputs);
+        outcome.queue = result.queue;
+        outcome.compute = result.compute;
+        return outcome;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    outcome.queue = start - arrived;
+    outcome.outputs = model.run(request.inputs, request.rows);
+    outcome.compute = std::chrono::steady_clock::now() - start;
+    return outcome;
+}
+
+}  // namespace capsule::serve
