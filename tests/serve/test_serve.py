@@ -68,17 +68,29 @@ def onnx_tensor(name, dims, values):
             field(9, 2, struct.pack("<%df" % len(values), *values)))
 
 
-def onnx_value_info(name, dims):
+def onnx_value_info(name, dims, elem_type=1):  # 1: FLOAT, 7: INT64
     shape = b"".join(field(1, 2, text(2, d) if isinstance(d, str) else field(1, 0, d)) for d in dims)
-    tensor_type = field(1, 0, 1) + field(2, 2, shape)
+    tensor_type = field(1, 0, elem_type) + field(2, 2, shape)
     return text(1, name) + field(2, 2, field(1, 2, tensor_type))
 
 
-def onnx_node(op, inputs, output, trans_b=False):
+def onnx_node(op, inputs, output, trans_b=False, int_attrs=(), ints_attrs=()):
     node = b"".join(text(1, i) for i in inputs) + text(2, output) + text(3, output) + text(4, op)
     if trans_b:
         node += field(5, 2, text(1, "transB") + field(20, 0, 2) + field(3, 0, 1))
+    for name, value in int_attrs:  # AttributeProto: name 1, i 3, type 20 (INT = 2)
+        node += field(5, 2, text(1, name) + field(20, 0, 2) + field(3, 0, value))
+    for name, values in ints_attrs:  # ints 8, type INTS = 7
+        node += field(5, 2, text(1, name) + field(20, 0, 7) + b"".join(field(8, 0, v) for v in values))
     return node
+
+
+def write_onnx(path, nodes, inputs, outputs):
+    graph = (b"".join(field(1, 2, n) for n in nodes) + text(2, "g") +
+             b"".join(field(11, 2, onnx_value_info(*i)) for i in inputs) +
+             b"".join(field(12, 2, onnx_value_info(*o)) for o in outputs))
+    with open(path, "wb") as f:
+        f.write(field(1, 0, 8) + text(2, "test_serve.py") + field(7, 2, graph) + field(8, 2, field(2, 0, 13)))
 
 
 def mlp_weights(seed=7):
@@ -265,6 +277,21 @@ def build_repository(root, models_dir, layers):
         model(name, {"profile": "checked_cpu"}, [(os.path.join(models_dir, name, "model.onnx"), "model.onnx")])
     model("rocm_only", {"profile": "future_rocm"}, [(os.path.join(models_dir, "squeezenet1_1", "model.onnx"), "model.onnx")])
     model("bad_config", '{"profile": "checked_cpu", "profile": "onednn_cpu"}', [])
+    # A model whose output's dimension 0 is not the batch (a mean over it): refused with batching.
+    os.makedirs(os.path.join(root, "rowmix", "1"))
+    write_onnx(os.path.join(root, "rowmix", "1", "model.onnx"),
+               [onnx_node("ReduceMean", ["x"], "y", int_attrs=[("keepdims", 1)], ints_attrs=[("axes", [0])])],
+               [("x", ["N", 4])], [("y", [1, 4])])
+    with open(os.path.join(root, "rowmix", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu", "max_batch_size": 4, "inputs": {"x": [4]}}, f)
+    # Data a kernel refuses (an index out of range) in one request of a dynamic batch.
+    os.makedirs(os.path.join(root, "pick", "1"))
+    write_onnx(os.path.join(root, "pick", "1", "model.onnx"),
+               [onnx_node("GatherElements", ["x", "i"], "y", int_attrs=[("axis", 1)])],
+               [("x", ["N", 4]), ("i", ["N", 2], 7)], [("y", ["N", 2])])
+    with open(os.path.join(root, "pick", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu", "max_batch_size": 8, "inputs": {"x": [4], "i": [2]},
+                   "dynamic_batching": {"max_queue_delay_us": 300000, "preferred_batch_sizes": [8]}}, f)
 
 
 def functional(args, layers):
@@ -293,7 +320,8 @@ def functional(args, layers):
         check(request(port, "GET", "/v2/models/squeezenet1_1/ready")[0] == 200,
               "the other models are still served")
         code, _, data = request(port, "GET", "/v2/models/bad_config")
-        check(code == 404 and "duplicate key" in as_json(data)["error"], "a malformed config.json is named: %r" % data)
+        check(code == 503 and "is not ready" in as_json(data)["error"] and "duplicate key" in as_json(data)["error"],
+              "a malformed config.json makes the model not ready, naming the cause: %r" % data)
         code, _, data = request(port, "GET", "/v2/models/nope")
         check(code == 404 and "unknown model 'nope'" in as_json(data)["error"], "unknown model: %r" % data)
         check(request(port, "GET", "/v2/models/mlp/versions/7")[0] == 404, "unknown version")
@@ -376,6 +404,39 @@ def functional(args, layers):
             print(result.stdout.strip(), flush=True)
             check(result.returncode == 0, "the gRPC client's checks")
 
+        # A model whose output's dimension 0 is not the batch is not ready (it would be sliced by rows).
+        code, _, data = request(port, "GET", "/v2/models/rowmix/ready")
+        check(code == 503 and "dimension 0 of every input and output must be the batch" in as_json(data)["reason"],
+              "rowmix is not ready: %r" % data[:300])
+        # One request with an index out of range in a dynamic batch fails alone.
+        picks = []
+
+        def pick(k):
+            idx = [[0, 3]] if k != 1 else [[0, 100]]
+            body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [10.0 * k + j for j in range(4)]},
+                               {"name": "i", "shape": [1, 2], "datatype": "INT64", "data": idx}]}
+            code, _, data = request(port, "POST", "/v2/models/pick/infer", body)
+            picks.append((k, code, as_json(data)))
+
+        threads = [threading.Thread(target=pick, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k, code, doc in sorted(picks, key=lambda p: p[0]):
+            if k == 1:
+                check(code == 500 and "100" in doc["error"], "the request with index 100 fails: %d %r" % (code, doc))
+            else:
+                check(code == 200 and doc["outputs"][0]["data"] == [10.0 * k, 10.0 * k + 3],
+                      "request %d of the same batch still gets its rows: %d %r" % (k, code, doc))
+
+        # A second server on the same ports fails to start (no SO_REUSEPORT sharing).
+        second = subprocess.run([args.capsule, "serve", "--model-repository", repo, "--host", "127.0.0.1",
+                                 "--http-port", str(port), "--grpc-port", "-1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        check(second.returncode == 1 and "cannot listen" in second.stdout,
+              "a second server on a port in use: %d %r" % (second.returncode, second.stdout[-300:]))
+
         # Every error path: the protocol's error object, a 4xx status, a cause to act on.
         path = "/v2/models/mlp/infer"
         ok_input = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}
@@ -396,11 +457,25 @@ def functional(args, layers):
         expect_error(port, "negative dimension", 400, path, {"inputs": [dict(ok_input, shape=[-1, 784])]},
                      contains="non-negative")
         expect_error(port, "too few values", 400, path, {"inputs": [dict(ok_input, data=flat[:783])]},
-                     contains="holds 783 values, its shape needs 784")
+                     contains="holds 783 values, its shape [1, 784] needs 784")
         expect_error(port, "too many values", 400, path, {"inputs": [dict(ok_input, data=flat[:785])]},
-                     contains="more values than its shape")
+                     contains="holds 785 values")
+        expect_error(port, "ragged nesting", 400, path,
+                     {"inputs": [dict(ok_input, shape=[2, 784], data=[flat[:1000], flat[:568]])]},
+                     contains="nested 'data' does not match its shape [2, 784] at depth 1")
+        expect_error(port, "nesting deeper than the shape", 400, path,
+                     {"inputs": [dict(ok_input, data=[[[v] for v in flat[:784]]])]}, contains="nested deeper than its shape")
+        deep = b'{"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": ' + \
+            b"[" * 100000 + b"0" + b"]" * 100000 + b"}]}"
+        expect_error(port, "100,000 levels of nesting", 400, path, deep, {"Content-Type": "application/json"},
+                     "does not match its shape")
+        deep_shape = b'{"inputs": [{"name": "input", "shape": ' + b"[" * 100000 + b"]" * 100000 + b', "datatype": "FP32"}]}'
+        expect_error(port, "a deeply nested shape", 400, path, deep_shape, {"Content-Type": "application/json"},
+                     "must hold non-negative integers")
+        expect_error(port, "an object as a value", 400, path, {"inputs": [dict(ok_input, data=[{"a": [[1]]}] * 784)]},
+                     contains="value 0 is an object, not a number")
         expect_error(port, "a string value", 400, path, {"inputs": [dict(ok_input, data=["1"] * 784)]},
-                     contains="is not a number")
+                     contains="value 0 is a string, not a number")
         expect_error(port, "a value beyond FP32", 400, path, {"inputs": [dict(ok_input, data=[1e39] * 784)]},
                      contains="within FP32's range")
         expect_error(port, "unknown input", 400, path, {"inputs": [dict(ok_input, name="x")]}, contains="unknown input 'x'")
@@ -431,6 +506,34 @@ def functional(args, layers):
                      {"inputs": []}, contains="is not ready")
         expect_error(port, "infer on an unknown model", 404, "/v2/models/nope/infer", {"inputs": []},
                      contains="unknown model 'nope'")
+        expect_error(port, "a gzip body (would get past the size limit)", 415, path, b"\x1f\x8b\x08\x00",
+                     {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "send the body uncompressed")
+        # An output JSON cannot carry: FP32 inputs of 3e38 overflow the MLP to infinities.
+        expect_error(port, "an infinite output as JSON", 400, path, {"inputs": [dict(ok_input, data=[3e38] * 784)]},
+                     contains="which JSON cannot carry")
+        code, headers, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3e38] * 784)],
+                                                           "parameters": {"binary_data_output": True}})
+        n = int(headers.get("Inference-Header-Content-Length", "-1"))
+        check(code == 200 and n > 0 and not all(math.isfinite(v) for v in struct.unpack("<10f", data[n:n + 40])),
+              "the same non-finite outputs as binary data: %d" % code)
+        code, _, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3.4028235e+38] + [0.0] * 783)]})
+        check(code == 200 or b"JSON cannot carry" in data, "FLT_MAX as printed by other languages is a float32: %r" % data[:200])
+        # A chunked body (no Content-Length: no size limit in cpp-httplib) is refused before it is read.
+        import socket
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            answer = b""
+            while b"}" not in answer:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        check(answer.startswith(b"HTTP/1.1 411") and b"send a Content-Length" in answer, "chunked body: %r" % answer[:200])
+        # Paths that are not UTF-8: a 404 naming the path, and the server lives on.
+        for bad_path in ("/%ff", "/v2/models/%ff", "/v2/models/%ff/infer"):
+            code, _, data = request(port, "GET" if "infer" not in bad_path else "POST", bad_path, b"{}")
+            check(code == 404 and as_json(data) is not None and "\\xff" in as_json(data)["error"],
+                  "path %s: %d %r" % (bad_path, code, data[:200]))
         # Garbage bytes on the socket: the server answers the next request as usual.
         import socket
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:

@@ -28,44 +28,38 @@ grpc::Status status_of(const ProtocolError& e) {
 
 [[noreturn]] void bad(const std::string& message) { throw ProtocolError(400, message); }
 
-/// Fills `t` from the typed contents field of its dtype; any other field must be empty.
-void fill_from_contents(Tensor& t, const inference::InferTensorContents& c, const std::string& name) {
-    const auto n = static_cast<std::size_t>(t.numel());
-    auto count_is = [&](std::size_t got, const char* field) {
-        if (got != n)
-            bad("input '" + name + "': contents." + field + " holds " + std::to_string(got) +
-                " values, its shape needs " + std::to_string(n));
-    };
-    const std::size_t others = std::size_t(c.int_contents_size()) + c.uint_contents_size() + c.uint64_contents_size() +
-                               c.bytes_contents_size() + (t.dtype() == DType::float32 ? 0 : c.fp32_contents_size()) +
-                               (t.dtype() == DType::float64 ? 0 : c.fp64_contents_size()) +
-                               (t.dtype() == DType::int64 ? 0 : c.int64_contents_size()) +
-                               (t.dtype() == DType::boolean ? 0 : c.bool_contents_size());
-    if (others != 0)
-        bad("input '" + name + "': its values must be in contents." +
-            (t.dtype() == DType::float32   ? "fp32_contents"
-             : t.dtype() == DType::float64 ? "fp64_contents"
-             : t.dtype() == DType::int64   ? "int64_contents"
-                                           : "bool_contents") +
-            " (the field of datatype " + std::string(datatype_name(t.dtype())) + "), not another field");
-    switch (t.dtype()) {
-        case DType::float32:
-            count_is(std::size_t(c.fp32_contents_size()), "fp32_contents");
-            std::memcpy(t.data(), c.fp32_contents().data(), n * sizeof(float));
-            break;
-        case DType::float64:
-            count_is(std::size_t(c.fp64_contents_size()), "fp64_contents");
-            std::memcpy(t.data(), c.fp64_contents().data(), n * sizeof(double));
-            break;
-        case DType::int64:
-            count_is(std::size_t(c.int64_contents_size()), "int64_contents");
-            std::memcpy(t.data(), c.int64_contents().data(), n * sizeof(std::int64_t));
-            break;
+/// The tensor of a checked input from the typed contents field of its dtype (any other field
+/// must be empty), its count checked before the tensor is allocated.
+Tensor from_contents(DType dtype, const std::vector<std::int64_t>& shape, const inference::InferTensorContents& c,
+                     const std::string& name) {
+    const auto n = RequestInputs::element_count(shape);
+    const char* field = dtype == DType::float32   ? "fp32_contents"
+                        : dtype == DType::float64 ? "fp64_contents"
+                        : dtype == DType::int64   ? "int64_contents"
+                                                  : "bool_contents";
+    const std::size_t given = dtype == DType::float32   ? std::size_t(c.fp32_contents_size())
+                              : dtype == DType::float64 ? std::size_t(c.fp64_contents_size())
+                              : dtype == DType::int64   ? std::size_t(c.int64_contents_size())
+                                                        : std::size_t(c.bool_contents_size());
+    const std::size_t all = std::size_t(c.int_contents_size()) + c.uint_contents_size() + c.uint64_contents_size() +
+                            c.bytes_contents_size() + c.fp32_contents_size() + c.fp64_contents_size() +
+                            c.int64_contents_size() + c.bool_contents_size();
+    if (all != given)
+        bad("input " + quoted_text(name) + ": its values must be in contents." + field + " (the field of datatype " +
+            std::string(datatype_name(dtype)) + "), not another field");
+    if (given != n)
+        bad("input " + quoted_text(name) + ": contents." + field + " holds " + std::to_string(given) +
+            " values, its shape needs " + std::to_string(n));
+    Tensor t = Tensor::zeros(dtype, shape);
+    switch (dtype) {
+        case DType::float32: std::memcpy(t.data(), c.fp32_contents().data(), n * sizeof(float)); break;
+        case DType::float64: std::memcpy(t.data(), c.fp64_contents().data(), n * sizeof(double)); break;
+        case DType::int64: std::memcpy(t.data(), c.int64_contents().data(), n * sizeof(std::int64_t)); break;
         case DType::boolean:
-            count_is(std::size_t(c.bool_contents_size()), "bool_contents");
             for (std::size_t i = 0; i < n; ++i) static_cast<std::uint8_t*>(t.data())[i] = c.bool_contents(int(i)) ? 1 : 0;
             break;
     }
+    return t;
 }
 
 /// The validated request, as REST's parse_infer_request gives it.
@@ -79,12 +73,20 @@ InferRequest read_request(const inference::ModelInferRequest& req, const ModelVe
     RequestInputs inputs(model, request);
     for (int i = 0; i < req.inputs_size(); ++i) {
         const auto& in = req.inputs(i);
-        Tensor& t = inputs.add(in.name(), in.datatype(), {in.shape().begin(), in.shape().end()});
+        const std::vector<std::int64_t> shape(in.shape().begin(), in.shape().end());
+        const DType dtype = inputs.check(in.name(), in.datatype(), shape);
         if (raw) {
-            if (in.has_contents()) bad("input '" + in.name() + "': both contents and raw_input_contents");
-            fill_from_bytes(t, req.raw_input_contents(i), in.name());
+            if (in.has_contents()) bad("input " + quoted_text(in.name()) + ": both contents and raw_input_contents");
+            const auto& bytes = req.raw_input_contents(i);
+            const std::size_t needed = RequestInputs::element_count(shape) * dtype_size(dtype);
+            if (bytes.size() != needed)
+                bad("input " + quoted_text(in.name()) + ": " + std::to_string(bytes.size()) +
+                    " bytes of data, its datatype and shape need " + std::to_string(needed));
+            Tensor t = Tensor::zeros(dtype, shape);
+            fill_from_bytes(t, bytes, in.name());
+            inputs.store(in.name(), std::move(t));
         } else {
-            fill_from_contents(t, in.contents(), in.name());
+            inputs.store(in.name(), from_contents(dtype, shape, in.contents(), in.name()));
         }
     }
     inputs.finish();
@@ -226,12 +228,13 @@ int GrpcFrontend::start() {
     builder.RegisterService(&impl_->service);
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(o.max_request_bytes, INT32_MAX)));
     builder.SetMaxSendMessageSize(-1);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second server must fail to bind
     grpc::ResourceQuota quota("capsule-serve");
-    quota.SetMaxThreads(o.threads);
+    quota.SetMaxThreads(std::max(o.threads, o.max_concurrency + 8));  // + pollers and health calls
     builder.SetResourceQuota(quota);
     impl_->server = builder.BuildAndStart();
     if (!impl_->server || port == 0)
-        throw Error(ErrorCode::input, "cannot serve gRPC on " + o.host + ":" + std::to_string(o.port) +
+        throw Error(ErrorCode::other, "cannot serve gRPC on " + o.host + ":" + std::to_string(o.port) +
                                           " (in use, or not an address of this machine)");
     return port;
 }

@@ -30,7 +30,7 @@ std::optional<std::size_t> json_length_of(const httplib::Request& req) {
     std::size_t n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (ec != std::errc{} || end != text.data() + text.size())
-        throw ProtocolError(400, "Inference-Header-Content-Length '" + text + "' is not a byte count");
+        throw ProtocolError(400, "Inference-Header-Content-Length " + quoted_text(text) + " is not a byte count");
     return n;
 }
 
@@ -44,6 +44,14 @@ HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
     // A response is written as headers then body: without TCP_NODELAY, Nagle's algorithm holds
     // the body until the client's delayed ACK (about 40 ms per request on a kept-alive connection).
     server_->set_tcp_nodelay(true);
+    // SO_REUSEADDR only: cpp-httplib also sets SO_REUSEPORT, which would let a second server bind
+    // the same port and silently take half of the connections.
+    server_->set_socket_options([](socket_t sock) {
+        int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    // An idle kept-alive connection holds a worker thread: release it after 2 s.
+    server_->set_keep_alive_timeout(2);
     routes();
 }
 
@@ -53,7 +61,7 @@ int HttpFrontend::bind() {
     const int port = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                                         : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
     if (port < 0)
-        throw Error(ErrorCode::input, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+        throw Error(ErrorCode::other, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                                           " (in use, or not an address of this machine)");
     return port;
 }
@@ -66,20 +74,36 @@ void HttpFrontend::routes() {
     auto& s = *server_;
     // Every status >= 400 without a body gets the protocol's error object (httplib's own 404,
     // 413 for a body over the limit, 400 for a request it could not parse).
+    // Before the body is read: a compressed or chunked body would get past --max-request-bytes
+    // (cpp-httplib checks the limit on the bytes as sent, and not at all for chunked bodies).
+    s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+        const auto encoding = req.get_header_value("Content-Encoding");
+        if (!encoding.empty() && encoding != "identity") {
+            reply_error(res, 415, "Content-Encoding " + quoted_text(encoding) + " is not accepted: send the body uncompressed");
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (req.has_header("Transfer-Encoding")) {
+            reply_error(res, 411, "Transfer-Encoding " + quoted_text(req.get_header_value("Transfer-Encoding")) +
+                                      " is not accepted: send a Content-Length");
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
     s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
-        std::string message = "HTTP " + std::to_string(res.status);
-        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+        std::string message = "malformed HTTP request (HTTP " + std::to_string(res.status) + ")";
+        if (res.status == 404) message = "no such endpoint: " + req.method + " " + quoted_text(req.path);
         if (res.status == 413)
             message = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded"
                           ? "a body sent as application/x-www-form-urlencoded (curl -d's default) may hold at most "
                             "8192 bytes (cpp-httplib's form limit); send Content-Type: application/json"
                           : "request body exceeds " + std::to_string(options_.max_request_bytes) +
                                 " bytes (capsule serve --max-request-bytes)";
-        service_.metrics().record_unrouted(res.status);
+        service_.metrics().record_http_error(res.status);
         res.set_content(error_body(message), kJsonType);
     });
-    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    s.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        service_.metrics().record_http_error(500);
         std::string message = "internal error";
         try {
             std::rethrow_exception(ep);
@@ -91,16 +115,16 @@ void HttpFrontend::routes() {
     });
 
     s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content(json{{"live", true}}.dump(), kJsonType);
+        res.set_content(json_text(json{{"live", true}}), kJsonType);
     });
     s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
         const bool ready = service_.ready();
         res.status = ready ? 200 : 503;
-        res.set_content(json{{"ready", ready}}.dump(), kJsonType);
+        res.set_content(json_text(json{{"ready", ready}}), kJsonType);
     });
     s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content(json{{"name", kServerName}, {"version", CAPSULE_VERSION},
-                             {"extensions", {"binary_tensor_data"}}}.dump(),
+        res.set_content(json_text(json{{"name", kServerName}, {"version", CAPSULE_VERSION},
+                                       {"extensions", {"binary_tensor_data"}}}),
                         kJsonType);
     });
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -109,35 +133,38 @@ void HttpFrontend::routes() {
 
     // The model version a URL names, or ProtocolError(404) naming what exists.
     auto find = [this](const httplib::Request& req) { return service_.find(req.matches[1], req.matches[2]); };
-    auto protocol = [this](httplib::Response& res, auto&& body) {
+    // Runs `body`; a ProtocolError becomes its error object, counted as an inference failure for
+    // infer requests and as an HTTP error otherwise.
+    auto protocol = [this](httplib::Response& res, bool infer, auto&& body) {
         try {
             body();
         } catch (const ProtocolError& e) {
-            service_.metrics().record_unrouted(e.status);
+            if (infer) service_.metrics().record_unrouted(e.status);
+            else service_.metrics().record_http_error(e.status);
             reply_error(res, e.status, e.what());
         }
     };
     const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     s.Get(model_path, [=, this](const httplib::Request& req, httplib::Response& res) {
-        protocol(res, [&] {
+        protocol(res, false, [&] {
             const auto version = find(req);
-            res.set_content(model_metadata(*version, service_.versions(version->model())).dump(), kJsonType);
+            res.set_content(json_text(model_metadata(*version, service_.versions(version->model()))), kJsonType);
         });
     });
     s.Get(model_path + "/ready", [=, this](const httplib::Request& req, httplib::Response& res) {
-        protocol(res, [&] {
+        protocol(res, false, [&] {
             const auto version = find(req);
             json body{{"name", version->model()}, {"version", version->version()}, {"ready", version->ready()}};
             if (!version->ready()) body["reason"] = version->reason();
             res.status = version->ready() ? 200 : 503;
-            res.set_content(body.dump(), kJsonType);
+            res.set_content(json_text(body), kJsonType);
         });
     });
     s.Post(model_path + "/infer", [=, this](const httplib::Request& req, httplib::Response& res) {
         const auto arrived = Clock::now();
         std::unique_ptr<InferenceService::Admission> admission;
         std::shared_ptr<const ModelVersion> version;
-        protocol(res, [&] {
+        protocol(res, true, [&] {
             admission = service_.admit();
             version = find(req);
         });

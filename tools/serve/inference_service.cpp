@@ -16,11 +16,11 @@ std::shared_ptr<const ModelVersion> InferenceService::find(const std::string& mo
     if (!models.count(model)) {
         std::string names;
         for (const auto& [name, _] : models) names += (names.empty() ? "" : ", ") + name;
-        throw ProtocolError(404, "unknown model '" + model + "'; the repository holds: " + names);
+        throw ProtocolError(404, "unknown model " + quoted_text(model) + "; the repository holds: " + names);
     }
     const auto& m = models.at(model);
-    if (m.versions.empty()) throw ProtocolError(404, "model '" + model + "' has no version: " + m.reason);
-    throw ProtocolError(404, "model '" + model + "' has no version '" + version + "'");
+    if (m.versions.empty()) throw ProtocolError(503, "model " + quoted_text(model) + " is not ready: " + m.reason);
+    throw ProtocolError(404, "model " + quoted_text(model) + " has no version " + quoted_text(version));
 }
 
 std::vector<std::string> InferenceService::versions(const std::string& model) const {
@@ -40,8 +40,13 @@ std::unique_ptr<InferenceService::Admission> InferenceService::admit() {
 
 void InferenceService::require_ready(const ModelVersion& model) {
     if (!model.ready())
-        throw ProtocolError(503, "model '" + model.model() + "' version " + model.version() +
+        throw ProtocolError(503, "model " + quoted_text(model.model()) + " version " + model.version() +
                                      " is not ready: " + model.reason());
+}
+
+void InferenceService::stop() {
+    stopping_ = true;
+    for (auto& [_, batcher] : batchers_) batcher->flush();
 }
 
 InferenceService::Outcome InferenceService::run(const ModelVersion& model, InferRequest& request,

@@ -26,7 +26,8 @@ public:
     Metrics& metrics() { return metrics_; }
 
     /// The model version `version` of `model` ("" for the latest ready one). Raises
-    /// ProtocolError(404) naming the models there are, or the model's versions and reason.
+    /// ProtocolError(404) for an unknown model (naming the models there are) or version, and
+    /// ProtocolError(503) with the reason for a model whose config.json is unusable.
     std::shared_ptr<const ModelVersion> find(const std::string& model, const std::string& version) const;
     /// The version numbers of `model`, as strings.
     std::vector<std::string> versions(const std::string& model) const;
@@ -57,7 +58,9 @@ public:
 
     /// Readiness: false once stopping (SIGTERM), so that load balancers stop sending.
     bool ready() const { return !stopping_; }
-    void stop() { stopping_ = true; }
+    /// Marks the service not ready, and makes the dynamic batchers run what they hold at once
+    /// rather than wait out their delays (thread-safe).
+    void stop();
 
 private:
     std::shared_ptr<const ModelRepository> repository_;

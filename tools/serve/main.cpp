@@ -1,6 +1,8 @@
 // capsule-serve (also run as `capsule serve`): serves a model repository over the Open Inference
 // Protocol v2 (REST). See README.md, "Serving".
+#include <atomic>
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 #include <pthread.h>
@@ -61,9 +63,18 @@ int main(int argc, char** argv) {
         ->capture_default_str()->check(CLI::Range(1, 1 << 20));
     app.add_option("--max-request-bytes", http.max_request_bytes, "largest request body; larger ones get HTTP 413")
         ->capture_default_str()->check(CLI::Range(std::size_t(1024), std::size_t(1) << 40));
-    app.footer("Exit status: 0 after a SIGTERM or SIGINT (requests in flight are answered first), 2 for bad "
-               "arguments or a repository that cannot be read, 1 when the port cannot be bound.");
-    CLI11_PARSE(app, argc, argv);
+    int drain_timeout = 30;
+    app.add_option("--drain-timeout", drain_timeout,
+                   "seconds a SIGTERM waits for requests in flight before the server exits anyway (status 1)")
+        ->capture_default_str()->check(CLI::Range(1, 3600));
+    app.footer("Exit status: 0 after a SIGTERM or SIGINT once the requests in flight are answered; 1 when a "
+               "port cannot be bound, the drain outlasts --drain-timeout or a second signal arrives; 2 for bad "
+               "arguments or a repository that cannot be read.");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help: 0
+    }
 
     // SIGTERM and SIGINT are taken by one thread (sigwait): every thread made later inherits the
     // blocked mask, so no worker is interrupted and the shutdown is an orderly drain.
@@ -82,30 +93,59 @@ int main(int argc, char** argv) {
         InferenceService service(repository, max_concurrency);
         grpc.host = http.host;
         grpc.threads = http.threads;
+        grpc.max_concurrency = max_concurrency;
         grpc.max_request_bytes = http.max_request_bytes;
         GrpcFrontend grpc_frontend(service, grpc);
-        if (grpc.port >= 0)
-            std::cout << "capsule-serve: gRPC on " << grpc.host << ":" << grpc_frontend.start() << std::endl;
+        if (grpc.port >= 0) {
+            const int grpc_port = grpc_frontend.start();
+            std::cout << "capsule-serve: gRPC on " << grpc.host << ":" << grpc_port << std::endl;
+        }
         HttpFrontend frontend(service, http);
         const int port = frontend.bind();
         std::cout << "capsule-serve: listening on http://" << http.host << ":" << port << std::endl;
+
+        // The first signal starts the drain (not ready, stop accepting, answer what is in
+        // flight); a watchdog then ends the process on a second signal or after --drain-timeout.
+        std::atomic<bool> woken_by_main{false}, finished{false};
+        std::thread watchdog;
         std::thread waiter([&] {
             int sig = 0;
             sigwait(&signals, &sig);
+            if (woken_by_main) return;
             std::cout << "capsule-serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
                       << ": draining requests in flight, then exiting" << std::endl;
+            watchdog = std::thread([&] {
+                timespec timeout{drain_timeout, 0};
+                siginfo_t info;
+                const int got = sigtimedwait(&signals, &info, &timeout);
+                if (finished) return;
+                std::cout << "capsule-serve: "
+                          << (got > 0 ? std::string("second signal")
+                                      : "requests still in flight after " + std::to_string(drain_timeout) + " s")
+                          << ": exiting without finishing the drain" << std::endl;
+                std::_Exit(1);
+            });
             service.stop();
-            grpc_frontend.stop();
             frontend.stop();
+            grpc_frontend.stop();
         });
         frontend.serve();
-        // serve() also returns when the server stops for another reason: wake the waiter.
+        woken_by_main = true;  // serve() also returns when the server stops for another reason
         pthread_kill(waiter.native_handle(), SIGTERM);
         waiter.join();
+        grpc_frontend.stop();
+        finished = true;
+        if (watchdog.joinable()) {
+            pthread_kill(watchdog.native_handle(), SIGTERM);
+            watchdog.join();
+        }
         std::cout << "capsule-serve: stopped" << std::endl;
         return 0;
     } catch (const Error& e) {
         std::cerr << "capsule serve: " << e.what() << "\n";
         return e.code() == ErrorCode::input ? 2 : 1;
+    } catch (const std::exception& e) {  // e.g. a repository directory that fails while listed
+        std::cerr << "capsule serve: " << e.what() << "\n";
+        return 1;
     }
 }

@@ -41,6 +41,11 @@ void Metrics::record_unrouted(int status) {
     ++unrouted_[status];
 }
 
+void Metrics::record_http_error(int status) {
+    std::lock_guard lock(mutex_);
+    ++http_errors_[status];
+}
+
 std::string Metrics::exposition() const {
     std::lock_guard lock(mutex_);
     std::ostringstream out;
@@ -57,6 +62,11 @@ std::string Metrics::exposition() const {
             out << "capsule_inference_failures_total{" << labels(key) << ",status=\"" << status << "\"} " << n << "\n";
     for (const auto& [status, n] : unrouted_)
         out << "capsule_inference_failures_total{model=\"\",version=\"\",status=\"" << status << "\"} " << n << "\n";
+    out << "# HELP capsule_http_errors_total HTTP requests refused outside inference (unknown endpoint, "
+           "malformed request, body too large), by status.\n"
+           "# TYPE capsule_http_errors_total counter\n";
+    for (const auto& [status, n] : http_errors_)
+        out << "capsule_http_errors_total{status=\"" << status << "\"} " << n << "\n";
     const std::pair<const char*, Histogram PerModel::*> histograms[] = {
         {"capsule_inference_queue_duration_us", &PerModel::queue},
         {"capsule_inference_compute_duration_us", &PerModel::compute}};

@@ -17,8 +17,10 @@ public:
     /// it waited (for the dynamic batcher or a worker) and the time its session ran.
     void record(const std::string& model, const std::string& version, int status,
                 std::chrono::nanoseconds queue, std::chrono::nanoseconds compute);
-    /// A request refused before a model version was known (unknown model, server busy, bad URL).
+    /// An infer request refused before a model version was known (unknown model, server busy).
     void record_unrouted(int status);
+    /// Any other HTTP error: an unknown endpoint, a malformed request, a body over the limit.
+    void record_http_error(int status);
     /// Every metric in Prometheus' text format.
     std::string exposition() const;
 
@@ -39,7 +41,7 @@ private:
     };
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, std::string>, PerModel> models_;
-    std::map<int, std::uint64_t> unrouted_;
+    std::map<int, std::uint64_t> unrouted_, http_errors_;
 };
 
 }  // namespace capsule::serve

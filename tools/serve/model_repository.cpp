@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "capsule/error.hpp"
 #include "capsule/onnx_import.hpp"
 #include "capsule/report.hpp"
+#include "batch_rows.hpp"
 
 namespace capsule::serve {
 
@@ -24,8 +26,10 @@ BackendProfile resolve_profile(const std::string& name, const fs::path& model_di
 
 /// The model file of a version directory: model.onnx, else model.json.
 fs::path model_file(const fs::path& version_dir) {
-    for (const char* name : {"model.onnx", "model.json"})
-        if (fs::is_regular_file(version_dir / name)) return version_dir / name;
+    for (const char* name : {"model.onnx", "model.json"}) {
+        std::error_code ec;  // a symlink loop is "not a file" here, not an exception
+        if (fs::is_regular_file(version_dir / name, ec)) return version_dir / name;
+    }
     throw Error(ErrorCode::input, version_dir.string() + ": holds neither model.onnx nor model.json");
 }
 
@@ -52,36 +56,30 @@ ModelVersion::ModelVersion(std::string model, std::string version, fs::path file
     : model_(std::move(model)), version_(std::move(version)), file_(std::move(file)),
       config_(std::move(config)), host_(std::move(host)), profile_(std::move(profile)) {
     try {
-        if (config_.max_batch_size > 0 && file_.extension() != ".onnx")
-            throw Error(ErrorCode::input, "a JSON IR graph has static shapes: set max_batch_size to 0");
-        // Batch size 1 proves the version loads, plans and gates; the preferred batch sizes and
-        // the largest are made now too, so that traffic of those sizes never waits for them.
-        const auto first = session_for(config_.max_batch_size > 0 ? 1 : 0);
         const bool batched = config_.max_batch_size > 0;
+        if (batched && file_.extension() != ".onnx")
+            throw Error(ErrorCode::input, "a JSON IR graph has static shapes: set max_batch_size to 0");
+        std::set<std::int64_t> sizes{batched ? 1 : 0};
+        if (batched) {
+            sizes.insert(config_.max_batch_size);
+            if (config_.dynamic_batching)
+                sizes.insert(config_.dynamic_batching->preferred_batch_sizes.begin(),
+                             config_.dynamic_batching->preferred_batch_sizes.end());
+        }
+        for (auto rows : sizes) sessions_.emplace(rows, load(rows));
+        const Session& first = sessions_.begin()->second->session;
         auto describe = [&](const std::vector<TensorSlot>& slots, std::vector<TensorMetadata>& out) {
-            for (const auto& s : slots) {
-                TensorMetadata m{s.name, s.type.dtype, s.type.shape};
-                if (batched) {
-                    if (m.shape.empty() || m.shape[0] != 1)
-                        throw Error(ErrorCode::input, "with max_batch_size > 0, dimension 0 of '" + s.name +
-                                                          "' must be the batch, but it is " + to_string(s.type.shape) +
-                                                          " at batch size 1");
-                    m.shape[0] = -1;
-                }
+            for (const auto& slot : slots) {
+                TensorMetadata m{slot.name, slot.type.dtype, slot.type.shape};
+                if (batched) m.shape[0] = -1;  // load() checked it is the batch
                 out.push_back(std::move(m));
             }
         };
-        describe(first->session.inputs(), inputs_);
-        describe(first->session.outputs(), outputs_);
-        plan_summary_ = describe_plan(profile_, first->session);
-        if (batched) {
-            std::vector<std::int64_t> sizes{config_.max_batch_size};
-            if (config_.dynamic_batching) for (auto b : config_.dynamic_batching->preferred_batch_sizes) sizes.push_back(b);
-            for (auto b : sizes) session_for(b);
-        }
-    } catch (const Error& e) {
+        describe(first.inputs(), inputs_);
+        describe(first.outputs(), outputs_);
+        plan_summary_ = describe_plan(profile_, first);
+    } catch (const std::exception& e) {  // Error, and the standard library's (memory, files)
         reason_ = e.what();
-        std::lock_guard lock(mutex_);
         sessions_.clear();
     }
 }
@@ -95,11 +93,19 @@ std::shared_ptr<const ModelVersion::Loaded> ModelVersion::load(std::int64_t rows
     OnnxImportOptions options;
     for (const auto& [name, dims] : config_.inputs) {
         Shape shape;
-        if (config_.max_batch_size > 0) shape.push_back(rows);
+        if (rows > 0) shape.push_back(rows);
         shape.insert(shape.end(), dims.begin(), dims.end());
         options.input_shapes.emplace(name, std::move(shape));
     }
-    auto model = load_model(file_, options);
+    LoadedModel model;
+    try {
+        model = load_model(file_, options);
+    } catch (const Error& e) {
+        const std::string what = e.what();
+        if (what.find("dynamic size") == std::string::npos) throw;
+        throw Error(e.code(), what + " [capsule serve: give the input's shape in config.json \"inputs\"" +
+                                  (rows > 0 ? std::string(", without the batch dimension") : "") + "]");
+    }
     if (!model.parameter_inputs.empty())
         throw Error(ErrorCode::input, "graph input '" + model.parameter_inputs.begin()->first +
                                           "' supplies parameters (weights given as an input): such models "
@@ -110,26 +116,38 @@ std::shared_ptr<const ModelVersion::Loaded> ModelVersion::load(std::int64_t rows
                                              gate_report(profile_, result.gate, false));
     SessionOptions options_for_session;
     options_for_session.threads = config_.threads;
-    auto session = Session::create(profile_, *result.accepted, model.graph, *host_, model.parameters,
-                                   options_for_session);
-    return std::make_shared<const Loaded>(Loaded{std::move(session)});
-}
-
-std::shared_ptr<const ModelVersion::Loaded> ModelVersion::session_for(std::int64_t rows) const {
-    {
-        std::lock_guard lock(mutex_);
-        if (auto it = sessions_.find(rows); it != sessions_.end()) return it->second;
-    }
-    // Made outside the lock (seconds for a large model); two requests of a new size may both make
-    // one, and the first stored wins.
-    auto loaded = load(rows);
-    std::lock_guard lock(mutex_);
-    return sessions_.emplace(rows, std::move(loaded)).first->second;
+    auto loaded = std::make_shared<const Loaded>(Loaded{Session::create(
+        profile_, *result.accepted, model.graph, *host_, model.parameters, options_for_session)});
+    const Session& session = loaded->session;
+    if (rows > 0)  // the batcher and padding slice outputs by rows: dimension 0 must be the batch
+        for (const auto* slots : {&session.inputs(), &session.outputs()})
+            for (const auto& slot : *slots)
+                if (slot.type.shape.empty() || slot.type.shape[0] != rows)
+                    throw Error(ErrorCode::input,
+                                "with max_batch_size > 0, dimension 0 of every input and output must be the batch, "
+                                "but '" + slot.name + "' is " + to_string(slot.type.shape) + " at batch size " +
+                                std::to_string(rows) + " (set max_batch_size to 0 for this model)");
+    // One run on zeros: what would fail on every request (memory for the intermediates, a kernel
+    // that cannot run here) fails now, and the version is not ready.
+    std::map<std::string, Tensor> zeros;
+    for (const auto& slot : session.inputs()) zeros.emplace(slot.name, Tensor::zeros(slot.type.dtype, slot.type.shape));
+    session.run(zeros);
+    return loaded;
 }
 
 std::vector<Tensor> ModelVersion::run(const std::map<std::string, Tensor>& inputs, std::int64_t rows) const {
     if (!ready()) throw Error(ErrorCode::other, "model " + model_ + " version " + version_ + " is not ready: " + reason_);
-    return session_for(config_.max_batch_size > 0 ? rows : 0)->session.run(inputs);
+    if (config_.max_batch_size == 0) return sessions_.at(0)->session.run(inputs);
+    const auto it = sessions_.lower_bound(rows);  // the smallest batch size that holds the rows
+    if (it == sessions_.end())
+        throw Error(ErrorCode::other, std::to_string(rows) + " rows exceed max_batch_size " +
+                                          std::to_string(config_.max_batch_size));
+    if (it->first == rows) return it->second->session.run(inputs);
+    std::map<std::string, Tensor> padded;
+    for (const auto& [name, t] : inputs) padded.emplace(name, concatenate_rows({&t}, it->first));
+    auto outputs = it->second->session.run(padded);
+    for (auto& t : outputs) t = slice_rows(t, 0, rows);
+    return outputs;
 }
 
 ModelRepository ModelRepository::load(const fs::path& dir, std::shared_ptr<const PluginHost> host) {
@@ -137,21 +155,27 @@ ModelRepository ModelRepository::load(const fs::path& dir, std::shared_ptr<const
     if (!fs::is_directory(dir, ec))
         throw Error(ErrorCode::input, dir.string() + ": the model repository is not a readable directory");
     ModelRepository repo;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (!entry.is_directory()) continue;
+    fs::directory_iterator entries(dir, ec);
+    if (ec) throw Error(ErrorCode::input, dir.string() + ": cannot list the model repository: " + ec.message());
+    for (; entries != fs::directory_iterator(); entries.increment(ec)) {
+        const auto& entry = *entries;
+        const auto name = entry.path().filename().string();
+        std::error_code dir_ec;
+        if (name.starts_with(".") || !entry.is_directory(dir_ec)) continue;  // hidden entries, files
         Model model;
-        model.name = entry.path().filename().string();
+        model.name = name;
         try {
             const auto config = read_model_config(entry.path() / "config.json");
             const auto profile = resolve_profile(config.profile, entry.path());
             for (const auto& v : fs::directory_iterator(entry.path())) {
                 const auto number = version_number(v.path().filename().string());
-                if (!v.is_directory() || number < 0) continue;
+                std::error_code v_ec;
+                if (number < 0 || !v.is_directory(v_ec)) continue;
                 std::shared_ptr<const ModelVersion> version;
                 try {
                     version = std::make_shared<const ModelVersion>(model.name, std::to_string(number),
                                                                    model_file(v.path()), config, host, profile);
-                } catch (const Error& e) {  // no model file: a version that is not ready
+                } catch (const std::exception& e) {  // no model file: a version that is not ready
                     version = std::make_shared<const ModelVersion>(model.name, std::to_string(number), config,
                                                                    profile, e.what());
                 }
@@ -159,7 +183,7 @@ ModelRepository ModelRepository::load(const fs::path& dir, std::shared_ptr<const
             }
             if (model.versions.empty())
                 model.reason = entry.path().string() + ": no version directory (a positive integer, e.g. 1/)";
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {  // Error, or a directory that cannot be listed
             model.reason = e.what();
         }
         repo.models_.emplace(model.name, std::move(model));

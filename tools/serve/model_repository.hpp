@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,8 +33,11 @@ struct TensorMetadata {
     std::vector<std::int64_t> shape;
 };
 
-/// One version of a model: its sessions (one per batch size, made on first use; a Session is
-/// thread-safe, so every request of that size shares it) or why it is not ready.
+/// One version of a model: its sessions or why it is not ready. With max_batch_size N > 0 there
+/// is one session per batch size in {1, N} and the preferred batch sizes, all made (and run once
+/// on zeros) when the version loads; a request of R rows runs in the smallest of them that holds
+/// it, padded with zero rows, so that clients cannot make the server build sessions. A Session is
+/// thread-safe: every request shares them.
 class ModelVersion {
 public:
     ModelVersion(std::string model, std::string version, std::filesystem::path file, ModelConfig config,
@@ -56,13 +58,16 @@ public:
     const std::string& plan_summary() const { return plan_summary_; }
 
     /// Runs `inputs` (keyed by input name, each [rows, ...] with max_batch_size > 0, else the
-    /// model's full shape) and returns the outputs in metadata order. The caller has checked
-    /// names, dtypes and shapes against inputs(). Raises Error as Session::create and run do.
+    /// model's full shape) and returns the outputs in metadata order, each [rows, ...] when
+    /// batched. The caller has checked names, dtypes and shapes against inputs(). Raises
+    /// Error(other) when the version is not ready, else what Session::run raises.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs, std::int64_t rows) const;
 
 private:
     struct Loaded;
-    std::shared_ptr<const Loaded> session_for(std::int64_t rows) const;
+    /// Imports, plans, gates and makes the session for batch size `rows` (0: the model's own
+    /// shapes), checks that dimension 0 of every input and output is `rows` when batched, and runs
+    /// it once on zeros.
     std::shared_ptr<const Loaded> load(std::int64_t rows) const;
 
     std::string model_, version_;
@@ -73,8 +78,7 @@ private:
     std::string reason_;
     std::vector<TensorMetadata> inputs_, outputs_;
     std::string plan_summary_;
-    mutable std::mutex mutex_;
-    mutable std::map<std::int64_t, std::shared_ptr<const Loaded>> sessions_;  // by batch size
+    std::map<std::int64_t, std::shared_ptr<const Loaded>> sessions_;  // by batch size; fixed after load
 };
 
 /// All models of a repository, by name, each with its versions by version string.

@@ -1,6 +1,8 @@
 #include "v2_protocol.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -23,46 +25,74 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 /// An input's JSON shape: an array of non-negative integers.
 std::vector<std::int64_t> read_shape(const json& input, const std::string& name) {
-    if (!input.contains("shape") || !input["shape"].is_array()) bad("input '" + name + "': 'shape' must be an array");
+    if (!input.contains("shape") || !input["shape"].is_array())
+        bad("input " + quoted_text(name) + ": 'shape' must be an array");
     std::vector<std::int64_t> shape;
     for (const auto& d : input["shape"]) {
         if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
-            bad("input '" + name + "': shape " + input["shape"].dump() + " must hold non-negative integers");
+            bad("input " + quoted_text(name) + ": 'shape' must hold non-negative integers");
         shape.push_back(d.get<std::int64_t>());
     }
     return shape;
 }
 
-/// Appends the leaves of `data` (nested arrays flattened, row-major) to `out`, at most `limit`.
-void flatten(const json& data, std::vector<const json*>& out, std::size_t limit, const std::string& name) {
-    if (!data.is_array()) {
-        if (out.size() >= limit) bad("input '" + name + "': 'data' holds more values than its shape");
-        out.push_back(&data);
-        return;
-    }
-    for (const auto& item : data) flatten(item, out, limit, name);
+/// The JSON type of a value, for messages (user JSON is never printed back: it may be huge, or
+/// nested deeper than printing can recurse).
+std::string kind_of(const json& v) {
+    if (v.is_array()) return "an array";
+    if (v.is_object()) return "an object";
+    if (v.is_string()) return "a string";
+    if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+    if (v.is_null()) return "null";
+    return "the number " + v.dump();
 }
 
-void fill_from_json(Tensor& t, const json& data, const std::string& name) {
-    std::vector<const json*> values;
-    const auto n = static_cast<std::size_t>(t.numel());
-    values.reserve(n);
-    if (!data.is_array()) bad("input '" + name + "': 'data' must be an array");
-    flatten(data, values, n, name);
-    if (values.size() != n)
-        bad("input '" + name + "': 'data' holds " + std::to_string(values.size()) + " values, its shape needs " +
-            std::to_string(n));
+/// The leaves of `data`, row-major: the flat list of the tensor's values, or arrays nested
+/// exactly as `shape` ([[1, 2], [3, 4]] for [2, 2]; a ragged or deeper nesting is refused).
+/// Nothing recurses deeper than the shape's rank.
+std::vector<const json*> leaves(const json& data, const std::vector<std::int64_t>& shape, std::size_t n,
+                                const std::string& name) {
+    if (!data.is_array()) bad("input " + quoted_text(name) + ": 'data' must be an array");
+    std::vector<const json*> out;
+    const bool flat = std::none_of(data.begin(), data.end(), [](const json& v) { return v.is_array(); });
+    if (flat) {
+        if (data.size() != n)
+            bad("input " + quoted_text(name) + ": 'data' holds " + std::to_string(data.size()) + " values, its shape " +
+                shape_text(shape) + " needs " + std::to_string(n));
+        for (const auto& v : data) out.push_back(&v);
+        return out;
+    }
+    out.reserve(n);
+    // Nested: level k must be an array of shape[k] elements, down to the leaves at depth rank.
+    auto walk = [&](auto&& self, const json& node, std::size_t depth) -> void {
+        if (depth == shape.size()) {
+            if (node.is_array()) bad("input " + quoted_text(name) + ": 'data' is nested deeper than its shape " + shape_text(shape));
+            out.push_back(&node);
+            return;
+        }
+        if (!node.is_array() || std::int64_t(node.size()) != shape[depth])
+            bad("input " + quoted_text(name) + ": nested 'data' does not match its shape " + shape_text(shape) +
+                " at depth " + std::to_string(depth) + " (expected an array of " + std::to_string(shape[depth]) +
+                ", got " + (node.is_array() ? "an array of " + std::to_string(node.size()) : kind_of(node)) + ")");
+        for (const auto& item : node) self(self, item, depth + 1);
+    };
+    walk(walk, data, 0);
+    return out;
+}
+
+void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std::string& name) {
+    const auto n = values.size();
     auto wrong = [&](std::size_t i, const char* what) {
-        bad("input '" + name + "': data[" + std::to_string(i) + "] = " + values[i]->dump() + " is not " + what);
+        bad("input " + quoted_text(name) + ": value " + std::to_string(i) + " is " + kind_of(*values[i]) + ", not " + what);
     };
     for (std::size_t i = 0; i < n; ++i) {
         const json& v = *values[i];
         switch (t.dtype()) {
             case DType::float32: {
                 if (!v.is_number()) wrong(i, "a number");
-                const double d = v.get<double>();
-                if (std::fabs(d) > std::numeric_limits<float>::max()) wrong(i, "within FP32's range");
-                static_cast<float*>(t.data())[i] = static_cast<float>(d);
+                const auto f = static_cast<float>(v.get<double>());  // rounds to nearest, as float32 parsing does
+                if (std::isinf(f)) wrong(i, "within FP32's range");
+                static_cast<float*>(t.data())[i] = f;
                 break;
             }
             case DType::float64:
@@ -82,7 +112,6 @@ void fill_from_json(Tensor& t, const json& data, const std::string& name) {
     }
 }
 
-
 /// `parameters.<key>` of an input or output object, or null.
 const json* parameter(const json& object, const char* key) {
     if (!object.contains("parameters")) return nullptr;
@@ -97,7 +126,18 @@ bool flag(const json* value, const std::string& what) {
     return value->get<bool>();
 }
 
-json tensor_values(const Tensor& t) {
+/// A tensor's values as a JSON array. JSON has no NaN or infinity: such an output must be asked
+/// for as binary data (nlohmann would write null, a silently wrong value).
+json tensor_values(const Tensor& t, const std::string& name) {
+    if (t.dtype() == DType::float32 || t.dtype() == DType::float64)
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+            const double v = t.dtype() == DType::float32 ? double(static_cast<const float*>(t.data())[i])
+                                                         : static_cast<const double*>(t.data())[i];
+            if (!std::isfinite(v))
+                throw ProtocolError(400, "output " + quoted_text(name) + " holds " + (std::isnan(v) ? "NaN" : "an infinity") +
+                                             " at " + std::to_string(i) + ", which JSON cannot carry: ask for it as "
+                                             "binary data (outputs[].parameters.binary_data: true)");
+        }
     json data = json::array();
     auto& array = data.get_ref<json::array_t&>();
     const auto n = static_cast<std::size_t>(t.numel());
@@ -113,63 +153,88 @@ json tensor_values(const Tensor& t) {
 
 }  // namespace
 
+std::string quoted_text(std::string_view text) {
+    constexpr std::size_t kMax = 200;
+    std::string out = "'";
+    for (std::size_t i = 0; i < text.size() && i < kMax; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'') {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\x%02x", c);
+            out += hex;
+        } else {
+            out += char(c);
+        }
+    }
+    if (text.size() > kMax) out += "...";
+    return out + "'";
+}
+
 void fill_from_bytes(Tensor& t, std::string_view bytes, const std::string& name) {
     if (bytes.size() != t.nbytes())
-        bad("input '" + name + "': " + std::to_string(bytes.size()) + " bytes of data, its datatype and shape need " +
+        bad("input " + quoted_text(name) + ": " + std::to_string(bytes.size()) + " bytes of data, its datatype and shape need " +
             std::to_string(t.nbytes()));
     std::memcpy(t.data(), bytes.data(), bytes.size());
     if (t.dtype() == DType::boolean)
         for (std::size_t i = 0; i < bytes.size(); ++i)
             if (static_cast<std::uint8_t>(bytes[i]) > 1)
-                bad("input '" + name + "': BOOL byte " + std::to_string(i) + " is " +
+                bad("input " + quoted_text(name) + ": BOOL byte " + std::to_string(i) + " is " +
                     std::to_string(static_cast<std::uint8_t>(bytes[i])) + ", not 0 or 1");
 }
 
-Tensor& RequestInputs::add(const std::string& name, const std::string& datatype, const std::vector<std::int64_t>& shape) {
+DType RequestInputs::check(const std::string& name, const std::string& datatype, const std::vector<std::int64_t>& shape) {
     const TensorMetadata* expected = nullptr;
     for (const auto& m : model_.inputs())
         if (m.name == name) expected = &m;
     if (!expected) {
         std::string names;
         for (const auto& m : model_.inputs()) names += (names.empty() ? "" : ", ") + m.name;
-        bad("unknown input '" + name + "'; the model's inputs: " + names);
+        bad("unknown input " + quoted_text(name) + "; the model's inputs: " + names);
     }
-    if (request_.inputs.count(name)) bad("input '" + name + "' is given twice");
+    if (request_.inputs.count(name) || !checked_.insert(name).second) bad("input " + quoted_text(name) + " is given twice");
     if (datatype != datatype_name(expected->dtype))
-        bad("input '" + name + "': datatype '" + datatype + "' is not the model's " +
+        bad("input " + quoted_text(name) + ": datatype " + quoted_text(datatype) + " is not the model's " +
             std::string(datatype_name(expected->dtype)));
     for (auto d : shape)
-        if (d < 0) bad("input '" + name + "': shape " + shape_text(shape) + " must hold non-negative integers");
+        if (d < 0) bad("input " + quoted_text(name) + ": shape " + shape_text(shape) + " must hold non-negative integers");
     bool same = shape.size() == expected->shape.size();
     for (std::size_t i = 0; same && i < shape.size(); ++i) same = expected->shape[i] == -1 || expected->shape[i] == shape[i];
     if (!same)
-        bad("input '" + name + "': shape " + shape_text(shape) + " is not the model's " + shape_text(expected->shape) +
+        bad("input " + quoted_text(name) + ": shape " + shape_text(shape) + " is not the model's " + shape_text(expected->shape) +
             (expected->shape.empty() || expected->shape[0] != -1 ? "" : " (-1: the batch dimension)"));
     if (model_.config().max_batch_size > 0) {
         const auto rows = shape.at(0);
         if (rows < 1 || rows > model_.config().max_batch_size)
-            bad("input '" + name + "': batch " + std::to_string(rows) + " is outside 1.." +
+            bad("input " + quoted_text(name) + ": batch " + std::to_string(rows) + " is outside 1.." +
                 std::to_string(model_.config().max_batch_size) + " (max_batch_size)");
         if (request_.rows != 0 && rows != request_.rows)
-            bad("input '" + name + "': batch " + std::to_string(rows) + " differs from the other inputs' " +
+            bad("input " + quoted_text(name) + ": batch " + std::to_string(rows) + " differs from the other inputs' " +
                 std::to_string(request_.rows));
         request_.rows = rows;
     }
-    // Bounded: every dimension is the model's but the batch, which is at most max_batch_size.
-    return request_.inputs.emplace(name, Tensor::zeros(expected->dtype, shape)).first->second;
+    return expected->dtype;
 }
+
+std::size_t RequestInputs::element_count(const std::vector<std::int64_t>& shape) {
+    // Bounded: every dimension is the model's but the batch, which is at most max_batch_size.
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    return n;
+}
+
+void RequestInputs::store(const std::string& name, Tensor t) { request_.inputs.emplace(name, std::move(t)); }
 
 void RequestInputs::finish() const {
     for (const auto& m : model_.inputs())
-        if (!request_.inputs.count(m.name)) bad("missing input '" + m.name + "'");
+        if (!request_.inputs.count(m.name)) bad("missing input " + quoted_text(m.name) + "");
 }
 
 void add_output(InferRequest& request, const ModelVersion& model, const std::string& name, bool binary) {
     bool known = false;
     for (const auto& m : model.outputs()) known = known || m.name == name;
-    if (!known) bad("unknown output '" + name + "'");
+    if (!known) bad("unknown output " + quoted_text(name) + "");
     for (const auto& o : request.outputs)
-        if (o.name == name) bad("output '" + name + "' is requested twice");
+        if (o.name == name) bad("output " + quoted_text(name) + " is requested twice");
     request.outputs.push_back({name, binary});
 }
 
@@ -199,7 +264,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     if (!doc.is_object()) bad("the request must be a JSON object");
     for (const auto& [key, _] : doc.items())
         if (key != "id" && key != "inputs" && key != "outputs" && key != "parameters")
-            bad("unknown request key '" + key + "' (valid: id, parameters, inputs, outputs)");
+            bad("unknown request key " + quoted_text(key) + " (valid: id, parameters, inputs, outputs)");
     InferRequest request;
     if (doc.contains("id")) {
         if (!doc["id"].is_string()) bad("'id' must be a string");
@@ -213,25 +278,34 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             bad("each input must be an object with a string 'name'");
         const auto name = input["name"].get<std::string>();
         if (!input.contains("datatype") || !input["datatype"].is_string())
-            bad("input '" + name + "': 'datatype' must be a string such as \"FP32\"");
-        Tensor& t = inputs.add(name, input["datatype"].get<std::string>(), read_shape(input, name));
+            bad("input " + quoted_text(name) + ": 'datatype' must be a string such as \"FP32\"");
+        const auto shape = read_shape(input, name);
+        const DType dtype = inputs.check(name, input["datatype"].get<std::string>(), shape);
+        const std::size_t n = RequestInputs::element_count(shape);
+        // The data is checked before the tensor is allocated: a small body cannot make the server
+        // allocate a large batch's worth of memory.
         if (const json* size = parameter(input, "binary_data_size")) {
-            if (!json_length) bad("input '" + name + "': binary_data_size without an Inference-Header-Content-Length header");
-            if (input.contains("data")) bad("input '" + name + "': both 'data' and binary_data_size");
-            if (!size->is_number_unsigned()) bad("input '" + name + "': binary_data_size must be a non-negative integer");
+            if (!json_length) bad("input " + quoted_text(name) + ": binary_data_size without an Inference-Header-Content-Length header");
+            if (input.contains("data")) bad("input " + quoted_text(name) + ": both 'data' and binary_data_size");
+            if (!size->is_number_unsigned()) bad("input " + quoted_text(name) + ": binary_data_size must be a non-negative integer");
             const auto bytes = size->get<std::uint64_t>();
-            if (bytes != t.nbytes())
-                bad("input '" + name + "': binary_data_size " + std::to_string(bytes) + " is not the " +
-                    std::to_string(t.nbytes()) + " bytes of " + std::string(datatype_name(t.dtype())) +
-                    shape_text(t.shape()));
+            const std::size_t needed = n * dtype_size(dtype);
+            if (bytes != needed)
+                bad("input " + quoted_text(name) + ": binary_data_size " + std::to_string(bytes) + " is not the " +
+                    std::to_string(needed) + " bytes of " + std::string(datatype_name(dtype)) + shape_text(shape));
             if (bytes > binary.size())
-                bad("input '" + name + "': binary_data_size " + std::to_string(bytes) + " exceeds the " +
+                bad("input " + quoted_text(name) + ": binary_data_size " + std::to_string(bytes) + " exceeds the " +
                     std::to_string(binary.size()) + " binary bytes left in the body");
+            Tensor t = Tensor::zeros(dtype, shape);
             fill_from_bytes(t, binary.substr(0, bytes), name);
             binary.remove_prefix(bytes);
+            inputs.store(name, std::move(t));
         } else {
-            if (!input.contains("data")) bad("input '" + name + "': no 'data' and no binary_data_size");
-            fill_from_json(t, input["data"], name);
+            if (!input.contains("data")) bad("input " + quoted_text(name) + ": no 'data' and no binary_data_size");
+            const auto values = leaves(input["data"], shape, n, name);
+            Tensor t = Tensor::zeros(dtype, shape);
+            fill_from_json(t, values, name);
+            inputs.store(name, std::move(t));
         }
     }
     if (!binary.empty())
@@ -239,16 +313,16 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     inputs.finish();
     if (doc.contains("outputs")) {
         if (!doc["outputs"].is_array()) bad("'outputs' must be an array");
-        for (const auto& output : doc["outputs"]) {
+        for (const auto& output : doc["outputs"]) {  // an empty list asks for every output, as gRPC's
             if (!output.is_object() || !output.contains("name") || !output["name"].is_string())
                 bad("each requested output must be an object with a string 'name'");
             const auto name = output["name"].get<std::string>();
             const json* b = parameter(output, "binary_data");
-            add_output(request, model, name, b ? flag(b, "output '" + name + "': binary_data") : binary_default);
+            add_output(request, model, name, b ? flag(b, "output " + quoted_text(name) + ": binary_data") : binary_default);
         }
-    } else {
-        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary_default});
     }
+    if (request.outputs.empty())
+        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary_default});
     return request;
 }
 
@@ -267,13 +341,13 @@ ResponseBody infer_response(const InferRequest& request, const ModelVersion& mod
             out["parameters"] = {{"binary_data_size", t.nbytes()}};
             binary.append(static_cast<const char*>(t.data()), t.nbytes());
         } else {
-            out["data"] = tensor_values(t);
+            out["data"] = tensor_values(t, wanted.name);
         }
         list.push_back(std::move(out));
     }
     doc["outputs"] = std::move(list);
     ResponseBody response;
-    response.body = doc.dump();
+    response.body = json_text(doc);
     const bool any_binary = std::any_of(request.outputs.begin(), request.outputs.end(),
                                         [](const InferRequest::Output& o) { return o.binary; });
     if (any_binary) {
@@ -299,6 +373,8 @@ json model_metadata(const ModelVersion& model, const std::vector<std::string>& v
     return doc;
 }
 
-std::string error_body(const std::string& message) { return json{{"error", message}}.dump(); }
+std::string json_text(const json& doc) { return doc.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string error_body(const std::string& message) { return json_text(json{{"error", message}}); }
 
 }  // namespace capsule::serve

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -55,15 +56,29 @@ class RequestInputs {
 public:
     RequestInputs(const ModelVersion& model, InferRequest& request) : model_(model), request_(request) {}
     /// Checks the input's name (known, not given twice), datatype and shape (a batch in
-    /// 1..max_batch_size, equal for every input) and returns its zero-filled tensor to fill.
-    Tensor& add(const std::string& name, const std::string& datatype, const std::vector<std::int64_t>& shape);
+    /// 1..max_batch_size, equal for every input); returns its dtype. Allocates nothing: the
+    /// caller checks the data's size against element_count(shape) before making the tensor.
+    DType check(const std::string& name, const std::string& datatype, const std::vector<std::int64_t>& shape);
+    /// Elements of a checked shape (bounded by the model's sizes and max_batch_size).
+    static std::size_t element_count(const std::vector<std::int64_t>& shape);
+    /// Keeps the filled tensor of a checked input.
+    void store(const std::string& name, Tensor t);
     /// Raises when an input of the model was not given.
     void finish() const;
 
 private:
     const ModelVersion& model_;
     InferRequest& request_;
+    std::set<std::string> checked_;
 };
+
+/// `text` in single quotes for a message: control characters, non-ASCII bytes (names may not be
+/// valid UTF-8), quotes and backslashes as \xNN; cut after 200 bytes.
+std::string quoted_text(std::string_view text);
+
+/// A JSON document as text; invalid UTF-8 in strings (names from URLs or requests) is replaced
+/// by U+FFFD rather than throwing.
+std::string json_text(const nlohmann::json& doc);
 
 /// Copies the tensor's bytes (row-major, little-endian; `bytes` must be its size) into `t`;
 /// BOOL bytes must be 0 or 1.
