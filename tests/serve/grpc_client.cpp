@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
          [](inference::ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, std::int64_t(1) << 62); }},
         {"negative dimension", grpc::StatusCode::INVALID_ARGUMENT, "non-negative",
          [](inference::ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(1, -784); }},
-        {"too few values", grpc::StatusCode::INVALID_ARGUMENT, "holds 2351 values, its shape needs 2352",
+        {"too few values", grpc::StatusCode::INVALID_ARGUMENT, "holds 2351 values, its shape [3, 784] needs 2352",
          [](inference::ModelInferRequest& r) { r.mutable_inputs(0)->mutable_contents()->mutable_fp32_contents()->RemoveLast(); }},
         {"values in another field", grpc::StatusCode::INVALID_ARGUMENT, "must be in contents.fp32_contents",
          [](inference::ModelInferRequest& r) { r.mutable_inputs(0)->mutable_contents()->add_int64_contents(1); }},

@@ -16,12 +16,14 @@ must drain and exit 0. With --load, instead runs CLIENTS threads of REQUESTS JSO
 against the JSON IR MLP, checks every response and prints throughput, p50 and p99.
 """
 import argparse
+import gzip
 import http.client
 import json
 import math
 import os
 import random
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -284,6 +286,13 @@ def build_repository(root, models_dir, layers):
                [("x", ["N", 4])], [("y", [1, 4])])
     with open(os.path.join(root, "rowmix", "config.json"), "w") as f:
         json.dump({"profile": "checked_cpu", "max_batch_size": 4, "inputs": {"x": [4]}}, f)
+    # A model whose output's other dimensions depend on the batch (x x^T is [N, N]): refused too.
+    os.makedirs(os.path.join(root, "gram", "1"))
+    write_onnx(os.path.join(root, "gram", "1", "model.onnx"),
+               [onnx_node("Transpose", ["x"], "xt", ints_attrs=[("perm", [1, 0])]), onnx_node("MatMul", ["x", "xt"], "y")],
+               [("x", ["N", 2])], [("y", ["N", "N"])])
+    with open(os.path.join(root, "gram", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu", "max_batch_size": 4, "inputs": {"x": [2]}}, f)
     # Data a kernel refuses (an index out of range) in one request of a dynamic batch.
     os.makedirs(os.path.join(root, "pick", "1"))
     write_onnx(os.path.join(root, "pick", "1", "model.onnx"),
@@ -408,6 +417,9 @@ def functional(args, layers):
         code, _, data = request(port, "GET", "/v2/models/rowmix/ready")
         check(code == 503 and "dimension 0 of every input and output must be the batch" in as_json(data)["reason"],
               "rowmix is not ready: %r" % data[:300])
+        code, _, data = request(port, "GET", "/v2/models/gram/ready")
+        check(code == 503 and "only dimension 0 may depend on the batch" in as_json(data)["reason"],
+              "gram is not ready: %r" % data[:300])
         # One request with an index out of range in a dynamic batch fails alone.
         picks = []
 
@@ -506,8 +518,14 @@ def functional(args, layers):
                      {"inputs": []}, contains="is not ready")
         expect_error(port, "infer on an unknown model", 404, "/v2/models/nope/infer", {"inputs": []},
                      contains="unknown model 'nope'")
-        expect_error(port, "a gzip body (would get past the size limit)", 415, path, b"\x1f\x8b\x08\x00",
-                     {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "send the body uncompressed")
+        expect_error(port, "a body that is not gzip", 400, path, b"\x1f\x8b\x08\x00",
+                     {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "")
+        bomb = gzip.compress(b"[" + b"0," * (3 << 20) + b"0]")  # 6 MiB as decoded, 6 KiB as sent
+        expect_error(port, "a gzip body over the limit once decoded", 413, path, bomb,
+                     {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "bytes as decoded")
+        code, _, data = request(port, "POST", path, gzip.compress(json.dumps({"inputs": [ok_input]}).encode()),
+                                {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        check(code == 200 and close(as_json(data)["outputs"][0]["data"], direct[:10]), "a gzip request: %d" % code)
         # An output JSON cannot carry: FP32 inputs of 3e38 overflow the MLP to infinities.
         expect_error(port, "an infinite output as JSON", 400, path, {"inputs": [dict(ok_input, data=[3e38] * 784)]},
                      contains="which JSON cannot carry")
@@ -518,24 +536,65 @@ def functional(args, layers):
               "the same non-finite outputs as binary data: %d" % code)
         code, _, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3.4028235e+38] + [0.0] * 783)]})
         check(code == 200 or b"JSON cannot carry" in data, "FLT_MAX as printed by other languages is a float32: %r" % data[:200])
-        # A chunked body (no Content-Length: no size limit in cpp-httplib) is refused before it is read.
-        import socket
+        # A body that cannot be decoded is never read as the next request (request smuggling).
+        smuggled = json.dumps({"id": "SMUGGLED", "inputs": [ok_input]}).encode()
+        inner = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(smuggled)) + smuggled
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(inner))
+            time.sleep(0.3)
+            try:
+                s.sendall(inner)
+            except OSError:
+                pass
             answer = b""
-            while b"}" not in answer:
-                chunk = s.recv(4096)
+            while True:
+                try:
+                    chunk = s.recv(65536)
+                except OSError:
+                    break
                 if not chunk:
                     break
                 answer += chunk
-        check(answer.startswith(b"HTTP/1.1 411") and b"send a Content-Length" in answer, "chunked body: %r" % answer[:200])
+        check(answer.startswith(b"HTTP/1.1 400") and b"SMUGGLED" not in answer and answer.count(b"HTTP/1.1") == 1,
+              "a body that is not gzip is not run as a request: %r" % answer[:400])
+        # Chunked bodies: read with the same limit (cpp-httplib itself has none for them).
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            body = json.dumps({"inputs": [ok_input]}).encode()
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+            answer = b""
+            while b'"outputs"' not in answer and b'"error"' not in answer:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        check(answer.startswith(b"HTTP/1.1 200"), "a chunked request: %r" % answer[:200])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            piece = b"0," * 32768
+            try:
+                for _ in range(80):  # 5 MiB in all, over the 4 MiB limit
+                    s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+            except OSError:
+                pass
+            answer = b""
+            while True:
+                try:
+                    chunk = s.recv(65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                answer += chunk
+        check(answer.startswith(b"HTTP/1.1 413") and b"bytes as decoded" in answer, "a chunked body over the limit: %r" % answer[:200])
         # Paths that are not UTF-8: a 404 naming the path, and the server lives on.
         for bad_path in ("/%ff", "/v2/models/%ff", "/v2/models/%ff/infer"):
             code, _, data = request(port, "GET" if "infer" not in bad_path else "POST", bad_path, b"{}")
             check(code == 404 and as_json(data) is not None and "\\xff" in as_json(data)["error"],
                   "path %s: %d %r" % (bad_path, code, data[:200]))
         # Garbage bytes on the socket: the server answers the next request as usual.
-        import socket
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.sendall(b"\x00\xff GARBAGE / HTTP/9\r\n\r\n")
             s.recv(1024)

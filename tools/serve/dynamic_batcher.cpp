@@ -1,5 +1,7 @@
 #include "dynamic_batcher.hpp"
 
+#include <algorithm>
+
 #include "batch_rows.hpp"
 
 namespace capsule::serve {
@@ -8,6 +10,7 @@ DynamicBatcher::DynamicBatcher(std::shared_ptr<const ModelVersion> model) : mode
     const auto& config = model_->config();
     max_rows_ = config.max_batch_size;
     const auto& preferred = config.dynamic_batching->preferred_batch_sizes;
+    preferred_ = preferred;  // sorted by read_model_config
     target_rows_ = preferred.empty() ? max_rows_ : preferred.back();
     delay_ = std::chrono::microseconds(config.dynamic_batching->max_queue_delay_us);
     worker_ = std::thread([this] { work(); });
@@ -56,7 +59,13 @@ void DynamicBatcher::work() {
             for (const auto& p : queue_) n += p.rows;
             return n;
         };
-        while (!stopping_ && !flushing_ && queued_rows() < target_rows_ &&
+        // As Triton's batcher: a batch of a preferred size (or of max_batch_size) runs at once.
+        auto ready_to_run = [&] {
+            const auto rows = queued_rows();
+            return rows >= target_rows_ ||
+                   std::binary_search(preferred_.begin(), preferred_.end(), rows);
+        };
+        while (!stopping_ && !flushing_ && !ready_to_run() &&
                arrived_.wait_until(lock, deadline) != std::cv_status::timeout) {
         }
         std::vector<Pending> batch;

@@ -57,6 +57,7 @@ private:
     std::shared_ptr<const ModelVersion> model_;
     std::int64_t max_rows_ = 0;     // max_batch_size
     std::int64_t target_rows_ = 0;  // a batch of this many rows runs at once
+    std::vector<std::int64_t> preferred_;  // and so does one of exactly a preferred size
     std::chrono::microseconds delay_{0};
     std::mutex mutex_;
     std::condition_variable arrived_;

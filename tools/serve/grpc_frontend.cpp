@@ -49,7 +49,7 @@ Tensor from_contents(DType dtype, const std::vector<std::int64_t>& shape, const 
             std::string(datatype_name(dtype)) + "), not another field");
     if (given != n)
         bad("input " + quoted_text(name) + ": contents." + field + " holds " + std::to_string(given) +
-            " values, its shape needs " + std::to_string(n));
+            " values, its shape " + shape_text(shape) + " needs " + std::to_string(n));
     Tensor t = Tensor::zeros(dtype, shape);
     switch (dtype) {
         case DType::float32: std::memcpy(t.data(), c.fp32_contents().data(), n * sizeof(float)); break;
@@ -163,8 +163,8 @@ public:
         std::unique_ptr<InferenceService::Admission> admission;
         std::shared_ptr<const ModelVersion> version;
         if (auto s = guarded([&] {
-                admission = service_.admit();
                 version = service_.find(req->model_name(), req->model_version());
+                admission = service_.admit();
             });
             !s.ok())
             return s;
@@ -182,6 +182,9 @@ public:
         } catch (const Error& e) {
             status = 500;
             result = {grpc::StatusCode::INTERNAL, std::string("inference failed: ") + e.what()};
+        } catch (const std::bad_alloc&) {
+            status = 503;
+            result = {grpc::StatusCode::UNAVAILABLE, "out of memory for this request; retry later or send fewer rows"};
         }
         service_.metrics().record(version->model(), version->version(), status, outcome.queue, outcome.compute);
         return result;
@@ -224,13 +227,16 @@ int GrpcFrontend::start() {
     const auto& o = impl_->options;
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(o.host + ":" + std::to_string(o.port), grpc::InsecureServerCredentials(), &port);
+    const std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;  // IPv6
+    builder.AddListeningPort(host + ":" + std::to_string(o.port), grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(&impl_->service);
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(o.max_request_bytes, INT32_MAX)));
     builder.SetMaxSendMessageSize(-1);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a second server must fail to bind
     grpc::ResourceQuota quota("capsule-serve");
-    quota.SetMaxThreads(std::max(o.threads, o.max_concurrency + 8));  // + pollers and health calls
+    // Each call in flight holds a thread: twice the concurrency limit, so that the limit answers
+    // a burst before gRPC's own "thread pool exhausted" does.
+    quota.SetMaxThreads(std::max(o.threads, 2 * o.max_concurrency + 8));
     builder.SetResourceQuota(quota);
     impl_->server = builder.BuildAndStart();
     if (!impl_->server || port == 0)

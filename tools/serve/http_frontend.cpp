@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 
 #include "capsule/error.hpp"
 #include "v2_protocol.hpp"
@@ -74,21 +75,6 @@ void HttpFrontend::routes() {
     auto& s = *server_;
     // Every status >= 400 without a body gets the protocol's error object (httplib's own 404,
     // 413 for a body over the limit, 400 for a request it could not parse).
-    // Before the body is read: a compressed or chunked body would get past --max-request-bytes
-    // (cpp-httplib checks the limit on the bytes as sent, and not at all for chunked bodies).
-    s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-        const auto encoding = req.get_header_value("Content-Encoding");
-        if (!encoding.empty() && encoding != "identity") {
-            reply_error(res, 415, "Content-Encoding " + quoted_text(encoding) + " is not accepted: send the body uncompressed");
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        if (req.has_header("Transfer-Encoding")) {
-            reply_error(res, 411, "Transfer-Encoding " + quoted_text(req.get_header_value("Transfer-Encoding")) +
-                                      " is not accepted: send a Content-Length");
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-    });
     s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return;
         std::string message = "malformed HTTP request (HTTP " + std::to_string(res.status) + ")";
@@ -160,20 +146,60 @@ void HttpFrontend::routes() {
             res.set_content(json_text(body), kJsonType);
         });
     });
-    s.Post(model_path + "/infer", [=, this](const httplib::Request& req, httplib::Response& res) {
+    // Bodies of POST, PUT, PATCH and DELETE requests are read here, through the content reader,
+    // with --max-request-bytes counted on the bytes as decoded (gzip, chunked): cpp-httplib's own
+    // limit counts compressed bytes and ignores chunked bodies. A body over the limit, or one that
+    // cannot be decoded, stops the read, which closes the connection: what is left of it is never
+    // read as another request.
+    auto read_body = [this](const httplib::Request& req, const httplib::ContentReader& read, std::string& body) {
+        std::uint64_t declared = 0;
+        const auto length = req.get_header_value("Content-Length");
+        std::from_chars(length.data(), length.data() + length.size(), declared);
+        if (declared > options_.max_request_bytes) {
+            read([](const char*, std::size_t) { return false; });  // not read: the connection closes
+            throw ProtocolError(413, "request body of " + std::to_string(declared) + " bytes exceeds " +
+                                         std::to_string(options_.max_request_bytes) +
+                                         " bytes (capsule serve --max-request-bytes)");
+        }
+        bool too_large = false;
+        const bool complete = read([&](const char* data, std::size_t n) {
+            if (body.size() + n > options_.max_request_bytes) {
+                too_large = true;
+                return false;
+            }
+            body.append(data, n);
+            return true;
+        });
+        if (too_large)
+            throw ProtocolError(413, "request body exceeds " + std::to_string(options_.max_request_bytes) +
+                                         " bytes as decoded (capsule serve --max-request-bytes)");
+        if (!complete)
+            throw ProtocolError(400, "the request body could not be read: cut short, or malformed chunked or "
+                                     "compressed data");
+    };
+    s.Post(model_path + "/infer", [=, this](const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& read) {
         const auto arrived = Clock::now();
+        std::string request_body;
+        try {
+            read_body(req, read, request_body);
+        } catch (const ProtocolError& e) {
+            service_.metrics().record_http_error(e.status);
+            return reply_error(res, e.status, e.what());
+        }
         std::unique_ptr<InferenceService::Admission> admission;
         std::shared_ptr<const ModelVersion> version;
         protocol(res, true, [&] {
-            admission = service_.admit();
             version = find(req);
+            admission = service_.admit();
         });
+        if (!admission) version.reset();  // busy: counted, answered
         if (!version) return;
         int status = 200;
         InferenceService::Outcome outcome;
         try {
             InferenceService::require_ready(*version);
-            auto request = parse_infer_request(req.body, json_length_of(req), *version);
+            auto request = parse_infer_request(request_body, json_length_of(req), *version);
             outcome = service_.run(*version, request, arrived);
             auto body = infer_response(request, *version, outcome.outputs);
             if (body.json_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.json_length));
@@ -184,9 +210,24 @@ void HttpFrontend::routes() {
         } catch (const Error& e) {
             status = 500;
             reply_error(res, status, std::string("inference failed: ") + e.what());
+        } catch (const std::bad_alloc&) {
+            status = 503;
+            reply_error(res, status, "out of memory for this request; retry later or send fewer rows");
         }
         service_.metrics().record(version->model(), version->version(), status, outcome.queue, outcome.compute);
     });
+    // Any other request with a body: its body is not read (the read stops at once, which closes
+    // the connection), and the answer is 404.
+    const auto no_endpoint = [this](const httplib::Request& req, httplib::Response& res,
+                                    const httplib::ContentReader& read) {
+        read([](const char*, std::size_t) { return false; });
+        service_.metrics().record_http_error(404);
+        reply_error(res, 404, "no such endpoint: " + req.method + " " + quoted_text(req.path));
+    };
+    s.Post(".*", no_endpoint);
+    s.Put(".*", no_endpoint);
+    s.Patch(".*", no_endpoint);
+    s.Delete(".*", no_endpoint);
 }
 
 }  // namespace capsule::serve

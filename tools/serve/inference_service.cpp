@@ -15,8 +15,12 @@ std::shared_ptr<const ModelVersion> InferenceService::find(const std::string& mo
     const auto& models = repository_->models();
     if (!models.count(model)) {
         std::string names;
-        for (const auto& [name, _] : models) names += (names.empty() ? "" : ", ") + name;
-        throw ProtocolError(404, "unknown model " + quoted_text(model) + "; the repository holds: " + names);
+        std::size_t listed = 0;
+        for (const auto& [name, m] : models)
+            if (!m.versions.empty() && listed++ < 20) names += (names.empty() ? "" : ", ") + quoted_text(name);
+        if (listed > 20) names += ", ... (" + std::to_string(listed) + " models)";
+        throw ProtocolError(404, "unknown model " + quoted_text(model) + "; the repository holds " +
+                                     (names.empty() ? std::string("no model with a version") : names));
     }
     const auto& m = models.at(model);
     if (m.versions.empty()) throw ProtocolError(503, "model " + quoted_text(model) + " is not ready: " + m.reason);

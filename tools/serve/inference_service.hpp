@@ -44,6 +44,8 @@ public:
     };
     /// Admits an infer request; raises ProtocolError(503) when max_concurrency are in flight.
     std::unique_ptr<Admission> admit();
+    /// Infer requests admitted and not yet answered.
+    int in_flight() const { return in_flight_; }
 
     /// Raises ProtocolError(503) naming the reason when `model` is not ready.
     static void require_ready(const ModelVersion& model);

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <ctime>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <pthread.h>
@@ -85,6 +86,50 @@ int main(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not end the server
 
+    // One thread takes the signals from the start: while the repository loads, a signal ends the
+    // process at once (nothing is in flight); once serving, the first starts the drain (not ready,
+    // stop accepting, answer what is in flight) and a watchdog then ends the process on a second
+    // signal, or after --drain-timeout while requests are still in flight.
+    std::atomic<InferenceService*> serving{nullptr};
+    std::atomic<bool> woken_by_main{false}, finished{false};
+    std::function<void()> stop_accepting;  // set before `serving`
+    std::thread watchdog;
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&signals, &sig);
+        if (woken_by_main) return;
+        const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+        InferenceService* service = serving.load();
+        if (!service) {
+            std::cout << "capsule-serve: " << name << " while loading the model repository: exiting" << std::endl;
+            std::_Exit(0);
+        }
+        std::cout << "capsule-serve: " << name << ": draining requests in flight, then exiting" << std::endl;
+        watchdog = std::thread([&, service] {
+            timespec timeout{drain_timeout, 0};
+            siginfo_t info;
+            for (;;) {
+                const int got = sigtimedwait(&signals, &info, &timeout);
+                if (finished) return;
+                if (got > 0) {
+                    std::cout << "capsule-serve: second signal: exiting without finishing the drain" << std::endl;
+                    std::_Exit(1);
+                }
+                if (service->in_flight() > 0) {
+                    std::cout << "capsule-serve: " << service->in_flight() << " requests still in flight after "
+                              << drain_timeout << " s: exiting" << std::endl;
+                    std::_Exit(1);
+                }
+                // Only idle or slow connections are left (cpp-httplib waits for them): no answer is lost.
+                std::cout << "capsule-serve: no request in flight after " << drain_timeout
+                          << " s; closing the connections left" << std::endl;
+                std::_Exit(0);
+            }
+        });
+        service->stop();
+        stop_accepting();
+    });
+    int status = 0;
     try {
         auto host = std::make_shared<const PluginHost>(PluginHost::discover(
             PluginSearchPath::standard(executable_dir(), std::getenv("CAPSULE_PLUGIN_PATH"), {})));
@@ -96,39 +141,17 @@ int main(int argc, char** argv) {
         grpc.max_concurrency = max_concurrency;
         grpc.max_request_bytes = http.max_request_bytes;
         GrpcFrontend grpc_frontend(service, grpc);
-        if (grpc.port >= 0) {
-            const int grpc_port = grpc_frontend.start();
-            std::cout << "capsule-serve: gRPC on " << grpc.host << ":" << grpc_port << std::endl;
-        }
         HttpFrontend frontend(service, http);
         const int port = frontend.bind();
-        std::cout << "capsule-serve: listening on http://" << http.host << ":" << port << std::endl;
-
-        // The first signal starts the drain (not ready, stop accepting, answer what is in
-        // flight); a watchdog then ends the process on a second signal or after --drain-timeout.
-        std::atomic<bool> woken_by_main{false}, finished{false};
-        std::thread watchdog;
-        std::thread waiter([&] {
-            int sig = 0;
-            sigwait(&signals, &sig);
-            if (woken_by_main) return;
-            std::cout << "capsule-serve: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
-                      << ": draining requests in flight, then exiting" << std::endl;
-            watchdog = std::thread([&] {
-                timespec timeout{drain_timeout, 0};
-                siginfo_t info;
-                const int got = sigtimedwait(&signals, &info, &timeout);
-                if (finished) return;
-                std::cout << "capsule-serve: "
-                          << (got > 0 ? std::string("second signal")
-                                      : "requests still in flight after " + std::to_string(drain_timeout) + " s")
-                          << ": exiting without finishing the drain" << std::endl;
-                std::_Exit(1);
-            });
-            service.stop();
+        const int grpc_port = grpc.port >= 0 ? grpc_frontend.start() : -1;
+        const std::string shown_host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
+        if (grpc_port >= 0) std::cout << "capsule-serve: gRPC on " << shown_host << ":" << grpc_port << std::endl;
+        std::cout << "capsule-serve: listening on http://" << shown_host << ":" << port << std::endl;
+        stop_accepting = [&] {
             frontend.stop();
             grpc_frontend.stop();
-        });
+        };
+        serving = &service;
         frontend.serve();
         woken_by_main = true;  // serve() also returns when the server stops for another reason
         pthread_kill(waiter.native_handle(), SIGTERM);
@@ -140,12 +163,17 @@ int main(int argc, char** argv) {
             watchdog.join();
         }
         std::cout << "capsule-serve: stopped" << std::endl;
-        return 0;
     } catch (const Error& e) {
         std::cerr << "capsule serve: " << e.what() << "\n";
-        return e.code() == ErrorCode::input ? 2 : 1;
+        status = e.code() == ErrorCode::input ? 2 : 1;
     } catch (const std::exception& e) {  // e.g. a repository directory that fails while listed
         std::cerr << "capsule serve: " << e.what() << "\n";
-        return 1;
+        status = 1;
     }
+    if (waiter.joinable()) {  // a failed start: the waiter still waits for a signal
+        woken_by_main = true;
+        pthread_kill(waiter.native_handle(), SIGTERM);
+        waiter.join();
+    }
+    return status;
 }

@@ -1,16 +1,27 @@
 #include "metrics.hpp"
 
+#include <cstdio>
 #include <sstream>
 
 namespace capsule::serve {
 
 namespace {
-/// A label value as the text format wants it: backslash, double quote and newline escaped.
+/// A label value as the text format wants it: backslash, double quote and newline escaped, and
+/// other control bytes and bytes from 0x80 (names need not be UTF-8) as \\xNN.
 std::string escaped(const std::string& value) {
     std::string out;
     for (char c : value) {
+        const auto u = static_cast<unsigned char>(c);
         if (c == '\\' || c == '"') out += '\\';
-        out += c == '\n' ? std::string("\\n") : std::string(1, c);
+        if (c == '\n') {
+            out += "\\n";
+        } else if (u < 0x20 || u >= 0x80) {  // model names need not be UTF-8: keep the text valid
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "\\\\x%02x", u);
+            out += hex;
+        } else {
+            out += c;
+        }
     }
     return out;
 }
@@ -49,6 +60,7 @@ void Metrics::record_http_error(int status) {
 std::string Metrics::exposition() const {
     std::lock_guard lock(mutex_);
     std::ostringstream out;
+    out.precision(17);  // sums of microseconds over days need every digit
     auto labels = [](const std::pair<std::string, std::string>& key) {
         return "model=\"" + escaped(key.first) + "\",version=\"" + escaped(key.second) + "\"";
     };

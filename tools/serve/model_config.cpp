@@ -40,6 +40,11 @@ std::int64_t count(const json& v, std::int64_t lo, std::int64_t hi, const std::f
 }  // namespace
 
 ModelConfig read_model_config(const std::filesystem::path& path) {
+    std::error_code ec;  // a FIFO would block the start, /dev/zero would never end
+    if (!std::filesystem::is_regular_file(path, ec))
+        throw Error(ErrorCode::input, path.string() + ": the model configuration must be a regular file");
+    if (std::filesystem::file_size(path, ec) > (std::uintmax_t(1) << 20))
+        throw Error(ErrorCode::input, path.string() + ": the model configuration is larger than 1 MiB");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(ErrorCode::input, path.string() + ": cannot read the model configuration");
     std::stringstream text;

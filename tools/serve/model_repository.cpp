@@ -61,6 +61,9 @@ ModelVersion::ModelVersion(std::string model, std::string version, fs::path file
             throw Error(ErrorCode::input, "a JSON IR graph has static shapes: set max_batch_size to 0");
         std::set<std::int64_t> sizes{batched ? 1 : 0};
         if (batched) {
+            // Powers of two up to max_batch_size, and the preferred sizes: a request is padded to
+            // at most twice its rows.
+            for (std::int64_t b = 2; b < config_.max_batch_size; b *= 2) sizes.insert(b);
             sizes.insert(config_.max_batch_size);
             if (config_.dynamic_batching)
                 sizes.insert(config_.dynamic_batching->preferred_batch_sizes.begin(),
@@ -68,6 +71,7 @@ ModelVersion::ModelVersion(std::string model, std::string version, fs::path file
         }
         for (auto rows : sizes) sessions_.emplace(rows, load(rows));
         const Session& first = sessions_.begin()->second->session;
+        if (batched) check_batch_independent_shapes();
         auto describe = [&](const std::vector<TensorSlot>& slots, std::vector<TensorMetadata>& out) {
             for (const auto& slot : slots) {
                 TensorMetadata m{slot.name, slot.type.dtype, slot.type.shape};
@@ -133,6 +137,25 @@ std::shared_ptr<const ModelVersion::Loaded> ModelVersion::load(std::int64_t rows
     for (const auto& slot : session.inputs()) zeros.emplace(slot.name, Tensor::zeros(slot.type.dtype, slot.type.shape));
     session.run(zeros);
     return loaded;
+}
+
+void ModelVersion::check_batch_independent_shapes() const {
+    // Padding and batching slice outputs by rows: every dimension after the batch must be the
+    // same at every batch size (MatMul(x, x^T) is [N, N], and would mix requests' rows).
+    const auto& [rows1, first] = *sessions_.begin();
+    for (const auto& [rows, loaded] : sessions_)
+        for (int side = 0; side < 2; ++side) {
+            const auto& a = side ? first->session.outputs() : first->session.inputs();
+            const auto& b = side ? loaded->session.outputs() : loaded->session.inputs();
+            for (std::size_t i = 0; i < a.size(); ++i)
+                if (!std::equal(a[i].type.shape.begin() + 1, a[i].type.shape.end(), b[i].type.shape.begin() + 1,
+                                b[i].type.shape.end()))
+                    throw Error(ErrorCode::input,
+                                "with max_batch_size > 0, only dimension 0 may depend on the batch, but '" + a[i].name +
+                                    "' is " + to_string(a[i].type.shape) + " at batch size " + std::to_string(rows1) +
+                                    " and " + to_string(b[i].type.shape) + " at " + std::to_string(rows) +
+                                    " (set max_batch_size to 0 for this model)");
+        }
 }
 
 std::vector<Tensor> ModelVersion::run(const std::map<std::string, Tensor>& inputs, std::int64_t rows) const {

@@ -34,10 +34,12 @@ struct TensorMetadata {
 };
 
 /// One version of a model: its sessions or why it is not ready. With max_batch_size N > 0 there
-/// is one session per batch size in {1, N} and the preferred batch sizes, all made (and run once
-/// on zeros) when the version loads; a request of R rows runs in the smallest of them that holds
-/// it, padded with zero rows, so that clients cannot make the server build sessions. A Session is
-/// thread-safe: every request shares them.
+/// is one session per batch size in {1, 2, 4, ..., N} and the preferred batch sizes, all made
+/// (and run once on zeros) when the version loads; a request of R rows runs in the smallest of
+/// them that holds it, padded with zero rows (at most twice the work), so that clients cannot
+/// make the server build sessions. max_batch_size > 0 declares, as in Triton, that rows do not
+/// affect each other; a model whose dimensions after the first change with the batch is refused.
+/// A Session is thread-safe: every request shares them.
 class ModelVersion {
 public:
     ModelVersion(std::string model, std::string version, std::filesystem::path file, ModelConfig config,
@@ -69,6 +71,8 @@ private:
     /// shapes), checks that dimension 0 of every input and output is `rows` when batched, and runs
     /// it once on zeros.
     std::shared_ptr<const Loaded> load(std::int64_t rows) const;
+    /// Raises unless every dimension after the batch is the same in every session.
+    void check_batch_independent_shapes() const;
 
     std::string model_, version_;
     std::filesystem::path file_;

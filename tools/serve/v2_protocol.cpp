@@ -17,11 +17,17 @@ using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& message) { throw ProtocolError(400, message); }
 
+}  // namespace
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
+    constexpr std::size_t kShown = 8;
     std::string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+    for (std::size_t i = 0; i < shape.size() && i < kShown; ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+    if (shape.size() > kShown) out += ", ... (" + std::to_string(shape.size()) + " dimensions)";
     return out + "]";
 }
+
+namespace {
 
 /// An input's JSON shape: an array of non-negative integers.
 std::vector<std::int64_t> read_shape(const json& input, const std::string& name) {
@@ -110,6 +116,44 @@ void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std
                 break;
         }
     }
+}
+
+/// Counts a JSON text's values and refuses it, before any document is built, when it holds more
+/// than a request to `model` needs (every input at max_batch_size rows, plus slack for the
+/// rest): a document costs tens of bytes per value, so 60 MB of `[[],[],...]` would take
+/// gigabytes. Small texts skip the count.
+void check_value_budget(std::string_view text, const ModelVersion& model) {
+    constexpr std::size_t kCountAbove = std::size_t(1) << 20, kSlack = 10000;
+    if (text.size() < kCountAbove) return;
+    std::size_t budget = kSlack;
+    const auto rows = std::max<std::int64_t>(1, model.config().max_batch_size);
+    for (const auto& m : model.inputs()) {
+        std::size_t n = 1;
+        for (auto d : m.shape) n *= static_cast<std::size_t>(d < 0 ? rows : d);
+        budget += n;
+    }
+    struct Counter : nlohmann::json_sax<json> {
+        std::size_t values = 0, budget = 0;
+        bool more() { return ++values <= budget; }
+        bool null() override { return more(); }
+        bool boolean(bool) override { return more(); }
+        bool number_integer(number_integer_t) override { return more(); }
+        bool number_unsigned(number_unsigned_t) override { return more(); }
+        bool number_float(number_float_t, const string_t&) override { return more(); }
+        bool string(string_t&) override { return more(); }
+        bool binary(binary_t&) override { return more(); }
+        bool start_object(std::size_t) override { return more(); }
+        bool key(string_t&) override { return true; }
+        bool end_object() override { return true; }
+        bool start_array(std::size_t) override { return more(); }
+        bool end_array() override { return true; }
+        bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+    } counter;
+    counter.budget = budget;
+    json::sax_parse(text, &counter, json::input_format_t::json, false);
+    if (counter.values > budget)
+        bad("the request holds more than " + std::to_string(budget) + " JSON values, more than any request to this "
+            "model needs (its inputs at max_batch_size rows); send large tensors as binary data");
 }
 
 /// `parameters.<key>` of an input or output object, or null.
@@ -255,6 +299,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             std::to_string(body.size()) + " bytes)");
     const std::string_view header = json_length ? body.substr(0, *json_length) : body;
     std::string_view binary = json_length ? body.substr(*json_length) : std::string_view{};
+    check_value_budget(header, model);
     json doc;
     try {
         doc = parse_json_document(header, "request");
@@ -277,6 +322,10 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
         if (!input.is_object() || !input.contains("name") || !input["name"].is_string())
             bad("each input must be an object with a string 'name'");
         const auto name = input["name"].get<std::string>();
+        for (const auto& [key, _] : input.items())
+            if (key != "name" && key != "shape" && key != "datatype" && key != "parameters" && key != "data")
+                bad("input " + quoted_text(name) + ": unknown key " + quoted_text(key) +
+                    " (valid: name, shape, datatype, parameters, data)");
         if (!input.contains("datatype") || !input["datatype"].is_string())
             bad("input " + quoted_text(name) + ": 'datatype' must be a string such as \"FP32\"");
         const auto shape = read_shape(input, name);
@@ -375,6 +424,10 @@ json model_metadata(const ModelVersion& model, const std::vector<std::string>& v
 
 std::string json_text(const json& doc) { return doc.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::string error_body(const std::string& message) { return json_text(json{{"error", message}}); }
+std::string error_body(const std::string& message) {
+    // A parser's message may quote the request (an unterminated 5 MB string): keep the start.
+    constexpr std::size_t kMax = 2000;
+    return json_text(json{{"error", message.size() <= kMax ? message : message.substr(0, kMax) + "... (cut)"}});
+}
 
 }  // namespace capsule::serve

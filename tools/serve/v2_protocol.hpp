@@ -76,6 +76,10 @@ private:
 /// valid UTF-8), quotes and backslashes as \xNN; cut after 200 bytes.
 std::string quoted_text(std::string_view text);
 
+/// A shape for a message, e.g. [1, 784]; a request's shape may have any rank, so at most 8
+/// dimensions are shown.
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
 /// A JSON document as text; invalid UTF-8 in strings (names from URLs or requests) is replaced
 /// by U+FFFD rather than throwing.
 std::string json_text(const nlohmann::json& doc);
