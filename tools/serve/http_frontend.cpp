@@ -2,6 +2,11 @@
 
 #include <httplib.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -35,6 +40,67 @@ std::optional<std::size_t> json_length_of(const httplib::Request& req) {
     return n;
 }
 
+/// Set by close_after_response for the request this worker thread is answering; the server's
+/// logger, which cpp-httplib calls once the response is written, then acts on it.
+thread_local bool close_requested = false;
+
+/// Makes the connection of the request being answered close once its response is written. Used
+/// whenever a body is left unread or its framing is in doubt: cpp-httplib 0.11 keeps such a
+/// connection alive, and the unread bytes would be read as the next request (request smuggling).
+void close_after_response(const httplib::Request&) { close_requested = true; }
+
+/// Shuts `req`'s socket (found by the request's addresses and ports) down for reading, so that
+/// cpp-httplib's keep-alive loop reads end-of-file next and closes it. Only after the response is
+/// written: cpp-httplib checks that a socket is readable before writing to it.
+void shut_down_reading(const httplib::Request& req) {
+    const int max_fd = static_cast<int>(::sysconf(_SC_OPEN_MAX));
+    for (int fd = 0; fd < max_fd && fd < 65536; ++fd) {
+        sockaddr_storage local{}, peer{};
+        socklen_t local_len = sizeof local, peer_len = sizeof peer;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
+        char host[NI_MAXHOST], local_service[NI_MAXSERV], peer_service[NI_MAXSERV];
+        if (::getnameinfo(reinterpret_cast<sockaddr*>(&local), local_len, nullptr, 0, local_service,
+                          sizeof local_service, NI_NUMERICSERV) != 0 ||
+            ::getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_len, host, sizeof host, peer_service,
+                          sizeof peer_service, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+            continue;
+        if (std::to_string(req.local_port) == local_service && std::to_string(req.remote_port) == peer_service &&
+            req.remote_addr == host) {
+            ::shutdown(fd, SHUT_RD);
+            return;
+        }
+    }
+}
+
+/// Why the request's framing is refused (before its body is read), or 0: more than one
+/// Content-Length, one that is not a plain decimal number, both Content-Length and
+/// Transfer-Encoding, a Transfer-Encoding other than chunked, a Content-Encoding other than
+/// identity, gzip or deflate, or a declared length over the limit.
+int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::string& why) {
+    const auto lengths = req.get_header_value_count("Content-Length");
+    const bool chunked = req.has_header("Transfer-Encoding");
+    if (lengths > 1) return why = "more than one Content-Length header", 400;
+    if (lengths == 1 && chunked) return why = "both Content-Length and Transfer-Encoding", 400;
+    if (chunked && req.get_header_value("Transfer-Encoding") != "chunked")
+        return why = "Transfer-Encoding " + quoted_text(req.get_header_value("Transfer-Encoding")) +
+                     " is not supported (only chunked)", 400;
+    const auto encoding = req.get_header_value("Content-Encoding");
+    if (!encoding.empty() && encoding != "identity" && encoding != "gzip" && encoding != "deflate")
+        return why = "Content-Encoding " + quoted_text(encoding) + " is not supported (identity, gzip, deflate)", 415;
+    if (lengths == 1) {
+        const auto text = req.get_header_value("Content-Length");
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+        const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits) return why = "Content-Length " + quoted_text(text) + " is not a decimal byte count", 400;
+        if (ec != std::errc{} || end != text.data() + text.size() || n > max_bytes)
+            return why = "request body of " + text + " bytes exceeds " + std::to_string(max_bytes) +
+                         " bytes (capsule serve --max-request-bytes)", 413;
+    }
+    return 0;
+}
+
 }  // namespace
 
 HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
@@ -53,6 +119,11 @@ HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
     });
     // An idle kept-alive connection holds a worker thread: release it after 2 s.
     server_->set_keep_alive_timeout(2);
+    server_->set_logger([](const httplib::Request& req, const httplib::Response&) {
+        if (!close_requested) return;
+        close_requested = false;
+        shut_down_reading(req);
+    });
     routes();
 }
 
@@ -75,7 +146,31 @@ void HttpFrontend::routes() {
     auto& s = *server_;
     // Every status >= 400 without a body gets the protocol's error object (httplib's own 404,
     // 413 for a body over the limit, 400 for a request it could not parse).
+    // Before any body is read: framing a front proxy could read differently is refused, and the
+    // connection closes after the answer.
+    s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        std::string why;
+        const int status = framing_refusal(req, options_.max_request_bytes, why);
+        if (status == 0) return httplib::Server::HandlerResponse::Unhandled;
+        service_.metrics().record_http_error(status);
+        reply_error(res, status, why);
+        close_after_response(req);
+        return httplib::Server::HandlerResponse::Handled;
+    });
+    // Expect: 100-continue is answered with the refusal instead of 100 when the framing is refused.
+    s.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+        std::string why;
+        const int status = framing_refusal(req, options_.max_request_bytes, why);
+        if (status == 0) return 100;
+        service_.metrics().record_http_error(status);
+        reply_error(res, status, why);
+        close_after_response(req);
+        return status;
+    });
     s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        // cpp-httplib's own refusals (a request it could not parse or read): the framing is in
+        // doubt, so the connection closes.
+        if (res.status == 400 || res.status == 413 || res.status == 414 || res.status == 431) close_after_response(req);
         if (!res.body.empty()) return;
         std::string message = "malformed HTTP request (HTTP " + std::to_string(res.status) + ")";
         if (res.status == 404) message = "no such endpoint: " + req.method + " " + quoted_text(req.path);
@@ -146,21 +241,11 @@ void HttpFrontend::routes() {
             res.set_content(json_text(body), kJsonType);
         });
     });
-    // Bodies of POST, PUT, PATCH and DELETE requests are read here, through the content reader,
-    // with --max-request-bytes counted on the bytes as decoded (gzip, chunked): cpp-httplib's own
-    // limit counts compressed bytes and ignores chunked bodies. A body over the limit, or one that
-    // cannot be decoded, stops the read, which closes the connection: what is left of it is never
-    // read as another request.
+    // Infer bodies are read here, through the content reader, with --max-request-bytes counted on
+    // the bytes as decoded (gzip, deflate, chunked): cpp-httplib's own limit counts compressed
+    // bytes and ignores chunked bodies. A body over the limit, or one that cannot be decoded,
+    // stops the read and closes the connection: what is left of it is never read as a request.
     auto read_body = [this](const httplib::Request& req, const httplib::ContentReader& read, std::string& body) {
-        std::uint64_t declared = 0;
-        const auto length = req.get_header_value("Content-Length");
-        std::from_chars(length.data(), length.data() + length.size(), declared);
-        if (declared > options_.max_request_bytes) {
-            read([](const char*, std::size_t) { return false; });  // not read: the connection closes
-            throw ProtocolError(413, "request body of " + std::to_string(declared) + " bytes exceeds " +
-                                         std::to_string(options_.max_request_bytes) +
-                                         " bytes (capsule serve --max-request-bytes)");
-        }
         bool too_large = false;
         const bool complete = read([&](const char* data, std::size_t n) {
             if (body.size() + n > options_.max_request_bytes) {
@@ -170,6 +255,7 @@ void HttpFrontend::routes() {
             body.append(data, n);
             return true;
         });
+        if (too_large || !complete) close_after_response(req);  // the rest of the body is never read
         if (too_large)
             throw ProtocolError(413, "request body exceeds " + std::to_string(options_.max_request_bytes) +
                                          " bytes as decoded (capsule serve --max-request-bytes)");
@@ -216,11 +302,10 @@ void HttpFrontend::routes() {
         }
         service_.metrics().record(version->model(), version->version(), status, outcome.queue, outcome.compute);
     });
-    // Any other request with a body: its body is not read (the read stops at once, which closes
-    // the connection), and the answer is 404.
+    // Any other request with a body: its body is not read, the connection closes after the 404.
     const auto no_endpoint = [this](const httplib::Request& req, httplib::Response& res,
-                                    const httplib::ContentReader& read) {
-        read([](const char*, std::size_t) { return false; });
+                                    const httplib::ContentReader&) {
+        close_after_response(req);  // the body is not read
         service_.metrics().record_http_error(404);
         reply_error(res, 404, "no such endpoint: " + req.method + " " + quoted_text(req.path));
     };
