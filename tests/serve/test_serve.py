@@ -209,6 +209,15 @@ class Server:
                 return
         raise SystemExit("capsule serve did not start:\n" + "\n".join(self.log))
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        """A check that raised must not leave the server running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
     def _drain(self):
         for line in self.proc.stdout:
             self.log.append(line.rstrip())
@@ -326,343 +335,347 @@ def functional(args, layers):
     with tempfile.TemporaryDirectory() as tmp:
         repo = os.path.join(tmp, "repo")
         build_repository(repo, args.models, layers)
-        server = Server(args.capsule, repo, ["--max-request-bytes", str(4 << 20)])
-        port = server.port
-        print("\n".join(server.log), flush=True)
+        with Server(args.capsule, repo, ["--max-request-bytes", str(4 << 20)]) as server:
+            functional_checks(args, layers, tmp, repo, server)
 
-        # Health and metadata.
-        check(request(port, "GET", "/v2/health/live")[0] == 200, "live")
-        check(request(port, "GET", "/v2/health/ready")[0] == 200, "ready")
-        meta = as_json(request(port, "GET", "/v2")[2])
-        check(meta and meta["name"] == "capsule" and "binary_tensor_data" in meta["extensions"], "server metadata %r" % meta)
-        code, _, data = request(port, "GET", "/v2/models/mlp")
-        meta = as_json(data)
-        check(code == 200 and meta["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 784]}]
-              and meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
-              and meta["versions"] == ["1"], "mlp metadata %r" % data)
-        check(request(port, "GET", "/v2/models/mlp/versions/1/ready")[0] == 200, "mlp version 1 ready")
-        code, _, data = request(port, "GET", "/v2/models/rocm_only/ready")
-        doc = as_json(data)
-        check(code == 503 and doc["ready"] is False and "rocm" in doc["reason"].lower(),
-              "a model whose profile cannot run here is not ready, with the reason: %d %r" % (code, data))
-        check(request(port, "GET", "/v2/models/squeezenet1_1/ready")[0] == 200,
-              "the other models are still served")
-        code, _, data = request(port, "GET", "/v2/models/bad_config")
-        check(code == 503 and "is not ready" in as_json(data)["error"] and "duplicate key" in as_json(data)["error"],
-              "a malformed config.json makes the model not ready, naming the cause: %r" % data)
-        code, _, data = request(port, "GET", "/v2/models/nope")
-        check(code == 404 and "unknown model 'nope'" in as_json(data)["error"], "unknown model: %r" % data)
-        check(request(port, "GET", "/v2/models/mlp/versions/7")[0] == 404, "unknown version")
-        check(request(port, "GET", "/v2/nothing/here")[0] == 404, "unknown endpoint")
 
-        # Outputs: the MLP against `capsule run` (the same session, run directly) and pure Python.
-        rng = random.Random(1)
-        rows = [[rng.uniform(-1, 1) for _ in range(784)] for _ in range(3)]
-        flat = [v for r in rows for v in r]
-        write_npy(os.path.join(tmp, "x.npy"), [3, 784], flat)
-        subprocess.run([args.capsule, "run", "--profile", "checked_cpu", "--quiet", os.path.join(repo, "mlp", "1", "model.onnx"),
-                        "--input", "input=" + os.path.join(tmp, "x.npy"), "--output-dir", os.path.join(tmp, "direct")],
-                       check=True, stdout=subprocess.DEVNULL)
-        direct_shape, direct = read_npy(os.path.join(tmp, "direct", "logits.npy"))
-        code, _, data = infer_json(port, "mlp", flat, [3, 784], extra={"id": "req-1"})
-        doc = as_json(data)
-        check(code == 200 and doc["id"] == "req-1" and doc["model_name"] == "mlp" and doc["model_version"] == "1",
-              "mlp infer: %d %r" % (code, data[:300]))
-        out = doc["outputs"][0]
-        check(out["name"] == "logits" and out["shape"] == [3, 10] and out["datatype"] == "FP32", "mlp output %r" % out)
-        check(close(out["data"], direct), "mlp outputs equal `capsule run`'s")
-        check(close(out["data"][:10], mlp_forward(layers, rows[0]), rtol=1e-4, atol=1e-5),
-              "mlp outputs equal a pure-Python forward pass")
-        code, _, data = infer_json(port, "mlp", rows, [3, 784])  # nested arrays
-        check(code == 200 and close(as_json(data)["outputs"][0]["data"], direct), "nested-array data")
+def functional_checks(args, layers, tmp, repo, server):
+    port = server.port
+    print("\n".join(server.log), flush=True)
 
-        # The binary tensor data extension, both ways.
-        header = json.dumps({"inputs": [{"name": "input", "shape": [3, 784], "datatype": "FP32",
-                                         "parameters": {"binary_data_size": 3 * 784 * 4}}],
-                             "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
-        body = header + struct.pack("<%df" % len(flat), *flat)
-        code, headers, data = request(port, "POST", "/v2/models/mlp/infer", body,
-                                      {"Inference-Header-Content-Length": str(len(header)),
-                                       "Content-Type": "application/octet-stream"})
+    # Health and metadata.
+    check(request(port, "GET", "/v2/health/live")[0] == 200, "live")
+    check(request(port, "GET", "/v2/health/ready")[0] == 200, "ready")
+    meta = as_json(request(port, "GET", "/v2")[2])
+    check(meta and meta["name"] == "capsule" and "binary_tensor_data" in meta["extensions"], "server metadata %r" % meta)
+    code, _, data = request(port, "GET", "/v2/models/mlp")
+    meta = as_json(data)
+    check(code == 200 and meta["inputs"] == [{"name": "input", "datatype": "FP32", "shape": [-1, 784]}]
+          and meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
+          and meta["versions"] == ["1"], "mlp metadata %r" % data)
+    check(request(port, "GET", "/v2/models/mlp/versions/1/ready")[0] == 200, "mlp version 1 ready")
+    code, _, data = request(port, "GET", "/v2/models/rocm_only/ready")
+    doc = as_json(data)
+    check(code == 503 and doc["ready"] is False and "rocm" in doc["reason"].lower(),
+          "a model whose profile cannot run here is not ready, with the reason: %d %r" % (code, data))
+    check(request(port, "GET", "/v2/models/squeezenet1_1/ready")[0] == 200,
+          "the other models are still served")
+    code, _, data = request(port, "GET", "/v2/models/bad_config")
+    check(code == 503 and "is not ready" in as_json(data)["error"] and "duplicate key" in as_json(data)["error"],
+          "a malformed config.json makes the model not ready, naming the cause: %r" % data)
+    code, _, data = request(port, "GET", "/v2/models/nope")
+    check(code == 404 and "unknown model 'nope'" in as_json(data)["error"], "unknown model: %r" % data)
+    check(request(port, "GET", "/v2/models/mlp/versions/7")[0] == 404, "unknown version")
+    check(request(port, "GET", "/v2/nothing/here")[0] == 404, "unknown endpoint")
+
+    # Outputs: the MLP against `capsule run` (the same session, run directly) and pure Python.
+    rng = random.Random(1)
+    rows = [[rng.uniform(-1, 1) for _ in range(784)] for _ in range(3)]
+    flat = [v for r in rows for v in r]
+    write_npy(os.path.join(tmp, "x.npy"), [3, 784], flat)
+    subprocess.run([args.capsule, "run", "--profile", "checked_cpu", "--quiet", os.path.join(repo, "mlp", "1", "model.onnx"),
+                    "--input", "input=" + os.path.join(tmp, "x.npy"), "--output-dir", os.path.join(tmp, "direct")],
+                   check=True, stdout=subprocess.DEVNULL)
+    direct_shape, direct = read_npy(os.path.join(tmp, "direct", "logits.npy"))
+    code, _, data = infer_json(port, "mlp", flat, [3, 784], extra={"id": "req-1"})
+    doc = as_json(data)
+    check(code == 200 and doc["id"] == "req-1" and doc["model_name"] == "mlp" and doc["model_version"] == "1",
+          "mlp infer: %d %r" % (code, data[:300]))
+    out = doc["outputs"][0]
+    check(out["name"] == "logits" and out["shape"] == [3, 10] and out["datatype"] == "FP32", "mlp output %r" % out)
+    check(close(out["data"], direct), "mlp outputs equal `capsule run`'s")
+    check(close(out["data"][:10], mlp_forward(layers, rows[0]), rtol=1e-4, atol=1e-5),
+          "mlp outputs equal a pure-Python forward pass")
+    code, _, data = infer_json(port, "mlp", rows, [3, 784])  # nested arrays
+    check(code == 200 and close(as_json(data)["outputs"][0]["data"], direct), "nested-array data")
+
+    # The binary tensor data extension, both ways.
+    header = json.dumps({"inputs": [{"name": "input", "shape": [3, 784], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 3 * 784 * 4}}],
+                         "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]}).encode()
+    body = header + struct.pack("<%df" % len(flat), *flat)
+    code, headers, data = request(port, "POST", "/v2/models/mlp/infer", body,
+                                  {"Inference-Header-Content-Length": str(len(header)),
+                                   "Content-Type": "application/octet-stream"})
+    n = int(headers.get("Inference-Header-Content-Length", "-1"))
+    doc = as_json(data[:n]) if n > 0 else None
+    check(code == 200 and doc and doc["outputs"][0]["parameters"]["binary_data_size"] == 120 and len(data) == n + 120,
+          "binary response: %d %r" % (code, data[:200]))
+    if code == 200 and n > 0:
+        check(close(list(struct.unpack("<30f", data[n:n + 120])), direct), "binary outputs equal `capsule run`'s")
+
+    # The shared models against their recorded outputs.
+    for name in ("squeezenet1_1", "mobilenet_v2"):
+        shape, x = read_npy(os.path.join(args.models, name, "input.npy"))
+        _, expected = read_npy(os.path.join(args.models, name, "output.npy"))
+        header = json.dumps({"inputs": [{"name": "input", "shape": shape, "datatype": "FP32",
+                                         "parameters": {"binary_data_size": 4 * len(x)}}],
+                             "parameters": {"binary_data_output": True}}).encode()
+        code, headers, data = request(port, "POST", "/v2/models/%s/infer" % name,
+                                      header + struct.pack("<%df" % len(x), *x),
+                                      {"Inference-Header-Content-Length": str(len(header))})
         n = int(headers.get("Inference-Header-Content-Length", "-1"))
-        doc = as_json(data[:n]) if n > 0 else None
-        check(code == 200 and doc and doc["outputs"][0]["parameters"]["binary_data_size"] == 120 and len(data) == n + 120,
-              "binary response: %d %r" % (code, data[:200]))
-        if code == 200 and n > 0:
-            check(close(list(struct.unpack("<30f", data[n:n + 120])), direct), "binary outputs equal `capsule run`'s")
+        got = list(struct.unpack("<%df" % len(expected), data[n:])) if code == 200 and n > 0 else []
+        scale = max(abs(v) for v in expected)
+        check(close(got, expected, rtol=1e-4, atol=1e-4 * scale), "%s outputs equal the recorded ones" % name)
 
-        # The shared models against their recorded outputs.
-        for name in ("squeezenet1_1", "mobilenet_v2"):
-            shape, x = read_npy(os.path.join(args.models, name, "input.npy"))
-            _, expected = read_npy(os.path.join(args.models, name, "output.npy"))
-            header = json.dumps({"inputs": [{"name": "input", "shape": shape, "datatype": "FP32",
-                                             "parameters": {"binary_data_size": 4 * len(x)}}],
-                                 "parameters": {"binary_data_output": True}}).encode()
-            code, headers, data = request(port, "POST", "/v2/models/%s/infer" % name,
-                                          header + struct.pack("<%df" % len(x), *x),
-                                          {"Inference-Header-Content-Length": str(len(header))})
-            n = int(headers.get("Inference-Header-Content-Length", "-1"))
-            got = list(struct.unpack("<%df" % len(expected), data[n:])) if code == 200 and n > 0 else []
-            scale = max(abs(v) for v in expected)
-            check(close(got, expected, rtol=1e-4, atol=1e-4 * scale), "%s outputs equal the recorded ones" % name)
+    # Dynamic batching: concurrent requests of 1..3 rows, each checked against `capsule run`.
+    results = []
 
-        # Dynamic batching: concurrent requests of 1..3 rows, each checked against `capsule run`.
-        results = []
+    def client(k):
+        n_rows = 1 + k % 3
+        x = [v for r in rows[:n_rows] for v in r]
+        code, _, data = infer_json(port, "mlp", x, [n_rows, 784])
+        results.append((code, n_rows, as_json(data)))
 
-        def client(k):
-            n_rows = 1 + k % 3
-            x = [v for r in rows[:n_rows] for v in r]
-            code, _, data = infer_json(port, "mlp", x, [n_rows, 784])
-            results.append((code, n_rows, as_json(data)))
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(all(code == 200 and close(doc["outputs"][0]["data"], direct[:10 * n]) for code, n, doc in results),
+          "12 concurrent requests through the dynamic batcher each get their own rows: %r" %
+          [(c, n) for c, n, _ in results])
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        check(all(code == 200 and close(doc["outputs"][0]["data"], direct[:10 * n]) for code, n, doc in results),
-              "12 concurrent requests through the dynamic batcher each get their own rows: %r" %
-              [(c, n) for c, n, _ in results])
+    # gRPC: the C++ client checks metadata, outputs against `capsule run` and its error paths.
+    if args.grpc_client:
+        result = subprocess.run([args.grpc_client, str(server.grpc_port), os.path.join(tmp, "x.npy"),
+                                 os.path.join(tmp, "direct", "logits.npy")], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        print(result.stdout.strip(), flush=True)
+        check(result.returncode == 0, "the gRPC client's checks")
 
-        # gRPC: the C++ client checks metadata, outputs against `capsule run` and its error paths.
-        if args.grpc_client:
-            result = subprocess.run([args.grpc_client, str(server.grpc_port), os.path.join(tmp, "x.npy"),
-                                     os.path.join(tmp, "direct", "logits.npy")], stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
-            print(result.stdout.strip(), flush=True)
-            check(result.returncode == 0, "the gRPC client's checks")
+    # A model whose output's dimension 0 is not the batch is not ready (it would be sliced by rows).
+    code, _, data = request(port, "GET", "/v2/models/rowmix/ready")
+    check(code == 503 and "dimension 0 of every input and output must be the batch" in as_json(data)["reason"],
+          "rowmix is not ready: %r" % data[:300])
+    code, _, data = request(port, "GET", "/v2/models/gram/ready")
+    check(code == 503 and "only dimension 0 may depend on the batch" in as_json(data)["reason"],
+          "gram is not ready: %r" % data[:300])
+    # One request with an index out of range in a dynamic batch fails alone.
+    picks = []
 
-        # A model whose output's dimension 0 is not the batch is not ready (it would be sliced by rows).
-        code, _, data = request(port, "GET", "/v2/models/rowmix/ready")
-        check(code == 503 and "dimension 0 of every input and output must be the batch" in as_json(data)["reason"],
-              "rowmix is not ready: %r" % data[:300])
-        code, _, data = request(port, "GET", "/v2/models/gram/ready")
-        check(code == 503 and "only dimension 0 may depend on the batch" in as_json(data)["reason"],
-              "gram is not ready: %r" % data[:300])
-        # One request with an index out of range in a dynamic batch fails alone.
-        picks = []
+    def pick(k):
+        idx = [[0, 3]] if k != 1 else [[0, 100]]
+        body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [10.0 * k + j for j in range(4)]},
+                           {"name": "i", "shape": [1, 2], "datatype": "INT64", "data": idx}]}
+        code, _, data = request(port, "POST", "/v2/models/pick/infer", body)
+        picks.append((k, code, as_json(data)))
 
-        def pick(k):
-            idx = [[0, 3]] if k != 1 else [[0, 100]]
-            body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [10.0 * k + j for j in range(4)]},
-                               {"name": "i", "shape": [1, 2], "datatype": "INT64", "data": idx}]}
-            code, _, data = request(port, "POST", "/v2/models/pick/infer", body)
-            picks.append((k, code, as_json(data)))
+    threads = [threading.Thread(target=pick, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, code, doc in sorted(picks, key=lambda p: p[0]):
+        if k == 1:
+            check(code == 500 and "100" in doc["error"], "the request with index 100 fails: %d %r" % (code, doc))
+        else:
+            check(code == 200 and doc["outputs"][0]["data"] == [10.0 * k, 10.0 * k + 3],
+                  "request %d of the same batch still gets its rows: %d %r" % (k, code, doc))
 
-        threads = [threading.Thread(target=pick, args=(k,)) for k in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for k, code, doc in sorted(picks, key=lambda p: p[0]):
-            if k == 1:
-                check(code == 500 and "100" in doc["error"], "the request with index 100 fails: %d %r" % (code, doc))
-            else:
-                check(code == 200 and doc["outputs"][0]["data"] == [10.0 * k, 10.0 * k + 3],
-                      "request %d of the same batch still gets its rows: %d %r" % (k, code, doc))
+    # A second server on the same ports fails to start (no SO_REUSEPORT sharing).
+    second = subprocess.run([args.capsule, "serve", "--model-repository", repo, "--host", "127.0.0.1",
+                             "--http-port", str(port), "--grpc-port", "-1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    check(second.returncode == 1 and "cannot listen" in second.stdout,
+          "a second server on a port in use: %d %r" % (second.returncode, second.stdout[-300:]))
 
-        # A second server on the same ports fails to start (no SO_REUSEPORT sharing).
-        second = subprocess.run([args.capsule, "serve", "--model-repository", repo, "--host", "127.0.0.1",
-                                 "--http-port", str(port), "--grpc-port", "-1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        check(second.returncode == 1 and "cannot listen" in second.stdout,
-              "a second server on a port in use: %d %r" % (second.returncode, second.stdout[-300:]))
-
-        # Every error path: the protocol's error object, a 4xx status, a cause to act on.
-        path = "/v2/models/mlp/infer"
-        ok_input = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}
-        expect_error(port, "truncated JSON", 400, path, b'{"inputs": [{"name": "input", "shape": [1, 7',
-                     {"Content-Type": "application/json"}, "malformed JSON")
-        expect_error(port, "not an object", 400, path, [1, 2], contains="JSON object")
-        expect_error(port, "duplicate key", 400, path, b'{"inputs": [], "inputs": []}',
-                     {"Content-Type": "application/json"}, "duplicate key")
-        expect_error(port, "unknown key", 400, path, {"inputs": [ok_input], "input": 1}, contains="unknown request key")
-        expect_error(port, "wrong datatype", 400, path, {"inputs": [dict(ok_input, datatype="FP64")]},
-                     contains="datatype 'FP64' is not the model's FP32")
-        expect_error(port, "wrong shape", 400, path, {"inputs": [dict(ok_input, shape=[1, 783])]},
-                     contains="is not the model's [-1, 784]")
-        expect_error(port, "batch above max_batch_size", 400, path,
-                     {"inputs": [dict(ok_input, shape=[9, 784], data=flat[:784] * 9)]}, contains="outside 1..8")
-        expect_error(port, "huge declared shape", 400, path,
-                     {"inputs": [dict(ok_input, shape=[2 ** 62, 784])]}, contains="outside 1..8")
-        expect_error(port, "negative dimension", 400, path, {"inputs": [dict(ok_input, shape=[-1, 784])]},
-                     contains="non-negative")
-        expect_error(port, "too few values", 400, path, {"inputs": [dict(ok_input, data=flat[:783])]},
-                     contains="holds 783 values, its shape [1, 784] needs 784")
-        expect_error(port, "too many values", 400, path, {"inputs": [dict(ok_input, data=flat[:785])]},
-                     contains="holds 785 values")
-        expect_error(port, "ragged nesting", 400, path,
-                     {"inputs": [dict(ok_input, shape=[2, 784], data=[flat[:1000], flat[:568]])]},
-                     contains="nested 'data' does not match its shape [2, 784] at depth 1")
-        expect_error(port, "nesting deeper than the shape", 400, path,
-                     {"inputs": [dict(ok_input, data=[[[v] for v in flat[:784]]])]}, contains="nested deeper than its shape")
-        deep = b'{"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": ' + \
-            b"[" * 100000 + b"0" + b"]" * 100000 + b"}]}"
-        expect_error(port, "100,000 levels of nesting", 400, path, deep, {"Content-Type": "application/json"},
-                     "does not match its shape")
-        deep_shape = b'{"inputs": [{"name": "input", "shape": ' + b"[" * 100000 + b"]" * 100000 + b', "datatype": "FP32"}]}'
-        expect_error(port, "a deeply nested shape", 400, path, deep_shape, {"Content-Type": "application/json"},
-                     "must hold non-negative integers")
-        expect_error(port, "an object as a value", 400, path, {"inputs": [dict(ok_input, data=[{"a": [[1]]}] * 784)]},
-                     contains="value 0 is an object, not a number")
-        expect_error(port, "a string value", 400, path, {"inputs": [dict(ok_input, data=["1"] * 784)]},
-                     contains="value 0 is a string, not a number")
-        expect_error(port, "a value beyond FP32", 400, path, {"inputs": [dict(ok_input, data=[1e39] * 784)]},
-                     contains="within FP32's range")
-        expect_error(port, "unknown input", 400, path, {"inputs": [dict(ok_input, name="x")]}, contains="unknown input 'x'")
-        expect_error(port, "missing input", 400, path, {"inputs": []}, contains="missing input 'input'")
-        expect_error(port, "input twice", 400, path, {"inputs": [ok_input, ok_input]}, contains="given twice")
-        expect_error(port, "unknown output", 400, path, {"inputs": [ok_input], "outputs": [{"name": "y"}]},
-                     contains="unknown output 'y'")
-        head = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
-                                       "parameters": {"binary_data_size": 784 * 4}}]}).encode()
-        binary = struct.pack("<784f", *flat[:784])
-        for what, body, length, contains in (
-                ("binary data shorter than declared", head + binary[:-4], len(head), "exceeds the 3132 binary bytes"),
-                ("binary bytes nobody claims", head + binary + b"xxxx", len(head), "4 bytes of binary data are not claimed"),
-                ("header length past the body", head + binary, len(head) + len(binary) + 1, "exceeds the body"),
-                ("header length cutting the JSON", head + binary, len(head) - 3, "malformed JSON")):
-            expect_error(port, what, 400, path, body, {"Inference-Header-Content-Length": str(length)}, contains)
-        expect_error(port, "header length not a number", 400, path, head + binary,
-                     {"Inference-Header-Content-Length": "12x"}, "is not a byte count")
-        wrong_size = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
-                                             "parameters": {"binary_data_size": 100}}]}).encode()
-        expect_error(port, "binary_data_size not the tensor's", 400, path, wrong_size + binary[:100],
-                     {"Inference-Header-Content-Length": str(len(wrong_size))}, "is not the 3136 bytes")
-        expect_error(port, "binary_data_size without the header", 400, path, json.loads(head.decode()),
-                     contains="without an Inference-Header-Content-Length")
-        # A body over --max-request-bytes is refused from its Content-Length, before it is read; the
-        # server then closes the connection (the client's send may fail: a well-behaved client
-        # sends Expect: 100-continue, as here, and gets the 413 instead of a 100).
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (path.encode(), 6 << 20))
-            answer = b""
-            while True:
-                try:
-                    chunk = s.recv(65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                answer += chunk
-        check(answer.startswith(b"HTTP/1.1 413") and b"exceeds 4194304 bytes" in answer,
-              "a body over --max-request-bytes: %r" % answer[:300])
-        expect_error(port, "infer on a model that is not ready", 503, "/v2/models/rocm_only/infer",
-                     {"inputs": []}, contains="is not ready")
-        expect_error(port, "infer on an unknown model", 404, "/v2/models/nope/infer", {"inputs": []},
-                     contains="unknown model 'nope'")
-        expect_error(port, "a body that is not gzip", 400, path, b"\x1f\x8b\x08\x00",
-                     {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "")
-        bomb = gzip.compress(b"[" + b"0," * (3 << 20) + b"0]")  # 6 MiB as decoded, 6 KiB as sent
-        expect_error(port, "a gzip body over the limit once decoded", 413, path, bomb,
-                     {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "bytes as decoded")
-        code, _, data = request(port, "POST", path, gzip.compress(json.dumps({"inputs": [ok_input]}).encode()),
-                                {"Content-Type": "application/json", "Content-Encoding": "gzip"})
-        check(code == 200 and close(as_json(data)["outputs"][0]["data"], direct[:10]), "a gzip request: %d" % code)
-        # An output JSON cannot carry: FP32 inputs of 3e38 overflow the MLP to infinities.
-        expect_error(port, "an infinite output as JSON", 400, path, {"inputs": [dict(ok_input, data=[3e38] * 784)]},
-                     contains="which JSON cannot carry")
-        code, headers, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3e38] * 784)],
-                                                           "parameters": {"binary_data_output": True}})
-        n = int(headers.get("Inference-Header-Content-Length", "-1"))
-        check(code == 200 and n > 0 and not all(math.isfinite(v) for v in struct.unpack("<10f", data[n:n + 40])),
-              "the same non-finite outputs as binary data: %d" % code)
-        code, _, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3.4028235e+38] + [0.0] * 783)]})
-        check(code == 200 or b"JSON cannot carry" in data, "FLT_MAX as printed by other languages is a float32: %r" % data[:200])
-        # A body that cannot be decoded is never read as the next request (request smuggling).
-        smuggled = json.dumps({"id": "SMUGGLED", "inputs": [ok_input]}).encode()
-        inner = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n" % len(smuggled)) + smuggled
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(inner))
-            time.sleep(0.3)
+    # Every error path: the protocol's error object, a 4xx status, a cause to act on.
+    path = "/v2/models/mlp/infer"
+    ok_input = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}
+    expect_error(port, "truncated JSON", 400, path, b'{"inputs": [{"name": "input", "shape": [1, 7',
+                 {"Content-Type": "application/json"}, "malformed JSON")
+    expect_error(port, "not an object", 400, path, [1, 2], contains="JSON object")
+    expect_error(port, "duplicate key", 400, path, b'{"inputs": [], "inputs": []}',
+                 {"Content-Type": "application/json"}, "duplicate key")
+    expect_error(port, "unknown key", 400, path, {"inputs": [ok_input], "input": 1}, contains="unknown request key")
+    expect_error(port, "wrong datatype", 400, path, {"inputs": [dict(ok_input, datatype="FP64")]},
+                 contains="datatype 'FP64' is not the model's FP32")
+    expect_error(port, "wrong shape", 400, path, {"inputs": [dict(ok_input, shape=[1, 783])]},
+                 contains="is not the model's [-1, 784]")
+    expect_error(port, "batch above max_batch_size", 400, path,
+                 {"inputs": [dict(ok_input, shape=[9, 784], data=flat[:784] * 9)]}, contains="outside 1..8")
+    expect_error(port, "huge declared shape", 400, path,
+                 {"inputs": [dict(ok_input, shape=[2 ** 62, 784])]}, contains="outside 1..8")
+    expect_error(port, "negative dimension", 400, path, {"inputs": [dict(ok_input, shape=[-1, 784])]},
+                 contains="non-negative")
+    expect_error(port, "too few values", 400, path, {"inputs": [dict(ok_input, data=flat[:783])]},
+                 contains="holds 783 values, its shape [1, 784] needs 784")
+    expect_error(port, "too many values", 400, path, {"inputs": [dict(ok_input, data=flat[:785])]},
+                 contains="holds 785 values")
+    expect_error(port, "ragged nesting", 400, path,
+                 {"inputs": [dict(ok_input, shape=[2, 784], data=[flat[:1000], flat[:568]])]},
+                 contains="nested 'data' does not match its shape [2, 784] at depth 1")
+    expect_error(port, "nesting deeper than the shape", 400, path,
+                 {"inputs": [dict(ok_input, data=[[[v] for v in flat[:784]]])]}, contains="nested deeper than its shape")
+    deep = b'{"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": ' + \
+        b"[" * 100000 + b"0" + b"]" * 100000 + b"}]}"
+    expect_error(port, "100,000 levels of nesting", 400, path, deep, {"Content-Type": "application/json"},
+                 "does not match its shape")
+    deep_shape = b'{"inputs": [{"name": "input", "shape": ' + b"[" * 100000 + b"]" * 100000 + b', "datatype": "FP32"}]}'
+    expect_error(port, "a deeply nested shape", 400, path, deep_shape, {"Content-Type": "application/json"},
+                 "must hold non-negative integers")
+    expect_error(port, "an object as a value", 400, path, {"inputs": [dict(ok_input, data=[{"a": [[1]]}] * 784)]},
+                 contains="value 0 is an object, not a number")
+    expect_error(port, "a string value", 400, path, {"inputs": [dict(ok_input, data=["1"] * 784)]},
+                 contains="value 0 is a string, not a number")
+    expect_error(port, "a value beyond FP32", 400, path, {"inputs": [dict(ok_input, data=[1e39] * 784)]},
+                 contains="within FP32's range")
+    expect_error(port, "unknown input", 400, path, {"inputs": [dict(ok_input, name="x")]}, contains="unknown input 'x'")
+    expect_error(port, "missing input", 400, path, {"inputs": []}, contains="missing input 'input'")
+    expect_error(port, "input twice", 400, path, {"inputs": [ok_input, ok_input]}, contains="given twice")
+    expect_error(port, "unknown output", 400, path, {"inputs": [ok_input], "outputs": [{"name": "y"}]},
+                 contains="unknown output 'y'")
+    head = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": 784 * 4}}]}).encode()
+    binary = struct.pack("<784f", *flat[:784])
+    for what, body, length, contains in (
+            ("binary data shorter than declared", head + binary[:-4], len(head), "exceeds the 3132 binary bytes"),
+            ("binary bytes nobody claims", head + binary + b"xxxx", len(head), "4 bytes of binary data are not claimed"),
+            ("header length past the body", head + binary, len(head) + len(binary) + 1, "exceeds the body"),
+            ("header length cutting the JSON", head + binary, len(head) - 3, "malformed JSON")):
+        expect_error(port, what, 400, path, body, {"Inference-Header-Content-Length": str(length)}, contains)
+    expect_error(port, "header length not a number", 400, path, head + binary,
+                 {"Inference-Header-Content-Length": "12x"}, "is not a byte count")
+    wrong_size = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                         "parameters": {"binary_data_size": 100}}]}).encode()
+    expect_error(port, "binary_data_size not the tensor's", 400, path, wrong_size + binary[:100],
+                 {"Inference-Header-Content-Length": str(len(wrong_size))}, "is not the 3136 bytes")
+    expect_error(port, "binary_data_size without the header", 400, path, json.loads(head.decode()),
+                 contains="without an Inference-Header-Content-Length")
+    # A body over --max-request-bytes is refused from its Content-Length, before it is read; the
+    # server then closes the connection (the client's send may fail: a well-behaved client
+    # sends Expect: 100-continue, as here, and gets the 413 instead of a 100).
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (path.encode(), 6 << 20))
+        answer = b""
+        while True:
             try:
-                s.sendall(inner)
-            except OSError:
-                pass
-            answer = b""
-            while True:
-                try:
-                    chunk = s.recv(65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                answer += chunk
-        check(answer.startswith(b"HTTP/1.1 400") and b"SMUGGLED" not in answer and answer.count(b"HTTP/1.1") == 1,
-              "a body that is not gzip is not run as a request: %r" % answer[:400])
-        # Framing a front proxy could read differently: refused, and the connection closes (the
-        # trailing request is never run).
-        follow = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
-        head = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        for what, extra, status in (
-                ("two Content-Length headers", b"Content-Length: 2\r\nContent-Length: 2\r\n", b"400"),
-                ("Content-Length and Transfer-Encoding", b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", b"400"),
-                ("Content-Length +2", b"Content-Length: +2\r\n", b"400"),
-                ("Transfer-Encoding gzip, chunked", b"Transfer-Encoding: gzip, chunked\r\n", b"400"),
-                ("Content-Encoding br", b"Content-Encoding: br\r\nContent-Length: 2\r\n", b"415")):
-            answer = raw_exchange(port, head + extra + b"\r\n{}" + follow)
-            check(answer.startswith(b"HTTP/1.1 " + status) and answer.count(b"HTTP/1.1 ") == 1,
-                  "%s: refused and closed: %r" % (what, answer[:300]))
-        # Chunked bodies: read with the same limit (cpp-httplib itself has none for them).
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            body = json.dumps({"inputs": [ok_input]}).encode()
-            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
-            answer = b""
-            while b'"outputs"' not in answer and b'"error"' not in answer:
                 chunk = s.recv(65536)
-                if not chunk:
-                    break
-                answer += chunk
-        check(answer.startswith(b"HTTP/1.1 200"), "a chunked request: %r" % answer[:200])
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-            s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-            piece = b"0," * 32768
-            try:
-                for _ in range(80):  # 5 MiB in all, over the 4 MiB limit
-                    s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
             except OSError:
-                pass
-            answer = b""
-            while True:
-                try:
-                    chunk = s.recv(65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                answer += chunk
-        check(answer.startswith(b"HTTP/1.1 413") and b"bytes as decoded" in answer, "a chunked body over the limit: %r" % answer[:200])
-        # Paths that are not UTF-8: a 404 naming the path, and the server lives on.
-        for bad_path in ("/%ff", "/v2/models/%ff", "/v2/models/%ff/infer"):
-            code, _, data = request(port, "GET" if "infer" not in bad_path else "POST", bad_path, b"{}")
-            check(code == 404 and as_json(data) is not None and "\\xff" in as_json(data)["error"],
-                  "path %s: %d %r" % (bad_path, code, data[:200]))
-        # Garbage bytes on the socket: the server answers the next request as usual.
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(b"\x00\xff GARBAGE / HTTP/9\r\n\r\n")
-            s.recv(1024)
-        check(request(port, "GET", "/v2/health/live")[0] == 200, "still live after a garbage request")
-
-        metrics = request(port, "GET", "/metrics")[2].decode()
-        check('capsule_inference_requests_total{model="mlp",version="1"}' in metrics and
-              'capsule_inference_failures_total{model="mlp",version="1",status="400"}' in metrics and
-              'capsule_inference_compute_duration_us_bucket{model="mlp",version="1",le="+Inf"}' in metrics,
-              "Prometheus metrics:\n" + metrics[:2000])
-
-        # SIGTERM while a request is in flight: it is answered, then the server exits 0.
-        slow = threading.Thread(target=lambda: results.append(infer_json(port, "squeezenet1_1", [0.0] * (2 * 3 * 224 * 224),
-                                                                         [2, 3, 224, 224])))
-        slow.start()
+                break
+            if not chunk:
+                break
+            answer += chunk
+    check(answer.startswith(b"HTTP/1.1 413") and b"exceeds 4194304 bytes" in answer,
+          "a body over --max-request-bytes: %r" % answer[:300])
+    expect_error(port, "infer on a model that is not ready", 503, "/v2/models/rocm_only/infer",
+                 {"inputs": []}, contains="is not ready")
+    expect_error(port, "infer on an unknown model", 404, "/v2/models/nope/infer", {"inputs": []},
+                 contains="unknown model 'nope'")
+    expect_error(port, "a body that is not gzip", 400, path, b"\x1f\x8b\x08\x00",
+                 {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "")
+    bomb = gzip.compress(b"[" + b"0," * (3 << 20) + b"0]")  # 6 MiB as decoded, 6 KiB as sent
+    expect_error(port, "a gzip body over the limit once decoded", 413, path, bomb,
+                 {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "bytes as decoded")
+    code, _, data = request(port, "POST", path, gzip.compress(json.dumps({"inputs": [ok_input]}).encode()),
+                            {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    check(code == 200 and close(as_json(data)["outputs"][0]["data"], direct[:10]), "a gzip request: %d" % code)
+    # An output JSON cannot carry: FP32 inputs of 3e38 overflow the MLP to infinities.
+    expect_error(port, "an infinite output as JSON", 400, path, {"inputs": [dict(ok_input, data=[3e38] * 784)]},
+                 contains="which JSON cannot carry")
+    code, headers, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3e38] * 784)],
+                                                       "parameters": {"binary_data_output": True}})
+    n = int(headers.get("Inference-Header-Content-Length", "-1"))
+    check(code == 200 and n > 0 and not all(math.isfinite(v) for v in struct.unpack("<10f", data[n:n + 40])),
+          "the same non-finite outputs as binary data: %d" % code)
+    code, _, data = request(port, "POST", path, {"inputs": [dict(ok_input, data=[3.4028235e+38] + [0.0] * 783)]})
+    check(code == 200 or b"JSON cannot carry" in data, "FLT_MAX as printed by other languages is a float32: %r" % data[:200])
+    # A body that cannot be decoded is never read as the next request (request smuggling).
+    smuggled = json.dumps({"id": "SMUGGLED", "inputs": [ok_input]}).encode()
+    inner = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             b"Content-Length: %d\r\n\r\n" % len(smuggled)) + smuggled
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(inner))
         time.sleep(0.3)
-        code = server.stop()
-        slow.join()
-        check(code == 0, "exit status after SIGTERM is %s" % code)
-        check(results[-1][0] == 200, "the request in flight at SIGTERM was answered: %r" % (results[-1][:1],))
-        check(any("SIGTERM" in line for line in server.log), "the server says it is draining")
+        try:
+            s.sendall(inner)
+        except OSError:
+            pass
+        answer = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+    check(answer.startswith(b"HTTP/1.1 400") and b"SMUGGLED" not in answer and answer.count(b"HTTP/1.1") == 1,
+          "a body that is not gzip is not run as a request: %r" % answer[:400])
+    # Framing a front proxy could read differently: refused, and the connection closes (the
+    # trailing request is never run).
+    follow = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    head = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    for what, extra, status in (
+            ("two Content-Length headers", b"Content-Length: 2\r\nContent-Length: 2\r\n", b"400"),
+            ("Content-Length and Transfer-Encoding", b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", b"400"),
+            ("Content-Length +2", b"Content-Length: +2\r\n", b"400"),
+            ("Transfer-Encoding gzip, chunked", b"Transfer-Encoding: gzip, chunked\r\n", b"400"),
+            ("Content-Encoding br", b"Content-Encoding: br\r\nContent-Length: 2\r\n", b"415")):
+        answer = raw_exchange(port, head + extra + b"\r\n{}" + follow)
+        check(answer.startswith(b"HTTP/1.1 " + status) and answer.count(b"HTTP/1.1 ") == 1,
+              "%s: refused and closed: %r" % (what, answer[:300]))
+    # Chunked bodies: read with the same limit (cpp-httplib itself has none for them).
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        body = json.dumps({"inputs": [ok_input]}).encode()
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+        answer = b""
+        while b'"outputs"' not in answer and b'"error"' not in answer:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    check(answer.startswith(b"HTTP/1.1 200"), "a chunked request: %r" % answer[:200])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        piece = b"0," * 32768
+        try:
+            for _ in range(80):  # 5 MiB in all, over the 4 MiB limit
+                s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        except OSError:
+            pass
+        answer = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+    check(answer.startswith(b"HTTP/1.1 413") and b"bytes as decoded" in answer, "a chunked body over the limit: %r" % answer[:200])
+    # Paths that are not UTF-8: a 404 naming the path, and the server lives on.
+    for bad_path in ("/%ff", "/v2/models/%ff", "/v2/models/%ff/infer"):
+        code, _, data = request(port, "GET" if "infer" not in bad_path else "POST", bad_path, b"{}")
+        check(code == 404 and as_json(data) is not None and "\\xff" in as_json(data)["error"],
+              "path %s: %d %r" % (bad_path, code, data[:200]))
+    # Garbage bytes on the socket: the server answers the next request as usual.
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"\x00\xff GARBAGE / HTTP/9\r\n\r\n")
+        s.recv(1024)
+    check(request(port, "GET", "/v2/health/live")[0] == 200, "still live after a garbage request")
+
+    metrics = request(port, "GET", "/metrics")[2].decode()
+    check('capsule_inference_requests_total{model="mlp",version="1"}' in metrics and
+          'capsule_inference_failures_total{model="mlp",version="1",status="400"}' in metrics and
+          'capsule_inference_compute_duration_us_bucket{model="mlp",version="1",le="+Inf"}' in metrics,
+          "Prometheus metrics:\n" + metrics[:2000])
+
+    # SIGTERM while a request is in flight: it is answered, then the server exits 0.
+    slow = threading.Thread(target=lambda: results.append(infer_json(port, "squeezenet1_1", [0.0] * (2 * 3 * 224 * 224),
+                                                                     [2, 3, 224, 224])))
+    slow.start()
+    time.sleep(0.3)
+    code = server.stop()
+    slow.join()
+    check(code == 0, "exit status after SIGTERM is %s" % code)
+    check(results[-1][0] == 200, "the request in flight at SIGTERM was answered: %r" % (results[-1][:1],))
+    check(any("SIGTERM" in line for line in server.log), "the server says it is draining")
 
 
 def load(args, layers, clients, requests_each):
@@ -672,55 +685,59 @@ def load(args, layers, clients, requests_each):
         write_mlp_json_ir(os.path.join(repo, "mlp", "1"), layers)
         with open(os.path.join(repo, "mlp", "config.json"), "w") as f:
             json.dump({"profile": "checked_cpu", "threads": 1}, f)
-        server = Server(args.capsule, repo, ["--http-threads", str(clients + 2)])
-        rng = random.Random(3)
-        inputs = [[rng.uniform(-1, 1) for _ in range(784)] for _ in range(8)]
-        bodies = [json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": x}]}).encode()
-                  for x in inputs]
-        expected = []
-        for body in bodies:  # one answer per distinct input, which every later response must equal
-            expected.append(as_json(request(server.port, "POST", "/v2/models/mlp/infer", body,
-                                            {"Content-Type": "application/json"})[2])["outputs"][0]["data"])
-            check(close(expected[-1], mlp_forward(layers, inputs[len(expected) - 1]), rtol=1e-4, atol=1e-5),
-                  "load-test reference %d equals the pure-Python forward pass" % len(expected))
-        latencies, errors = [], []
-        lock = threading.Lock()
+        with Server(args.capsule, repo, ["--http-threads", str(clients + 2)]) as server:
+            load_checks(layers, clients, requests_each, server)
 
-        def client(k):
-            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-            mine = []
-            for i in range(requests_each):
-                j = (k + i) % len(bodies)
-                start = time.perf_counter()
-                conn.request("POST", "/v2/models/mlp/infer", body=bodies[j], headers={"Content-Type": "application/json"})
-                r = conn.getresponse()
-                data = r.read()
-                mine.append(time.perf_counter() - start)
-                doc = as_json(data)
-                if r.status != 200 or doc is None or doc["outputs"][0]["data"] != expected[j]:
-                    with lock:
-                        errors.append((r.status, data[:200]))
-            conn.close()
-            with lock:
-                latencies.extend(mine)
 
-        start = time.perf_counter()
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - start
-        code = server.stop()
-        latencies.sort()
-        total = clients * requests_each
-        print("load: %d clients x %d requests (MLP 784-256-256-10, batch 1, REST/JSON, checked_cpu): "
-              "%.0f requests/s, p50 %.2f ms, p99 %.2f ms, %d errors or wrong responses"
-              % (clients, requests_each, total / elapsed, 1e3 * latencies[len(latencies) // 2],
-                 1e3 * latencies[int(len(latencies) * 0.99)], len(errors)), flush=True)
-        check(len(latencies) == total, "every request got a response")
-        check(not errors, "wrong or failed responses: %r" % errors[:3])
-        check(code == 0, "exit status after SIGTERM is %s" % code)
+def load_checks(layers, clients, requests_each, server):
+    rng = random.Random(3)
+    inputs = [[rng.uniform(-1, 1) for _ in range(784)] for _ in range(8)]
+    bodies = [json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": x}]}).encode()
+              for x in inputs]
+    expected = []
+    for body in bodies:  # one answer per distinct input, which every later response must equal
+        expected.append(as_json(request(server.port, "POST", "/v2/models/mlp/infer", body,
+                                        {"Content-Type": "application/json"})[2])["outputs"][0]["data"])
+        check(close(expected[-1], mlp_forward(layers, inputs[len(expected) - 1]), rtol=1e-4, atol=1e-5),
+              "load-test reference %d equals the pure-Python forward pass" % len(expected))
+    latencies, errors = [], []
+    lock = threading.Lock()
+
+    def client(k):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        mine = []
+        for i in range(requests_each):
+            j = (k + i) % len(bodies)
+            start = time.perf_counter()
+            conn.request("POST", "/v2/models/mlp/infer", body=bodies[j], headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            data = r.read()
+            mine.append(time.perf_counter() - start)
+            doc = as_json(data)
+            if r.status != 200 or doc is None or doc["outputs"][0]["data"] != expected[j]:
+                with lock:
+                    errors.append((r.status, data[:200]))
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    code = server.stop()
+    latencies.sort()
+    total = clients * requests_each
+    print("load: %d clients x %d requests (MLP 784-256-256-10, batch 1, REST/JSON, checked_cpu): "
+          "%.0f requests/s, p50 %.2f ms, p99 %.2f ms, %d errors or wrong responses"
+          % (clients, requests_each, total / elapsed, 1e3 * latencies[len(latencies) // 2],
+             1e3 * latencies[int(len(latencies) * 0.99)], len(errors)), flush=True)
+    check(len(latencies) == total, "every request got a response")
+    check(not errors, "wrong or failed responses: %r" % errors[:3])
+    check(code == 0, "exit status after SIGTERM is %s" % code)
 
 
 def main():
