@@ -244,12 +244,16 @@ def request(port, method, path, body=None, headers=None, conn=None):
     return result
 
 
-def raw_exchange(port, data):
-    """Sends raw bytes on a new connection and returns everything the server sends until it closes."""
+def raw_exchange(port, *parts, pause=0.0, timeout=10):
+    """Sends `parts` on a new connection, `pause` seconds apart (stopping when the server closes),
+    and returns everything the server sends until it closes."""
     answer = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         try:
-            s.sendall(data)
+            for k, part in enumerate(parts):
+                if k and pause:
+                    time.sleep(pause)
+                s.sendall(part)
         except OSError:
             pass
         while True:
@@ -547,18 +551,8 @@ def functional_checks(args, layers, tmp, repo, server):
     # A body over --max-request-bytes is refused from its Content-Length, before it is read; the
     # server then closes the connection (the client's send may fail: a well-behaved client
     # sends Expect: 100-continue, as here, and gets the 413 instead of a 100).
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (path.encode(), 6 << 20))
-        answer = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            answer += chunk
+    answer = raw_exchange(port, b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (path.encode(), 6 << 20))
     check(answer.startswith(b"HTTP/1.1 413") and b"exceeds 4194304 bytes" in answer,
           "a body over --max-request-bytes: %r" % answer[:300])
     expect_error(port, "infer on a model that is not ready", 503, "/v2/models/rocm_only/infer",
@@ -587,23 +581,8 @@ def functional_checks(args, layers, tmp, repo, server):
     smuggled = json.dumps({"id": "SMUGGLED", "inputs": [ok_input]}).encode()
     inner = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
              b"Content-Length: %d\r\n\r\n" % len(smuggled)) + smuggled
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
-                  b"Content-Length: %d\r\n\r\n" % len(inner))
-        time.sleep(0.3)
-        try:
-            s.sendall(inner)
-        except OSError:
-            pass
-        answer = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            answer += chunk
+    answer = raw_exchange(port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+                                b"Content-Length: %d\r\n\r\n" % len(inner), inner, pause=0.3)
     check(answer.startswith(b"HTTP/1.1 400") and b"SMUGGLED" not in answer and answer.count(b"HTTP/1.1") == 1,
           "a body that is not gzip is not run as a request: %r" % answer[:400])
     # Framing a front proxy could read differently: refused, and the connection closes (the
@@ -631,23 +610,9 @@ def functional_checks(args, layers, tmp, repo, server):
                 break
             answer += chunk
     check(answer.startswith(b"HTTP/1.1 200"), "a chunked request: %r" % answer[:200])
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-        piece = b"0," * 32768
-        try:
-            for _ in range(80):  # 5 MiB in all, over the 4 MiB limit
-                s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
-        except OSError:
-            pass
-        answer = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            answer += chunk
+    piece = b"0," * 32768
+    answer = raw_exchange(port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+                          *[b"%x\r\n" % len(piece) + piece + b"\r\n"] * 80, timeout=30)  # 5 MiB, over the 4 MiB limit
     check(answer.startswith(b"HTTP/1.1 413") and b"bytes as decoded" in answer, "a chunked body over the limit: %r" % answer[:200])
     # Paths that are not UTF-8: a 404 naming the path, and the server lives on.
     for bad_path in ("/%ff", "/v2/models/%ff", "/v2/models/%ff/infer"):

@@ -91,8 +91,7 @@ InferRequest read_request(const inference::ModelInferRequest& req, const ModelVe
     }
     inputs.finish();
     for (const auto& out : req.outputs()) add_output(request, model, out.name(), true);
-    if (request.outputs.empty())
-        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, true});
+    default_outputs(request, model, true);
     return request;
 }
 

@@ -282,6 +282,11 @@ void add_output(InferRequest& request, const ModelVersion& model, const std::str
     request.outputs.push_back({name, binary});
 }
 
+void default_outputs(InferRequest& request, const ModelVersion& model, bool binary) {
+    if (request.outputs.empty())
+        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary});
+}
+
 std::string_view datatype_name(DType dtype) {
     switch (dtype) {
         case DType::float32: return "FP32";
@@ -370,8 +375,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             add_output(request, model, name, b ? flag(b, "output " + quoted_text(name) + ": binary_data") : binary_default);
         }
     }
-    if (request.outputs.empty())
-        for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary_default});
+    default_outputs(request, model, binary_default);
     return request;
 }
 
