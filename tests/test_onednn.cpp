@@ -819,9 +819,11 @@ TEST(OnednnCompiledGroups, InternalValuesStayChannelsLastAndMatchTheReference) {
         const auto groups = fused.compiled_groups();
         ASSERT_EQ(groups.size(), 1u);
         // Without the mul: conv, relu, pool, depthwise conv, add and batch_norm results (6); with
-        // it, the mul ties pool .. batch_norm to the row-major s, leaving the first two.
-        EXPECT_EQ(groups[0].fused, std::string("conv2d+relu x1, conv2d+sigmoid x1 (each a single oneDNN "
-                                               "primitive); ") +
+        // it, the mul ties pool .. batch_norm to the row-major s, leaving the first two. The
+        // depthwise convolution adds the residual (pool) as a sum post-op in either layout (in
+        // nchw oneDNN computes in a blocked layout: the residual is reordered into it).
+        EXPECT_EQ(groups[0].fused, std::string("conv2d+add x1, conv2d+relu x1, conv2d+sigmoid x1 (each a single "
+                                               "oneDNN primitive); ") +
                                        (broadcast_mul ? "2" : "6") + " internal tensors kept nhwc");
         auto plain = onednn_session(graph, params, false);
         auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
@@ -880,6 +882,146 @@ TEST(OnednnCompiledGroups, MaxPoolKeepsNaNLikeTheReference) {
         }
         expect_same(fused.run(inputs)[0], want, 1e-6);
         expect_same(onednn_session(*graph, params, false).run(inputs)[0], want, 1e-6);
+    }
+}
+
+// A residual block: x -> conv 3x3 + relu (r) -> conv 3x3 -> batch_norm -> add r -> relu, the
+// add's operands in either order. The second convolution computes batch_norm, add and relu
+// as one primitive (oneDNN sum post-op) in nhwc, and in nchw when the block's input is an
+// input of the graph and its output the group's (staged through oneDNN's blocked layout).
+namespace {
+
+Graph residual_graph(bool residual_first, bool residual_is_input) {
+    const std::string r = residual_is_input ? "0" : "2";
+    return parse_graph(std::string(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 8, 6, 6], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c1", "parents": [0], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1}, "shape": [2, 8, 6, 6]},
+      {"id": 2, "op": "relu", "name": "r1", "parents": [1], "shape": [2, 8, 6, 6]},
+      {"id": 3, "op": "conv2d", "name": "c2", "parents": [2], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1, "bias": false}, "shape": [2, 8, 6, 6]},
+      {"id": 4, "op": "batch_norm", "name": "bn", "parents": [3], "attrs": {"eps": 0.001}, "shape": [2, 8, 6, 6]},
+      {"id": 5, "op": "add", "name": "res", "parents": [)") +
+                       (residual_first ? r + ", 4" : "4, " + r) + R"(], "shape": [2, 8, 6, 6]},
+      {"id": 6, "op": "relu", "name": "out", "parents": [5], "shape": [2, 8, 6, 6]}
+    ], "outputs": [6]})");
+}
+
+ParameterMap residual_parameters() {
+    using capsule::testing::pseudo_random;
+    auto var = pseudo_random(8, 65, 0.5);
+    for (auto& v : var) v = std::fabs(v) + 0.2;
+    auto t = [](Shape s, std::vector<double> v) { return Tensor::from_values(DType::float32, std::move(s), v); };
+    return {{"c1.weight", t({8, 8, 3, 3}, pseudo_random(576, 61, 0.3))},
+            {"c1.bias", t({8}, pseudo_random(8, 62, 0.2))},
+            {"c2.weight", t({8, 8, 3, 3}, pseudo_random(576, 63, 0.3))},
+            {"bn.weight", t({8}, pseudo_random(8, 64, 1.0))},
+            {"bn.bias", t({8}, pseudo_random(8, 66, 0.5))},
+            {"bn.running_mean", t({8}, pseudo_random(8, 67, 0.5))},
+            {"bn.running_var", t({8}, var)}};
+}
+
+Tensor reference_output(const Graph& graph, const ParameterMap& params, const std::map<std::string, Tensor>& inputs) {
+    const auto& checked = find_builtin_profile("checked_cpu");
+    auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
+    if (!accepted.accepted) throw std::runtime_error("checked_cpu rejected the graph");
+    return Session::create(checked, *accepted.accepted, graph, capsule::testing::built_host(), params).run(inputs)[0];
+}
+
+}  // namespace
+
+TEST(OnednnCompiledGroups, ResidualAddIsFusedAsASumPostOpAndMatchesTheReference) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const auto params = residual_parameters();
+    const std::map<std::string, Tensor> inputs{
+        {"x", Tensor::from_values(DType::float32, {2, 8, 6, 6}, pseudo_random(576, 68, 2.0))}};
+    for (const bool residual_first : {false, true})
+        for (const bool residual_is_input : {false, true}) {
+            SCOPED_TRACE(std::string(residual_first ? "add(r, bn)" : "add(bn, r)") +
+                         (residual_is_input ? ", r the graph input (nchw)" : ", r internal (nhwc)"));
+            const Graph graph = residual_graph(residual_first, residual_is_input);
+            auto fused = onednn_session(graph, params, true);
+            const auto groups = fused.compiled_groups();
+            ASSERT_EQ(groups.size(), 1u);
+            EXPECT_NE(groups[0].fused.find("conv2d+batch_norm+add+relu x1"), std::string::npos) << groups[0].fused;
+            const auto want = reference_output(graph, params, inputs);
+            std::size_t positive = 0;
+            for (std::int64_t i = 0; i < want.numel(); ++i) positive += want.at(i) > 0;
+            EXPECT_GT(positive, 100u) << "the relu must not zero everything for the test to mean something";
+            expect_same(fused.run(inputs)[0], want, 1e-5);
+            expect_same(onednn_session(graph, params, false).run(inputs)[0], want, 1e-5);
+        }
+}
+
+TEST(OnednnCompiledGroups, NonFiniteResidualKeepsTorchReluSemantics) {
+    // A NaN or an infinity in the residual (here the graph input x, which the first convolution
+    // also reads) must reach the output as node by node: relu keeps NaN, where the fused relu
+    // post-op would map it to 0; an infinity spreads through both convolutions.
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const auto params = residual_parameters();
+    const Graph graph = residual_graph(false, true);
+    for (const double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+        auto values = pseudo_random(576, 69, 2.0);
+        values[5] = bad;
+        const std::map<std::string, Tensor> inputs{{"x", Tensor::from_values(DType::float32, {2, 8, 6, 6}, values)}};
+        const auto want = onednn_session(graph, params, false).run(inputs)[0];
+        std::size_t non_finite = 0;
+        for (std::int64_t i = 0; i < want.numel(); ++i) non_finite += !std::isfinite(want.at(i));
+        EXPECT_GT(non_finite, 0u);
+        expect_same(onednn_session(graph, params, true).run(inputs)[0], want, 0.0);
+        expect_same(reference_output(graph, params, inputs), want, 1e-5);
+    }
+}
+
+// The checks of the fused paths and of the NaN passes use magnitude bounds that each node's
+// bound follows from its inputs' (value_bounds.hpp). A bound that is too small would let relu or
+// max_pool skip their NaN pass: an overflow inside the group (1e30 * 1e10 is inf in float32, and
+// inf - inf NaN) must give NaN through relu and max_pool exactly as node by node, whether the
+// large value comes from the input (scanned by the first fused convolution) or from a clamp's
+// lower limit (clamp(x, min=1e30) of small x is 1e30).
+TEST(OnednnCompiledGroups, BoundsThroughTheGroupKeepOverflowsAsNodeByNode) {
+    REQUIRE_ONEDNN();
+    // x -> conv 1x1 (w 1) + relu (fused: x is scanned) -> clamp(min) -> two convolutions 1x1
+    // with weight 1e10 -> sub -> relu -> max_pool.
+    auto graph = [](double min) {
+        return parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 1, 2, 2], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c0", "parents": [0], "attrs": {"out_channels": 1, "kernel_size": 1}, "shape": [1, 1, 2, 2]},
+      {"id": 2, "op": "relu", "name": "r0", "parents": [1], "shape": [1, 1, 2, 2]},
+      {"id": 3, "op": "clamp", "name": "lift", "parents": [2], "attrs": {"min": )" +
+                           std::to_string(min) + R"(}, "shape": [1, 1, 2, 2]},
+      {"id": 4, "op": "conv2d", "name": "a", "parents": [3], "attrs": {"out_channels": 1, "kernel_size": 1}, "shape": [1, 1, 2, 2]},
+      {"id": 5, "op": "conv2d", "name": "b", "parents": [3], "attrs": {"out_channels": 1, "kernel_size": 1}, "shape": [1, 1, 2, 2]},
+      {"id": 6, "op": "sub", "name": "d", "parents": [4, 5], "shape": [1, 1, 2, 2]},
+      {"id": 7, "op": "relu", "name": "r1", "parents": [6], "shape": [1, 1, 2, 2]},
+      {"id": 8, "op": "max_pool2d", "name": "out", "parents": [7], "attrs": {"kernel_size": 2}, "shape": [1, 1, 1, 1]}
+    ], "outputs": [8]})");
+    };
+    auto t = [](Shape s, std::vector<double> v) { return Tensor::from_values(DType::float32, std::move(s), v); };
+    const ParameterMap params{{"c0.weight", t({1, 1, 1, 1}, {1})}, {"c0.bias", t({1}, {0})},
+                              {"a.weight", t({1, 1, 1, 1}, {1e10})}, {"a.bias", t({1}, {0})},
+                              {"b.weight", t({1, 1, 1, 1}, {1e10})}, {"b.bias", t({1}, {0})}};
+    auto x = [&](std::vector<double> v) { return std::map<std::string, Tensor>{{"x", t({1, 1, 2, 2}, v)}}; };
+    struct Case {
+        const char* what;
+        double min;
+        std::map<std::string, Tensor> inputs;
+        bool nan;
+    };
+    const Case cases[] = {{"large input", 0, x({1e30, 2e29, 0.5, 3e29}), true},
+                          {"clamp lifts small values", 1e30, x({0.5, 0.25, 0.125, 1}), true},
+                          {"no overflow", 0, x({0.5, 0.25, 0.125, 1}), false}};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.what);
+        const Graph g = graph(c.min);
+        auto fused = onednn_session(g, params, true);
+        ASSERT_EQ(fused.compiled_groups().size(), 1u);
+        EXPECT_NE(fused.compiled_groups()[0].fused.find("conv2d+relu x1"), std::string::npos)
+            << fused.compiled_groups()[0].fused;
+        const auto want = reference_output(g, params, c.inputs);
+        EXPECT_EQ(std::isnan(want.at(0)), c.nan) << want.at(0);
+        expect_same(fused.run(c.inputs)[0], want, 0.0);
+        expect_same(onednn_session(g, params, false).run(c.inputs)[0], want, 0.0);
     }
 }
 

@@ -8,7 +8,9 @@
 #
 # Environment: ROUNDS (default 5) rounds per model and thread count; each round runs each runtime
 # once, WARMUP (default 3) untimed then ITERATIONS (default 10) timed runs in a fresh process.
-# ONLY (a bash regular expression) keeps the models whose name matches. Reported: the median
+# ONLY (a bash regular expression, case-sensitive: ONLY=ResNet) keeps the models whose name
+# matches; PROFILES (default "onednn_cpu onednn_cpu_bf16 checked_cpu") the Capsule columns
+# measured (the others print n/a). Reported: the median
 # over every timed run of the rounds, in ms. CAPSULE (default build/bin/capsule); ORT_DIR (default build/ort) holds the npm install, made once with
 # `npm install --ignore-scripts onnxruntime-node` (no post-install download: the package carries
 # its CPU library). Without npm or the registry, the ONNX Runtime columns say so and stay empty.
@@ -22,6 +24,7 @@ ROUNDS=${ROUNDS:-5}
 WARMUP=${WARMUP:-3}
 ITERATIONS=${ITERATIONS:-10}
 ONLY=${ONLY:-}
+PROFILES=${PROFILES:-onednn_cpu onednn_cpu_bf16 checked_cpu}
 CAPSULE=${CAPSULE:-build/bin/capsule}
 ORT_DIR=${ORT_DIR:-build/ort}
 for n in "${THREADS[@]}" "$ROUNDS" "$WARMUP" "$ITERATIONS"; do
@@ -88,6 +91,8 @@ trap 'rm -rf "$work"' EXIT
 median() { sort -g "$1" | awk '{v[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) printf "%.3f", v[(NR + 1) / 2]; else printf "%.3f", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b == 0) print "n/a"; else printf "%.2fx", a / b}'; }
 
+measured() { [[ " $PROFILES " == *" $1 "* ]]; }
+
 # The timed runs of one `capsule bench --json` (its runs_ms array, one value a line).
 ours() {  # PROFILE THREADS MODEL SHAPE
   if ! "$CAPSULE" --threads "$2" bench --profile "$1" "$3" --input-shape "$4" --warmup "$WARMUP" \
@@ -121,9 +126,9 @@ for entry in "${MODELS[@]}"; do
   for t in "${THREADS[@]}"; do
     : >"$work/dnn"; : >"$work/bf16"; : >"$work/ref"; : >"$work/ort"
     for ((r = 0; r < ROUNDS; ++r)); do
-      ours onednn_cpu "$t" "$model" "$shape" >>"$work/dnn"
-      ours onednn_cpu_bf16 "$t" "$model" "$shape" >>"$work/bf16"
-      ours checked_cpu "$t" "$model" "$shape" >>"$work/ref"
+      measured onednn_cpu && ours onednn_cpu "$t" "$model" "$shape" >>"$work/dnn"
+      measured onednn_cpu_bf16 && ours onednn_cpu_bf16 "$t" "$model" "$shape" >>"$work/bf16"
+      measured checked_cpu && ours checked_cpu "$t" "$model" "$shape" >>"$work/ref"
       if [ "$ort_ready" = 1 ]; then
         node tools/bench/ort_bench.mjs time "$model" "$t" "$WARMUP" "$ITERATIONS" "$shape" >>"$work/ort"
       fi

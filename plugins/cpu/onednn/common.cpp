@@ -129,13 +129,12 @@ PostOp clamp_post_op(const plugin::Attributes& attrs) {
     return post;
 }
 
-dnnl::primitive_attr scratchpad_attr(const PostOp& post) {
+dnnl::primitive_attr scratchpad_attr(const PostOp& activation, bool sum) {
     dnnl::primitive_attr attr = scratchpad_attr();
-    if (post) {
-        dnnl::post_ops ops;
-        ops.append_eltwise(1.0f, post.algorithm, post.alpha, post.beta);
-        attr.set_post_ops(ops);
-    }
+    dnnl::post_ops ops;
+    if (sum) ops.append_sum(1.0f);
+    if (activation) ops.append_eltwise(1.0f, activation.algorithm, activation.alpha, activation.beta);
+    if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
 }
 

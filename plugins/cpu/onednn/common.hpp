@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <string>
@@ -134,8 +135,19 @@ struct PostOp {
     explicit operator bool() const { return algorithm != dnnl::algorithm::undef; }
 };
 
-/// scratchpad_attr() with `post`, when set, as an eltwise post-op (scale 1).
-dnnl::primitive_attr scratchpad_attr(const PostOp& post);
+/// What a compiled group fuses into a convolution, inner product or matmul, applied to the
+/// primitive's result in this order before it is written: with `add_input1`, the sum with the
+/// call's input 1, a tensor of the destination's shape and layout (a residual connection: the
+/// destination is filled with it first and oneDNN's sum post-op adds the result to it; a binary
+/// add post-op of a whole tensor has no optimised convolution in oneDNN 2.6); then `activation`.
+struct Fusion {
+    bool add_input1 = false;
+    PostOp activation;
+};
+
+/// scratchpad_attr() with post-ops: with `sum`, oneDNN's sum post-op (scale 1: the result is
+/// added to what the destination holds), then `activation` when set (eltwise, scale 1).
+dnnl::primitive_attr scratchpad_attr(const PostOp& activation, bool sum = false);
 
 /// torch.clamp(x, min, max) as oneDNN eltwise_clip's (alpha, beta): a missing bound is an
 /// infinity, and min > max clamps every element to max (alpha = beta = max), as PyTorch does.

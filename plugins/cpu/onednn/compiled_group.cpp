@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <array>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "kernels.hpp"
+#include "value_bounds.hpp"
 
 namespace capsule::onednn {
 namespace {
@@ -41,7 +44,7 @@ namespace {
 struct Producer {
     const char* capsule;
     const char* op;
-    void* (*prepare_fused)(const PrepareCall&, const PostOp&);
+    void* (*prepare_fused)(const PrepareCall&, const Fusion&);
 };
 constexpr Producer kProducers[] = {{"onednn.conv2d", "conv2d", prepare_conv2d_fused},
                                    {"onednn.linear", "linear", prepare_linear_fused},
@@ -75,19 +78,6 @@ int64_t numel(const capsule_tensor_view& t) {
     return n;
 }
 
-/// The largest |value| of a float32 tensor; infinity when it holds a NaN or an infinity.
-double max_magnitude(const capsule_tensor_view& t) {
-    // One pass over the IEEE bits without the sign: for finite values their order as integers is
-    // the order of the magnitudes, and an infinity or a NaN is at least 0x7f800000.
-    const auto* bits = static_cast<const uint32_t*>(t.data);
-    uint32_t m = 0;
-    for (int64_t i = 0, n = numel(t); i < n; ++i) m = std::max(m, bits[i] & 0x7fffffffu);
-    if (m >= 0x7f800000u) return std::numeric_limits<double>::infinity();
-    float f;
-    std::memcpy(&f, &m, sizeof f);
-    return f;
-}
-
 /// True when a float32 tensor holds a NaN or an infinity.
 bool has_non_finite(const capsule_tensor_view& t) { return !std::isfinite(max_magnitude(t)); }
 
@@ -98,23 +88,33 @@ struct Unit {
     void* state = nullptr;
     std::vector<std::size_t> inputs;  // value indices
     std::size_t output = 0;
+    /// The forward for an input 0 known to hold no NaN (finite_input_forward), or nullptr.
+    capsule_forward_fn finite_forward = nullptr;
+    /// How the node-by-node result's bound follows from the inputs' (value_bounds.hpp).
+    BoundTerms terms;
     std::deque<std::vector<int64_t>> dims;  // storage of param shapes/strides and attribute ints
     std::deque<std::string> strings;        // storage of attribute names and strings
     std::deque<std::vector<double>> floats;
     std::vector<capsule_tensor_view> params;
     std::vector<capsule_attribute> attrs;
     /// With the next `fused_count` units fused in: this unit's primitive with their ops folded in
-    /// or applied as a post-op, reading `fused_params` and `fused_attrs`, writing `fused_output`.
+    /// or applied as post-ops, reading `fused_inputs` (its own, then a residual addend),
+    /// `fused_params` and `fused_attrs`, writing `fused_output`.
     void* fused_state = nullptr;
     std::size_t fused_count = 0, fused_output = 0;
+    std::vector<std::size_t> fused_inputs;
     std::vector<capsule_tensor_view> fused_params;
     std::vector<capsule_attribute> fused_attrs;
     std::deque<std::vector<float>> folded;  // folded weights and bias (borrowed by the state)
-    /// See the file comment: the fused path needs a magnitude check of the inputs on each run,
-    /// against these bounds (the larger of the original and folded weights; for matmul the
-    /// second operand is an input, bounded per run).
+    /// See the file comment: the fused path needs a magnitude check of the inputs on each run
+    /// when `fused_guard`, against `fused_terms` (the larger of the original and folded weights'
+    /// bounds; for matmul the second operand is an input, bounded per run).
     bool fused_guard = false;
-    double weight_bound = 0, bias_bound = 0;
+    BoundTerms fused_terms;
+    /// The fused activation's effect on the bound: at most 1 (sigmoid, tanh), or plus
+    /// `activation_bound` (clamp's finite limits; 0 for relu and gelu).
+    bool unit_activation = false;
+    double activation_bound = 0;
 };
 
 struct Executable {
@@ -150,13 +150,13 @@ void copy_operands(Unit& u, const capsule_group_node& node) {
     }
 }
 
-/// Prepare arguments of unit `u` writing value `output`, with shapes and layouts from `values`
-/// (compile's values, with the strides of channels-last ones).
-capsule_prepare_args prepare_args(const Unit& u, const std::vector<capsule_tensor_view>& values,
-                                  const capsule_group_args& g, std::vector<capsule_tensor_view>& inputs,
-                                  std::size_t output) {
+/// Prepare arguments of unit `u` reading values `operands` and writing value `output`, with
+/// shapes and layouts from `values` (compile's values, with the strides of channels-last ones).
+capsule_prepare_args prepare_args(const Unit& u, const std::vector<std::size_t>& operands,
+                                  const std::vector<capsule_tensor_view>& values, const capsule_group_args& g,
+                                  std::vector<capsule_tensor_view>& inputs, std::size_t output) {
     inputs.clear();
-    for (auto i : u.inputs) inputs.push_back(values[i]);
+    for (auto i : operands) inputs.push_back(values[i]);
     capsule_prepare_args args{};
     args.struct_size = sizeof args;
     args.inputs = inputs.data();
@@ -192,46 +192,76 @@ std::size_t readers(const capsule_group_args& g, std::size_t v) {
     return n;
 }
 
-/// max over rows o of sum_i |w[o, i]| for a weight tensor [O, ...] (infinity when not finite).
-double max_row_l1(const capsule_tensor_view& w) {
-    constexpr double kInfinity = std::numeric_limits<double>::infinity();
-    if (w.rank < 1) return kInfinity;
-    const auto* v = static_cast<const float*>(w.data);
-    const int64_t rows = w.shape[0], per_row = rows > 0 ? numel(w) / rows : 0;
-    double bound = 0;
-    for (int64_t o = 0; o < rows; ++o) {
-        double sum = 0;
-        for (int64_t i = 0; i < per_row; ++i) sum += std::fabs(double(v[o * per_row + i]));
-        if (!std::isfinite(sum)) return kInfinity;  // a NaN or an infinity in the row
-        bound = std::max(bound, sum);
-    }
-    return bound;
-}
-
-/// Records in `u` the bounds of its original and fused weights and biases (conv2d, linear).
-void set_bounds(Unit& u) {
-    u.weight_bound = u.bias_bound = 0;
-    for (const auto* params : {&u.params, &u.fused_params}) {
-        if (params->empty()) continue;
-        u.weight_bound = std::max(u.weight_bound, max_row_l1((*params)[0]));
-        if (params->size() > 1) u.bias_bound = std::max(u.bias_bound, max_magnitude((*params)[1]));
-    }
-}
-
-/// True when no partial sum of guarded unit `u` can overflow on this run's inputs (see the file
-/// comment), so that its fused path computes what the node-by-node kernels compute.
-bool fused_path_safe(const Unit& u, const capsule_tensor_view* values) {
-    constexpr double kSafeMagnitude = 1e38;
-    const auto& x = values[u.inputs[0]];
-    double weights = u.weight_bound;
-    if (u.inputs.size() == 2) {  // matmul: the second operand is an input
-        const int64_t k = x.rank > 0 ? x.shape[x.rank - 1] : 1;
-        weights = max_magnitude(values[u.inputs[1]]) * double(k);
-    }
-    return max_magnitude(x) * weights + u.bias_bound <= kSafeMagnitude;
-}
-
 plugin::Attributes attrs_of(const Unit& u) { return {u.attrs.data(), u.attrs.size()}; }
+
+/// The bound rule of a unit's node-by-node result (value_bounds.hpp), from its capsule.
+BoundTerms node_terms(const Unit& u, const capsule_group_args& g) {
+    const std::string_view name = u.kernel->capsule_name;
+    if (name == "onednn.conv2d" || name == "onednn.linear") {
+        if (u.params.empty()) return {};
+        return {BoundRule::affine, max_row_l1(u.params[0]), u.params.size() > 1 ? max_magnitude(u.params[1]) : 0.0};
+    }
+    if (name == "onednn.matmul") {
+        const auto& a = g.values[u.inputs.at(0)];
+        return {BoundRule::matmul, 0, 0, a.rank > 0 ? a.shape[a.rank - 1] : 1};
+    }
+    if (name == "onednn.clamp") {
+        const auto attrs = attrs_of(u);
+        double limit = 0;  // |clamp(x)| <= max(|x|, |min|, |max|) over the finite limits
+        for (const char* key : {"min", "max"})
+            if (attrs.has(key) && std::isfinite(attrs.get_float(key, 0)))
+                limit = std::max(limit, std::fabs(attrs.get_float(key, 0)));
+        return {BoundRule::affine, 1, limit};
+    }
+    if (name == "onednn.relu" || name == "onednn.gelu" || name.starts_with("onednn.max_pool2d") ||
+        name.starts_with("onednn.avg_pool2d"))
+        return {BoundRule::same};
+    if (name == "onednn.sigmoid" || name == "onednn.tanh" || name == "onednn.softmax") return {BoundRule::unit};
+    if (name == "onednn.add" || name == "onednn.sub") return {BoundRule::sum};
+    if (name == "onednn.mul") return {BoundRule::product};
+    if (name == "onednn.concat") return {BoundRule::max_input};
+    return {};  // batch_norm, log_softmax
+}
+
+/// The bound of fused unit `u`'s result before its activation: its producer's from the inputs'
+/// bounds, plus the residual addend's.
+double fused_sum_bound(const Unit& u, const ValueBounds& bounds) {
+    const bool residual = u.fused_inputs.size() > u.inputs.size();
+    const std::span<const std::size_t> producer_inputs(u.fused_inputs.data(), u.inputs.size());
+    const double producer = bounds.transfer(u.fused_terms, producer_inputs);
+    if (!residual) return producer;
+    const double addend = bounds.get(u.fused_inputs.back());
+    return producer < 0 || addend < 0 ? ValueBounds::kUnknown : producer + addend;  // +inf stays
+}
+
+/// True when no partial sum of guarded unit `u` can overflow on this run's inputs and no NaN can
+/// reach its activation (see the file comment), so that its fused path computes what the
+/// node-by-node kernels compute. Propagated bounds may be loose: when they fail the check, the
+/// inputs not yet scanned this run are scanned and the check is made again on exact maxima.
+bool fused_path_safe(const Unit& u, ValueBounds& bounds, const capsule_tensor_view* values) {
+    constexpr double kSafeMagnitude = 1e38;
+    auto safe = [&] {
+        const double b = fused_sum_bound(u, bounds);
+        return b >= 0 && b <= kSafeMagnitude;
+    };
+    if (!u.fused_guard || safe()) return true;
+    bool scanned = false;
+    for (auto v : u.fused_inputs)
+        if (!bounds.measured(v)) {
+            bounds.measure(v, values[v]);
+            scanned = true;
+        }
+    return scanned && safe();
+}
+
+/// The bound of fused unit `u`'s result, after its activation.
+double fused_result_bound(const Unit& u, const ValueBounds& bounds) {
+    const double sum = fused_sum_bound(u, bounds);
+    if (sum < 0 || !(sum <= std::numeric_limits<float>::max())) return sum;
+    if (u.unit_activation) return 1;
+    const double b = (sum + u.activation_bound) * (1.0 + 1.0 / 64);
+    return b <= std::numeric_limits<float>::max() ? b : std::numeric_limits<double>::infinity();
+}
 
 /// True when unit `next` is `capsule` and reads only `value`, which only it reads and nothing
 /// after the group needs: the producer of `value` may then compute `next` too.
@@ -285,53 +315,92 @@ bool fold_batch_norm(Unit& conv, const Unit& bn) {
     return true;
 }
 
-/// Fuses what follows producer unit k into it: a batch_norm folded into a conv2d, then an
-/// elementwise op as a post-op. Returns the pattern ("conv2d+batch_norm+relu") and sets
-/// `u.fused_count`, or returns "" when nothing was fused.
+/// When unit `next` is an add (no broadcasting) that reads `value`, which only it reads and
+/// nothing after the group needs, and another value of the same shape: that other value (the
+/// residual the producer of `value` may add as a post-op). Otherwise none.
+std::optional<std::size_t> residual_addend(const Unit& next, std::size_t value, const capsule_group_args& g) {
+    if (std::strcmp(next.kernel->capsule_name, "onednn.add") != 0 || next.inputs.size() != 2) return std::nullopt;
+    const std::size_t a = next.inputs[0], b = next.inputs[1];
+    if ((a == value) == (b == value)) return std::nullopt;  // neither, or value + value
+    if (g.value_roles[value] != CAPSULE_VALUE_INTERNAL || readers(g, value) != 1) return std::nullopt;
+    const std::size_t other = a == value ? b : a;
+    const auto same_shape = [&](std::size_t v) {
+        const auto &x = g.values[v], &y = g.values[next.output];
+        return x.rank == y.rank && std::equal(x.shape, x.shape + x.rank, y.shape);
+    };
+    if (!same_shape(value) || !same_shape(other)) return std::nullopt;
+    return other;
+}
+
+/// Fuses what follows producer unit k into it: a batch_norm folded into a conv2d, then (conv2d
+/// only, when `allow_residual`) an add of another tensor as a binary post-op, then an elementwise
+/// op as an eltwise post-op. Returns the pattern ("conv2d+batch_norm+add+relu") and sets
+/// `u.fused_count`, or returns "" when nothing was fused. When oneDNN has no fast convolution with
+/// the residual add, tries again without it.
 std::string fuse_at(Executable& exe, std::size_t k, const std::vector<capsule_tensor_view>& views,
-                    const capsule_group_args& g) {
+                    const capsule_group_args& g, bool allow_residual = true) {
     Unit& u = exe.units[k];
     const Producer* producer = producer_of(u.kernel->capsule_name);
     if (!producer) return "";
+    const bool conv = std::strcmp(producer->op, "conv2d") == 0;
     std::string pattern = producer->op;
     std::size_t next = k + 1, result = u.output;
     u.fused_params = u.params;
     u.fused_attrs = u.attrs;
+    u.fused_inputs = u.inputs;
+    u.folded.clear();
     bool folded = false;
-    if (std::strcmp(producer->op, "conv2d") == 0 && next < exe.units.size() &&
-        consumes_alone(exe.units[next], "onednn.batch_norm", result, g) && fold_batch_norm(u, exe.units[next])) {
+    if (conv && next < exe.units.size() && consumes_alone(exe.units[next], "onednn.batch_norm", result, g) &&
+        fold_batch_norm(u, exe.units[next])) {
         pattern += "+batch_norm";
         result = exe.units[next++].output;
         folded = true;
     }
-    PostOp post;
+    Fusion fusion;
+    if (conv && allow_residual && next < exe.units.size())
+        if (const auto addend = residual_addend(exe.units[next], result, g)) {
+            fusion.add_input1 = true;
+            u.fused_inputs.push_back(*addend);
+            pattern += "+add";
+            result = exe.units[next++].output;
+        }
+    PostOp& post = fusion.activation;
+    bool maps_nan = false;
     if (next < exe.units.size()) {
         const Unit& act = exe.units[next];
         post = post_op_of(act.kernel->capsule_name, attrs_of(act));
         if (post && !consumes_alone(act, act.kernel->capsule_name, result, g)) post = {};
         // relu and clip map NaN to a bound (see the file comment).
-        const bool maps_nan = post.algorithm == dnnl::algorithm::eltwise_relu ||
-                          post.algorithm == dnnl::algorithm::eltwise_clip;
+        maps_nan = post.algorithm == dnnl::algorithm::eltwise_relu || post.algorithm == dnnl::algorithm::eltwise_clip;
         bool finite = true;
         for (const auto& p : u.fused_params) finite = finite && !has_non_finite(p);
         if (maps_nan && !finite) post = {};
         if (post) {
-            u.fused_guard = maps_nan;
             pattern += std::string("+") + (std::strchr(act.kernel->capsule_name, '.') + 1);
+            u.unit_activation = post.algorithm == dnnl::algorithm::eltwise_logistic ||
+                                post.algorithm == dnnl::algorithm::eltwise_tanh;
+            u.activation_bound = node_terms(act, g).bias;  // clamp's finite limits, else 0
             result = exe.units[next++].output;
+        } else {
+            maps_nan = false;
         }
     }
     if (next == k + 1) return "";
-    u.fused_guard = u.fused_guard || folded;
-    if (u.fused_guard) set_bounds(u);
+    u.fused_guard = maps_nan || folded;
+    u.fused_terms = u.terms;
+    if (u.fused_terms.rule == BoundRule::affine && !u.fused_params.empty()) {  // the larger of both
+        u.fused_terms.weight = std::max(u.fused_terms.weight, max_row_l1(u.fused_params[0]));
+        if (u.fused_params.size() > 1)
+            u.fused_terms.bias = std::max(u.fused_terms.bias, max_magnitude(u.fused_params[1]));
+    }
     std::vector<capsule_tensor_view> inputs;
-    auto args = prepare_args(u, views, g, inputs, result);
+    auto args = prepare_args(u, u.fused_inputs, views, g, inputs, result);
     args.params = u.fused_params.data();
     args.num_params = u.fused_params.size();
     args.attrs = u.fused_attrs.data();
     args.num_attrs = u.fused_attrs.size();
-    u.fused_state = producer->prepare_fused(PrepareCall{&args}, post);
-    if (!u.fused_state) return "";
+    u.fused_state = producer->prepare_fused(PrepareCall{&args}, fusion);
+    if (!u.fused_state) return fusion.add_input1 ? fuse_at(exe, k, views, g, false) : "";
     u.fused_count = next - k - 1;
     u.fused_output = result;
     return pattern;
@@ -433,13 +502,15 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
         for (auto i : u.inputs) in_range = in_range && i < g.num_values;
         plugin::require(in_range, "compiled group: value index out of range");
         copy_operands(u, node);
+        u.terms = node_terms(u, g);
+        u.finite_forward = finite_input_forward(u.kernel);
     }
     choose_layouts(*exe, g);
     std::vector<capsule_tensor_view> views(g.values, g.values + g.num_values), inputs;
     apply_layouts(*exe, views);
     for (std::size_t k = 0; k < g.num_nodes; ++k) {
         Unit& u = exe->units[k];
-        const auto args = prepare_args(u, views, g, inputs, u.output);
+        const auto args = prepare_args(u, u.inputs, views, g, inputs, u.output);
         capsule_status status{sizeof status, 0, {}};
         if (u.kernel->prepare)
             check(u.kernel->prepare(&args, &u.state, &status), status, "prepare", u.kernel->capsule_name);
@@ -464,17 +535,18 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     return exe;
 }
 
-/// Calls `u`'s forward with `state` and `params` / `attrs`, reading its inputs and writing value
-/// `output`.
-void forward(const Unit& u, void* state, const std::vector<capsule_tensor_view>& params,
-             const std::vector<capsule_attribute>& attrs, const capsule_tensor_view* values, std::size_t output) {
+/// Calls `entry` (a forward of `u`'s kernel) with `state` and `params` / `attrs`, reading values
+/// `operands` and writing value `output`.
+void forward(const Unit& u, capsule_forward_fn entry, void* state, const std::vector<std::size_t>& operands,
+             const std::vector<capsule_tensor_view>& params, const std::vector<capsule_attribute>& attrs,
+             const capsule_tensor_view* values, std::size_t output) {
     capsule_tensor_view inputs[8];
-    plugin::require(u.inputs.size() <= 8, "compiled group: a node with more than 8 inputs");
-    for (std::size_t i = 0; i < u.inputs.size(); ++i) inputs[i] = values[u.inputs[i]];
+    plugin::require(operands.size() <= 8, "compiled group: a node with more than 8 inputs");
+    for (std::size_t i = 0; i < operands.size(); ++i) inputs[i] = values[operands[i]];
     capsule_forward_args args{};
     args.struct_size = sizeof args;
     args.inputs = inputs;
-    args.num_inputs = u.inputs.size();
+    args.num_inputs = operands.size();
     args.params = params.data();
     args.num_params = params.size();
     args.outputs = &values[output];
@@ -483,7 +555,7 @@ void forward(const Unit& u, void* state, const std::vector<capsule_tensor_view>&
     args.num_attrs = attrs.size();
     args.state = state;
     capsule_status status{sizeof status, 0, {}};
-    check(u.kernel->forward(&args, &status), status, "forward", u.kernel->capsule_name);
+    check(entry(&args, &status), status, "forward", u.kernel->capsule_name);
 }
 
 int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
@@ -515,15 +587,22 @@ int32_t run_group(void* executable, const capsule_tensor_view* values, size_t nu
         local.assign(values, values + num_values);
         apply_layouts(exe, local);
         values = local.data();
+        thread_local ValueBounds bounds;
+        bounds.reset(num_values);
         const auto& units = exe.units;
         for (std::size_t k = 0; k < units.size(); ++k) {
             const Unit& u = units[k];
-            if (u.fused_state && (!u.fused_guard || fused_path_safe(u, values))) {
-                forward(u, u.fused_state, u.fused_params, u.fused_attrs, values, u.fused_output);
+            if (u.fused_state && fused_path_safe(u, bounds, values)) {
+                forward(u, u.kernel->forward, u.fused_state, u.fused_inputs, u.fused_params, u.fused_attrs, values,
+                        u.fused_output);
+                bounds.set(u.fused_output, fused_result_bound(u, bounds));
                 k += u.fused_count;
-            } else {
-                forward(u, u.state, u.params, u.attrs, values, u.output);
+                continue;
             }
+            const bool finite = u.finite_forward && !u.inputs.empty() && bounds.finite(u.inputs[0]);
+            forward(u, finite ? u.finite_forward : u.kernel->forward, u.state, u.inputs, u.params, u.attrs, values,
+                    u.output);
+            bounds.set(u.output, bounds.transfer(u.terms, u.inputs));
         }
     });
 }

@@ -1,5 +1,6 @@
 // onednn.conv2d and the 2-D pools (max_pool2d, max_pool2d_pad, avg_pool2d, avg_pool2d_pad).
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "kernels.hpp"
@@ -26,22 +27,27 @@ struct Staged {
     dnnl::reorder to_inner, to_plain;
     bool reordered = false;
 
-    void init(const memory::desc& host, const memory::desc& wanted, bool is_source) {
+    /// `to_inner` for a source, `to_plain` for a destination; both for a destination that is
+    /// read before it is written (the sum post-op).
+    void init(const memory::desc& host, const memory::desc& wanted, bool is_source, bool is_read = false) {
         plain = host;
         inner = wanted;
         reordered = wanted != host;
         if (!reordered) return;
-        if (is_source)
+        if (is_source || is_read)
             to_inner = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), host, cpu_engine(), wanted));
-        else
+        if (!is_source)
             to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), wanted, cpu_engine(), host));
     }
 };
 
 /// Runs `primitive` with src/dst in the host's layout, reordering through scratch buffers where
-/// the primitive's layouts differ. `extra` holds the other arguments (weights, bias).
+/// the primitive's layouts differ. `extra` holds the other arguments (weights, bias). With
+/// `addend` (laid out as y), the destination holds it when the primitive starts (for its sum
+/// post-op).
 void run_staged(const NodeState& state, const dnnl::primitive& primitive, const Staged& src,
-                const Staged& dst, const void* x, void* y, std::unordered_map<int, memory> extra) {
+                const Staged& dst, const void* x, void* y, std::unordered_map<int, memory> extra,
+                const void* addend = nullptr) {
     add_scratchpad(state, extra);
     ThreadScope scope(state.threads);
     auto& stream = thread_stream();
@@ -52,6 +58,12 @@ void run_staged(const NodeState& state, const dnnl::primitive& primitive, const 
         src.to_inner.execute(stream, x_plain, x_inner);
     }
     if (dst.reordered) y_inner = memory(dst.inner, cpu_engine(), scratch(1, dst.inner.get_size()));
+    if (addend && dst.reordered) {
+        memory addend_plain = wrap(dst.plain, addend);
+        dst.to_inner.execute(stream, addend_plain, y_inner);
+    } else if (addend) {
+        std::memcpy(y, addend, dst.plain.get_size());
+    }
     extra.emplace(DNNL_ARG_SRC, x_inner);
     extra.emplace(DNNL_ARG_DST, y_inner);
     primitive.execute(stream, extra);
@@ -72,14 +84,16 @@ struct ConvState : NodeState {
     bool empty = false;
     bool has_bias = false;
     bool bf16 = false;  // input and weights computed in bfloat16 (fpmath bf16)
+    bool sum_input1 = false;             // a fused residual add of input 1 (Fusion)
+    bool reference = false;              // oneDNN's unoptimised implementation was picked
     Staged src, dst;
     memory weights;
     memory::desc bias_md;
     dnnl::convolution_forward primitive;
 };
 
-/// The conv2d state of `call`, with `post` (when set) applied to the result inside the primitive.
-std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& post) {
+/// The conv2d state of `call`, with `fusion` applied to the result inside the primitive.
+std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& fusion) {
     const char* name = "onednn.conv2d";
     auto s = std::make_unique<ConvState>(name, call);
     const Tensor x = call.input(0), w = call.param(0), y = call.output();
@@ -94,6 +108,12 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& p
     plugin::require(call.num_params() == (s->has_bias ? 2u : 1u),
                     "onednn.conv2d: expects parameters weight and (with bias) bias");
     if (s->has_bias) require_float32(name, call.param(1), "bias");
+    if (fusion.add_input1) {
+        plugin::require(call.num_inputs() == 2 && call.input(1).dtype() == CAPSULE_DTYPE_FLOAT32 &&
+                            view_desc(call.input(1)) == view_desc(y),
+                        "onednn.conv2d: a fused addend must be a float32 input 1 of the output's shape and layout");
+        s->sum_input1 = true;
+    }
     plugin::require(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
                     "onednn.conv2d: expects x [N, C, H, W] and weight [O, C/groups, kh, kw]");
     const int64_t c = x.dim(1), o = w.dim(0);
@@ -139,20 +159,21 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const PostOp& p
                         : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                           dnnl::algorithm::convolution_direct, x_any, w_any,
                                                           y_any, strides, dil, pad, pad_r);
-        return dnnl::convolution_forward::primitive_desc(desc, scratchpad_attr(post), cpu_engine());
+        return dnnl::convolution_forward::primitive_desc(desc, scratchpad_attr(fusion.activation, s->sum_input1), cpu_engine());
     };
     auto pd = primitive_desc(input_type(call));
     if (is_bf16(pd.src_desc()) && is_reference(pd)) pd = primitive_desc(f32);
     s->bf16 = is_bf16(pd.src_desc());
+    s->reference = is_reference(pd);
     s->scratchpad = pd.scratchpad_desc();
     s->src.init(view_desc(x), pd.src_desc(), true);
-    s->dst.init(view_desc(y), pd.dst_desc(), false);
+    s->dst.init(view_desc(y), pd.dst_desc(), false, s->sum_input1);
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::convolution_forward(pd);
     return s;
 }
 
-std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) { return build_conv2d(call, {}); }
+std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) { return build_conv2d(call, Fusion{}); }
 
 void conv2d(const ForwardCall& call) {
     const auto& s = state_of<ConvState>(call, "onednn.conv2d");
@@ -160,7 +181,7 @@ void conv2d(const ForwardCall& call) {
     std::unordered_map<int, memory> extra{{DNNL_ARG_WEIGHTS, s.weights}};
     if (s.has_bias) extra.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
-               std::move(extra));
+               std::move(extra), s.sum_input1 ? call.input(1).data<float>() : nullptr);
 }
 
 // ---- pools ----------------------------------------------------------------------------------
@@ -273,20 +294,37 @@ void propagate_nan(const PoolState& s, const Tensor& x, const Tensor& y) {
                 }
 }
 
-template <bool Max, bool Padded>
+/// A pool; with `FiniteInput`, for an input known to hold no NaN (see finite_input_forward).
+template <bool Max, bool Padded, bool FiniteInput = false>
 void pool(const ForwardCall& call) {
     const auto& s = state_of<PoolState>(call, pool_name<Max, Padded>());
     if (s.empty) return;
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
                {});
-    if constexpr (Max) propagate_nan(s, call.input(0), call.output());
+    if constexpr (Max && !FiniteInput) propagate_nan(s, call.input(0), call.output());
 }
 
 }  // namespace
 
-void* prepare_conv2d_fused(const PrepareCall& call, const PostOp& post) {
-    auto s = build_conv2d(call, post);
-    return s->empty ? nullptr : s.release();
+void* prepare_conv2d_fused(const PrepareCall& call, const Fusion& fusion) {
+    std::unique_ptr<ConvState> s;
+    try {
+        s = build_conv2d(call, fusion);
+    } catch (const dnnl::error&) {
+        if (fusion.add_input1) return nullptr;  // no convolution with this binary post-op here
+        throw;
+    }
+    // oneDNN's reference convolution is far slower than computing the sum apart.
+    if (s->empty || (s->sum_input1 && s->reference)) return nullptr;
+    return s.release();
+}
+
+capsule_forward_fn pool_finite_input_forward(const capsule_kernel* kernel) {
+    // By name: the plugin's table holds copies of these entries.
+    const std::string_view name = kernel->capsule_name;
+    if (name == pool_name<true, false>()) return forward_entry<pool<true, false, true>>;
+    if (name == pool_name<true, true>()) return forward_entry<pool<true, true, true>>;
+    return nullptr;
 }
 
 bool computes_in_bf16(const capsule_kernel* kernel, const void* state) {

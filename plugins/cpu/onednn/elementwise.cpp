@@ -379,4 +379,12 @@ const capsule_kernel mul_kernel =
 const capsule_kernel batch_norm_kernel =
     entry<BatchNormState, prepare_batch_norm, batch_norm>("onednn.batch_norm");
 
+capsule_forward_fn elementwise_finite_input_forward(const capsule_kernel* kernel) {
+    // By name: the plugin's table holds copies of these entries.
+    const std::string_view name = kernel->capsule_name;
+    if (name == k_relu) return forward_entry<run_unary<k_relu>>;
+    if (name == k_clamp) return forward_entry<run_unary<k_clamp>>;
+    return nullptr;
+}
+
 }  // namespace capsule::onednn

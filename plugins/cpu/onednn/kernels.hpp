@@ -29,13 +29,23 @@ extern const capsule_kernel concat_kernel;       // concat.cpp
 /// The kernel entry of a capsule of this plugin, or nullptr (plugin.cpp).
 const capsule_kernel* find_kernel(std::string_view capsule_name);
 
-/// Prepares a conv2d / linear / matmul node with `post` fused into its primitive: the state is
-/// then used with that capsule's own forward and release. Returns nullptr when the node's shapes
-/// take a path without a primitive (an empty result, a zero inner dimension), where nothing can
-/// be fused. Raises what the capsule's prepare raises, and dnnl::error.
-void* prepare_conv2d_fused(const PrepareCall& call, const PostOp& post);  // conv_pool.cpp
-void* prepare_linear_fused(const PrepareCall& call, const PostOp& post);  // linalg.cpp
-void* prepare_matmul_fused(const PrepareCall& call, const PostOp& post);
+/// Prepares a conv2d / linear / matmul node with `fusion` fused into its primitive: the state is
+/// then used with that capsule's own forward and release (a forward call then passes the addend
+/// as input 1 when `fusion.add_input1`). Returns nullptr when the node's shapes take a path
+/// without a primitive (an empty result, a zero inner dimension), where nothing can be fused, and
+/// when the fusion asks for an addend that the capsule does not take (linear, matmul) or that
+/// oneDNN has no optimised convolution for. Raises what the capsule's prepare raises, and
+/// dnnl::error.
+void* prepare_conv2d_fused(const PrepareCall& call, const Fusion& fusion);  // conv_pool.cpp
+void* prepare_linear_fused(const PrepareCall& call, const Fusion& fusion);  // linalg.cpp
+void* prepare_matmul_fused(const PrepareCall& call, const Fusion& fusion);
+
+/// The forward entry of `kernel` for a call whose input holds no NaN (nor infinity): relu, clamp
+/// and the max pools skip the pass that gives NaN where oneDNN's primitive drops it
+/// (elementwise.cpp run_relu, conv_pool.cpp propagate_nan); nullptr for every other kernel.
+capsule_forward_fn finite_input_forward(const capsule_kernel* kernel);      // plugin.cpp
+capsule_forward_fn elementwise_finite_input_forward(const capsule_kernel* kernel);  // elementwise.cpp
+capsule_forward_fn pool_finite_input_forward(const capsule_kernel* kernel);         // conv_pool.cpp
 
 /// True when the prepared state of `kernel` computes in bfloat16 (fpmath bf16): conv2d
 /// (conv_pool.cpp) and linear (linalg.cpp, linear_computes_in_bf16).

@@ -196,13 +196,15 @@ void matmul(const ForwardCall& call) {
 
 }  // namespace
 
-void* prepare_linear_fused(const PrepareCall& call, const PostOp& post) {
-    auto s = build_linear(call, post);
+void* prepare_linear_fused(const PrepareCall& call, const Fusion& fusion) {
+    if (fusion.add_input1) return nullptr;  // only convolutions take a residual (conv2d's forward reads it)
+    auto s = build_linear(call, fusion.activation);
     return s->trivial ? nullptr : s.release();
 }
 
-void* prepare_matmul_fused(const PrepareCall& call, const PostOp& post) {
-    auto s = build_matmul(call, post);
+void* prepare_matmul_fused(const PrepareCall& call, const Fusion& fusion) {
+    if (fusion.add_input1) return nullptr;
+    auto s = build_matmul(call, fusion.activation);
     return s->empty || s->zero_inner ? nullptr : s.release();
 }
 

@@ -48,6 +48,11 @@ const capsule_kernel* find_kernel(std::string_view capsule_name) {
     return nullptr;
 }
 
+capsule_forward_fn finite_input_forward(const capsule_kernel* kernel) {
+    if (auto f = elementwise_finite_input_forward(kernel)) return f;
+    return pool_finite_input_forward(kernel);
+}
+
 }  // namespace capsule::onednn
 
 extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t host_major, uint32_t) {
