@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "linalg_common.hpp"
+#include "parallel.hpp"
 
 namespace capsule::reference {
 namespace {
@@ -278,7 +279,7 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
             T* dst = nc == 1 ? Y + (n0 * g.out_c + gr * cog) * P : ybuf.data();
             for (int64_t o = 0; o < cog; ++o)
                 std::fill(dst + o * ld, dst + (o + 1) * ld, bias ? bias[gr * cog + o] : T(0));
-            gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true);
+            gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true, granted_threads(call));
             if (nc > 1) scatter_channels(ybuf.data(), g.out_c, P, n0, nc, gr * cog, cog, Y);
         }
     }
@@ -361,7 +362,8 @@ void conv_t_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
                 xg = xbuf.data();
             }
             // col [K × ld] = W_gᵀ · x_g, W_g = weight rows [gr·cig, (gr+1)·cig) of [Cin, K].
-            gemm<T>(true, false, K, ld, cig, Wt + gr * cig * K, K, xg, ld, col.data(), ld, false);
+            gemm<T>(true, false, K, ld, cig, Wt + gr * cig * K, K, xg, ld, col.data(), ld, false,
+                    granted_threads(call));
             for (int64_t j = 0; j < nc; ++j)
                 col2im(col.data() + j * P, ld, s, Y + ((n0 + j) * g.out_c + gr * s.c) * out_p);
         }

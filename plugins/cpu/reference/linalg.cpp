@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "linalg_common.hpp"
+#include "parallel.hpp"
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"  // vector types never cross a non-inlined call
@@ -319,9 +320,29 @@ const char* gemm_isa() {
     }
 }
 
+namespace {
+
+/// How many threads gemm uses: at most `threads`, each with at least 64 columns or 64 rows and
+/// about 4 MFLOP (a thread start costs tens of microseconds).
+int gemm_parts(int threads, int64_t m, int64_t n, int64_t k) {
+    constexpr double kMinFlops = 4e6;
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    const int64_t by_shape = std::max(n, m) / 64, by_work = static_cast<int64_t>(flops / kMinFlops);
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({threads, by_shape, by_work})));
+}
+
+/// [0, extent) in `parts` ranges of whole multiples of 64; part `part`'s range.
+std::pair<int64_t, int64_t> part_range(int64_t extent, int parts, int part) {
+    const int64_t per = (extent + parts - 1) / parts, step = (per + 63) / 64 * 64;
+    const int64_t begin = std::min(extent, part * step);
+    return {begin, std::min(extent, begin + step)};
+}
+
+}  // namespace
+
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate, int threads) {
     require(m >= 0 && n >= 0 && k >= 0, "gemm: negative size");
     if (m == 0 || n == 0) return;
     if (k == 0) {
@@ -332,13 +353,33 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
     // A·Bᵀ with few rows and a long k: packing Bᵀ (a strided transpose) would cost more than
     // the multiplication, so take the dot-product path.
     const bool dot = !trans_a && trans_b && m < 32 && k >= 64;
-    run_gemm<T>(GemmArgs{trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate, dot});
+    const GemmArgs whole{trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate, dot};
+    const int parts = gemm_parts(threads, m, n, k);
+    if (parts <= 1) return run_gemm<T>(whole);
+    // Each part computes a block of C's columns (or, for narrow C, rows) with the same path
+    // (`dot` decided for the whole) and the same blocking over k, so every entry is summed in
+    // the same order as with one thread.
+    const bool by_columns = n >= m;
+    run_parts(parts, [&](int part) {
+        const auto [begin, end] = part_range(by_columns ? n : m, parts, part);
+        if (begin >= end) return;
+        GemmArgs g = whole;
+        if (by_columns) {
+            g.n = end - begin;
+            g.b = b + (trans_b ? begin * ldb : begin);
+        } else {
+            g.m = end - begin;
+            g.a = a + (trans_a ? begin : begin * lda);
+        }
+        g.c = c + (by_columns ? begin : begin * ldc);
+        run_gemm<T>(g);
+    });
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
-                          const float*, int64_t, float*, int64_t, bool);
+                          const float*, int64_t, float*, int64_t, bool, int);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
-                           const double*, int64_t, double*, int64_t, bool);
+                           const double*, int64_t, double*, int64_t, bool, int);
 
 // =============================================================================================
 // matmul
@@ -430,12 +471,12 @@ void matmul_fwd(const ForwardCall& call) {
     const int64_t mk = p.m * p.k, kn = p.k * p.n, mn = p.m * p.n;
     if (p.b_batches == 1 && p.a_batches == p.batch_count) {
         // b is one matrix shared by every batch: one GEMM over all rows of a.
-        gemm<T>(false, false, p.batch_count * p.m, p.n, p.k, A, p.k, B, p.n, C, p.n, false);
+        gemm<T>(false, false, p.batch_count * p.m, p.n, p.k, A, p.k, B, p.n, C, p.n, false, granted_threads(call));
         return;
     }
     for_each_batch(p, [&](int64_t t, int64_t ia, int64_t ib) {
         gemm<T>(false, false, p.m, p.n, p.k, A + ia * mk, p.k, B + ib * kn, p.n, C + t * mn, p.n,
-                false);
+                false, granted_threads(call));
     });
 }
 
@@ -527,7 +568,7 @@ void bmm_fwd(const ForwardCall& call) {
     T* C = out.data<T>();
     for (int64_t t = 0; t < d.batch; ++t)
         gemm<T>(false, false, d.m, d.n, d.k, A + t * d.m * d.k, d.k, B + t * d.k * d.n, d.n,
-                C + t * d.m * d.n, d.n, false);
+                C + t * d.m * d.n, d.n, false, granted_threads(call));
 }
 
 template <typename T>
@@ -607,7 +648,7 @@ void linear_fwd(const ForwardCall& call, const LinearDims& d) {
         const T* bias = call.param(1).data<T>();
         for (int64_t r = 0; r < d.rows; ++r) std::copy(bias, bias + d.out, Y + r * d.out);
     }
-    gemm<T>(false, true, d.rows, d.out, d.in, X, d.in, Wt, d.in, Y, d.out, d.bias);
+    gemm<T>(false, true, d.rows, d.out, d.in, X, d.in, Wt, d.in, Y, d.out, d.bias, granted_threads(call));
 }
 
 template <typename T>

@@ -38,13 +38,17 @@ using DimList = InlineVec<int64_t>;
 /// A or B. Packs panels of A and B (BLIS-style) and runs a register-blocked micro-kernel; on
 /// x86-64 the micro-kernel is chosen once at run time for AVX-512, AVX2+FMA or SSE2. Results may
 /// therefore differ in the last bits between machines (different summation order / FMA use).
+/// With `threads` > 1, the columns of C (or its rows, when C has more rows than columns) are
+/// split between up to that many threads (parallel.hpp) when each gets at least 64 of them and
+/// about 4 MFLOP; every entry of C is summed in the same order as with one thread, so the result
+/// does not depend on the thread count.
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate);
+          const T* b, int64_t ldb, T* c, int64_t ldc, bool accumulate, int threads = 1);
 extern template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
-                                 const float*, int64_t, float*, int64_t, bool);
+                                 const float*, int64_t, float*, int64_t, bool, int);
 extern template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
-                                  const double*, int64_t, double*, int64_t, bool);
+                                  const double*, int64_t, double*, int64_t, bool, int);
 
 /// The micro-kernel family gemm uses on this machine: "avx512", "avx2" or "generic".
 const char* gemm_isa();

@@ -1,5 +1,6 @@
 // The reference plugin's table: every capsule declared in reference.capsule.json, by name.
 #include "kernels.hpp"
+#include "parallel.hpp"
 
 namespace capsule::reference {
 namespace {
@@ -7,6 +8,10 @@ namespace {
 using plugin::backward_entry;
 using plugin::forward_entry;
 using plugin::kernel;
+
+// The GEMM-based kernels keep the intra-op thread count their node was granted (parallel.hpp).
+constexpr capsule_prepare_fn kThreadGrant = plugin::prepare_entry<ThreadGrant, prepare_thread_grant>;
+constexpr capsule_release_fn kReleaseGrant = plugin::release_entry<ThreadGrant>;
 
 constexpr capsule_kernel kKernels[] = {
     kernel("reference.rand_uniform", forward_entry<rand_uniform_forward>),
@@ -55,17 +60,17 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.gather_rows_nat", forward_entry<gather_rows_nat_forward>, backward_entry<gather_rows_nat_backward>),
     kernel("reference.scatter_add_vec", forward_entry<scatter_add_vec_forward>, backward_entry<scatter_add_vec_backward>),
     kernel("reference.scatter_add_row", forward_entry<scatter_add_row_forward>, backward_entry<scatter_add_row_backward>),
-    kernel("reference.matmul", forward_entry<matmul_forward>, backward_entry<matmul_backward>),
-    kernel("reference.bmm", forward_entry<bmm_forward>, backward_entry<bmm_backward>),
-    kernel("reference.linear", forward_entry<linear_forward>, backward_entry<linear_backward>),
+    kernel("reference.matmul", forward_entry<matmul_forward>, backward_entry<matmul_backward>, kThreadGrant, kReleaseGrant),
+    kernel("reference.bmm", forward_entry<bmm_forward>, backward_entry<bmm_backward>, kThreadGrant, kReleaseGrant),
+    kernel("reference.linear", forward_entry<linear_forward>, backward_entry<linear_backward>, kThreadGrant, kReleaseGrant),
     kernel("reference.mse_loss", forward_entry<mse_loss_forward>, backward_entry<mse_loss_backward>),
     kernel("reference.layer_norm", forward_entry<layer_norm_forward>, backward_entry<layer_norm_backward>),
     kernel("reference.batch_norm", forward_entry<batch_norm_forward>, backward_entry<batch_norm_backward>),
     kernel("reference.batchnorm_channel_first", forward_entry<batchnorm_channel_first_forward>, backward_entry<batchnorm_channel_first_backward>),
-    kernel("reference.conv", forward_entry<conv_forward>, backward_entry<conv_backward>),
-    kernel("reference.conv2d", forward_entry<conv2d_forward>, backward_entry<conv2d_backward>),
-    kernel("reference.conv_transpose", forward_entry<conv_transpose_forward>, backward_entry<conv_transpose_backward>),
-    kernel("reference.conv_transpose2d", forward_entry<conv_transpose2d_forward>, backward_entry<conv_transpose2d_backward>),
+    kernel("reference.conv", forward_entry<conv_forward>, backward_entry<conv_backward>, kThreadGrant, kReleaseGrant),
+    kernel("reference.conv2d", forward_entry<conv2d_forward>, backward_entry<conv2d_backward>, kThreadGrant, kReleaseGrant),
+    kernel("reference.conv_transpose", forward_entry<conv_transpose_forward>, backward_entry<conv_transpose_backward>, kThreadGrant, kReleaseGrant),
+    kernel("reference.conv_transpose2d", forward_entry<conv_transpose2d_forward>, backward_entry<conv_transpose2d_backward>, kThreadGrant, kReleaseGrant),
     kernel("reference.max_pool", forward_entry<max_pool_forward>, backward_entry<max_pool_backward>),
     kernel("reference.max_pool2d", forward_entry<max_pool2d_forward>, backward_entry<max_pool2d_backward>),
     kernel("reference.max_pool2d_pad", forward_entry<max_pool2d_pad_forward>, backward_entry<max_pool2d_pad_backward>),

@@ -132,6 +132,22 @@ inline int64_t argmax(const T* plane, const PoolGeom& g, const Window& win) {
     return best_i;
 }
 
+/// The value at argmax(plane, g, win) for the forward pass: the window's maximum, NaN when the
+/// window holds a NaN (torch.max_pool2d), -inf for an empty window. Written as a max (maxss) and
+/// a NaN flag so that no comparison of the data branches.
+template <typename T>
+inline T window_max(const T* plane, const PoolGeom& g, const Window& win) {
+    T best = -std::numeric_limits<T>::infinity();
+    bool nan = false;
+    for (int64_t y = win.y0; y < win.y1; ++y)
+        for (int64_t x = win.x0; x < win.x1; ++x) {
+            const T v = plane[y * g.w + x];
+            best = v > best ? v : best;
+            nan |= v != v;
+        }
+    return nan ? std::numeric_limits<T>::quiet_NaN() : best;
+}
+
 /// Window maximum and Σ exp((x - max)/temperature), for smooth max.
 template <typename T>
 inline void smooth_stats(const T* plane, const PoolGeom& g, const Window& win, double& m,
@@ -169,11 +185,7 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
                 const Window win = window(g, oy, ox);
                 T& dst = yp[oy * g.ow + ox];
                 switch (kind) {
-                    case Kind::max: {
-                        const int64_t i = argmax(plane, g, win);
-                        dst = i < 0 ? -std::numeric_limits<T>::infinity() : plane[i];
-                        break;
-                    }
+                    case Kind::max: dst = window_max(plane, g, win); break;
                     case Kind::avg: {
                         double s = 0;
                         for (int64_t y = win.y0; y < win.y1; ++y)
