@@ -1025,6 +1025,86 @@ TEST(OnednnCompiledGroups, BoundsThroughTheGroupKeepOverflowsAsNodeByNode) {
     }
 }
 
+// Two sources of infinities the bounds must see: an average pool sums its window in float32
+// before dividing (four values of 1e38 give inf), and clamp(min = +inf) makes every element +inf.
+// Either then feeds sub(v, v) = inf - inf = NaN and a relu that must keep it, as node by node.
+TEST(OnednnCompiledGroups, BoundsCoverAveragePoolSumsAndInfiniteClampLimits) {
+    REQUIRE_ONEDNN();
+    auto graph = [](const std::string& middle_op, const std::string& middle_attrs, const std::string& middle_shape) {
+        return parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 1, 2, 2], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c0", "parents": [0], "attrs": {"out_channels": 1, "kernel_size": 1}, "shape": [1, 1, 2, 2]},
+      {"id": 2, "op": "relu", "name": "r0", "parents": [1], "shape": [1, 1, 2, 2]},
+      {"id": 3, "op": ")" + middle_op + R"(", "name": "m", "parents": [2], "attrs": )" + middle_attrs +
+                           R"(, "shape": )" + middle_shape + R"(},
+      {"id": 4, "op": "sub", "name": "d", "parents": [3, 3], "shape": )" + middle_shape + R"(},
+      {"id": 5, "op": "relu", "name": "out", "parents": [4], "shape": )" + middle_shape + R"(}
+    ], "outputs": [5]})");
+    };
+    auto t = [](Shape s, std::vector<double> v) { return Tensor::from_values(DType::float32, std::move(s), v); };
+    const ParameterMap params{{"c0.weight", t({1, 1, 1, 1}, {1})}, {"c0.bias", t({1}, {0})}};
+    struct Case {
+        const char* what;
+        Graph graph;
+        std::vector<double> x;
+    };
+    // JSON has no infinity: the clamp limit is set on the parsed graph (as ONNX import sets it
+    // from a Clip's min input).
+    auto clamped = [&](const char* limit, double value) {
+        Graph g = graph("clamp", std::string(R"({")") + limit + R"(": 0})", "[1, 1, 2, 2]");
+        g.nodes[3].attrs[limit] = value;
+        return g;
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    const Case cases[] = {
+        {"avg_pool of 4 x 1e38", graph("avg_pool2d", R"({"kernel_size": 2})", "[1, 1, 1, 1]"), {1e38, 1e38, 1e38, 1e38}},
+        {"clamp(min = inf)", clamped("min", inf), {0.5, 0.25, 1, 2}},
+        {"clamp(max = -inf)", clamped("max", -inf), {0.5, 0.25, 1, 2}}};
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.what);
+        const std::map<std::string, Tensor> inputs{{"x", t({1, 1, 2, 2}, c.x)}};
+        auto fused = onednn_session(c.graph, params, true);
+        ASSERT_EQ(fused.compiled_groups().size(), 1u);
+        const auto want = onednn_session(c.graph, params, false).run(inputs)[0];
+        EXPECT_TRUE(std::isnan(want.at(0))) << want.at(0);
+        expect_same(fused.run(inputs)[0], want, 0.0);
+    }
+}
+
+// A channel concat of channels-last values (squeezenet's fire modules) is a per-pixel block copy;
+// one operand has a single channel (its nhwc and nchw layouts coincide).
+TEST(OnednnCompiledGroups, ChannelsLastConcatMatchesTheReference) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 6, 6], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "a", "parents": [0], "attrs": {"out_channels": 4, "kernel_size": 3, "padding": 1}, "shape": [2, 4, 6, 6]},
+      {"id": 2, "op": "relu", "name": "ra", "parents": [1], "shape": [2, 4, 6, 6]},
+      {"id": 3, "op": "conv2d", "name": "b", "parents": [0], "attrs": {"out_channels": 1, "kernel_size": 1}, "shape": [2, 1, 6, 6]},
+      {"id": 4, "op": "relu", "name": "rb", "parents": [3], "shape": [2, 1, 6, 6]},
+      {"id": 5, "op": "concat", "name": "cat", "parents": [2, 4], "attrs": {"axis": 1}, "shape": [2, 5, 6, 6]},
+      {"id": 6, "op": "conv2d", "name": "c", "parents": [5], "attrs": {"out_channels": 3, "kernel_size": 3, "padding": 1}, "shape": [2, 3, 6, 6]},
+      {"id": 7, "op": "sigmoid", "name": "out", "parents": [6], "shape": [2, 3, 6, 6]}
+    ], "outputs": [7]})");
+    auto t = [](Shape s, std::size_t n, std::uint64_t seed, double scale) {
+        return Tensor::from_values(DType::float32, std::move(s), pseudo_random(n, seed, scale));
+    };
+    const ParameterMap params{{"a.weight", t({4, 3, 3, 3}, 108, 91, 0.4)}, {"a.bias", t({4}, 4, 92, 0.2)},
+                              {"b.weight", t({1, 3, 1, 1}, 3, 93, 0.8)}, {"b.bias", t({1}, 1, 94, 0.2)},
+                              {"c.weight", t({3, 5, 3, 3}, 135, 95, 0.4)}, {"c.bias", t({3}, 3, 96, 0.2)}};
+    const std::map<std::string, Tensor> inputs{{"x", t({2, 3, 6, 6}, 216, 97, 2.0)}};
+    auto fused = onednn_session(graph, params, true);
+    ASSERT_EQ(fused.compiled_groups().size(), 1u);
+    EXPECT_NE(fused.compiled_groups()[0].fused.find("internal tensors kept nhwc"), std::string::npos)
+        << fused.compiled_groups()[0].fused;
+    const auto want = reference_output(graph, params, inputs);
+    double spread = 0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) spread = std::max(spread, std::fabs(want.at(i) - 0.5));
+    EXPECT_GT(spread, 0.2) << "outputs must vary for the comparison to mean something";
+    expect_same(fused.run(inputs)[0], want, 1e-5);
+    expect_same(onednn_session(graph, params, false).run(inputs)[0], want, 1e-5);
+}
+
 TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {
     REQUIRE_ONEDNN();
     const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / "squeezenet1_1";

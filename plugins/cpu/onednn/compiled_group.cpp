@@ -1,9 +1,10 @@
 // The oneDNN plugin's compiled groups (ABI 1.1 extension, plugin_abi.h): a run of consecutive
 // nodes planned on this plugin becomes one executable. Inside it, a convolution, inner product
 // (linear) or matmul absorbs what follows it on its result alone: an inference batch_norm after a
-// convolution is folded into its weights and bias, and a relu, clamp, sigmoid, tanh or gelu becomes a
-// oneDNN post-op, so the intermediate tensors are never written and read back. Every other node
-// runs its own capsule's prepared kernel, exactly as node by node.
+// convolution is folded into its weights and bias, an add of another tensor of the result's shape
+// after a convolution (a residual connection) becomes oneDNN's sum post-op, and a relu, clamp,
+// sigmoid, tanh or gelu becomes an eltwise post-op, so the intermediate tensors are never written
+// and read back. Every other node runs its own capsule's prepared kernel, exactly as node by node.
 //
 // Values that only the group sees (role INTERNAL) between convolutions and pools are kept
 // channels-last (nhwc), the layout oneDNN's x64 convolutions compute in, instead of the host's
@@ -12,13 +13,16 @@
 // the convolution, pooling and batch-norm kernels read (view_desc), and elementwise kernels over
 // operands of one layout do not depend on.
 //
-// relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN, and a
-// folded batch_norm would hide (or create) an overflow of the convolution's own result. Such a
-// chain is fused only with finite (folded) weights, and each run takes the fused path only when
-// no partial sum of the producer can overflow, so that neither an infinity nor a NaN can arise
-// inside it: max|x| * max_o sum_i |w[o, i]| + max|bias| <= 1e38 (for matmul, max|a| * max|b| * k),
-// with the larger of the original and folded weights. Otherwise the chain runs node by node, and
-// the results match the node-by-node kernels.
+// relu and clamp as post-ops map NaN to a bound where torch.relu and torch.clamp keep NaN, a
+// folded batch_norm would hide (or create) an overflow of the convolution's own result, and a sum
+// post-op may add the residual to a partial sum. Such a chain is fused only with finite (folded)
+// weights, and each run takes the fused path only when no partial sum of the producer can
+// overflow and no NaN can arrive, so that neither an infinity nor a NaN can arise inside it:
+// max|x| * max_o sum_i |w[o, i]| + max|bias| + max|residual| <= 1e38 (for matmul,
+// max|a| * max|b| * k), with the larger of the original and folded weights. Otherwise the chain
+// runs node by node, and the results match the node-by-node kernels. The maxima are magnitude
+// bounds that each run carries through the group (value_bounds.hpp): a scan of a value only
+// where no bound follows from the bounds of its producer's inputs, or where it is too loose.
 #include <algorithm>
 #include <array>
 #include <numeric>
@@ -39,6 +43,8 @@
 
 namespace capsule::onednn {
 namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 /// A producer whose primitive can apply a post-op, and its fused preparer.
 struct Producer {
@@ -199,22 +205,32 @@ BoundTerms node_terms(const Unit& u, const capsule_group_args& g) {
     const std::string_view name = u.kernel->capsule_name;
     if (name == "onednn.conv2d" || name == "onednn.linear") {
         if (u.params.empty()) return {};
-        return {BoundRule::affine, max_row_l1(u.params[0]), u.params.size() > 1 ? max_magnitude(u.params[1]) : 0.0};
+        const auto& w = u.params[0];
+        return {BoundRule::affine, max_row_l1(w), u.params.size() > 1 ? max_magnitude(u.params[1]) : 0.0,
+                w.rank > 0 && w.shape[0] > 0 ? numel(w) / w.shape[0] : 0};
     }
     if (name == "onednn.matmul") {
         const auto& a = g.values[u.inputs.at(0)];
         return {BoundRule::matmul, 0, 0, a.rank > 0 ? a.shape[a.rank - 1] : 1};
     }
     if (name == "onednn.clamp") {
+        // |clamp(x)| <= max(|x|, |min|, |max|) over the finite limits; min = +inf, max = -inf or
+        // a NaN limit makes every element non-finite.
         const auto attrs = attrs_of(u);
-        double limit = 0;  // |clamp(x)| <= max(|x|, |min|, |max|) over the finite limits
-        for (const char* key : {"min", "max"})
-            if (attrs.has(key) && std::isfinite(attrs.get_float(key, 0)))
-                limit = std::max(limit, std::fabs(attrs.get_float(key, 0)));
+        const double min = attrs.get_float("min", -kInfinity), max = attrs.get_float("max", kInfinity);
+        if (std::isnan(min) || std::isnan(max) || min == kInfinity || max == -kInfinity)
+            return {BoundRule::affine, 1, kInfinity};
+        double limit = 0;
+        for (const double v : {min, max})
+            if (std::isfinite(v)) limit = std::max(limit, std::fabs(v));
         return {BoundRule::affine, 1, limit};
     }
-    if (name == "onednn.relu" || name == "onednn.gelu" || name.starts_with("onednn.max_pool2d") ||
-        name.starts_with("onednn.avg_pool2d"))
+    if (name.starts_with("onednn.avg_pool2d")) {
+        // The window sum is formed in float32 before the division: bounded by the window size.
+        const auto k = attrs_of(u).get_ints("kernel_size", {1});
+        return {BoundRule::mean, 0, 0, k.size() == 2 ? k[0] * k[1] : k[0] * k[0]};
+    }
+    if (name == "onednn.relu" || name == "onednn.gelu" || name.starts_with("onednn.max_pool2d"))
         return {BoundRule::same};
     if (name == "onednn.sigmoid" || name == "onednn.tanh" || name == "onednn.softmax") return {BoundRule::unit};
     if (name == "onednn.add" || name == "onednn.sub") return {BoundRule::sum};
@@ -259,7 +275,7 @@ double fused_result_bound(const Unit& u, const ValueBounds& bounds) {
     const double sum = fused_sum_bound(u, bounds);
     if (sum < 0 || !(sum <= std::numeric_limits<float>::max())) return sum;
     if (u.unit_activation) return 1;
-    const double b = (sum + u.activation_bound) * (1.0 + 1.0 / 64);
+    const double b = (sum + u.activation_bound) * (1.0 + 1.0 / 64);  // the activation's rounding
     return b <= std::numeric_limits<float>::max() ? b : std::numeric_limits<double>::infinity();
 }
 
@@ -333,7 +349,7 @@ std::optional<std::size_t> residual_addend(const Unit& next, std::size_t value, 
 }
 
 /// Fuses what follows producer unit k into it: a batch_norm folded into a conv2d, then (conv2d
-/// only, when `allow_residual`) an add of another tensor as a binary post-op, then an elementwise
+/// only, when `allow_residual`) an add of another tensor as a sum post-op, then an elementwise
 /// op as an eltwise post-op. Returns the pattern ("conv2d+batch_norm+add+relu") and sets
 /// `u.fused_count`, or returns "" when nothing was fused. When oneDNN has no fast convolution with
 /// the residual add, tries again without it.
@@ -349,6 +365,8 @@ std::string fuse_at(Executable& exe, std::size_t k, const std::vector<capsule_te
     u.fused_attrs = u.attrs;
     u.fused_inputs = u.inputs;
     u.folded.clear();
+    u.unit_activation = false;
+    u.activation_bound = 0;
     bool folded = false;
     if (conv && next < exe.units.size() && consumes_alone(exe.units[next], "onednn.batch_norm", result, g) &&
         fold_batch_norm(u, exe.units[next])) {
@@ -386,7 +404,7 @@ std::string fuse_at(Executable& exe, std::size_t k, const std::vector<capsule_te
         }
     }
     if (next == k + 1) return "";
-    u.fused_guard = maps_nan || folded;
+    u.fused_guard = maps_nan || folded || fusion.add_input1;
     u.fused_terms = u.terms;
     if (u.fused_terms.rule == BoundRule::affine && !u.fused_params.empty()) {  // the larger of both
         u.fused_terms.weight = std::max(u.fused_terms.weight, max_row_l1(u.fused_params[0]));

@@ -1,5 +1,7 @@
 // onednn.concat.
 #include <cstring>
+#include <numeric>
+#include <span>
 
 #include "capsule/shape_math.hpp"
 #include "kernels.hpp"
@@ -9,21 +11,41 @@ namespace capsule::onednn {
 namespace {
 
 /// torch.cat(xs, dim=axis) / ONNX Concat: inputs of equal rank whose dims agree apart from `axis`
-/// (negative counts from the end); zero-size inputs contribute nothing. float32 runs as oneDNN's
-/// concat primitive on each view's layout (plain row-major, or nhwc inside a compiled group, where
-/// a channel concat interleaves per pixel); other dtypes (int64 shapes, bool masks) are row-major
-/// block copies: for each index of the dims before `axis`, each input's contiguous block in turn.
+/// (negative counts from the end); zero-size inputs contribute nothing. When every operand is
+/// dense in one memory order in which `axis` is outermost-after-the-rest (row-major, any axis; or
+/// channels-last nhwc inside a compiled group with axis 1, where a channel concat interleaves per
+/// pixel), the concat is a block copy: for each index of the dims before `axis` in memory order,
+/// each input's contiguous block in turn, split between the node's threads (oneDNN 2.6's concat
+/// takes its slow `simple` path for nhwc channel concats: 6 GB/s). Other float32 layouts run as
+/// oneDNN's concat primitive; other dtypes (int64 shapes, bool masks) are row-major block copies.
 struct ConcatState : NodeState {
     using NodeState::NodeState;
-    bool float32 = true;
+    bool block_copy = false;
     std::vector<std::size_t> used;  // inputs with elements, in order
     std::vector<memory::desc> src_mds;
     memory::desc dst_md;
     dnnl::concat primitive;
-    // Block copies (other dtypes): outer count and each input's block, in bytes.
+    // Block copies: outer count and each input's block, in bytes.
     int64_t outer = 0;
     std::vector<int64_t> block_bytes;
 };
+
+/// True when `t`'s view has exactly the dense strides of its dims in `order` (dims from outermost
+/// to innermost in memory); dims of size 1 may have any stride.
+bool dense_in(const Tensor& t, std::span<const int> order) {
+    if (t.view->strides == nullptr) {  // the host's row-major default
+        for (std::size_t i = 0; i < order.size(); ++i)
+            if (order[i] != static_cast<int>(i) && t.dim(order[i]) != 1) return false;
+        return true;
+    }
+    int64_t stride = 1;
+    for (std::size_t i = order.size(); i-- > 0;) {
+        const int d = order[i];
+        if (t.dim(d) != 1 && t.view->strides[d] != stride) return false;
+        stride *= t.dim(d);
+    }
+    return true;
+}
 
 std::unique_ptr<ConcatState> prepare_concat(const PrepareCall& call) {
     const char* name = "onednn.concat";
@@ -56,15 +78,29 @@ std::unique_ptr<ConcatState> prepare_concat(const PrepareCall& call) {
         return std::string(name) + ": the inputs' sizes along axis " + std::to_string(axis) +
                " sum to " + std::to_string(total) + ", the output has " + std::to_string(y.dim(static_cast<int>(axis)));
     });
-    s->float32 = y.dtype() == CAPSULE_DTYPE_FLOAT32;
     s->limit_threads(double(y.numel()));
     const ThreadScope scope(s->threads);
     if (s->used.empty()) return s;
-    if (!s->float32) {
-        const std::size_t element = y.dtype() == CAPSULE_DTYPE_BOOL ? 1 : 8;  // int64, float64
+    // The memory order of the block copy: row-major, or nhwc for a channel concat.
+    std::vector<int> order(static_cast<std::size_t>(y.rank()));
+    std::iota(order.begin(), order.end(), 0);
+    const std::vector<int> nhwc{0, 2, 3, 1};
+    auto all_dense = [&](std::span<const int> o) {
+        bool dense = dense_in(y, o);
+        for (auto i : s->used) dense = dense && dense_in(call.input(i), o);
+        return dense;
+    };
+    const bool float32 = y.dtype() == CAPSULE_DTYPE_FLOAT32;
+    if (!all_dense(order) && float32 && y.rank() == 4 && axis == 1 && all_dense(nhwc)) order = nhwc;
+    s->block_copy = !float32 || all_dense(order);
+    if (s->block_copy) {
+        const int64_t element = y.dtype() == CAPSULE_DTYPE_BOOL ? 1 : float32 ? 4 : 8;  // int64, float64: 8
         s->outer = 1;
-        for (int d = 0; d < axis; ++d) s->outer *= y.dim(d);
-        for (auto i : s->used) s->block_bytes.push_back(call.input(i).numel() / s->outer * int64_t(element));
+        for (const int d : order) {
+            if (d == axis) break;
+            s->outer *= y.dim(d);
+        }
+        for (auto i : s->used) s->block_bytes.push_back(call.input(i).numel() / s->outer * element);
         return s;
     }
     for (auto i : s->used) s->src_mds.push_back(view_desc(call.input(i)));
@@ -78,14 +114,19 @@ std::unique_ptr<ConcatState> prepare_concat(const PrepareCall& call) {
 void concat(const ForwardCall& call) {
     const auto& s = state_of<ConcatState>(call, "onednn.concat");
     if (s.used.empty()) return;
-    if (!s.float32) {
+    if (s.block_copy) {
         auto* out = call.output().data<unsigned char>();
-        for (int64_t o = 0; o < s.outer; ++o)
-            for (std::size_t k = 0; k < s.used.size(); ++k) {
-                const auto* in = call.input(s.used[k]).data<const unsigned char>();
-                std::memcpy(out, in + o * s.block_bytes[k], static_cast<std::size_t>(s.block_bytes[k]));
-                out += s.block_bytes[k];
+        std::vector<const unsigned char*> ins;
+        for (auto i : s.used) ins.push_back(call.input(i).data<const unsigned char>());
+        const int64_t row = std::accumulate(s.block_bytes.begin(), s.block_bytes.end(), int64_t{0});
+#pragma omp parallel for num_threads(s.threads) schedule(static)
+        for (int64_t o = 0; o < s.outer; ++o) {
+            unsigned char* dst = out + o * row;
+            for (std::size_t k = 0; k < ins.size(); ++k) {
+                std::memcpy(dst, ins[k] + o * s.block_bytes[k], static_cast<std::size_t>(s.block_bytes[k]));
+                dst += s.block_bytes[k];
             }
+        }
         return;
     }
     std::unordered_map<int, memory> args{{DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}};

@@ -311,7 +311,7 @@ void* prepare_conv2d_fused(const PrepareCall& call, const Fusion& fusion) {
     try {
         s = build_conv2d(call, fusion);
     } catch (const dnnl::error&) {
-        if (fusion.add_input1) return nullptr;  // no convolution with this binary post-op here
+        if (fusion.add_input1) return nullptr;  // no convolution with this sum post-op here
         throw;
     }
     // oneDNN's reference convolution is far slower than computing the sum apart.

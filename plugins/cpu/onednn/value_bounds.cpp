@@ -10,7 +10,10 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kFloatMax = std::numeric_limits<float>::max();
-constexpr double kWidening = 1.0 + 1.0 / 64;  // see the header: rounding of one node
+constexpr double kWidening = 1.0 / 64;  // see the header: rounding of one node
+
+/// The widening of a node that sums `terms` products (see the header).
+double widening(int64_t terms) { return 1.0 + std::max(kWidening, 2.0 * double(terms) * 0x1p-24); }
 
 int64_t numel(const capsule_tensor_view& t) {
     int64_t n = 1;
@@ -72,8 +75,13 @@ double ValueBounds::transfer(const BoundTerms& terms, std::span<const std::size_
         if (!(bound_[v] <= kFloatMax)) return kInfinity;  // may hold NaN: so may the result
     const double first = bound_[inputs[0]];
     double result = 0;
+    int64_t summed = 0;  // products per element, for the widening
     switch (terms.rule) {
         case BoundRule::same: result = first; break;
+        case BoundRule::mean:
+            if (!(first * double(terms.inner) * widening(terms.inner) <= kFloatMax)) return kInfinity;
+            result = first;
+            break;
         case BoundRule::unit: result = 1; break;
         case BoundRule::sum:
             for (auto v : inputs) result += bound_[v];
@@ -88,14 +96,16 @@ double ValueBounds::transfer(const BoundTerms& terms, std::span<const std::size_
         case BoundRule::affine:
             if (!(terms.weight < kInfinity && terms.bias < kInfinity)) return kInfinity;
             result = first * terms.weight + terms.bias;
+            summed = terms.inner;
             break;
         case BoundRule::matmul:
             if (inputs.size() < 2) return kUnknown;
             result = first * bound_[inputs[1]] * double(terms.inner);
+            summed = terms.inner;
             break;
         case BoundRule::unknown: return kUnknown;
     }
-    result *= kWidening;
+    result *= widening(summed);
     return result <= kFloatMax ? result : kInfinity;
 }
 

@@ -7,11 +7,12 @@
 // time on two cores). Instead a run carries an upper bound of max|v| for each value: the exact
 // maximum where a value was scanned, otherwise what interval arithmetic gives from the bounds of
 // the node's inputs and weights (|conv2d(x)| <= max|x| * max_o sum_i |w[o, i]| + max|b|,
-// |a + b| <= max|a| + max|b|, relu and pools keep the bound, sigmoid is at most 1, ...), widened
-// by 2^-6 per node for rounding (float32 accumulation error is below k * 2^-24 relative for k
-// terms; bfloat16 inputs under fpmath bf16 add 2^-8 each). A bound below FLT_MAX proves the
-// value finite, so free of NaN. Bounds grow along a chain; where one is too loose for a check,
-// the value is scanned and its exact maximum replaces the bound.
+// |a + b| <= max|a| + max|b|, relu and max pools keep the bound, sigmoid is at most 1, ...),
+// widened per node for rounding by 2^-6 (bfloat16 inputs under fpmath bf16 add 2^-8 each), or by
+// 2 k 2^-24 for a sum of k products when that is larger (float32 accumulation error is below
+// k * 2^-24 relative). A bound below FLT_MAX proves the value finite, so free of NaN. Bounds grow
+// along a chain; where one is too loose for a check, the value is scanned and its exact maximum
+// replaces the bound.
 #pragma once
 
 #include <cstddef>
@@ -26,17 +27,19 @@ namespace capsule::onednn {
 /// How a node's result bound follows from the bounds of its inputs (ValueBounds::transfer).
 enum class BoundRule {
     unknown,    // no bound is derived (log_softmax, an unfused batch_norm, ...)
-    same,       // at most input 0's (relu, clamp, gelu, max and average pools)
+    same,       // at most input 0's (relu, gelu, max pools)
+    mean,       // at most input 0's, unless the sum of `inner` of them overflows (average pools)
     unit,       // at most 1 (sigmoid, tanh, softmax)
     sum,        // at most the sum of the inputs' (add, sub)
     product,    // at most the product of the inputs' (mul)
     max_input,  // at most the largest input's (concat)
-    affine,     // at most input 0's * weight + bias (conv2d, linear: see BoundTerms)
+    affine,     // at most input 0's * weight + bias (conv2d, linear; clamp: weight 1, bias its limits)
     matmul,     // at most input 0's * input 1's * inner (the reduced dimension)
 };
 
-/// The constants of a rule: for `affine`, the largest row L1 norm of the weights (max_row_l1)
-/// and the largest |bias|; for `matmul`, the length of the reduced dimension.
+/// The constants of a rule: for `affine`, the largest row L1 norm of the weights (max_row_l1),
+/// the largest |bias| and the terms per row (`inner`); for `matmul`, the length of the reduced
+/// dimension; for `mean`, the elements of a window.
 struct BoundTerms {
     BoundRule rule = BoundRule::unknown;
     double weight = 0, bias = 0;

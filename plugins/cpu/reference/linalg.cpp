@@ -331,11 +331,12 @@ int gemm_parts(int threads, int64_t m, int64_t n, int64_t k) {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({threads, by_shape, by_work})));
 }
 
-/// [0, extent) in `parts` ranges of whole multiples of 64; part `part`'s range.
+/// Part `part` of [0, extent) cut into `parts` ranges of whole 64-blocks, the blocks dealt out
+/// evenly (the last range ends at extent).
 std::pair<int64_t, int64_t> part_range(int64_t extent, int parts, int part) {
-    const int64_t per = (extent + parts - 1) / parts, step = (per + 63) / 64 * 64;
-    const int64_t begin = std::min(extent, part * step);
-    return {begin, std::min(extent, begin + step)};
+    const int64_t blocks = (extent + 63) / 64;
+    const int64_t first = blocks * part / parts, last = blocks * (part + 1) / parts;
+    return {std::min(extent, first * 64), std::min(extent, last * 64)};
 }
 
 }  // namespace

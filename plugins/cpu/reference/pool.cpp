@@ -132,20 +132,21 @@ inline int64_t argmax(const T* plane, const PoolGeom& g, const Window& win) {
     return best_i;
 }
 
-/// The value at argmax(plane, g, win) for the forward pass: the window's maximum, NaN when the
-/// window holds a NaN (torch.max_pool2d), -inf for an empty window. Written as a max (maxss) and
-/// a NaN flag so that no comparison of the data branches.
+/// The value at argmax(plane, g, win) for the forward pass: the window's first maximum, its last
+/// NaN when it holds one (torch.max_pool2d), -inf for an empty window. Written as selects
+/// (maxss and a NaN carry) so that no comparison of the data branches.
 template <typename T>
 inline T window_max(const T* plane, const PoolGeom& g, const Window& win) {
-    T best = -std::numeric_limits<T>::infinity();
-    bool nan = false;
+    T best = -std::numeric_limits<T>::infinity(), nan = T(0);
+    bool any_nan = false;
     for (int64_t y = win.y0; y < win.y1; ++y)
         for (int64_t x = win.x0; x < win.x1; ++x) {
             const T v = plane[y * g.w + x];
             best = v > best ? v : best;
-            nan |= v != v;
+            nan = v != v ? v : nan;
+            any_nan |= v != v;
         }
-    return nan ? std::numeric_limits<T>::quiet_NaN() : best;
+    return any_nan ? nan : best;
 }
 
 /// Window maximum and Σ exp((x - max)/temperature), for smooth max.
