@@ -261,6 +261,8 @@ const std::vector<ShapeCase>& shape_cases() {
         {"pad", {I64({2})}, {{"pads", l({1, 1})}, {"value", n(std::numeric_limits<int64_t>::max())}}, I64({4})},
         {"shrink", {F64({4})}, {}, F64({4})},
         {"is_inf", {F({2, 3})}, {}, Bool({2, 3})},
+        {"mod", {F({2, 3}), F({3})}, {{"fmod", b(true)}}, F({2, 3})},
+        {"mod", {I64({4, 1}), I64({1, 5})}, {}, I64({4, 5})},
         {"gather_elements", {Bool({2, 2}), I64({2, 5})}, {{"axis", n(-1)}}, Bool({2, 5})},
         // [1:3], [0:INT64_MAX:2] of 5 -> 2 and 3
         {"slice", {F({4, 5})}, {{"starts", l({1, 0})}, {"ends", l({3, INT64_MAX})}, {"steps", l({1, 2})}},
@@ -349,6 +351,9 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("div", {F({2}), F64({2})}), "parents have different dtypes");
     EXPECT_CONTAINS(infer_error("pow", {I64({2}), I64({2})}),
                     "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("mod", {I64({2}), F({2})}), "parents have different dtypes");
+    EXPECT_CONTAINS(infer_error("mod", {Bool({2}), Bool({2})}), "expected float32, float64 or int64");
+    EXPECT_CONTAINS(infer_error("mod", {F({2}), F({3})}), "shapes [2] and [3] do not broadcast");
     EXPECT_CONTAINS(infer_error("where", {F({2}), F({2}), F({2})}),
                     "parent 0 (condition) has dtype float32; expected bool");
     EXPECT_CONTAINS(infer_error("where", {Bool({2}), F({2}), I64({2})}),

@@ -271,6 +271,28 @@ TEST(OnnxImport, ShapeGatherConcatReshapeChainIsFolded) {
     EXPECT_TRUE(model.parameters.empty());
 }
 
+TEST(OnnxImport, CastLikeCastsToTheTargetsTypeAtRunTimeAndWhenFolded) {
+    // y = CastLike(x, like) with x float32 [3] and like an int64 initializer: a cast to int64
+    // (truncation toward zero, as ONNX Cast); z = CastLike(k, x) of an int64 initializer k folds
+    // to a float32 constant.
+    auto m = new_model(15);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {3});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::INT64, {3});
+    set_type(m.mutable_graph()->add_output(), "z", onnx::TensorProto::FLOAT, {3});
+    add_int_initializer(m, "like", {0});
+    add_int_initializer(m, "k", {4, -5, 6});
+    add_node(m, "CastLike", {"x", "like"}, {"y"});
+    add_node(m, "CastLike", {"k", "x"}, {"z0"});
+    add_node(m, "Add", {"z0", "x"}, {"z"});
+    auto model = import(m);
+    auto out = run(model, {{"x", Tensor::from_values(DType::float32, {3}, {1.75, -2.5, 3.0})}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].dtype(), DType::int64);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{1, -2, 3}));
+    EXPECT_EQ(out[1].dtype(), DType::float32);
+    EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{5.75, -7.5, 9.0}));
+}
+
 TEST(OnnxImport, BadFilesAreClearErrors) {
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import_onnx("/nonexistent/model.onnx"); }));
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import_onnx_bytes("this is not protobuf \xff\xff\xff", "bad.onnx"); }));

@@ -79,6 +79,7 @@
     X(scaled_dot_product_attention, backward) \
     X(div, backward) \
     X(pow, backward) \
+    X(mod, backward) \
     X(neg, backward) \
     X(erf, backward) \
     X(where, backward) \

@@ -32,6 +32,21 @@ at::Tensor op_sub(const OpArgs& a) { return at::sub(x0(a), x1(a)); }
 at::Tensor op_mul(const OpArgs& a) { return at::mul(x0(a), x1(a)); }
 at::Tensor op_div(const OpArgs& a) { return at::div(x0(a), x1(a)); }
 at::Tensor op_pow(const OpArgs& a) { return at::pow(x0(a), x1(a)); }
+
+/// ONNX Mod as at::fmod (`fmod`) or at::remainder. int64: b = 0 is refused (ATen raises a
+/// ZeroDivisionError of its own wording), and b = -1 is computed as b = 1 (both give 0; ATen's
+/// INT64_MIN % -1 traps on x86).
+at::Tensor op_mod(const OpArgs& a) {
+    const at::Tensor x = x0(a);
+    at::Tensor y = x1(a);
+    if (y.scalar_type() == at::kLong) {
+        if (y.eq(0).any().item<bool>())
+            plugin::fail(CAPSULE_ERROR_INVALID_ARGUMENT,
+                         "mod: int64 division by zero (input 1 holds 0; ONNX Mod leaves it undefined)");
+        y = at::where(y.eq(-1), at::ones_like(y), y);
+    }
+    return a.attrs.get_bool("fmod", false) ? at::fmod(x, y) : at::remainder(x, y);
+}
 at::Tensor op_max(const OpArgs& a) { return at::maximum(x0(a), x1(a)); }
 at::Tensor op_min(const OpArgs& a) { return at::minimum(x0(a), x1(a)); }
 at::Tensor op_scale(const OpArgs& a) { return at::mul(x0(a), a.attrs.get_float("factor", 1.0)); }

@@ -1,6 +1,6 @@
 // Conformance cases of the elementwise family: random ops, binary ops with broadcasting, unary
 // ops, softmax/log_softmax, reductions (sum, mean, max, min, prod, argmax, argmin), mse_loss,
-// and div/pow/neg/erf.
+// and div/pow/mod/neg/erf.
 //
 // Expected values are computed here from the case's input values with std:: math in double
 // (after rounding float32 inputs to float, as the kernel sees them), or are literal numbers worked
@@ -707,7 +707,7 @@ void reduction_cases(std::vector<KernelCase>& out) {
     }
 }
 
-// ---- div, pow, neg, erf (ONNX import) ----
+// ---- div, pow, mod, neg, erf (ONNX import) ----
 
 void arithmetic_cases(std::vector<KernelCase>& out) {
     auto divide = [](double a, double b) { return a / b; };
@@ -734,6 +734,37 @@ void arithmetic_cases(std::vector<KernelCase>& out) {
     out.push_back(make("pow/special_values", BackendOp::pow,
                        {f32({5}, {0, -2, -8, kNaN, 0}), f32({5}, {0, 3, 1.0 / 3, 0, -1})},
                        f32({5}, {1, -8, kNaN, 1, kInf})));
+    // mod (ONNX Mod): fmod has a's sign, remainder (the default) b's; hand values.
+    const Attributes fmod{{"fmod", true}};
+    out.push_back(make("mod/fmod_mixed_signs", BackendOp::mod,
+                       {f32({6}, {5.5, -5.5, 5.5, -5.5, 3, 7}), f32({6}, {2, 2, -2, -2, 1.5, 7})},
+                       f32({6}, {1.5, -1.5, 1.5, -1.5, 0, 0}), fmod));
+    out.push_back(with_grad(make("mod/remainder_mixed_signs_f64", BackendOp::mod,
+                                 {f64({4}, {5.5, -5.5, 5.5, -5.5}), f64({4}, {2, 2, -2, -2})},
+                                 f64({4}, {1.5, 0.5, -0.5, -1.5}))));
+    // Away from a/b integer (where the result jumps), for the gradients -g trunc(a/b) w.r.t. b.
+    out.push_back(with_grad(make("mod/fmod_gradient_f64", BackendOp::mod,
+                                 {f64({4}, {5.3, -4.1, 7.7, -0.6}), f64({4}, {2, 1.5, -3, 0.5})},
+                                 f64({4}, {1.3, -1.1, 1.7, -0.1}), fmod)));
+    out.push_back(with_grad(binary("mod/remainder_broadcast_row", BackendOp::mod,
+                                   f32({2, 3}, {-3.25, 4.25, 7.75, 1.25, -6.5, 2.75}), f32({3}, {2.5, -1.5, 3}),
+                                   [](double a, double b) {
+                                       const double r = std::fmod(a, b);
+                                       return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+                                   })));
+    // x mod 0 and inf mod y are NaN; x mod inf is x (fmod), inf for a negative x (remainder).
+    out.push_back(make("mod/fmod_special_f64", BackendOp::mod,
+                       {f64({4}, {1, kInf, 3, kNaN}), f64({4}, {0, 2, kInf, 1})}, f64({4}, {kNaN, kNaN, 3, kNaN}),
+                       fmod));
+    out.push_back(make("mod/remainder_special", BackendOp::mod, {f32({3}, {-3, 3, 1}), f32({3}, {kInf, kInf, 0})},
+                       f32({3}, {kInf, 3, kNaN})));
+    // int64: Python's % and C's %; INT64_MIN mod -1 is 0 (C's % overflows there).
+    const double int64_min = -9223372036854775808.0;
+    const auto ia = i64({6}, {7, -7, 7, -7, int64_min, 0}), ib = i64({6}, {3, 3, -3, -3, -1, 5});
+    out.push_back(make("mod/remainder_int64", BackendOp::mod, {ia, ib}, i64({6}, {1, 2, -2, -1, 0, 0})));
+    out.push_back(make("mod/fmod_int64", BackendOp::mod, {ia, ib}, i64({6}, {1, -1, 1, -1, 0, 0}), fmod));
+    out.push_back(error_case("mod/error_int64_by_zero", BackendOp::mod, {i64({2}, {4, 5}), i64({2}, {2, 0})},
+                             "mod: int64 division by zero", i64({2}, {})));
     out.push_back(with_grad(make("neg/values", BackendOp::neg, {f32({4}, {1, -2.5, 0, 3})},
                                  f32({4}, {-1, 2.5, 0, -3}))));
     out.push_back(make("neg/special_f64", BackendOp::neg, {f64({3}, {kInf, kNaN, -kInf})},

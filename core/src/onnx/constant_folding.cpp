@@ -449,6 +449,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         if (!to) unsupported("Cast to " + onnx_type_name(static_cast<int>(attr_int(node, "to", 0))) + " (supported: float, double, int64, bool)");
         return out(cast(arg(0), *to));
     }
+    if (op == "CastLike" && present(1)) return out(cast(arg(0), arg(1).dtype));
     if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") {
         CT x = arg(0);
         return out(reshaped(x, reshape_target(ctx, node, x.shape)));

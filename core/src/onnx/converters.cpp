@@ -90,6 +90,18 @@ Converter variadic(string op) {
     };
 }
 
+/// ONNX Mod(A, B, fmod): BackendOp mod. The spec requires fmod = 1 for floating-point inputs
+/// (a float Mod without it is invalid ONNX); mod computes torch.remainder there, so it is refused.
+void convert_mod(ImportContext& c, const onnx::NodeProto& n) {
+    const bool fmod = attr_int(n, "fmod", 0) != 0;
+    Id a = c.runtime(n.input(0)), b = c.runtime(n.input(1));
+    const DType dtype = c.node_type(a).dtype;
+    if (!fmod && (dtype == DType::float32 || dtype == DType::float64))
+        unsupported("Mod on floating-point inputs needs fmod = 1 (ONNX: 'If the input type is floating point, then "
+                    "fmod attribute must be set to 1')");
+    c.define_node(out0(n), c.add("mod", {a, b}, {{"fmod", fmod}}, out0(n)));
+}
+
 void convert_mean(ImportContext& c, const onnx::NodeProto& n) {
     Id acc = c.runtime(n.input(0));
     for (int k = 1; k < n.input_size(); ++k) acc = c.add("add", {acc, c.runtime(n.input(k))});
@@ -704,6 +716,16 @@ void convert_cast(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("cast", {x}, {{"to", string(to_string(*dtype))}}, out0(n)));
 }
 
+/// ONNX CastLike(input, target_type): Cast to the element type of target_type, whose values are
+/// not read (it may be a constant or a run-time value).
+void convert_cast_like(ImportContext& c, const onnx::NodeProto& n) {
+    if (n.input_size() < 2 || n.input(1).empty()) unsupported("CastLike needs its target_type input");
+    const DType to = c.type(n.input(1)).dtype;
+    Id x = x0(c, n);
+    if (c.node_type(x).dtype == to) return alias(c, out0(n), n.input(0));
+    c.define_node(out0(n), c.add("cast", {x}, {{"to", string(to_string(to))}}, out0(n)));
+}
+
 void convert_arg(ImportContext& c, const onnx::NodeProto& n, const string& op) {
     Attributes attrs{{"axis", attr_int(n, "axis", 0)}, {"keepdims", attr_int(n, "keepdims", 1) != 0}};
     if (attr_int(n, "select_last_index", 0) != 0) attrs["select_last_index"] = true;
@@ -892,6 +914,8 @@ const std::map<string, Converter>& converters() {
         t["Split"] = convert_split;
         t["Pad"] = convert_pad;
         t["Cast"] = convert_cast;
+        t["CastLike"] = convert_cast_like;
+        t["Mod"] = convert_mod;
         t["ArgMax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmax"); };
         t["ArgMin"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmin"); };
         t["Trilu"] = convert_trilu;

@@ -134,6 +134,8 @@ TensorType unary_with_numbers(Context& c, std::initializer_list<const char*> nam
 /// bool result.
 TensorType predicate(Context& c, size_t parents, bool bool_only);
 TensorType where(Context& c);
+/// mod: two parents of one dtype (float or int64), broadcast; the `fmod` flag.
+TensorType mod(Context& c);
 /// is_inf: a float parent, bool result of its shape; the two detect_* flags.
 TensorType is_inf(Context& c);
 TensorType cast(Context& c);

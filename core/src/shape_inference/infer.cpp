@@ -29,6 +29,7 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::min:
         case BackendOp::div:
         case BackendOp::pow: return binary_broadcast(c);
+        case BackendOp::mod: return mod(c);
         case BackendOp::scale: return scale(c);
         case BackendOp::clamp: return clamp(c);
         case BackendOp::abs:

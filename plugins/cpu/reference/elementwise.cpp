@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "elementwise_kernels.hpp"
 
@@ -357,9 +358,47 @@ void div_backward(const BackwardCall& call) {
                     [](auto a, auto b, auto g) { return -g * a / (b * b); });
 }
 
+// mod: ONNX Mod. fmod: C fmod (the sign of a); otherwise torch.remainder, computed as PyTorch's
+// CPU kernel does: r = fmod(a, b), plus b where r != 0 and the signs of r and b differ (so -0.0
+// stays -0.0, and x mod inf for a negative x is inf). int64: b = 0 raises (the C operation is
+// undefined), and a mod -1 is 0 (INT64_MIN % -1 overflows in C). Gradients as derivatives.yaml:
+// g w.r.t. a; -g * trunc(a / b) (fmod) or -g * floor(a / b) w.r.t. b.
+template <bool Fmod>
+struct Mod {
+    template <typename T>
+    T operator()(T a, T b) const {
+        T r;
+        if constexpr (std::is_integral_v<T>) {
+            if (b == 0) [[unlikely]]
+                plugin::fail(CAPSULE_ERROR_INVALID_ARGUMENT,
+                             "mod: int64 division by zero (input 1 holds 0; ONNX Mod leaves it undefined)");
+            if (b == -1) return 0;
+            r = a % b;
+        } else {
+            r = std::fmod(a, b);
+        }
+        if (!Fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    }
+};
+
+bool fmod_attr(const plugin::Attributes& attrs) { return attrs.get_bool("fmod", false); }
+
 // pow: torch.pow(a, b) = std::pow (pow(x, 0) = 1 even for NaN x; a negative base with a
 // non-integer exponent is NaN). Gradients as derivatives.yaml: w.r.t. a, g * b * a^(b-1), and 0
 // where b == 0; w.r.t. b, g * a^b * log(a), and 0 where a == 0 and b >= 0.
+void mod_forward(const ForwardCall& call) {
+    if (fmod_attr(call.attrs()))
+        binary_forward(call, "mod", Mod<true>{}, true);
+    else
+        binary_forward(call, "mod", Mod<false>{}, true);
+}
+void mod_backward(const BackwardCall& call) {
+    const bool fmod = fmod_attr(call.attrs());
+    binary_backward(call, "mod", [](auto, auto, auto g) { return g; },
+                    [fmod](auto a, auto b, auto g) { return -g * (fmod ? std::trunc(a / b) : std::floor(a / b)); });
+}
+
 void pow_forward(const ForwardCall& call) {
     binary_forward(call, "pow", [](auto a, auto b) { return std::pow(a, b); });
 }

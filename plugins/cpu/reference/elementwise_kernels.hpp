@@ -84,23 +84,34 @@ struct BinaryShapes {
     Dims out;
 };
 
+/// The operands of a binary op: float32 or float64 (or int64 when `with_int64`), both of one
+/// dtype, with NumPy-broadcastable shapes.
 inline BinaryShapes binary_inputs(std::size_t num_inputs, const Tensor& a, const Tensor& b,
-                           const char* op) {
+                                  const char* op, bool with_int64 = false) {
     require_arity(num_inputs, 2, op);
-    check_float(a, {op, ": input 0"});
+    if (!(with_int64 && a.view != nullptr && a.dtype() == CAPSULE_DTYPE_INT64)) check_float(a, {op, ": input 0"});
     check_view(b, {op, ": input 1"}, a.dtype());
     return {a, b, broadcast_shapes(a.shape(), b.shape(), op)};
 }
 
-/// out = f(a, b) with NumPy broadcasting.
+/// Calls `f(T{})` with T = float, double or (when `with_int64`) int64_t for the dtype; other
+/// dtypes raise UNSUPPORTED.
 template <typename F>
-void binary_forward(const ForwardCall& call, const char* op, F f) {
+void dispatch_numeric(capsule_dtype dtype, bool with_int64, F&& f) {
+    if (with_int64 && dtype == CAPSULE_DTYPE_INT64) return f(int64_t{});
+    dispatch_float(dtype, std::forward<F>(f));
+}
+
+/// out = f(a, b) with NumPy broadcasting, in the operands' dtype: float32 or float64, and int64
+/// when `with_int64` (the operands' dtypes must agree).
+template <typename F>
+void binary_forward(const ForwardCall& call, const char* op, F f, bool with_int64 = false) {
     const auto s = binary_inputs(call.num_inputs(), call.input(0),
-                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op);
+                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op, with_int64);
     const Tensor out = call.output(0);
     check_view(out, {op, ": output"}, s.a.dtype());
     check_shape(out, {op, ": output"}, s.out);
-    dispatch_float(s.a.dtype(), [&]<typename T>(T) {
+    dispatch_numeric(s.a.dtype(), with_int64, [&]<typename T>(T) {
         const T* ap = s.a.template data<const T>();
         const T* bp = s.b.template data<const T>();
         T* op_ = out.data<T>();

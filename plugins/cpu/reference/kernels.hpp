@@ -147,6 +147,8 @@ void scaled_dot_product_attention_backward(const BackwardCall& call);
 // ONNX import
 void div_forward(const ForwardCall& call);
 void div_backward(const BackwardCall& call);
+void mod_forward(const ForwardCall& call);
+void mod_backward(const BackwardCall& call);
 void pow_forward(const ForwardCall& call);
 void pow_backward(const BackwardCall& call);
 void neg_forward(const ForwardCall& call);

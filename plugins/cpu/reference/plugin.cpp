@@ -84,6 +84,7 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.scaled_dot_product_attention", forward_entry<scaled_dot_product_attention_forward>, backward_entry<scaled_dot_product_attention_backward>),
     kernel("reference.div", forward_entry<div_forward>, backward_entry<div_backward>),
     kernel("reference.pow", forward_entry<pow_forward>, backward_entry<pow_backward>),
+    kernel("reference.mod", forward_entry<mod_forward>, backward_entry<mod_backward>),
     kernel("reference.neg", forward_entry<neg_forward>, backward_entry<neg_backward>),
     kernel("reference.erf", forward_entry<erf_forward>, backward_entry<erf_backward>),
     kernel("reference.where", forward_entry<where_forward>, backward_entry<where_backward>),
