@@ -437,6 +437,10 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         for (std::int64_t k = start; k < end; ++k) c.i[k - start] = t.shape[k];
         return out(c);
     }
+    if (op == "CastLike" && node.input_size() >= 2 && !node.input(1).empty() && ctx.is_constant(node.input(0))) {
+        // Only target_type's dtype matters (static by construction), not its values.
+        return out(cast(from_tensor(*ctx.value(node.input(0)).constant), ctx.type(node.input(1)).dtype));
+    }
     // Everything else folds only when every present input is a constant.
     for (int k = 0; k < node.input_size(); ++k)
         if (!node.input(k).empty() && !ctx.is_constant(node.input(k))) return false;
@@ -449,7 +453,6 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         if (!to) unsupported("Cast to " + onnx_type_name(static_cast<int>(attr_int(node, "to", 0))) + " (supported: float, double, int64, bool)");
         return out(cast(arg(0), *to));
     }
-    if (op == "CastLike" && present(1)) return out(cast(arg(0), arg(1).dtype));
     if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") {
         CT x = arg(0);
         return out(reshaped(x, reshape_target(ctx, node, x.shape)));
