@@ -263,6 +263,7 @@ const std::vector<ShapeCase>& shape_cases() {
         {"is_inf", {F({2, 3})}, {}, Bool({2, 3})},
         {"mod", {F({2, 3}), F({3})}, {{"fmod", b(true)}}, F({2, 3})},
         {"mod", {I64({4, 1}), I64({1, 5})}, {}, I64({4, 5})},
+        {"scatter_elements", {F({3, 4}), I64({2, 5}), F({2, 5})}, {{"axis", n(1)}}, F({3, 4})},
         {"gather_elements", {Bool({2, 2}), I64({2, 5})}, {{"axis", n(-1)}}, Bool({2, 5})},
         // [1:3], [0:INT64_MAX:2] of 5 -> 2 and 3
         {"slice", {F({4, 5})}, {{"starts", l({1, 0})}, {"ends", l({3, INT64_MAX})}, {"steps", l({1, 2})}},
@@ -354,6 +355,12 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("mod", {I64({2}), F({2})}), "parents have different dtypes");
     EXPECT_CONTAINS(infer_error("mod", {Bool({2}), Bool({2})}), "expected float32, float64 or int64");
     EXPECT_CONTAINS(infer_error("mod", {F({2}), F({3})}), "shapes [2] and [3] do not broadcast");
+    EXPECT_CONTAINS(infer_error("scatter_elements", {F({3, 4}), I64({2, 5}), F({2, 4})}, {{"axis", n(1)}}),
+                    "parent 2 (updates) has shape [2, 4]; expected indices' shape [2, 5]");
+    EXPECT_CONTAINS(infer_error("scatter_elements", {F({3, 4}), I64({4, 2}), F({4, 2})}, {{"axis", n(1)}}),
+                    "is larger than parent 0 (data) [3, 4] along axis 0");
+    EXPECT_CONTAINS(infer_error("scatter_elements", {Bool({3}), I64({1}), Bool({1})}, {{"reduction", s("add")}}),
+                    "needs float32, float64 or int64 data; got bool");
     EXPECT_CONTAINS(infer_error("where", {F({2}), F({2}), F({2})}),
                     "parent 0 (condition) has dtype float32; expected bool");
     EXPECT_CONTAINS(infer_error("where", {Bool({2}), F({2}), I64({2})}),

@@ -86,6 +86,7 @@
     X(concat, backward) \
     X(gather, backward) \
     X(gather_elements, backward) \
+    X(scatter_elements, backward) \
     X(slice, backward) \
     X(pad, backward) \
     X(reduce_max, backward) \

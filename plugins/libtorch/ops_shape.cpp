@@ -219,4 +219,23 @@ at::Tensor op_gather_elements(const OpArgs& a) {
     return at::gather(data, axis, from_end("gather_elements", indices, n));
 }
 
+/// ONNX ScatterElements: at::scatter (none) or at::scatter_reduce with include_self (add: sum,
+/// mul: prod, max: amax, min: amin) on a copy of data, negative indices counted from the end.
+at::Tensor op_scatter_elements(const OpArgs& a) {
+    const at::Tensor& data = x0(a);
+    const at::Tensor& indices = a.inputs.at(1);
+    const at::Tensor& updates = a.inputs.at(2);
+    const int64_t axis = axis_of(a.attrs, "axis", data.dim(), 0);
+    const at::Tensor index = from_end("scatter_elements", indices, data.size(axis));
+    const std::string reduction = a.attrs.get_string("reduction", "none");
+    if (reduction == "none") return at::scatter(data, axis, index, updates);
+    const char* reduce = reduction == "add"   ? "sum"
+                         : reduction == "mul" ? "prod"
+                         : reduction == "max" ? "amax"
+                         : reduction == "min" ? "amin"
+                                              : nullptr;
+    if (!reduce) plugin::fail("scatter_elements: reduction '" + reduction + "' is not one of none, add, mul, max, min");
+    return at::scatter_reduce(data, axis, index, updates, reduce, /*include_self=*/true);
+}
+
 }  // namespace capsule::libtorch

@@ -130,6 +130,41 @@ void gather_elements_cases(std::vector<KernelCase>& out) {
                        {f32({2, 2}, {1, 2, 3, 4}), i64({2, 0}, {})}, f32({2, 0}, {}), {{"axis", I(1)}}));
 }
 
+// ScatterElements: ONNX's own test values (test_scatter_elements_with_axis, _without_axis,
+// _with_negative_indices, _with_duplicate_indices), the other reductions, NaN under max, int64
+// and bool data, an index out of range.
+void scatter_elements_cases(std::vector<KernelCase>& out) {
+    const auto zeros33 = f32({3, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0});
+    out.push_back(with_grad(make("scatter_elements/onnx_without_axis", BackendOp::scatter_elements,
+                                 {zeros33, i64({2, 3}, {1, 0, 2, 0, 2, 1}), f32({2, 3}, {1.0, 1.1, 1.2, 2.0, 2.1, 2.2})},
+                                 f32({3, 3}, {2.0, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2}))));
+    const auto row = f32({1, 5}, {1, 2, 3, 4, 5});
+    out.push_back(with_grad(make("scatter_elements/onnx_with_axis", BackendOp::scatter_elements,
+                                 {row, i64({1, 2}, {1, 3}), f32({1, 2}, {1.1, 2.1})},
+                                 f32({1, 5}, {1.0, 1.1, 3.0, 2.1, 5.0}), {{"axis", I(1)}})));
+    out.push_back(with_grad(make("scatter_elements/onnx_negative_indices", BackendOp::scatter_elements,
+                                 {row, i64({1, 2}, {1, -3}), f32({1, 2}, {1.1, 2.1})},
+                                 f32({1, 5}, {1.0, 1.1, 2.1, 4.0, 5.0}), {{"axis", I(1)}})));
+    // Repeated index 1 accumulates under add: 2 + 1.1 + 2.1.
+    out.push_back(with_grad(make("scatter_elements/onnx_duplicate_indices_add", BackendOp::scatter_elements,
+                                 {row, i64({1, 2}, {1, 1}), f32({1, 2}, {1.1, 2.1})},
+                                 f32({1, 5}, {1.0, 5.2, 3.0, 4.0, 5.0}), {{"axis", I(1)}, {"reduction", S("add")}})));
+    out.push_back(make("scatter_elements/mul_max_min_f64", BackendOp::scatter_elements,
+                       {f64({4}, {2, 3, 4, 5}), i64({3}, {0, 0, 3}), f64({3}, {3, -0.5, 0.5})},
+                       f64({4}, {-3, 3, 4, 2.5}), {{"reduction", S("mul")}}));
+    out.push_back(make("scatter_elements/max_keeps_nan", BackendOp::scatter_elements,
+                       {f32({3}, {1, kNaN, 3}), i64({3}, {0, 1, 2}), f32({3}, {kNaN, 7, 2})},
+                       f32({3}, {kNaN, kNaN, 3}), {{"reduction", S("max")}}));
+    out.push_back(make("scatter_elements/min_int64", BackendOp::scatter_elements,
+                       {i64({3}, {5, -2, 9}), i64({4}, {0, 2, 2, 1}), i64({4}, {7, 4, 8, -3})},
+                       i64({3}, {5, -3, 4}), {{"reduction", S("min")}}));
+    out.push_back(make("scatter_elements/bool_data", BackendOp::scatter_elements,
+                       {boolean({3}, {0, 0, 0}), i64({2}, {2, 0}), boolean({2}, {1, 1})}, boolean({3}, {1, 0, 1})));
+    out.push_back(error_case("scatter_elements/error_index_out_of_range", BackendOp::scatter_elements,
+                             {f32({3}, {1, 2, 3}), i64({1}, {3}), f32({1}, {9})},
+                             "scatter_elements: index 3", f32({3}, {})));
+}
+
 void slice_cases(std::vector<KernelCase>& out) {
     const auto m34 = f32({3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
     V r20(20);
@@ -347,6 +382,7 @@ std::vector<KernelCase> indexing_cases() {
     concat_cases(out);
     gather_cases(out);
     gather_elements_cases(out);
+    scatter_elements_cases(out);
     slice_cases(out);
     pad_cases(out);
     cumsum_cases(out);

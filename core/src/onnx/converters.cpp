@@ -625,6 +625,15 @@ void convert_gather(ImportContext& c, const onnx::NodeProto& n) {
                                  {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
 }
 
+/// ONNX ScatterElements (and its predecessor Scatter, opset 9-10): BackendOp scatter_elements
+/// with `axis` and `reduction` (opset 16: add, mul; 18: max, min).
+void convert_scatter_elements(ImportContext& c, const onnx::NodeProto& n) {
+    Attributes attrs{{"axis", attr_int(n, "axis", 0)}};
+    if (const auto* r = find_attr(n, "reduction")) attrs["reduction"] = r->s();
+    c.define_node(out0(n), c.add("scatter_elements", {c.runtime(n.input(0)), c.runtime(n.input(1)), c.runtime(n.input(2))},
+                                 attrs, out0(n)));
+}
+
 void convert_gather_elements(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("gather_elements", {c.runtime(n.input(0)), c.runtime(n.input(1))},
                                  {{"axis", attr_int(n, "axis", 0)}}, out0(n)));
@@ -910,6 +919,8 @@ const std::map<string, Converter>& converters() {
         t["InstanceNormalization"] = convert_instance_norm;
         t["Gather"] = convert_gather;
         t["GatherElements"] = convert_gather_elements;
+        t["ScatterElements"] = convert_scatter_elements;
+        t["Scatter"] = convert_scatter_elements;
         t["Slice"] = convert_slice;
         t["Split"] = convert_split;
         t["Pad"] = convert_pad;

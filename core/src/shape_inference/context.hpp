@@ -175,6 +175,7 @@ TensorType gather_rows_nat(Context& c);
 TensorType scatter_add(Context& c, bool rows);
 TensorType gather(Context& c);
 TensorType gather_elements(Context& c);
+TensorType scatter_elements(Context& c);
 
 // linalg.cpp
 TensorType matmul(Context& c);

@@ -77,6 +77,34 @@ TensorType gather(Context& c) {
     return {out, c.in(0).dtype};
 }
 
+// ONNX ScatterElements: data, indices of data's rank (at most data's size along every axis but
+// `axis`), updates of indices' shape and data's dtype; the output is data's type.
+TensorType scatter_elements(Context& c) {
+    c.arity(3);
+    c.attributes({"axis", "reduction"});
+    c.rank_at_least(0, 1);
+    c.index_dtype(1);
+    const auto& data = c.shape(0);
+    const auto& indices = c.shape(1);
+    if (indices.size() != data.size())
+        fail("expects parent 1 (indices) of rank " + std::to_string(data.size()) + " (data's), got " +
+             to_string(indices));
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), data.size()));
+    for (size_t d = 0; d < data.size(); ++d)
+        if (d != axis && indices[d] > data[d])
+            fail("parent 1 (indices) of shape " + to_string(indices) + " is larger than parent 0 (data) " +
+                 to_string(data) + " along axis " + std::to_string(d) + " (only axis " + std::to_string(axis) +
+                 " may differ)");
+    if (c.shape(2) != indices)
+        fail("parent 2 (updates) has shape " + to_string(c.shape(2)) + "; expected indices' shape " +
+             to_string(indices));
+    const DType dtype = c.same_dtype({0, 2});
+    const auto reduction = c.string_or("reduction", "none", {"none", "add", "mul", "max", "min"});
+    if (reduction != "none" && dtype == DType::boolean)
+        fail("reduction " + quoted(reduction) + " needs float32, float64 or int64 data; got bool");
+    return {data, dtype};
+}
+
 // ONNX GatherElements (torch.gather): indices of data's rank; the output has their shape, which
 // may be smaller than data's along every axis but `axis` (and any size along it).
 TensorType gather_elements(Context& c) {

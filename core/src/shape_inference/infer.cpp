@@ -122,6 +122,7 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::scatter_add_row: return scatter_add(c, true);
         case BackendOp::gather: return gather(c);
         case BackendOp::gather_elements: return gather_elements(c);
+        case BackendOp::scatter_elements: return scatter_elements(c);
         case BackendOp::hardmax: return softmax_like(c);
 
         case BackendOp::matmul: return matmul(c);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "elementwise_common.hpp"
 #include "kernels.hpp"
@@ -379,21 +380,21 @@ namespace {
 /// coordinates, with the `axis` coordinate replaced by the index (negative ones counting from
 /// the end). Refuses an index outside [-n, n) and shapes shape inference would refuse.
 std::vector<int64_t> gather_elements_sources(std::size_t num_inputs, const Tensor& data, const Tensor& idx,
-                                             const plugin::Attributes& attrs) {
-    require_arity(num_inputs, 2, "gather_elements");
-    check_view(data, "gather_elements: data (input 0)");
-    check_view(idx, "gather_elements: indices (input 1)", CAPSULE_DTYPE_INT64);
+                                             const plugin::Attributes& attrs, const std::string& op = "gather_elements") {
+    require_arity(num_inputs, 2, op.c_str());
+    check_view(data, {op.c_str(), ": data (input 0)"});
+    check_view(idx, {op.c_str(), ": indices (input 1)"}, CAPSULE_DTYPE_INT64);
     const int rank = data.rank();
     require(rank >= 1 && idx.rank() == rank, [&] {
-        return "gather_elements: indices " + shape_string(idx.shape()) + " must have the rank of data " +
+        return op + ": indices " + shape_string(idx.shape()) + " must have the rank of data " +
                shape_string(data.shape()) + " (at least 1)";
     });
-    const int64_t axis = normalize_axis(attrs.get_int("axis", 0), rank, "axis", "gather_elements");
+    const int64_t axis = normalize_axis(attrs.get_int("axis", 0), rank, "axis", op.c_str());
     std::vector<int64_t> stride(static_cast<std::size_t>(rank), 1);
     for (int d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * data.dim(d + 1);
     for (int d = 0; d < rank; ++d)
         require(d == axis || idx.dim(d) <= data.dim(d), [&] {
-            return "gather_elements: indices " + shape_string(idx.shape()) + " exceed data " +
+            return op + ": indices " + shape_string(idx.shape()) + " exceed data " +
                    shape_string(data.shape()) + " along axis " + std::to_string(d);
         });
     const int64_t n = data.dim(static_cast<int>(axis)), count = idx.numel();
@@ -403,7 +404,7 @@ std::vector<int64_t> gather_elements_sources(std::size_t num_inputs, const Tenso
     for (int64_t e = 0; e < count; ++e) {
         const int64_t i = index[e];
         if (!(i >= -n && i < n)) [[unlikely]]
-            fail("gather_elements: index " + std::to_string(i) + " at position " + std::to_string(e) +
+            fail(op + ": index " + std::to_string(i) + " at position " + std::to_string(e) +
                  " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(n) +
                  (n > 0 ? " (valid: " + std::to_string(-n) + ".." + std::to_string(n - 1) + ")" : std::string()));
         int64_t offset = 0;
@@ -444,6 +445,112 @@ void gather_elements_backward(const BackwardCall& call) {
         const T* gp = g.data<const T>();
         std::fill(out, out + data.numel(), T(0));
         for (std::size_t e = 0; e < sources.size(); ++e) out[sources[e]] += gp[e];
+    });
+}
+
+// scatter_elements(data, indices, updates; axis, reduction): ONNX ScatterElements. out = data,
+// then for each e in row-major order out[targets[e]] = updates[e] (none) or the current value
+// combined with it (add, mul, max, min; see combine). The targets are gather_elements' sources:
+// the same index rule and checks.
+namespace {
+
+enum class Reduction { none, add, mul, max, min };
+
+Reduction reduction_of(const plugin::Attributes& attrs) {
+    const std::string r = attrs.get_string("reduction", "none");
+    if (r == "none") return Reduction::none;
+    if (r == "add") return Reduction::add;
+    if (r == "mul") return Reduction::mul;
+    if (r == "max") return Reduction::max;
+    if (r == "min") return Reduction::min;
+    fail("scatter_elements: reduction '" + r + "' is not one of none, add, mul, max, min");
+}
+
+/// The targets of scatter_elements' updates in data (checked as gather_elements' sources are),
+/// after checking the updates against indices and data.
+std::vector<int64_t> scatter_targets(std::size_t num_inputs, const Tensor& data, const Tensor& idx,
+                                     const Tensor& updates, const plugin::Attributes& attrs) {
+    require_arity(num_inputs, 3, "scatter_elements");
+    check_view(updates, "scatter_elements: updates (input 2)", data.dtype());
+    check_shape(updates, "scatter_elements: updates (input 2)", idx.shape());
+    return gather_elements_sources(2, data, idx, attrs, "scatter_elements");
+}
+
+/// a combined with b: max / min keep NaN from either side, as torch.scatter_reduce's amax / amin
+/// and ONNX's Max / Min do.
+template <typename T>
+T combine(Reduction r, T a, T b) {
+    switch (r) {
+        case Reduction::add: return a + b;
+        case Reduction::mul: return a * b;
+        case Reduction::max:
+            if constexpr (std::is_floating_point_v<T>)
+                if (a != a || b != b) return a != a ? a : b;
+            return a < b ? b : a;
+        case Reduction::min:
+            if constexpr (std::is_floating_point_v<T>)
+                if (a != a || b != b) return a != a ? a : b;
+            return b < a ? b : a;
+        case Reduction::none: return b;
+    }
+    return b;
+}
+
+}  // namespace
+
+void scatter_elements_forward(const ForwardCall& call) {
+    const Tensor data = call.input(0), idx = call.input(1), updates = call.input(2);
+    const auto targets = scatter_targets(call.num_inputs(), data, idx, updates, call.attrs());
+    const Reduction r = reduction_of(call.attrs());
+    const Tensor y = call.output(0);
+    check_view(y, "scatter_elements: output", data.dtype());
+    check_shape(y, "scatter_elements: output", data.shape());
+    const std::size_t bytes = element_size(data.dtype());
+    std::memcpy(y.view->data, data.view->data, static_cast<std::size_t>(data.numel()) * bytes);
+    if (r == Reduction::none) {
+        const char* src = static_cast<const char*>(updates.view->data);
+        char* dst = static_cast<char*>(y.view->data);
+        for (std::size_t e = 0; e < targets.size(); ++e)
+            std::memcpy(dst + static_cast<std::size_t>(targets[e]) * bytes, src + e * bytes, bytes);
+        return;
+    }
+    auto reduce = [&]<typename T>(T) {
+        T* out = y.data<T>();
+        const T* u = updates.data<const T>();
+        for (std::size_t e = 0; e < targets.size(); ++e) out[targets[e]] = combine(r, out[targets[e]], u[e]);
+    };
+    if (data.dtype() == CAPSULE_DTYPE_INT64)
+        reduce(int64_t{});
+    else
+        dispatch_float(data.dtype(), reduce);
+}
+
+void scatter_elements_backward(const BackwardCall& call) {
+    const Tensor data = call.input(0), idx = call.input(1), updates = call.input(2);
+    check_float(data, "scatter_elements: data (input 0)");
+    const auto targets = scatter_targets(call.num_inputs(), data, idx, updates, call.attrs());
+    const Reduction r = reduction_of(call.attrs());
+    if (r != Reduction::none && r != Reduction::add)
+        plugin::fail(CAPSULE_ERROR_UNSUPPORTED, "scatter_elements: no backward kernel for reduction '" +
+                                                    call.attrs().get_string("reduction", "none") +
+                                                    "' (only none and add are differentiated)");
+    const Tensor g = call.grad_output(0);
+    check_like(g, "scatter_elements: grad output", data, "input 0");
+    const Tensor gd = call.grad_input(0), gu = call.grad_input(2);
+    dispatch_float(data.dtype(), [&]<typename T>(T) {
+        const T* gp = g.data<const T>();
+        if (gd.present()) {
+            check_like(gd, "scatter_elements: grad input 0", data, "input 0");
+            T* out = gd.data<T>();
+            std::copy(gp, gp + data.numel(), out);
+            if (r == Reduction::none)  // overwritten positions do not reach the output
+                for (const int64_t t : targets) out[t] = T(0);
+        }
+        if (gu.present()) {
+            check_like(gu, "scatter_elements: grad input 2", updates, "input 2");
+            T* out = gu.data<T>();
+            for (std::size_t e = 0; e < targets.size(); ++e) out[e] = gp[targets[e]];
+        }
     });
 }
 

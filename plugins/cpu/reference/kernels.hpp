@@ -162,6 +162,8 @@ void concat_backward(const BackwardCall& call);
 void gather_forward(const ForwardCall& call);
 void gather_backward(const BackwardCall& call);
 void gather_elements_forward(const ForwardCall& call);
+void scatter_elements_forward(const ForwardCall& call);
+void scatter_elements_backward(const BackwardCall& call);
 void hardmax_forward(const ForwardCall& call);
 void shrink_forward(const ForwardCall& call);
 void shrink_backward(const BackwardCall& call);

@@ -91,6 +91,7 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.concat", forward_entry<concat_forward>, backward_entry<concat_backward>),
     kernel("reference.gather", forward_entry<gather_forward>, backward_entry<gather_backward>),
     kernel("reference.gather_elements", forward_entry<gather_elements_forward>, backward_entry<gather_elements_backward>),
+    kernel("reference.scatter_elements", forward_entry<scatter_elements_forward>, backward_entry<scatter_elements_backward>),
     kernel("reference.slice", forward_entry<slice_forward>, backward_entry<slice_backward>),
     kernel("reference.pad", forward_entry<pad_forward>, backward_entry<pad_backward>),
     kernel("reference.reduce_max", forward_entry<reduce_max_forward>, backward_entry<reduce_max_backward>),
