@@ -6,6 +6,7 @@
 
 #include "capsule/profile.hpp"
 #include "capsule/registry.hpp"
+#include "capsule/session.hpp"
 
 namespace capsule::testing {
 
@@ -69,6 +70,16 @@ inline const PluginHost& built_host() {
         return PluginHost::discover(search);
     }();
     return host;
+}
+
+/// A session of `graph` under the built-in profile `profile` on built_host(); throws when the
+/// profile's gate rejects the graph.
+inline Session session_under(const std::string& profile, const Graph& graph, const ParameterMap& params,
+                             const SessionOptions& options = {}) {
+    const auto& p = find_builtin_profile(profile);
+    auto accepted = p.accept_graph(built_host(), graph);
+    if (!accepted.accepted) throw std::runtime_error(profile + " rejected the graph");
+    return Session::create(p, *accepted.accepted, graph, built_host(), params, options);
 }
 
 /// Deterministic values in [-scale, scale] from a 64-bit LCG (no test depends on the exact values).

@@ -540,12 +540,9 @@ ParameterMap mlp_parameters() {
 }
 
 Session onednn_session(const Graph& graph, const ParameterMap& params, bool compile_groups) {
-    const auto& profile = find_builtin_profile("onednn_cpu");
-    auto accepted = profile.accept_graph(capsule::testing::built_host(), graph);
-    if (!accepted.accepted) throw std::runtime_error("onednn_cpu rejected the MLP");
     SessionOptions options;
     options.compile_groups = compile_groups;
-    return Session::create(profile, *accepted.accepted, graph, capsule::testing::built_host(), params, options);
+    return capsule::testing::session_under("onednn_cpu", graph, params, options);
 }
 
 /// Element-wise equal within `tolerance` (infinities exactly), NaN where the other is NaN.
@@ -920,10 +917,7 @@ ParameterMap residual_parameters() {
 }
 
 Tensor reference_output(const Graph& graph, const ParameterMap& params, const std::map<std::string, Tensor>& inputs) {
-    const auto& checked = find_builtin_profile("checked_cpu");
-    auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
-    if (!accepted.accepted) throw std::runtime_error("checked_cpu rejected the graph");
-    return Session::create(checked, *accepted.accepted, graph, capsule::testing::built_host(), params).run(inputs)[0];
+    return capsule::testing::session_under("checked_cpu", graph, params).run(inputs)[0];
 }
 
 }  // namespace

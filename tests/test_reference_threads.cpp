@@ -18,12 +18,9 @@ using capsule::testing::pseudo_random;
 namespace {
 
 Session checked_session(const Graph& graph, const ParameterMap& params, int threads) {
-    const auto& profile = find_builtin_profile("checked_cpu");
-    auto accepted = profile.accept_graph(capsule::testing::built_host(), graph);
-    if (!accepted.accepted) throw std::runtime_error("checked_cpu rejected the graph");
     SessionOptions options;
     options.threads = threads;
-    return Session::create(profile, *accepted.accepted, graph, capsule::testing::built_host(), params, options);
+    return capsule::testing::session_under("checked_cpu", graph, params, options);
 }
 
 /// Runs `graph` with 1 and with 2 threads; expects identical bits and returns the result.

@@ -267,6 +267,15 @@ def raw_exchange(port, *parts, pause=0.0, timeout=10):
     return answer
 
 
+def run_concurrently(target, count):
+    """Runs target(k) for k in range(count), each on its own thread, and waits for all."""
+    threads = [threading.Thread(target=target, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def as_json(data):
     try:
         return json.loads(data)
@@ -432,11 +441,7 @@ def functional_checks(args, layers, tmp, repo, server):
         code, _, data = infer_json(port, "mlp", x, [n_rows, 784])
         results.append((code, n_rows, as_json(data)))
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_concurrently(client, 12)
     check(all(code == 200 and close(doc["outputs"][0]["data"], direct[:10 * n]) for code, n, doc in results),
           "12 concurrent requests through the dynamic batcher each get their own rows: %r" %
           [(c, n) for c, n, _ in results])
@@ -466,11 +471,7 @@ def functional_checks(args, layers, tmp, repo, server):
         code, _, data = request(port, "POST", "/v2/models/pick/infer", body)
         picks.append((k, code, as_json(data)))
 
-    threads = [threading.Thread(target=pick, args=(k,)) for k in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_concurrently(pick, 3)
     for k, code, doc in sorted(picks, key=lambda p: p[0]):
         if k == 1:
             check(code == 500 and "100" in doc["error"], "the request with index 100 fails: %d %r" % (code, doc))

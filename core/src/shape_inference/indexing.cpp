@@ -77,11 +77,10 @@ TensorType gather(Context& c) {
     return {out, c.in(0).dtype};
 }
 
-// ONNX ScatterElements: data, indices of data's rank (at most data's size along every axis but
-// `axis`), updates of indices' shape and data's dtype; the output is data's type.
-TensorType scatter_elements(Context& c) {
-    c.arity(3);
-    c.attributes({"axis", "reduction"});
+// The indices of gather_elements and scatter_elements: parent 1, int64, of data's (parent 0's)
+// rank, at most data's size along every axis but `axis` (any size along it).
+namespace {
+void element_indices(Context& c) {
     c.rank_at_least(0, 1);
     c.index_dtype(1);
     const auto& data = c.shape(0);
@@ -95,6 +94,17 @@ TensorType scatter_elements(Context& c) {
             fail("parent 1 (indices) of shape " + to_string(indices) + " is larger than parent 0 (data) " +
                  to_string(data) + " along axis " + std::to_string(d) + " (only axis " + std::to_string(axis) +
                  " may differ)");
+}
+}  // namespace
+
+// ONNX ScatterElements: data, indices of data's rank (at most data's size along every axis but
+// `axis`), updates of indices' shape and data's dtype; the output is data's type.
+TensorType scatter_elements(Context& c) {
+    c.arity(3);
+    c.attributes({"axis", "reduction"});
+    element_indices(c);
+    const auto& data = c.shape(0);
+    const auto& indices = c.shape(1);
     if (c.shape(2) != indices)
         fail("parent 2 (updates) has shape " + to_string(c.shape(2)) + "; expected indices' shape " +
              to_string(indices));
@@ -110,20 +120,8 @@ TensorType scatter_elements(Context& c) {
 TensorType gather_elements(Context& c) {
     c.arity(2);
     c.attributes({"axis"});
-    c.rank_at_least(0, 1);
-    c.index_dtype(1);
-    const auto& data = c.shape(0);
-    const auto& indices = c.shape(1);
-    if (indices.size() != data.size())
-        fail("expects parent 1 (indices) of rank " + std::to_string(data.size()) + " (data's), got " +
-             to_string(indices));
-    const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), data.size()));
-    for (size_t d = 0; d < data.size(); ++d)
-        if (d != axis && indices[d] > data[d])
-            fail("parent 1 (indices) of shape " + to_string(indices) + " is larger than parent 0 (data) " +
-                 to_string(data) + " along axis " + std::to_string(d) + " (only axis " + std::to_string(axis) +
-                 " may differ)");
-    return {indices, c.in(0).dtype};
+    element_indices(c);
+    return {c.shape(1), c.in(0).dtype};
 }
 
 }  // namespace capsule::shape_inference

@@ -275,8 +275,7 @@ double fused_result_bound(const Unit& u, const ValueBounds& bounds) {
     const double sum = fused_sum_bound(u, bounds);
     if (sum < 0 || !(sum <= std::numeric_limits<float>::max())) return sum;
     if (u.unit_activation) return 1;
-    const double b = (sum + u.activation_bound) * (1.0 + 1.0 / 64);  // the activation's rounding
-    return b <= std::numeric_limits<float>::max() ? b : std::numeric_limits<double>::infinity();
+    return widened(sum + u.activation_bound);  // the activation's rounding
 }
 
 /// True when unit `next` is `capsule` and reads only `value`, which only it reads and nothing

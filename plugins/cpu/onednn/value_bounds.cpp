@@ -12,16 +12,17 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kFloatMax = std::numeric_limits<float>::max();
 constexpr double kWidening = 1.0 / 64;  // see the header: rounding of one node
 
-/// The widening of a node that sums `terms` products (see the header).
+/// The widening factor of a node that sums `terms` products (see the header).
 double widening(int64_t terms) { return 1.0 + std::max(kWidening, 2.0 * double(terms) * 0x1p-24); }
 
-int64_t numel(const capsule_tensor_view& t) {
-    int64_t n = 1;
-    for (int32_t d = 0; d < t.rank; ++d) n *= t.shape[d];
-    return n;
-}
+int64_t numel(const capsule_tensor_view& t) { return plugin::Tensor{&t}.numel(); }
 
 }  // namespace
+
+double widened(double bound, int64_t terms) {
+    const double b = bound * widening(terms);
+    return b <= kFloatMax ? b : kInfinity;
+}
 
 double max_magnitude(const capsule_tensor_view& t) {
     // One pass over the IEEE bits without the sign: for finite values their order as integers is
@@ -105,8 +106,7 @@ double ValueBounds::transfer(const BoundTerms& terms, std::span<const std::size_
             break;
         case BoundRule::unknown: return kUnknown;
     }
-    result *= widening(summed);
-    return result <= kFloatMax ? result : kInfinity;
+    return widened(result, summed);
 }
 
 }  // namespace capsule::onednn

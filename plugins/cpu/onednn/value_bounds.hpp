@@ -20,7 +20,7 @@
 #include <span>
 #include <vector>
 
-#include "capsule/plugin_abi.h"
+#include "capsule/plugin.hpp"
 
 namespace capsule::onednn {
 
@@ -53,6 +53,10 @@ double max_magnitude(const capsule_tensor_view& t);
 /// max over rows o of sum_i |w[o, i]| for a float32 weight tensor [O, ...] (contiguous); +inf
 /// when a row holds a NaN or an infinity, or the tensor has rank 0.
 double max_row_l1(const capsule_tensor_view& w);
+
+/// `bound` widened for the rounding of one node that sums `terms` products (see the file
+/// comment); +inf when the result exceeds FLT_MAX.
+double widened(double bound, int64_t terms = 0);
 
 /// The bounds of one run's values, indexed as the group's values. Not thread-safe: one per run.
 class ValueBounds {
