@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <thread>
 
 #include <unistd.h>
 
@@ -12,9 +13,11 @@
 #include "../core/src/json_reader.hpp"
 #include "capsule/tensor_io.hpp"
 #include "capsule_fixtures.hpp"
+#include "fuzz/json_same.hpp"
 
 using namespace capsule;
 using namespace capsule::testing;
+using capsule::testing::same;
 namespace fs = std::filesystem;
 
 namespace {
@@ -290,4 +293,89 @@ TEST(StrictJson, FastPathGivesTheStrictReadersDocumentOrError) {
     EXPECT_TRUE(doc[0].is_number_unsigned());
     EXPECT_TRUE(doc[1].is_number_integer() && !doc[1].is_number_unsigned());
     EXPECT_TRUE(doc[2].is_number_float());
+}
+
+// JsonDocument (manifests, profiles, evidence records, plan locks, safetensors headers) reads the
+// values the strict reader reads, types included, and refuses what it refuses with its message.
+TEST(JsonDocument, ReadsWhatTheStrictReaderReadsAndRefusesTheRest) {
+    const std::string accepted[] = {
+        R"({"a": [1, -2, 3.5, true, null, "s", {"b": {}}], "c": {"d": [[], [{}]]}})",
+        R"({"max": 9223372036854775807, "min": -9223372036854775808, "u": 18446744073709551615})",
+        R"({"beyond": 99999999999999999999, "neg": -99999999999999999999, "tiny": 1e-400})",
+        R"({"zero": -0, "fzero": -0.0, "e": 1E2, "f": 0.1})",
+        R"({"esc": "\u00e9\ud83d\ude00\n\"\\\/", "raw": "é😀", "ctl": "\u0001"})",
+        R"({"": 1, "k": {"": [""]}})", "[]", "7", "\"s\"", "null",
+    };
+    for (const auto& text : accepted) {
+        SCOPED_TRACE(text);
+        const auto strict = detail::parse_json_text_strict(text, "t.json");
+        const detail::JsonDocument doc(text, "t.json");
+        EXPECT_TRUE(same(doc.root(), strict));
+    }
+    const std::string refused[] = {
+        R"({"a": 1, "a": 1})", R"({"a": {"b": [0, {"c": 1, "d": 2, "c": 3}]}})", R"({"a": [1, -1e400]})",
+        "", "{", "[1, 2", "\"\xff\"", R"({"a": "\ud800"})", R"({"a": "\u00e9", "a": 2})", R"({"z": -0, "z": 1})",
+    };
+    for (const auto& text : refused) {
+        SCOPED_TRACE(text);
+        const auto expected = error_of([&] { detail::parse_json_text_strict(text, "t.json"); });
+        ASSERT_FALSE(expected.empty());
+        EXPECT_EQ(error_of([&] { detail::JsonDocument doc(text, "t.json"); }), expected);
+    }
+}
+
+TEST(JsonDocument, CursorsNameTheirPathAndRefuseWrongTypes) {
+    const detail::JsonDocument doc(R"({"capsules": [{"op": 1}, {"op": "x", "n": [true]}], "odd key": {}})", "m.json");
+    const auto root = doc.root();
+    std::vector<std::string> paths;
+    root.at("capsules").each([&](const detail::JsonCursor& c, std::size_t i) {
+        paths.push_back(c.at("op").path() + "#" + std::to_string(i));
+    });
+    EXPECT_EQ(paths, (std::vector<std::string>{"$.capsules[0].op#0", "$.capsules[1].op#1"}));
+    EXPECT_EQ(error_of([&] { root.at("capsules").each([](const detail::JsonCursor& c, std::size_t) { c.at("op").string(); }); }),
+              "m.json: $.capsules[0].op: expected a string, got number");
+    EXPECT_EQ(error_of([&] { root.at("missing"); }), "m.json: $: missing required key 'missing'");
+    EXPECT_EQ(error_of([&] { root.at("odd key").each([](const detail::JsonCursor&, std::size_t) {}); }),
+              "m.json: $.odd key: expected an array, got object");
+    EXPECT_EQ(error_of([&] { root.object({"capsules"}); }), "m.json: $: unknown key 'odd key'; valid keys: capsules");
+    EXPECT_FALSE(root.find("missing"));
+    ASSERT_TRUE(root.find("odd key"));
+    EXPECT_TRUE(root.find("odd key")->is_object());
+    // The first kMaxDepth steps of a deeper path are kept, then "...".
+    std::string deep = "1";
+    for (int i = 0; i < 14; ++i) deep = R"({"k": )" + deep + "}";
+    const detail::JsonDocument deep_doc(deep, "d.json");
+    auto c = deep_doc.root();
+    for (int i = 0; i < 14; ++i) c = c.at("k");
+    EXPECT_EQ(c.path(), "$.k.k.k.k.k.k.k.k.k.k.k.k...");
+    EXPECT_EQ(error_of([&] { c.string(); }), "d.json: $.k.k.k.k.k.k.k.k.k.k.k.k...: expected a string, got number");
+}
+
+TEST(JsonDocument, NestingBeyondTheLimitIsAnInputError) {
+    const auto depth = detail::JsonDocument::kMaxNesting + 1;
+    const std::string text = std::string(depth, '[') + std::string(depth, ']');
+    EXPECT_EQ(detail::parse_json_text_strict(text, "t.json").size(), 1u);  // nlohmann reads it
+    EXPECT_EQ(error_of([&] { detail::JsonDocument doc(text, "t.json"); }),
+              "t.json: JSON nested deeper than " + std::to_string(detail::JsonDocument::kMaxNesting) + " levels");
+    const std::string ok = std::string(depth - 1, '[') + std::string(depth - 1, ']');
+    EXPECT_EQ(detail::JsonDocument(ok, "t.json").root().array_size(), 1u);
+}
+
+// A thread's first document uses the thread's parser; one read while it lives uses memory of its
+// own; both stay readable, and the parser is free again after a refused text.
+TEST(JsonDocument, DocumentsAliveTogetherOnOneThreadStayValid) {
+    const detail::JsonDocument first(R"({"a": "first"})", "1.json");
+    {
+        const detail::JsonDocument second(R"({"a": "second"})", "2.json");
+        EXPECT_EQ(first.root().at("a").string(), "first");
+        EXPECT_EQ(second.root().at("a").string(), "second");
+    }
+    EXPECT_FALSE(error_of([] { detail::JsonDocument bad("{", "3.json"); }).empty());
+    const detail::JsonDocument third(R"({"a": "third"})", "4.json");
+    EXPECT_EQ(first.root().at("a").string(), "first");
+    EXPECT_EQ(third.root().at("a").string(), "third");
+    std::thread([] {
+        const detail::JsonDocument other(R"([1, 2])", "5.json");
+        EXPECT_EQ(other.root().array_size(), 2u);
+    }).join();
 }

@@ -19,7 +19,7 @@ import sys
 RANK = {"abi": 0, "plugin": 0, "core": 1, "runtime": 2, "onnx": 3, "c": 4, "training": 5, "tool": 6}
 # Third-party headers and the lowest layer that may include them.
 THIRD_PARTY = [
-    ("boost/", "runtime"), ("openssl/", "runtime"), ("dlfcn.h", "runtime"),
+    ("boost/", "runtime"), ("nettle/", "runtime"), ("dlfcn.h", "runtime"),
     ("onnx/", "onnx"), ("google/protobuf/", "onnx"),
     ("zlib.h", "training"),
     ("spdlog/", "tool"), ("CLI/", "tool"),

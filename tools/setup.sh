@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev libboost-dev libcli11-dev libssl-dev
+  nlohmann-json3-dev libsimdjson-dev libspdlog-dev libfmt-dev libboost-dev libcli11-dev nettle-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler libdnnl-dev
   clang-14 libclang-rt-14-dev libtorch-dev libcpp-httplib-dev libgrpc++-dev protobuf-compiler-grpc

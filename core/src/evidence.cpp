@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
 
 #include <cerrno>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "capsule/error.hpp"
 #include "json_reader.hpp"
 #include "plugin_loader.hpp"
+#include "sha256.hpp"
 
 namespace capsule {
 
@@ -35,22 +35,6 @@ namespace {
 /// number: it is written as null and read back as infinity.
 json error_number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-std::string sha256_hex(const std::string& text) {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int size = 0;
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1 ||
-        EVP_DigestUpdate(ctx.get(), text.data(), text.size()) != 1 ||
-        EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1)
-        throw Error(ErrorCode::other, "SHA-256 is unavailable (OpenSSL)");
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < size; ++i) {
-        out += hex[digest[i] >> 4];
-        out += hex[digest[i] & 15];
-    }
-    return out;
-}
 
 json capsules_json(const EvidenceRecord& r);
 }  // namespace
@@ -59,7 +43,7 @@ std::string EvidenceRecord::id() const {
     // The results, not when or where they were taken: verifying the same library again with the
     // same outcome keeps the id (and the plan lockfiles that name it) valid.
     const std::string results = capsules_json(*this).dump() + "|" + version + "|" + abi + "|" + device;
-    return plugin + "@" + library_sha256.substr(0, 12) + "#" + sha256_hex(results).substr(0, 12);
+    return plugin + "@" + library_sha256.substr(0, 12) + "#" + detail::sha256_hex(results).substr(0, 12);
 }
 
 const CapsuleEvidence* EvidenceRecord::find(std::string_view capsule) const {
@@ -133,7 +117,7 @@ double non_negative(const JsonCursor& c) {
 
 /// An error statistic: a non-negative number, or null for an infinite or NaN error.
 double error_statistic(const JsonCursor& c) {
-    return c.value().is_null() ? INFINITY : non_negative(c);
+    return c.is_null() ? INFINITY : non_negative(c);
 }
 
 int count(const JsonCursor& c) {
@@ -161,14 +145,11 @@ CapsuleEvidence read_capsule_evidence(const JsonCursor& c) {
     e.atol = non_negative(c.at("atol"));
     if (e.rtol > 1 || e.atol > 1) c.fail("tolerances above 1 (rtol " + std::to_string(e.rtol) + ", atol " +
                                          std::to_string(e.atol) + ") verify nothing");
-    auto unsupported = c.at("unsupported");
-    for (std::size_t i = 0; i < unsupported.array_size(); ++i) {
-        auto u = unsupported.at(i);
+    c.at("unsupported").each([&](const JsonCursor& u, std::size_t) {
         u.object({"case", "reason"});
         e.unsupported.emplace_back(u.at("case").nonempty_string(), u.at("reason").nonempty_string());
-    }
-    auto failures = c.at("failures");
-    for (std::size_t i = 0; i < failures.array_size(); ++i) e.failures.push_back(failures.at(i).string());
+    });
+    c.at("failures").each([&](const JsonCursor& f, std::size_t) { e.failures.push_back(f.string()); });
     // The status is derived; a record whose status disagrees with its counts was edited.
     if (c.at("status").string() != e.status())
         c.at("status").fail("says '" + c.at("status").string() + "' but the counts give '" +
@@ -190,8 +171,8 @@ bool is_sha256_hex(std::string_view s) {
 
 EvidenceRecord parse_evidence_record(std::string_view json_text, const fs::path& source) {
     const std::string src = source.empty() ? "evidence record" : source.string();
-    const json doc = detail::parse_json_text(json_text, src);
-    JsonCursor root(doc, src);
+    const detail::JsonDocument doc(json_text, src);
+    const JsonCursor root = doc.root();
     root.object({"format", "version", "plugin", "plugin_version", "abi", "library",
                  "library_sha256", "device", "driver", "date", "host_version", "status",
                  "capsules"});
@@ -210,13 +191,12 @@ EvidenceRecord parse_evidence_record(std::string_view json_text, const fs::path&
     r.driver = root.at("driver").string();
     r.date = root.at("date").nonempty_string();
     r.host_version = root.at("host_version").nonempty_string();
-    auto capsules = root.at("capsules");
     std::set<std::string> seen;
-    for (std::size_t i = 0; i < capsules.array_size(); ++i) {
-        r.capsules.push_back(read_capsule_evidence(capsules.at(i)));
+    root.at("capsules").each([&](const JsonCursor& c, std::size_t) {
+        r.capsules.push_back(read_capsule_evidence(c));
         if (!seen.insert(r.capsules.back().capsule).second)
-            capsules.at(i).at("capsule").fail("capsule " + r.capsules.back().capsule + " is listed twice");
-    }
+            c.at("capsule").fail("capsule " + r.capsules.back().capsule + " is listed twice");
+    });
     if (root.at("status").string() != (r.passed() ? "passed" : "failed"))
         root.at("status").fail("disagrees with the capsules' results");
     return r;

@@ -5,6 +5,7 @@
 
 #include "capsule/json_document.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -172,6 +173,19 @@ private:
 
 namespace {
 
+/// Each thread's simdjson parser. Its buffers (the padded copy of the text, the document) grow to
+/// the largest text read and are reused: fresh memory costs a page fault per 4 KiB, which is most
+/// of the time reading the plugin manifests takes. `busy` while a JsonDocument reads from the
+/// parser's own document; a second reader on the thread then uses memory of its own.
+struct ThreadParser {
+    simdjson::dom::parser parser;
+    bool busy = false;
+};
+ThreadParser& thread_parser() {
+    thread_local ThreadParser p;
+    return p;
+}
+
 /// Whether `text` holds `-0` not followed by a digit, `.`, `e` or `E` (also inside strings:
 /// the caller only loses speed there).
 bool has_negative_zero_integer(std::string_view text) {
@@ -229,7 +243,9 @@ bool convert(simdjson::dom::element e, json& out) {
 std::optional<json> parse_fast(std::string_view text) {
     if (text.find("\\u") != std::string_view::npos || has_negative_zero_integer(text))
         return std::nullopt;
-    thread_local simdjson::dom::parser parser;
+    auto& shared = thread_parser();
+    std::optional<simdjson::dom::parser> own;  // when a JsonDocument holds the thread's parser
+    auto& parser = shared.busy ? own.emplace() : shared.parser;
     simdjson::dom::element root;
     if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return std::nullopt;
     json doc;
@@ -252,6 +268,62 @@ json parse_strict(std::string_view text, const std::string& source, const Stream
                          (builder.error().empty() ? std::string("malformed JSON")
                                                   : builder.error()));
     return doc;
+}
+
+/// Whether an object in `e` repeats a key. `keys` is scratch space shared down the recursion.
+bool has_repeated_key(simdjson::dom::element e, std::vector<std::string_view>& keys) {
+    if (e.is_array()) {
+        for (const auto item : simdjson::dom::array(e))
+            if (has_repeated_key(item, keys)) return true;
+        return false;
+    }
+    if (!e.is_object()) return false;
+    const simdjson::dom::object object(e);
+    const auto first = keys.size();
+    for (const auto field : object) keys.push_back(field.key);
+    const auto begin = keys.begin() + static_cast<std::ptrdiff_t>(first);
+    bool repeated = false;
+    if (keys.size() - first <= 16) {  // most objects: pairwise is cheaper than sorting
+        for (auto a = begin; a != keys.end() && !repeated; ++a)
+            for (auto b = a + 1; b != keys.end() && !repeated; ++b) repeated = *a == *b;
+    } else {
+        std::sort(begin, keys.end());
+        repeated = std::adjacent_find(begin, keys.end()) != keys.end();
+    }
+    keys.resize(first);
+    if (repeated) return true;
+    for (const auto field : object)
+        if (has_repeated_key(field.value, keys)) return true;
+    return false;
+}
+
+/// Reads `text` into `document` when simdjson reads it as the strict reader would (see
+/// parse_fast for the texts it leaves to the strict reader, unless `respelled`: nlohmann's own
+/// spelling of a document); false otherwise.
+simdjson::error_code read_fast(std::string_view text, simdjson::dom::document& document,
+                               simdjson::dom::element& root, bool respelled) {
+    if (!respelled &&
+        (text.find("\\u") != std::string_view::npos || has_negative_zero_integer(text)))
+        return simdjson::UNESCAPED_CHARS;  // any error: the strict reader decides
+    const auto error =
+        thread_parser().parser.parse_into_document(document, text.data(), text.size()).get(root);
+    if (error) return error;
+    thread_local std::vector<std::string_view> keys;
+    return has_repeated_key(root, keys) ? simdjson::TAPE_ERROR : simdjson::SUCCESS;
+}
+
+const char* type_name_of(simdjson::dom::element e) {
+    switch (e.type()) {
+        case simdjson::dom::element_type::ARRAY: return "array";
+        case simdjson::dom::element_type::OBJECT: return "object";
+        case simdjson::dom::element_type::INT64:
+        case simdjson::dom::element_type::UINT64:
+        case simdjson::dom::element_type::DOUBLE: return "number";
+        case simdjson::dom::element_type::STRING: return "string";
+        case simdjson::dom::element_type::BOOL: return "boolean";
+        case simdjson::dom::element_type::NULL_VALUE: return "null";
+    }
+    return "value";
 }
 
 }  // namespace
@@ -277,3 +349,134 @@ nlohmann::json parse_json_document(std::string_view text, const std::filesystem:
     return detail::parse_json_text(text, source.string());
 }
 }  // namespace capsule
+
+namespace capsule::detail {
+
+JsonDocument::JsonDocument(std::string_view text, std::string source) : source_(std::move(source)) {
+    auto& shared = thread_parser();
+    if (!shared.busy) {
+        shared.busy = true;
+        borrowed_ = &shared.busy;
+    }
+    simdjson::dom::document& document = borrowed_ ? shared.parser.doc : own_;
+    try {
+        if (read_fast(text, document, root_, false) == simdjson::SUCCESS) return;
+        // The strict reader words every refusal. A text it accepts that simdjson was not given
+        // (one holding a \u escape or an integer -0) is read again as nlohmann spells it, which
+        // simdjson reads as the same values.
+        const std::string canonical = parse_strict(text, source_, nullptr).dump();
+        const auto error = read_fast(canonical, document, root_, true);
+        if (error == simdjson::DEPTH_ERROR)
+            throw Error(ErrorCode::input, source_ + ": JSON nested deeper than " +
+                                              std::to_string(kMaxNesting) + " levels");
+        if (error)
+            throw Error(ErrorCode::other, source_ + ": JSON accepted by nlohmann but not by "
+                                                    "simdjson after re-spelling (a bug in the "
+                                                    "reader): " + simdjson::error_message(error));
+    } catch (...) {
+        if (borrowed_) *borrowed_ = false;  // no destructor runs for a throwing constructor
+        throw;
+    }
+}
+
+std::string JsonCursor::path() const {
+    std::string out = "$";
+    for (std::size_t i = 0; i < std::min(depth_, kMaxDepth); ++i) {
+        const auto& step = steps_[i];
+        if (step.key) out.append(".").append(step.key, step.size);
+        else out += "[" + std::to_string(step.size) + "]";
+    }
+    if (depth_ > kMaxDepth) out += "...";
+    return out;
+}
+
+void JsonCursor::fail(const std::string& reason) const {
+    throw Error(ErrorCode::input, *source_ + ": " + path() + ": " + reason);
+}
+
+JsonCursor JsonCursor::child(simdjson::dom::element value, Step step) const {
+    JsonCursor c(value, source_);
+    std::copy_n(steps_.begin(), std::min(depth_, kMaxDepth), c.steps_.begin());
+    if (depth_ < kMaxDepth) c.steps_[depth_] = step;
+    c.depth_ = depth_ + 1;
+    return c;
+}
+
+simdjson::dom::array JsonCursor::as_array() const {
+    if (!value_.is_array()) fail("expected an array, got " + type_name());
+    return simdjson::dom::array(value_);
+}
+
+simdjson::dom::object JsonCursor::as_object() const {
+    if (!value_.is_object()) fail("expected an object, got " + type_name());
+    return simdjson::dom::object(value_);
+}
+
+const JsonCursor& JsonCursor::object(std::initializer_list<std::string_view> allowed) const {
+    for (const auto field : as_object()) {
+        if (std::find(allowed.begin(), allowed.end(), field.key) != allowed.end()) continue;
+        std::string list;
+        for (auto a : allowed) list.append(list.empty() ? "" : ", ").append(a);
+        fail("unknown key '" + std::string(field.key) + "'; valid keys: " + list);
+    }
+    return *this;
+}
+
+bool JsonCursor::has(std::string_view key) const {
+    if (!value_.is_object()) return false;
+    for (const auto field : simdjson::dom::object(value_))
+        if (field.key == key) return true;
+    return false;
+}
+
+JsonCursor JsonCursor::at(std::string_view key) const {
+    for (const auto field : as_object())
+        if (field.key == key) return child(field.value, member_step(field.key));
+    fail("missing required key '" + std::string(key) + "'");
+}
+
+std::optional<JsonCursor> JsonCursor::find(std::string_view key) const {
+    if (!value_.is_object()) return std::nullopt;
+    for (const auto field : simdjson::dom::object(value_))
+        if (field.key == key) return child(field.value, member_step(field.key));
+    return std::nullopt;
+}
+
+std::string JsonCursor::string() const {
+    if (!value_.is_string()) fail("expected a string, got " + type_name());
+    return std::string(value_.get_string().value_unsafe());
+}
+
+std::string JsonCursor::nonempty_string() const {
+    auto text = string();
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("must not be empty");
+    return text;
+}
+
+bool JsonCursor::boolean() const {
+    if (!value_.is_bool()) fail("expected true or false, got " + type_name());
+    return value_.get_bool().value_unsafe();
+}
+
+std::int64_t JsonCursor::integer() const {
+    // simdjson reads an integer as INT64 when it fits, as UINT64 only above 2^63 - 1.
+    if (value_.type() == simdjson::dom::element_type::UINT64)
+        fail("integer " + std::to_string(value_.get_uint64().value_unsafe()) +
+             " is out of range (at most 2^63 - 1)");
+    if (value_.type() != simdjson::dom::element_type::INT64)
+        fail("expected an integer, got " + type_name());
+    return value_.get_int64().value_unsafe();
+}
+
+double JsonCursor::number() const {
+    if (!value_.is_number()) fail("expected a number, got " + type_name());
+    const double v = value_.get_double().value_unsafe();
+    if (!std::isfinite(v)) fail("expected a finite number, got " + simdjson::minify(value_));
+    return v;
+}
+
+std::string JsonCursor::dump() const { return nlohmann::json::parse(simdjson::minify(value_)).dump(); }
+
+std::string JsonCursor::type_name() const { return type_name_of(value_); }
+
+}  // namespace capsule::detail

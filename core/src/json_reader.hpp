@@ -2,99 +2,79 @@
 // path and the reason. Internal to the core.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "capsule/error.hpp"
 #include "capsule/vocabulary.hpp"
 
 namespace capsule::detail {
 
-/// A position in a document: the source file and a JSON path such as `$.capsules[3].op`. The
-/// path is spelled only when an error names it: a cursor holds its parent's path as a shared
-/// chain of keys and indices (every manifest read on start-up goes through here).
+class JsonDocument;
+
+/// A position in a document read through JsonDocument: the value there, and its JSON path such as
+/// `$.capsules[3].op` for errors. A cursor holds no memory of its own (it is copied freely: the
+/// path's keys point into the document), so reading a manifest allocates only what it keeps.
+/// A cursor must not outlive its JsonDocument. Paths deeper than kMaxDepth are spelled with their
+/// first kMaxDepth steps and `...`.
 class JsonCursor {
 public:
-    JsonCursor(const nlohmann::json& value, std::string source)
-        : value_(value), source_(std::make_shared<const std::string>(std::move(source))) {}
+    static constexpr std::size_t kMaxDepth = 12;
 
-    const nlohmann::json& value() const { return value_; }
     /// The JSON path of this value, e.g. `$.capsules[3].op`.
-    std::string path() const {
-        std::string out;
-        spell(segment_.get(), out);
-        return "$" + out;
-    }
-
-    [[noreturn]] void fail(const std::string& reason) const {
-        throw Error(ErrorCode::input, *source_ + ": " + path() + ": " + reason);
-    }
+    std::string path() const;
+    [[noreturn]] void fail(const std::string& reason) const;
 
     /// Requires an object whose keys are all in `allowed`; returns *this.
-    const JsonCursor& object(std::initializer_list<std::string_view> allowed) const {
-        if (!value_.is_object()) fail("expected an object, got " + type_name());
-        for (const auto& [key, _] : value_.items()) {
-            bool known = false;
-            for (auto a : allowed) known = known || a == key;
-            if (!known) {
-                std::string list;
-                for (auto a : allowed) list += std::string(list.empty() ? "" : ", ") + std::string(a);
-                fail("unknown key '" + key + "'; valid keys: " + list);
-            }
+    const JsonCursor& object(std::initializer_list<std::string_view> allowed) const;
+    /// Whether this object has member `key` (false for a value that is not an object).
+    bool has(std::string_view key) const;
+    /// Member `key` of this object; fails when this is not an object or has no such member.
+    JsonCursor at(std::string_view key) const;
+    /// Member `key` of this object, or nullopt when it has none (or this is not an object).
+    std::optional<JsonCursor> find(std::string_view key) const;
+    /// Calls `visit(element, index)` for each element of this array, in order (fails when this is
+    /// not an array). Linear in the array, unlike indexing element by element.
+    template <typename F>
+    void each(F&& visit) const {
+        std::size_t index = 0;
+        for (const auto element : as_array()) {
+            visit(child(element, Step{nullptr, index}), index);
+            ++index;
         }
-        return *this;
     }
+    /// Calls `visit(key, value)` for each member of this object, in document order.
+    template <typename F>
+    void each_member(F&& visit) const {
+        for (const auto field : as_object()) visit(field.key, child(field.value, member_step(field.key)));
+    }
+    std::size_t array_size() const { return as_array().size(); }
 
-    bool has(std::string_view key) const { return value_.contains(key); }
+    bool is_null() const { return value_.is_null(); }
+    bool is_string() const { return value_.is_string(); }
+    bool is_object() const { return value_.is_object(); }
 
-    JsonCursor at(std::string_view key) const {
-        const auto it = value_.find(key);
-        if (it == value_.end()) fail("missing required key '" + std::string(key) + "'");
-        return JsonCursor(*it, *this, Segment{segment_, true, std::string(key), 0});
-    }
-    JsonCursor at(std::size_t index) const {
-        return JsonCursor(value_.at(index), *this, Segment{segment_, false, {}, index});
-    }
-
-    std::string string() const {
-        if (!value_.is_string()) fail("expected a string, got " + type_name());
-        return value_.get<std::string>();
-    }
+    std::string string() const;
     /// A string that is not empty and not only whitespace.
-    std::string nonempty_string() const {
-        auto text = string();
-        if (text.find_first_not_of(" \t\r\n") == std::string::npos) fail("must not be empty");
-        return text;
-    }
-    bool boolean() const {
-        if (!value_.is_boolean()) fail("expected true or false, got " + type_name());
-        return value_.get<bool>();
-    }
-    std::int64_t integer() const {
-        if (!value_.is_number_integer()) fail("expected an integer, got " + type_name());
-        if (value_.is_number_unsigned() &&
-            value_.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-            fail("integer " + value_.dump() + " is out of range (at most 2^63 - 1)");
-        return value_.get<std::int64_t>();
-    }
+    std::string nonempty_string() const;
+    bool boolean() const;
+    /// An integer in [-2^63, 2^63 - 1] (not 1.0: a number written with a fraction or exponent is
+    /// not an integer here, as in nlohmann::json).
+    std::int64_t integer() const;
     /// A finite number (integer or floating point).
-    double number() const {
-        if (!value_.is_number()) fail("expected a number, got " + type_name());
-        const double v = value_.get<double>();
-        if (!std::isfinite(v)) fail("expected a finite number, got " + value_.dump());
-        return v;
-    }
-    std::size_t array_size() const {
-        if (!value_.is_array()) fail("expected an array, got " + type_name());
-        return value_.size();
-    }
+    double number() const;
+    /// This value as compact JSON text with object keys sorted (nlohmann::json::dump()).
+    std::string dump() const;
 
     /// Reads a vocabulary spelling; an unknown one fails with the list of valid spellings.
     template <typename E>
@@ -107,28 +87,57 @@ public:
         }
     }
 
-    std::string type_name() const { return value_.type_name(); }
+    /// nlohmann::json's name for this value's type: object, array, string, number, boolean, null.
+    std::string type_name() const;
 
 private:
-    /// One step of the path: the member `key` of an object, or the element `index` of an array.
-    struct Segment {
-        std::shared_ptr<const Segment> parent;
-        bool is_member;
-        std::string key;
-        std::size_t index;
+    friend class JsonDocument;
+    /// One step of the path: the member of an object whose key (in the document) starts at
+    /// `key` and has `size` bytes, or, when `key` is null, the element `size` of an array. Small,
+    /// because each cursor carries its path's steps.
+    struct Step {
+        const char* key;
+        std::size_t size;
     };
-    JsonCursor(const nlohmann::json& value, const JsonCursor& parent, Segment segment)
-        : value_(value), source_(parent.source_),
-          segment_(std::make_shared<const Segment>(std::move(segment))) {}
-    static void spell(const Segment* s, std::string& out) {
-        if (!s) return;
-        spell(s->parent.get(), out);
-        out += s->is_member ? "." + s->key : "[" + std::to_string(s->index) + "]";
-    }
+    static Step member_step(std::string_view key) { return Step{key.data(), key.size()}; }
+    JsonCursor(simdjson::dom::element value, const std::string* source)
+        : value_(value), source_(source) {}
+    JsonCursor child(simdjson::dom::element value, Step step) const;
+    simdjson::dom::array as_array() const;
+    simdjson::dom::object as_object() const;
 
-    const nlohmann::json& value_;
-    std::shared_ptr<const std::string> source_;
-    std::shared_ptr<const Segment> segment_;  // null at the root
+    simdjson::dom::element value_;
+    const std::string* source_;  // the document's source, for errors
+    std::array<Step, kMaxDepth> steps_;  // the first min(depth_, kMaxDepth) are set
+    std::size_t depth_ = 0;  // may exceed kMaxDepth; only the first kMaxDepth steps are kept
+};
+
+/// A document read for JsonCursor, as strictly as parse_json_text: the same texts are accepted
+/// (a repeated key, a number outside the range of a double or malformed JSON is an Error(input)
+/// naming `source`, with the same message) and the same values are read, except that nesting
+/// deeper than kMaxNesting is an Error(input) (no manifest, profile or record comes near it).
+/// simdjson holds it: about ten times faster than nlohmann on the plugin manifests every command
+/// reads, and reading it allocates nothing. Not copyable: cursors point into it. It must be destroyed on the thread
+/// that made it (it may hold that thread's parser).
+class JsonDocument {
+public:
+    /// The deepest nesting read (simdjson's default); a deeper document is an Error(input).
+    static constexpr std::size_t kMaxNesting = simdjson::DEFAULT_MAX_DEPTH;
+
+    JsonDocument(std::string_view text, std::string source);
+    ~JsonDocument() {
+        if (borrowed_) *borrowed_ = false;
+    }
+    JsonDocument(const JsonDocument&) = delete;
+    JsonDocument& operator=(const JsonDocument&) = delete;
+
+    JsonCursor root() const { return JsonCursor(root_, &source_); }
+
+private:
+    std::string source_;
+    bool* borrowed_ = nullptr;  // the thread parser's busy flag, when the document is its own
+    simdjson::dom::document own_;  // used when the thread's parser was busy
+    simdjson::dom::element root_;
 };
 
 /// The one strict JSON reader of the core: every document the runtime reads (manifests, profiles,
@@ -158,5 +167,7 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& source,
 
 /// Reads a whole file; raises Error(input) naming the path when it cannot be read.
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);
+/// read_text_file into `text` (replacing its content, reusing its memory).
+void read_text_file_into(const std::filesystem::path& path, std::string_view what, std::string& text);
 
 }  // namespace capsule::detail

@@ -14,15 +14,26 @@ using nlohmann::json;
 
 namespace detail {
 std::string read_text_file(const std::filesystem::path& path, std::string_view what) {
+    std::string text;
+    read_text_file_into(path, what, text);
+    return text;
+}
+
+void read_text_file_into(const std::filesystem::path& path, std::string_view what, std::string& text) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
         throw Error(ErrorCode::input, path.string() + ": cannot read " + std::string(what) +
                          ": no such regular file");
-    std::ifstream in(path, std::ios::binary);
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorCode::input, path.string() + ": cannot open " + std::string(what));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
+    // One read of the whole file (a stream buffer copy costs as much as parsing a manifest).
+    const auto size = static_cast<std::streamoff>(in.tellg());
+    text.resize(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)));
+    in.seekg(0);
+    if (!in.read(text.data(), static_cast<std::streamsize>(text.size())))
+        throw Error(ErrorCode::input, path.string() + ": cannot read " + std::string(what));
+    // A file that grew after tellg is read to its end.
+    text.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 }  // namespace detail
 
@@ -45,9 +56,9 @@ ContractClaim read_claim(const JsonCursor& c) {
     ContractClaim claim;
     claim.kind = c.at("kind").spelling<ClaimKind>();
     claim.op = c.at("op").spelling<BackendOp>();
-    if (c.has("layout")) claim.layout = c.at("layout").spelling<Layout>();
-    if (c.has("spec")) claim.spec = c.at("spec").nonempty_string();
-    if (c.has("vjp_mode")) claim.vjp_mode = c.at("vjp_mode").spelling<VJPMode>();
+    if (auto v = c.find("layout")) claim.layout = v->spelling<Layout>();
+    if (auto v = c.find("spec")) claim.spec = v->nonempty_string();
+    if (auto v = c.find("vjp_mode")) claim.vjp_mode = v->spelling<VJPMode>();
     // The fields a claim carries are fixed by its kind; extra ones would be silently meaningless.
     const bool wants_layout = claim.kind == ClaimKind::layout_compatibility;
     const bool wants_spec =
@@ -69,15 +80,14 @@ ContractDescriptor read_descriptor(const JsonCursor& c) {
     c.object({"claim", "summary", "evidence", "provenance"});
     ContractDescriptor d;
     d.claim = read_claim(c.at("claim"));
-    d.summary = c.has("summary") ? c.at("summary").string() : "";
+    if (auto v = c.find("summary")) d.summary = v->string();
     d.evidence = c.at("evidence").spelling<Evidence>();
-    if (c.has("provenance")) {
-        auto p = c.at("provenance");
-        p.object({"source_file", "native_symbol", "note"});
+    if (auto p = c.find("provenance")) {
+        p->object({"source_file", "native_symbol", "note"});
         Provenance prov;
-        if (p.has("source_file")) prov.source_file = p.at("source_file").nonempty_string();
-        if (p.has("native_symbol")) prov.native_symbol = p.at("native_symbol").nonempty_string();
-        if (p.has("note")) prov.note = p.at("note").nonempty_string();
+        if (auto v = p->find("source_file")) prov.source_file = v->nonempty_string();
+        if (auto v = p->find("native_symbol")) prov.native_symbol = v->nonempty_string();
+        if (auto v = p->find("note")) prov.note = v->nonempty_string();
         d.provenance = prov;
     }
     return d;
@@ -105,8 +115,10 @@ KernelCapsule read_capsule(const JsonCursor& c) {
     k.device = c.at("device").spelling<Device>();
     k.spec = c.at("spec").nonempty_string();
     k.trust = c.at("trust").spelling<TrustLevel>();
-    k.supports_forward = c.has("supports_forward") ? c.at("supports_forward").boolean() : true;
-    k.vjp_mode = c.has("vjp") ? c.at("vjp").spelling<VJPMode>() : VJPMode::none;
+    const auto forward = c.find("supports_forward");
+    k.supports_forward = forward ? forward->boolean() : true;
+    const auto vjp = c.find("vjp");
+    k.vjp_mode = vjp ? vjp->spelling<VJPMode>() : VJPMode::none;
     k.runtime = c.at("runtime").spelling<RuntimeSupport>();
     auto contracts = c.at("contracts");
     contracts.object({"shape", "layout", "value", "vjp"});
@@ -114,7 +126,7 @@ KernelCapsule read_capsule(const JsonCursor& c) {
     k.layout = read_descriptor(contracts.at("layout"));
     k.value = read_descriptor(contracts.at("value"));
     k.vjp = read_descriptor(contracts.at("vjp"));
-    k.notes = c.has("notes") ? c.at("notes").string() : "";
+    if (auto v = c.find("notes")) k.notes = v->string();
     return k;
 }
 
@@ -140,15 +152,14 @@ ConformanceDeclaration read_conformance(const JsonCursor& c) {
     c.object({"tolerances", "unsupported"});
     ConformanceDeclaration d;
     if (c.has("tolerances")) {
-        auto list = c.at("tolerances");
-        for (std::size_t i = 0; i < list.array_size(); ++i) {
-            auto t = list.at(i);
+        c.at("tolerances").each([&](const JsonCursor& t, std::size_t) {
             t.object({"ops", "rtol", "atol"});
             ConformanceDeclaration::Tolerance tol;
             if (t.has("ops")) {
                 auto ops = t.at("ops");
-                for (std::size_t j = 0; j < ops.array_size(); ++j)
-                    tol.ops.push_back(ops.at(j).spelling<BackendOp>());
+                ops.each([&](const JsonCursor& op, std::size_t) {
+                    tol.ops.push_back(op.spelling<BackendOp>());
+                });
                 if (tol.ops.empty()) ops.fail("list at least one op, or leave ops out for every op");
             }
             tol.rtol = t.at("rtol").number();
@@ -156,16 +167,14 @@ ConformanceDeclaration read_conformance(const JsonCursor& c) {
             if (tol.rtol < 0 || tol.atol < 0 || tol.rtol > 1 || tol.atol > 1)
                 t.fail("rtol and atol must be between 0 and 1");
             d.tolerances.push_back(std::move(tol));
-        }
+        });
     }
     if (c.has("unsupported")) {
-        auto list = c.at("unsupported");
-        for (std::size_t i = 0; i < list.array_size(); ++i) {
-            auto u = list.at(i);
+        c.at("unsupported").each([&](const JsonCursor& u, std::size_t) {
             u.object({"case", "op", "dtype", "attribute", "error_cases", "reason"});
             ConformanceDeclaration::Unsupported entry;
-            if (u.has("case")) entry.case_name = u.at("case").nonempty_string();
-            if (u.has("op")) entry.op = u.at("op").spelling<BackendOp>();
+            if (auto v = u.find("case")) entry.case_name = v->nonempty_string();
+            if (auto v = u.find("op")) entry.op = v->spelling<BackendOp>();
             if (u.has("dtype")) {
                 entry.dtype = u.at("dtype").string();
                 if (entry.dtype != "float32" && entry.dtype != "float64")
@@ -176,14 +185,14 @@ ConformanceDeclaration read_conformance(const JsonCursor& c) {
                 if (entry.attribute.find('=') == std::string::npos)
                     u.at("attribute").fail("expected NAME=VALUE");
             }
-            if (u.has("error_cases")) entry.error_cases = u.at("error_cases").boolean();
+            if (auto v = u.find("error_cases")) entry.error_cases = v->boolean();
             entry.reason = u.at("reason").nonempty_string();
             if (entry.case_name.empty() && !entry.op && entry.dtype.empty() &&
                 entry.attribute.empty() && !entry.error_cases)
                 u.fail("an unsupported entry must match something (case, op, dtype, attribute or "
                        "error_cases)");
             d.unsupported.push_back(std::move(entry));
-        }
+        });
     }
     return d;
 }
@@ -201,8 +210,8 @@ AbiVersion read_abi(const JsonCursor& c) {
 
 PluginManifest parse_manifest(std::string_view json_text, const std::filesystem::path& source) {
     const std::string src = source.empty() ? "manifest" : source.string();
-    const json doc = detail::parse_json_text(json_text, src);
-    JsonCursor root(doc, src);
+    const detail::JsonDocument doc(json_text, src);
+    const JsonCursor root = doc.root();
     root.object({"name", "version", "abi_version", "library", "device", "providers",
                  "registry_modes", "priority", "capsules", "description", "conformance"});
     PluginManifest m;
@@ -212,7 +221,7 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
     if (root.has("description")) root.at("description").string();
     m.abi = read_abi(root.at("abi_version"));
     auto library = root.at("library");
-    if (!library.value().is_null()) {
+    if (!library.is_null()) {
         m.library = library.string();
         if (m.library->empty() || *m.library == "." || *m.library == ".." ||
             m.library->find_first_of("/\\") != std::string::npos ||
@@ -220,32 +229,32 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
             library.fail("library must be a file name beside the manifest (no directories)");
     }
     m.device = root.at("device").spelling<Device>();
-    auto providers = root.at("providers");
-    for (std::size_t i = 0; i < providers.array_size(); ++i) {
-        const auto p = providers.at(i).spelling<Provider>();
+    root.at("providers").each([&](const JsonCursor& item, std::size_t) {
+        const auto p = item.spelling<Provider>();
         if (std::find(m.providers.begin(), m.providers.end(), p) != m.providers.end())
-            providers.at(i).fail("provider " + std::string(to_string(p)) + " is listed twice");
+            item.fail("provider " + std::string(to_string(p)) + " is listed twice");
         m.providers.push_back(p);
-    }
+    });
     auto modes = root.at("registry_modes");
-    for (std::size_t i = 0; i < modes.array_size(); ++i) {
-        auto mode = modes.at(i).string();
+    modes.each([&](const JsonCursor& item, std::size_t) {
+        auto mode = item.string();
         try {
             validate_registry_mode(mode);
         } catch (const Error& e) {
-            modes.at(i).fail(e.what());
+            item.fail(e.what());
         }
         if (std::find(m.registry_modes.begin(), m.registry_modes.end(), mode) != m.registry_modes.end())
-            modes.at(i).fail("registry mode '" + mode + "' is listed twice");
+            item.fail("registry mode '" + mode + "' is listed twice");
         m.registry_modes.push_back(mode);
-    }
+    });
     if (m.registry_modes.empty()) modes.fail("a plugin must join at least one registry mode");
-    m.priority = root.has("priority") ? root.at("priority").integer() : 0;
+    const auto priority = root.find("priority");
+    m.priority = priority ? priority->integer() : 0;
 
     auto capsules = root.at("capsules");
+    m.capsules.reserve(capsules.array_size());
     std::set<std::string> names;
-    for (std::size_t i = 0; i < capsules.array_size(); ++i) {
-        auto c = capsules.at(i);
+    capsules.each([&](const JsonCursor& c, std::size_t) {
         KernelCapsule k = read_capsule(c);
         if (k.device != m.device)
             c.at("device").fail("capsule device " + std::string(to_string(k.device)) +
@@ -263,13 +272,17 @@ PluginManifest parse_manifest(std::string_view json_text, const std::filesystem:
                                  " but the plugin has no library to implement it");
         refuse_unearned_evidence(m, k, c);
         m.capsules.push_back(std::move(k));
-    }
+    });
     if (root.has("conformance")) m.conformance = read_conformance(root.at("conformance"));
     return m;
 }
 
 PluginManifest load_manifest(const std::filesystem::path& path) {
-    return parse_manifest(detail::read_text_file(path, "manifest"), path);
+    // Each discovery thread reads every manifest into the same buffer: fresh memory costs a page
+    // fault per 4 KiB (parse_manifest reads no other file, so the buffer is free again after it).
+    thread_local std::string text;
+    detail::read_text_file_into(path, "manifest", text);
+    return parse_manifest(text, path);
 }
 
 namespace {

@@ -76,13 +76,13 @@ nlohmann::ordered_json plan_lock_to_json(const PlanLock& lock) {
 }
 
 namespace {
-std::string optional_string(const JsonCursor& c) { return c.value().is_null() ? "" : c.nonempty_string(); }
+std::string optional_string(const JsonCursor& c) { return c.is_null() ? "" : c.nonempty_string(); }
 }  // namespace
 
 PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& source) {
     const std::string src = source.empty() ? "plan lock" : source.string();
-    const json doc = detail::parse_json_text(text, src);
-    JsonCursor root(doc, src);
+    const detail::JsonDocument doc(text, src);
+    const JsonCursor root = doc.root();
     root.object({"format", "version", "profile", "acceptance_policy", "profile_settings", "groups", "folded",
                  "model_files"});
     if (root.at("format").string() != "capsule-plan-lock") root.at("format").fail("expected \"capsule-plan-lock\"");
@@ -90,16 +90,14 @@ PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& sou
     PlanLock lock;
     lock.profile = root.at("profile").nonempty_string();
     lock.acceptance_policy = root.at("acceptance_policy").nonempty_string();
-    if (!root.at("profile_settings").value().is_object()) root.at("profile_settings").fail("expected an object");
-    lock.profile_settings = root.at("profile_settings").value().dump();
-    auto groups = root.at("groups");
-    for (std::size_t i = 0; i < groups.array_size(); ++i) {
-        auto g = groups.at(i);
+    if (!root.at("profile_settings").is_object()) root.at("profile_settings").fail("expected an object");
+    lock.profile_settings = root.at("profile_settings").dump();
+    root.at("groups").each([&](const JsonCursor& g, std::size_t) {
         g.object({"node_ids", "op", "capsule", "plugin", "plugin_version", "abi", "library_sha256",
                   "evidence_record"});
         PlanLockGroup entry;
         auto ids = g.at("node_ids");
-        for (std::size_t j = 0; j < ids.array_size(); ++j) entry.node_ids.push_back(ids.at(j).integer());
+        ids.each([&](const JsonCursor& id, std::size_t) { entry.node_ids.push_back(id.integer()); });
         if (entry.node_ids.empty()) ids.fail("a group has at least one node");
         entry.op = g.at("op").spelling<BackendOp>();
         entry.capsule = g.at("capsule").nonempty_string();
@@ -109,19 +107,16 @@ PlanLock parse_plan_lock(std::string_view text, const std::filesystem::path& sou
         entry.library_sha256 = optional_string(g.at("library_sha256"));
         entry.evidence_record = optional_string(g.at("evidence_record"));
         lock.groups.push_back(std::move(entry));
-    }
-    auto folded = root.at("folded");
-    for (std::size_t i = 0; i < folded.array_size(); ++i) lock.folded.push_back(folded.at(i).string());
-    auto files = root.at("model_files");
-    for (std::size_t i = 0; i < files.array_size(); ++i) {
-        auto f = files.at(i);
+    });
+    root.at("folded").each([&](const JsonCursor& f, std::size_t) { lock.folded.push_back(f.string()); });
+    root.at("model_files").each([&](const JsonCursor& f, std::size_t) {
         f.object({"path", "role", "sha256"});
         LockedFile file{f.at("path").string(), f.at("role").nonempty_string(), f.at("sha256").string()};
         if (file.role != "model" && file.role != "parameters") f.at("role").fail("expected model or parameters");
         if (file.sha256.size() != 64 || file.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
             f.at("sha256").fail("expected 64 lowercase hexadecimal digits");
         lock.model_files.push_back(std::move(file));
-    }
+    });
     return lock;
 }
 

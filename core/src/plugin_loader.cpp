@@ -1,4 +1,5 @@
 #include "plugin_loader.hpp"
+#include "sha256.hpp"
 
 #include "capsule/library_file.hpp"
 #include "capsule/plugin_table.hpp"
@@ -10,7 +11,6 @@
 
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <array>
@@ -117,9 +117,7 @@ string untrusted_path_reason(const fs::path& path, std::string_view what, int le
 }
 
 string sha256_fd(int fd, const string& label) {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
-        throw Error(ErrorCode::other, "OpenSSL SHA-256 initialisation failed");
+    Sha256 hash;
     constexpr std::size_t kChunk = 64 << 10;  // larger chunks only add page faults
     std::unique_ptr<char[]> buffer(new char[kChunk]);  // not zero-filled: pread overwrites it
     for (off_t offset = 0;;) {
@@ -127,19 +125,10 @@ string sha256_fd(int fd, const string& label) {
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) throw Error(ErrorCode::input, label + ": cannot read to hash: " + std::strerror(errno));
         if (n == 0) break;
-        EVP_DigestUpdate(ctx.get(), buffer.get(), static_cast<std::size_t>(n));
+        hash.update(buffer.get(), static_cast<std::size_t>(n));
         offset += n;
     }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(ctx.get(), digest, &length);
-    static const char* hex = "0123456789abcdef";
-    string out;
-    for (unsigned i = 0; i < length; ++i) {
-        out += hex[digest[i] >> 4];
-        out += hex[digest[i] & 15];
-    }
-    return out;
+    return hash.hex();
 }
 
 string sha256_file(const fs::path& path) {
@@ -153,6 +142,21 @@ string sha256_file(const fs::path& path) {
         ::close(fd);
         throw;
     }
+}
+
+LibraryLookup find_library(std::shared_ptr<const PluginManifest> manifest, bool hash,
+                           const std::optional<std::set<string>>& trusted) {
+    auto cell = std::make_shared<LibraryCell>();
+    cell->manifest = std::move(manifest);
+    cell->trusted_sha256 = trusted;
+    if (auto why = locate_library(*cell->manifest, cell->path); !why.empty()) return {nullptr, why};
+    if (!hash && !trusted) return {cell, ""};  // hashed when opened
+    try {
+        cell->sha256 = sha256_file(cell->path);
+    } catch (const Error& e) {
+        return {cell, e.what()};
+    }
+    return {cell, pinned_hash_reason(cell->path, cell->sha256, trusted)};
 }
 
 string locate_library(const PluginManifest& m, fs::path& path) {
@@ -231,7 +235,7 @@ string loader_message(const std::system_error& e) {
 }  // namespace
 
 LoadOutcome open_library(const LibraryCell& cell) {
-    const auto& m = cell.manifest;
+    const auto& m = *cell.manifest;
     const fs::path& lib = cell.path;
     auto fail = [](string reason) { return LoadOutcome{nullptr, std::move(reason)}; };
     // The file may have changed since discovery: check it again and hash it, holding it open so

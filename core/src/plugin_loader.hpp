@@ -25,7 +25,7 @@ namespace capsule::detail {
 std::string untrusted_path_reason(const std::filesystem::path& path, std::string_view what,
                                   int levels_above_file = 0);
 
-/// SHA-256 of a file, lowercase hex (OpenSSL EVP). Raises Error(input) when unreadable.
+/// SHA-256 of a file, lowercase hex (sha256.hpp). Raises Error(input) when unreadable.
 std::string sha256_file(const std::filesystem::path& path);
 /// SHA-256 of the whole file open at `fd` (read with pread from offset 0); `label` names it in
 /// errors. Raises Error(input) when unreadable.
@@ -35,11 +35,12 @@ std::string sha256_fd(int fd, const std::string& label);
 /// this process, filled once.
 struct LibraryCell {
     std::filesystem::path path;  // resolved, under the manifest's directory
-    /// The hash at discovery, taken only when hashes are pinned; the file must still hash to it
-    /// when opened. Empty otherwise: the library is hashed once, when it is opened.
+    /// The hash at discovery, taken only when hashes are pinned or asked for (find_library); the
+    /// file must still hash to it when opened. Empty otherwise: the library is hashed once, when
+    /// it is opened.
     std::string sha256;
     std::optional<std::set<std::string>> trusted_sha256;  // PluginHostOptions::trusted_sha256
-    PluginManifest manifest;
+    std::shared_ptr<const PluginManifest> manifest;  // the record's
     std::once_flag once;
     LoadOutcome outcome;
 };
@@ -56,6 +57,17 @@ struct EvidenceCache {
     std::mutex mutex;
     std::map<std::string, Entry> by_plugin;
 };
+
+/// A plugin's library as discovery found it: `cell` is null when it could not be located;
+/// `refusal` says why it may not load (it could not be located, or its hash is not pinned).
+struct LibraryLookup {
+    std::shared_ptr<LibraryCell> cell;
+    std::string refusal;
+};
+/// Locates the library of `manifest` (locate_library) and hashes it when `hash` is set or hashes
+/// are pinned (`trusted`), refusing an unpinned one. Never throws.
+LibraryLookup find_library(std::shared_ptr<const PluginManifest> manifest, bool hash,
+                           const std::optional<std::set<std::string>>& trusted);
 
 /// Resolves `manifest`'s library (beside the manifest, trusted on disk, under the manifest's
 /// directory after resolving links). Returns the reason for refusal, or "" and fills `path`.

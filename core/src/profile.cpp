@@ -251,19 +251,18 @@ void read_target(const JsonCursor& c, Target& target) {
         target.accelerator = rethrow_at(a, [&] { return parse_accelerator(a.string()); });
     }
     if (c.has("features")) {
-        auto f = c.at("features");
         target.features.clear();
-        for (std::size_t i = 0; i < f.array_size(); ++i) {
-            auto feature = f.at(i).spelling<BuildFeature>();
+        c.at("features").each([&](const JsonCursor& item, std::size_t) {
+            auto feature = item.spelling<BuildFeature>();
             if (target.has_feature(feature))
-                f.at(i).fail("duplicate feature " + std::string(to_string(feature)));
+                item.fail("duplicate feature " + std::string(to_string(feature)));
             target.features.push_back(feature);
-        }
+        });
     }
 }
 
 AcceptancePolicy read_policy(const JsonCursor& c) {
-    if (c.value().is_string())
+    if (c.is_string())
         return rethrow_at(c, [&] { return parse_acceptance_policy(c.string()); });
     c.object({"require_evidence", "allow_runtime_guards", "allow_test_evidence",
               "allow_trusted_boundaries", "allow_fuzz_evidence", "require_verified_tests"});
@@ -283,8 +282,8 @@ AcceptancePolicy read_policy(const JsonCursor& c) {
 
 BackendProfile profile_from_json(std::string_view json_text, const std::filesystem::path& source) {
     const std::string src = source.empty() ? "profile" : source.string();
-    const json doc = detail::parse_json_text(json_text, src);
-    JsonCursor root(doc, src);
+    const detail::JsonDocument doc(json_text, src);
+    const JsonCursor root = doc.root();
     root.object({"name", "base", "config", "target", "registry_mode", "lowering_mode",
                  "acceptance_policy", "description"});
     BackendProfile p;

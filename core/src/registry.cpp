@@ -76,7 +76,7 @@ PluginRecord record_for(PluginManifest manifest) {
     r.name = manifest.name;
     // A manifest with a library is provisionally "available"; PluginHost::add checks it further.
     r.status = manifest.is_stub() ? PluginStatus::stub : PluginStatus::available;
-    r.manifest = std::move(manifest);
+    r.manifest = std::make_shared<const PluginManifest>(std::move(manifest));
     return r;
 }
 
@@ -89,29 +89,42 @@ PluginRecord failed_record(const fs::path& path, std::string reason) {
     return r;
 }
 
-/// Reads a manifest found on disk, after checking that it may be trusted; a refusal or a
-/// malformed manifest gives a failed record.
-PluginRecord discovered_record(const fs::path& path) {
+/// A record read on a discovery thread, and its library when the manifest declares one.
+struct Discovered {
+    PluginRecord record;
+    std::optional<detail::LibraryLookup> library;
+};
+
+/// Reads a manifest found on disk, after checking that it may be trusted (a refusal or a
+/// malformed manifest gives a failed record), and locates its library (and hashes it, when
+/// `options` ask for hashes): on the discovery threads, since hashing takes as long as reading.
+Discovered discovered_record(const fs::path& path, const PluginHostOptions& options) {
     if (auto why = detail::untrusted_path_reason(path, "manifest"); !why.empty())
-        return failed_record(path, why);
+        return {failed_record(path, why), std::nullopt};
+    Discovered d;
     try {
-        return record_for(load_manifest(path));
+        d.record = record_for(load_manifest(path));
     } catch (const Error& e) {
-        return failed_record(path, e.what());
+        return {failed_record(path, e.what()), std::nullopt};
     }
+    if (d.record.status == PluginStatus::available && options.load != LoadPolicy::manifests_only)
+        d.library = detail::find_library(d.record.manifest, options.hash_libraries,
+                                         options.trusted_sha256);
+    return d;
 }
 
 /// The records of `paths`, in order. Manifests are parsed on up to hardware_concurrency()
-/// threads: parsing is most of the time a command spends before its own work (0.45 MB of JSON
+/// threads: parsing is most of the time a command spends before its own work (0.76 MB of JSON
 /// for the plugins in a build tree), and each manifest is independent of the others.
-std::vector<PluginRecord> read_records(const std::vector<fs::path>& paths) {
-    std::vector<PluginRecord> records(paths.size());
+std::vector<Discovered> read_records(const std::vector<fs::path>& paths,
+                                     const PluginHostOptions& options) {
+    std::vector<Discovered> records(paths.size());
     std::vector<std::exception_ptr> errors(paths.size());  // rethrown in order, as if serial
     std::atomic<std::size_t> next{0};
     auto work = [&] {
         for (std::size_t i; (i = next.fetch_add(1)) < paths.size();) {
             try {
-                records[i] = discovered_record(paths[i]);
+                records[i] = discovered_record(paths[i], options);
             } catch (...) {
                 errors[i] = std::current_exception();
             }
@@ -128,17 +141,6 @@ std::vector<PluginRecord> read_records(const std::vector<fs::path>& paths) {
     return records;
 }
 
-/// With pinned hashes, hashes the cell's library and returns why it may not load, or ""; without,
-/// does nothing (the library is hashed when opened).
-std::string pin_library(detail::LibraryCell& cell) {
-    if (!cell.trusted_sha256) return "";
-    try {
-        cell.sha256 = detail::sha256_file(cell.path);
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return detail::pinned_hash_reason(cell.path, cell.sha256, cell.trusted_sha256);
-}
 }  // namespace
 
 std::set<std::string> read_trusted_hashes(const fs::path& path) {
@@ -179,7 +181,8 @@ PluginHost PluginHost::discover(const PluginSearchPath& search, const PluginHost
     PluginHost host;
     host.options_ = options;
     host.evidence_ = std::make_shared<detail::EvidenceCache>();
-    for (auto& record : read_records(paths)) host.add(std::move(record));
+    for (auto& d : read_records(paths, options))
+        host.add(std::move(d.record), d.library ? &*d.library : nullptr);
     return host;
 }
 
@@ -192,7 +195,7 @@ PluginHost PluginHost::from_manifests(std::vector<PluginManifest> manifests,
     return host;
 }
 
-void PluginHost::add(PluginRecord record) {
+void PluginHost::add(PluginRecord record, detail::LibraryLookup* found) {
     // Checks that need the other plugins: ABI major, duplicate plugin name, duplicate capsule.
     auto fail = [&](std::string reason) {
         record.status = PluginStatus::failed;
@@ -222,19 +225,16 @@ void PluginHost::add(PluginRecord record) {
         if (options_.load == LoadPolicy::manifests_only) {
             record.status = PluginStatus::stub;  // plannable, never executed
         } else {
-            auto cell = std::make_shared<detail::LibraryCell>();
-            cell->manifest = *record.manifest;
-            cell->trusted_sha256 = options_.trusted_sha256;
-            if (auto why = detail::locate_library(cell->manifest, cell->path); !why.empty()) {
-                fail(why);
-            } else {
-                record.library_path = cell->path;
-                // With pinned hashes an unlisted library is refused here, where it is listed;
-                // otherwise hashing waits until the library is opened.
-                if (auto refusal = pin_library(*cell); !refusal.empty()) fail(refusal);
-                record.sha256 = cell->sha256;
-                if (record.status != PluginStatus::failed) record.library_cell = std::move(cell);
+            auto library = found ? std::move(*found)
+                                 : detail::find_library(record.manifest, options_.hash_libraries,
+                                                        options_.trusted_sha256);
+            if (library.cell) {
+                record.library_path = library.cell->path;
+                record.sha256 = library.cell->sha256;
             }
+            // With pinned hashes an unlisted library is refused here, where it is listed.
+            if (!library.refusal.empty()) fail(library.refusal);
+            else record.library_cell = std::move(library.cell);
         }
     }
     if (record.status == PluginStatus::available && options_.load == LoadPolicy::eager) {
@@ -250,7 +250,7 @@ void PluginHost::add(PluginRecord record) {
     std::vector<CapsuleRef> refs;
     if (record.status != PluginStatus::failed)
         for (const auto& k : record.manifest->capsules) {
-            refs.push_back(std::make_shared<const KernelCapsule>(k));
+            refs.push_back(CapsuleRef(record.manifest, &k));  // shares the manifest's ownership
             plugin_index_of_capsule_.emplace(k.name, plugins_.size());
         }
     plugins_.push_back(std::move(record));

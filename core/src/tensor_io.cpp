@@ -218,16 +218,16 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
     for (int i = 0; i < 8; ++i)
         header_size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
     if (header_size > bytes.size() - 8) bad(path, "header size " + std::to_string(header_size) + " exceeds the file");
-    const auto header = detail::parse_json_text(std::string_view(bytes).substr(8, header_size), path.string());
-    if (!header.is_object()) bad(path, "safetensors header is not a JSON object");
+    const detail::JsonDocument header(std::string_view(bytes).substr(8, header_size), path.string());
+    const detail::JsonCursor root = header.root();
+    if (!root.is_object()) bad(path, "safetensors header is not a JSON object");
     const std::size_t data_start = 8 + header_size;
     const std::size_t data_size = bytes.size() - data_start;
     std::map<string, Tensor> out;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-    const detail::JsonCursor root(header, path.string());
-    for (const auto& [name, info] : header.items()) {
-        if (name == "__metadata__") continue;
-        const auto c = root.at(name);
+    root.each_member([&](std::string_view key, const detail::JsonCursor& c) {
+        if (key == "__metadata__") return;
+        const string name(key);
         c.object({"dtype", "shape", "data_offsets"});
         const string dt = c.at("dtype").string();
         auto found = std::find_if(std::begin(kSafetensorsTypes), std::end(kSafetensorsTypes),
@@ -235,15 +235,16 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
         if (found == std::end(kSafetensorsTypes))
             c.at("dtype").fail("unsupported dtype '" + dt + "'; supported: F32, F64, I64, BOOL");
         Shape shape;
-        auto s = c.at("shape");
-        for (std::size_t i = 0; i < s.array_size(); ++i) {
-            auto d = s.at(i).integer();
-            if (d < 0 || d > (std::int64_t(1) << 40)) s.at(i).fail("invalid dimension " + std::to_string(d));
+        c.at("shape").each([&](const detail::JsonCursor& dim, std::size_t) {
+            auto d = dim.integer();
+            if (d < 0 || d > (std::int64_t(1) << 40)) dim.fail("invalid dimension " + std::to_string(d));
             shape.push_back(d);
-        }
+        });
         auto o = c.at("data_offsets");
         if (o.array_size() != 2) o.fail("data_offsets must be [begin, end]");
-        const auto begin = o.at(0).integer(), end = o.at(1).integer();
+        std::int64_t bounds[2] = {0, 0};
+        o.each([&](const detail::JsonCursor& v, std::size_t i) { bounds[i] = v.integer(); });
+        const auto begin = bounds[0], end = bounds[1];
         if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data_size)
             o.fail("offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                    ") lie outside the " + std::to_string(data_size) + "-byte data section");
@@ -255,7 +256,7 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
         if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start + begin, t.nbytes());
         ranges.emplace_back(begin, end);
         out.emplace(name, std::move(t));
-    }
+    });
     std::sort(ranges.begin(), ranges.end());
     for (std::size_t i = 1; i < ranges.size(); ++i)
         if (ranges[i].first < ranges[i - 1].second) bad(path, "tensors overlap in the data section");

@@ -1,7 +1,9 @@
-// libFuzzer target: the core's JSON reader, differentially. parse_json_text reads with simdjson
+// libFuzzer target: the core's JSON readers, differentially. parse_json_text reads with simdjson
 // first and falls back to the strict nlohmann reader (parse_json_text_strict) for anything it does
 // not read exactly as that reader would; both must give the same document, value types included,
-// or the same error message, for every text.
+// or the same error message, for every text. JsonDocument (simdjson's document read through
+// cursors, for manifests, profiles and records) must read the same values or refuse with the same
+// message, except that it refuses nesting deeper than JsonDocument::kMaxNesting.
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -11,32 +13,13 @@
 
 #include "capsule/error.hpp"
 #include "json_reader.hpp"
+#include "json_same.hpp"
 
 using nlohmann::json;
 
 namespace {
 
-/// Equal values of equal types (nlohmann's == treats 1 and 1u, or 1 and 1.0, as equal).
-bool same(const json& a, const json& b) {
-    if (a.type() != b.type()) return false;
-    if (a.is_object()) {
-        if (a.size() != b.size()) return false;
-        for (auto ia = a.begin(), ib = b.begin(); ia != a.end(); ++ia, ++ib)
-            if (ia.key() != ib.key() || !same(*ia, *ib)) return false;
-        return true;
-    }
-    if (a.is_array()) {
-        if (a.size() != b.size()) return false;
-        for (std::size_t i = 0; i < a.size(); ++i)
-            if (!same(a[i], b[i])) return false;
-        return true;
-    }
-    if (a.is_number_float()) {  // bit-identical doubles (-0.0 and 0.0 differ)
-        const double x = a.get<double>(), y = b.get<double>();
-        return std::signbit(x) == std::signbit(y) && (x == y || (x != x && y != y));
-    }
-    return a == b;
-}
+using capsule::testing::same;
 
 struct Outcome {
     std::optional<json> doc;
@@ -64,6 +47,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!agree) {
         std::fprintf(stderr, "fuzz: the fast and strict JSON readers disagree:\n%s\n---\n%s\n",
                      fast.doc ? fast.doc->dump().c_str() : fast.error.c_str(),
+                     strict.doc ? strict.doc->dump().c_str() : strict.error.c_str());
+        std::abort();
+    }
+    std::string cursor_error;
+    bool cursor_agrees = false;
+    try {
+        const capsule::detail::JsonDocument doc(text, "fuzz.json");
+        cursor_agrees = strict.doc && same(doc.root(), *strict.doc);
+    } catch (const capsule::Error& e) {
+        cursor_error = e.what();
+        cursor_agrees = strict.doc ? cursor_error.find("JSON nested deeper than") != std::string::npos
+                                   : cursor_error == strict.error;
+    }
+    if (!cursor_agrees) {
+        std::fprintf(stderr, "fuzz: JsonDocument and the strict reader disagree:\n%s\n---\n%s\n",
+                     cursor_error.empty() ? "(read other values)" : cursor_error.c_str(),
                      strict.doc ? strict.doc->dump().c_str() : strict.error.c_str());
         std::abort();
     }

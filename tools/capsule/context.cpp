@@ -49,9 +49,11 @@ const PluginHost& Context::host() const {
                 spdlog::warn("CAPSULE_PLUGIN_PATH entry {} does not exist", entry.string());
         }
     }
+    auto options = host_options(options_);
+    options.hash_libraries = hash_libraries_;
     host_.emplace(PluginHost::discover(
         PluginSearchPath::standard(executable_dir(), std::getenv("CAPSULE_PLUGIN_PATH"), options_.plugin_paths),
-        host_options(options_)));
+        options));
     return *host_;
 }
 

@@ -41,6 +41,9 @@ public:
     /// The discovered plugins, found on first use (commands that need no plugin never read a
     /// manifest). Discovery runs no vendor code: libraries open when a session needs them.
     const PluginHost& host() const;
+    /// Makes host() hash every plugin library while discovering (PluginHostOptions::
+    /// hash_libraries), for listings that show the hashes. Call before host().
+    void hash_libraries() { hash_libraries_ = true; }
     /// Profiles from --profile-file (first) then built-ins.
     const std::vector<BackendProfile>& profiles() const { return profiles_; }
     /// Looks a profile up by name, or loads it when `name` is a path to a .json file. Raises
@@ -54,6 +57,7 @@ private:
 
     GlobalOptions options_;
     mutable std::optional<PluginHost> host_;
+    bool hash_libraries_ = false;
     std::vector<BackendProfile> profiles_;
 };
 

@@ -79,6 +79,7 @@ struct LoadOutcome {
 
 namespace detail {
 struct LibraryCell;    // one plugin's lazily filled LoadOutcome (plugin_loader.cpp)
+struct LibraryLookup;  // a plugin's library located (and perhaps hashed) on a discovery thread
 struct EvidenceCache;  // library hashes and evidence records read for the gate (evidence.cpp)
 }
 
@@ -86,13 +87,15 @@ struct EvidenceCache;  // library hashes and evidence records read for the gate 
 struct PluginRecord {
     std::filesystem::path manifest_path;
     std::string name;                         // from the manifest, else the file name
-    std::optional<PluginManifest> manifest;   // absent when the manifest could not be read
+    /// Absent when the manifest could not be read. Shared, never modified after discovery: the
+    /// registry's capsules and the library loader point into it (no copy of its capsules).
+    std::shared_ptr<const PluginManifest> manifest;
     PluginStatus status = PluginStatus::failed;
     std::string failure;                      // reason, when status == failed
     std::optional<std::filesystem::path> library_path;  // resolved library file, if declared
     /// SHA-256 of the library file, lowercase hex, taken at discovery only when hashes are pinned
-    /// (PluginHostOptions::trusted_sha256); otherwise empty: see PluginHost::library_sha256 and
-    /// LoadedPlugin::sha256.
+    /// (PluginHostOptions::trusted_sha256) or asked for (hash_libraries); otherwise empty: see
+    /// PluginHost::library_sha256 and LoadedPlugin::sha256.
     std::string sha256;
     /// Probe result, when the library was loaded eagerly or probed (probe_isolated); absent for a
     /// library that was not opened.
@@ -135,6 +138,10 @@ struct PluginHostOptions {
     /// Where the `verified` policy looks for `capsule verify` evidence records, in order; empty:
     /// each plugin's default_evidence_dirs (capsule/evidence.hpp).
     std::vector<std::filesystem::path> evidence_dirs;
+    /// Hash every library at discovery (PluginRecord::sha256), on the threads that read the
+    /// manifests, for listings that show the hashes (`capsule plugins`). Otherwise a library is
+    /// hashed at discovery only when hashes are pinned, and else when it is opened.
+    bool hash_libraries = false;
 };
 
 /// Reads pinned hashes in `sha256sum` output format (`<hex>  <file name>` per line; `#` starts a
@@ -190,7 +197,9 @@ public:
     PluginRecord probe_isolated(const PluginRecord& record, std::chrono::milliseconds timeout) const;
 
 private:
-    void add(PluginRecord record);
+    /// Adds a discovered record after the checks that need the other plugins; `found` is its
+    /// library as a discovery thread located it (null: locate it here).
+    void add(PluginRecord record, detail::LibraryLookup* found = nullptr);
     PluginHostOptions options_;
     std::vector<PluginRecord> plugins_;
     std::vector<std::vector<CapsuleRef>> capsules_;  // per plugin, same index as plugins_
