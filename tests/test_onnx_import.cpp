@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include <unistd.h>
 
@@ -363,3 +364,163 @@ TEST_P(OnnxModels, MatchPyTorchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, OnnxModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
+
+namespace {
+
+/// numpy.einsum by brute force, the independent check of the Einsum converter: every assignment
+/// of the labels' indices, multiplying the operands' entries into the output entry. `output` is
+/// explicit here; operands are row-major float64.
+std::vector<double> brute_einsum(const std::vector<std::string>& terms, const std::string& output,
+                                 const std::vector<Tensor>& operands) {
+    std::map<char, std::int64_t> size;
+    for (std::size_t t = 0; t < terms.size(); ++t)
+        for (std::size_t k = 0; k < terms[t].size(); ++k) size[terms[t][k]] = operands[t].shape()[k];
+    std::vector<char> labels;
+    for (const auto& [label, _] : size) labels.push_back(label);
+    std::int64_t out_count = 1;
+    for (char ch : output) out_count *= size[ch];
+    std::vector<double> out(static_cast<std::size_t>(out_count), 0.0);
+    std::map<char, std::int64_t> at;
+    for (char ch : labels) at[ch] = 0;
+    auto offset = [&](const std::string& term, const Shape& shape) {
+        std::int64_t o = 0;
+        for (std::size_t k = 0; k < term.size(); ++k) o = o * shape[k] + at[term[k]];
+        return o;
+    };
+    while (true) {
+        double product = 1;
+        for (std::size_t t = 0; t < terms.size(); ++t)
+            product *= operands[t].to_doubles()[static_cast<std::size_t>(offset(terms[t], operands[t].shape()))];
+        Shape out_shape;
+        for (char ch : output) out_shape.push_back(size[ch]);
+        out[static_cast<std::size_t>(offset(output, out_shape))] += product;
+        std::size_t k = labels.size();
+        while (k > 0 && ++at[labels[k - 1]] == size[labels[k - 1]]) at[labels[--k]] = 0;
+        if (k == 0) break;
+    }
+    return out;
+}
+
+Tensor counting(const Shape& shape, double start) {
+    std::vector<double> v(static_cast<std::size_t>(checked_element_count(shape)));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + 0.25 * static_cast<double>(i % 7) - 0.1 * static_cast<double>(i);
+    return Tensor::from_values(DType::float64, shape, v);
+}
+
+/// An Einsum model of `equation` over float64 inputs of `shapes` with output shape `out`.
+onnx::ModelProto einsum_model(const std::string& equation, const std::vector<Shape>& shapes, const Shape& out) {
+    auto m = new_model(12);
+    std::vector<std::string> names;
+    for (std::size_t k = 0; k < shapes.size(); ++k) {
+        names.push_back("x" + std::to_string(k));
+        set_type(m.mutable_graph()->add_input(), names.back(), onnx::TensorProto::DOUBLE, shapes[k]);
+    }
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::DOUBLE, out);
+    auto* n = add_node(m, "Einsum", names, {"y"});
+    auto* a = n->add_attribute();
+    a->set_name("equation");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(equation);
+    return m;
+}
+
+}  // namespace
+
+TEST(OnnxImport, EinsumMatchesABruteForceEvaluation) {
+    struct Case {
+        std::string equation;             // as the model spells it
+        std::vector<std::string> terms;   // for brute_einsum: ellipses and implicit output spelled out
+        std::string output;
+        std::vector<Shape> shapes;
+        Shape out;
+    };
+    const Case cases[] = {
+        {"ij,jk->ik", {"ij", "jk"}, "ik", {{2, 3}, {3, 4}}, {2, 4}},
+        {"bij, bjk -> bik", {"bij", "bjk"}, "bik", {{2, 2, 3}, {2, 3, 4}}, {2, 2, 4}},
+        {"i,i", {"i", "i"}, "", {{5}, {5}}, {}},
+        {"ij->i", {"ij"}, "i", {{3, 4}}, {3}},
+        {"ji", {"ji"}, "ij", {{3, 4}}, {4, 3}},  // implicit output: letters in order, a transpose
+        {"ij,jk", {"ij", "jk"}, "ik", {{2, 3}, {3, 2}}, {2, 2}},
+        {"ii->i", {"ii"}, "i", {{4, 4}}, {4}},
+        {"...ii->...i", {"aii"}, "ai", {{3, 4, 4}}, {3, 4}},
+        {"bii,bij,jk->bk", {"bii", "bij", "jk"}, "bk", {{2, 3, 3}, {2, 3, 4}, {4, 2}}, {2, 2}},
+        {"ij,jk,kl->il", {"ij", "jk", "kl"}, "il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}},
+        {"ab,cd->cabd", {"ab", "cd"}, "cabd", {{2, 3}, {2, 2}}, {2, 2, 3, 2}},
+        {"ijk,ikl->jl", {"ijk", "ikl"}, "jl", {{2, 3, 2}, {2, 2, 3}}, {3, 3}},
+        {"i,j->", {"i", "j"}, "", {{3}, {2}}, {}},
+        {"...j,j...->...", {"abj", "jab"}, "ab", {{2, 3, 4}, {4, 2, 3}}, {2, 3}},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.equation);
+        std::map<std::string, Tensor> inputs;
+        std::vector<Tensor> operands;
+        for (std::size_t k = 0; k < c.shapes.size(); ++k) {
+            operands.push_back(counting(c.shapes[k], 1.0 + static_cast<double>(k)));
+            inputs.emplace("x" + std::to_string(k), operands.back());
+        }
+        auto out = run(import(einsum_model(c.equation, c.shapes, c.out)), inputs);
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].shape(), c.out);
+        const auto expected = brute_einsum(c.terms, c.output, operands);
+        const auto got = out[0].to_doubles();
+        ASSERT_EQ(got.size(), expected.size());
+        for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-12 * (1 + std::abs(expected[i]))) << i;
+    }
+}
+
+TEST(OnnxImport, EinsumRefusesWhatItCannotComputeWithAReason) {
+    // Each reason is the converter's or, where ONNX's own shape inference refuses first, ONNX's.
+    struct Case { std::string equation; std::vector<Shape> shapes; Shape out; std::string reason; };
+    const Case cases[] = {
+        {"ij,jk->ik", {{2, 3}, {4, 2}}, {2, 2}, "label 'j' has sizes 3 and 4"},
+        {"ij->ii", {{2, 2}}, {2, 2}, "output label 'i' repeats"},
+        {"ij->k", {{2, 2}}, {2}, "output label 'k' is in no operand"},
+        {"ijk->i", {{2, 2}}, {2}, "operand 0 has rank 2 but 'ijk' labels 3 axes"},
+        {"i,i,i->i", {{2}, {2}}, {2}, "has 3 operands, the node 2"},
+        {"i_->i", {{2, 2}}, {2}, "label '_'"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.equation);
+        try {
+            import(einsum_model(c.equation, c.shapes, c.out));
+            FAIL() << "imported";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(c.reason), std::string::npos) << e.what();
+        }
+    }
+}
+
+TEST(OnnxImport, OneHotCountsNegativeIndicesFromTheEndAndLeavesOutOfRangeRowsOff) {
+    // indices [2, 3] int64, depth 4, values [off, on] = [-1, 5]; axis 1 and -1 (the default).
+    const std::vector<double> idx = {0, 3, -1, 4, -4, -5};
+    for (const std::int64_t axis : {1, -1}) {
+        SCOPED_TRACE(axis);
+        auto m = new_model(11);
+        set_type(m.mutable_graph()->add_input(), "i", onnx::TensorProto::INT64, {2, 3});
+        const Shape out_shape = axis == 1 ? Shape{2, 4, 3} : Shape{2, 3, 4};
+        set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, out_shape);
+        add_float_initializer(m, "depth", {}, {4.f});
+        add_float_initializer(m, "values", {2}, {-1.f, 5.f});
+        auto* n = add_node(m, "OneHot", {"i", "depth", "values"}, {"y"});
+        if (axis != -1) {
+            auto* a = n->add_attribute();
+            a->set_name("axis");
+            a->set_type(onnx::AttributeProto::INT);
+            a->set_i(axis);
+        }
+        auto out = run(import(m), {{"i", Tensor::from_values(DType::int64, {2, 3}, idx)}});
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].dtype(), DType::float32);
+        EXPECT_EQ(out[0].shape(), out_shape);
+        // Hand values: index → class (0 → 0, 3 → 3, -1 → 3, 4 → none, -4 → 0, -5 → none).
+        const std::int64_t cls[] = {0, 3, 3, -9, 0, -9};
+        std::vector<double> expected(24);
+        for (std::int64_t r = 0; r < 2; ++r)
+            for (std::int64_t c = 0; c < 3; ++c)
+                for (std::int64_t k = 0; k < 4; ++k) {
+                    const auto at = axis == 1 ? (r * 4 + k) * 3 + c : (r * 3 + c) * 4 + k;
+                    expected[static_cast<std::size_t>(at)] = cls[r * 3 + c] == k ? 5 : -1;
+                }
+        EXPECT_EQ(out[0].to_doubles(), expected);
+    }
+}

@@ -788,6 +788,223 @@ void convert_depth_space(ImportContext& c, const onnx::NodeProto& n, bool to_spa
     c.define_node(out0(n), reshape(c, y, out, out0(n)));
 }
 
+/// One operand of an einsum: its node and one label per axis.
+struct EinsumTerm {
+    Id id;
+    string labels;
+};
+
+/// The terms of an Einsum `equation` (ONNX Einsum, numpy.einsum's grammar): whitespace dropped;
+/// `...` replaced by one private label per broadcast axis, right-aligned across operands (the
+/// labels 1, 2, ... stand for them: letters are the only user labels); the output spelled out
+/// when the equation leaves it implicit (the ellipsis axes, then the letters used once, sorted).
+std::pair<vector<string>, string> einsum_labels(string equation, const vector<std::int64_t>& ranks) {
+    std::erase_if(equation, [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); });
+    const auto arrow = equation.find("->");
+    const bool explicit_output = arrow != string::npos;
+    const string lhs = equation.substr(0, arrow);
+    vector<string> terms(1);
+    for (char ch : lhs) {
+        if (ch == ',') terms.emplace_back();
+        else terms.back().push_back(ch);
+    }
+    if (terms.size() != ranks.size())
+        unsupported("equation '" + equation + "' has " + std::to_string(terms.size()) + " operands, the node " +
+                    std::to_string(ranks.size()));
+    std::int64_t ellipsis_rank = 0;
+    vector<std::int64_t> term_ellipsis(terms.size(), -1);
+    for (std::size_t t = 0; t < terms.size(); ++t) {
+        const auto dots = terms[t].find("...");
+        const std::int64_t letters = static_cast<std::int64_t>(terms[t].size()) - (dots == string::npos ? 0 : 3);
+        if (dots != string::npos) {
+            term_ellipsis[t] = ranks[t] - letters;
+            if (term_ellipsis[t] < 0) unsupported("operand " + std::to_string(t) + " has fewer axes than labels");
+            ellipsis_rank = std::max(ellipsis_rank, term_ellipsis[t]);
+        } else if (letters != ranks[t]) {
+            unsupported("operand " + std::to_string(t) + " has rank " + std::to_string(ranks[t]) + " but '" + terms[t] +
+                        "' labels " + std::to_string(letters) + " axes");
+        }
+    }
+    auto broadcast_labels = [&](std::int64_t count) {
+        string out;
+        for (std::int64_t k = ellipsis_rank - count; k < ellipsis_rank; ++k) out.push_back(static_cast<char>('1' + k));
+        return out;
+    };
+    if (ellipsis_rank > 9) unsupported("more than 9 axes under '...'");
+    auto expand = [&](string term, std::int64_t count) {
+        if (const auto dots = term.find("..."); dots != string::npos) term.replace(dots, 3, broadcast_labels(count));
+        for (char ch : term)
+            if (!std::isalpha(static_cast<unsigned char>(ch)) && !(ch >= '1' && ch <= '9'))
+                unsupported("label '" + string(1, ch) + "' in equation '" + equation + "': labels are letters");
+        return term;
+    };
+    for (std::size_t t = 0; t < terms.size(); ++t) terms[t] = expand(terms[t], term_ellipsis[t]);
+    string output;
+    if (explicit_output) {
+        output = expand(equation.substr(arrow + 2), ellipsis_rank);
+        for (std::size_t i = 0; i < output.size(); ++i) {
+            if (output.find(output[i], i + 1) != string::npos) unsupported("output label '" + string(1, output[i]) + "' repeats");
+            if (std::none_of(terms.begin(), terms.end(), [&](const string& t) { return t.find(output[i]) != string::npos; }))
+                unsupported("output label '" + string(1, output[i]) + "' is in no operand");
+        }
+    } else {
+        output = broadcast_labels(ellipsis_rank);
+        string once;
+        for (const auto& t : terms)
+            for (char ch : t)
+                if (std::isalpha(static_cast<unsigned char>(ch))) once.push_back(ch);
+        std::sort(once.begin(), once.end());
+        for (std::size_t i = 0; i < once.size(); ++i)
+            if ((i == 0 || once[i] != once[i - 1]) && (i + 1 == once.size() || once[i + 1] != once[i])) output.push_back(once[i]);
+    }
+    return {terms, output};
+}
+
+/// `term` with its axes in the order of `labels` (a permutation of its labels).
+EinsumTerm einsum_permute(ImportContext& c, const EinsumTerm& term, const string& labels) {
+    if (term.labels == labels) return term;
+    vector<std::int64_t> dims;
+    for (char ch : labels) dims.push_back(static_cast<std::int64_t>(term.labels.find(ch)));
+    return {c.add("permute", {term.id}, {{"dims", dims}}), labels};
+}
+
+/// `term` summed over the axes whose labels are not in `keep`.
+EinsumTerm einsum_reduce(ImportContext& c, const EinsumTerm& term, const string& keep) {
+    vector<std::int64_t> axes;
+    string kept;
+    for (std::size_t k = 0; k < term.labels.size(); ++k)
+        if (keep.find(term.labels[k]) == string::npos) axes.push_back(static_cast<std::int64_t>(k));
+        else kept.push_back(term.labels[k]);
+    if (axes.empty()) return term;
+    return {c.add("reduce_sum", {term.id}, {{"axes", axes}, {"keepdims", false}}), kept};
+}
+
+/// `term` with each label that repeats within it (a diagonal, `ii`) taken once: the two axes move
+/// last, merge, and gather picks the entries k·(d + 1), exactly (no multiplication by a mask).
+EinsumTerm einsum_diagonals(ImportContext& c, EinsumTerm term) {
+    for (std::size_t i = 0; i < term.labels.size(); ++i) {
+        const auto j = term.labels.find(term.labels[i], i + 1);
+        if (j == string::npos) continue;
+        const Shape shape = shape_of(c, term.id);
+        if (shape[i] != shape[j]) unsupported("diagonal of axes of sizes " + std::to_string(shape[i]) + " and " + std::to_string(shape[j]));
+        string rest;
+        for (std::size_t k = 0; k < term.labels.size(); ++k)
+            if (k != i && k != j) rest.push_back(term.labels[k]);
+        const char label = term.labels[i];
+        string moved = rest;
+        moved.push_back(label);
+        moved.push_back('\0');  // the second occurrence, told apart while permuting
+        EinsumTerm marked{term.id, term.labels};
+        marked.labels[j] = '\0';
+        const EinsumTerm last = einsum_permute(c, marked, moved);
+        const auto d = shape[i];
+        Shape merged;
+        for (char ch : rest) merged.push_back(shape[term.labels.find(ch)]);
+        merged.push_back(d * d);
+        vector<double> picks;
+        for (std::int64_t k = 0; k < d; ++k) picks.push_back(static_cast<double>(k * (d + 1)));
+        const string name = c.fresh_name(out0(*c.current) + "#diagonal");
+        c.define_constant(name, Tensor::from_values(DType::int64, {d}, picks));
+        const Id picked = c.add("gather", {reshape(c, last.id, merged), c.runtime(name)},
+                                {{"axis", static_cast<std::int64_t>(rest.size())}});
+        return einsum_diagonals(c, {picked, rest + label});
+    }
+    return term;
+}
+
+/// Contracts two terms with bmm: the labels in both and in `needed` are batch axes, those in both
+/// only are summed, the others are kept (a's, then b's). Sizes of a shared label must agree.
+EinsumTerm einsum_contract(ImportContext& c, EinsumTerm a, EinsumTerm b, const string& needed) {
+    auto in = [](const string& s, char ch) { return s.find(ch) != string::npos; };
+    string keep_a = needed + b.labels, keep_b = needed + a.labels;
+    a = einsum_reduce(c, a, keep_a);
+    b = einsum_reduce(c, b, keep_b);
+    string batch, summed, only_a, only_b;
+    for (char ch : a.labels) (in(b.labels, ch) ? (in(needed, ch) ? batch : summed) : only_a).push_back(ch);
+    for (char ch : b.labels)
+        if (!in(a.labels, ch)) only_b.push_back(ch);
+    const Shape sa = shape_of(c, a.id), sb = shape_of(c, b.id);
+    auto size = [&](char ch) {
+        if (in(a.labels, ch) && in(b.labels, ch) && sa[a.labels.find(ch)] != sb[b.labels.find(ch)])
+            unsupported("label '" + string(1, ch) + "' has sizes " + std::to_string(sa[a.labels.find(ch)]) + " and " +
+                        std::to_string(sb[b.labels.find(ch)]) + " (einsum broadcasting of size-1 axes is not supported)");
+        return in(a.labels, ch) ? sa[a.labels.find(ch)] : sb[b.labels.find(ch)];
+    };
+    auto product = [&](const string& labels) {
+        std::int64_t p = 1;
+        for (char ch : labels) p *= size(ch);
+        return p;
+    };
+    const auto B = product(batch), M = product(only_a), K = product(summed), N = product(only_b);
+    const EinsumTerm pa = einsum_permute(c, a, batch + only_a + summed);
+    const EinsumTerm pb = einsum_permute(c, b, batch + summed + only_b);
+    const Id r = c.add("bmm", {reshape(c, pa.id, {B, M, K}), reshape(c, pb.id, {B, K, N})});
+    Shape out;
+    for (char ch : batch + only_a + only_b) out.push_back(size(ch));
+    return {reshape(c, r, out), batch + only_a + only_b};
+}
+
+/// ONNX Einsum (numpy.einsum's grammar and implicit output): diagonals by gather, sums by
+/// reduce_sum, each pair of operands by one bmm (left to right), then a permute to the output's
+/// order. Floating-point operands only (bmm's dtypes); labels of one size across operands.
+void convert_einsum(ImportContext& c, const onnx::NodeProto& n) {
+    vector<EinsumTerm> terms;
+    vector<std::int64_t> ranks;
+    for (const auto& input : n.input()) {
+        const Id id = c.runtime(input);
+        const auto dtype = c.node_type(id).dtype;
+        if (dtype != DType::float32 && dtype != DType::float64) unsupported("einsum of " + string(to_string(dtype)) + " tensors");
+        terms.push_back({id, ""});
+        ranks.push_back(rank_of(c, id));
+    }
+    if (terms.empty()) unsupported("einsum needs at least one operand");
+    auto [labels, output] = einsum_labels(attr_string(n, "equation", ""), ranks);
+    for (std::size_t t = 0; t < terms.size(); ++t) terms[t] = einsum_diagonals(c, {terms[t].id, labels[t]});
+    EinsumTerm acc = terms[0];
+    for (std::size_t t = 1; t < terms.size(); ++t) {
+        string needed = output;
+        for (std::size_t later = t + 1; later < terms.size(); ++later) needed += terms[later].labels;
+        acc = einsum_contract(c, acc, terms[t], needed);
+    }
+    acc = einsum_permute(c, einsum_reduce(c, acc, output), output);
+    c.define_node(out0(n), reshape(c, acc.id, shape_of(c, acc.id), out0(n)));
+}
+
+/// ONNX OneHot(indices, depth, values = [off, on], axis): off everywhere, on where the new axis's
+/// position equals the index; an index in [−depth, −1] counts from the end, one outside
+/// [−depth, depth) gives a row of off values, as the spec says. As where(equal(i, k) or
+/// equal(i, k − depth), on, off) over k = 0..depth−1: comparisons only, exact. Float indices are
+/// cast to int64 first (truncation, as the spec says). depth and values must be constants.
+void convert_one_hot(ImportContext& c, const onnx::NodeProto& n) {
+    Id indices = c.runtime(n.input(0));
+    if (c.node_type(indices).dtype == DType::boolean) unsupported("boolean indices");
+    if (c.node_type(indices).dtype != DType::int64)
+        indices = c.add("cast", {indices}, {{"to", string("int64")}});
+    const double depth_value = scalar_value(c, n.input(1), "OneHot depth");
+    const auto depth = static_cast<std::int64_t>(depth_value);
+    if (depth < 1 || depth > (std::int64_t(1) << 31)) unsupported("depth must be between 1 and 2^31, got " + std::to_string(depth_value));
+    const Tensor& values = c.constant(n.input(2), "OneHot values");
+    if (values.numel() != 2) unsupported("values must hold [off, on], got shape " + to_string(values.shape()));
+    const auto rank = rank_of(c, indices) + 1;
+    auto axis = attr_int(n, "axis", -1);
+    if (axis < -rank || axis >= rank) unsupported("axis " + std::to_string(axis) + " outside [-" + std::to_string(rank) + ", " + std::to_string(rank) + ")");
+    if (axis < 0) axis += rank;
+    Shape view = shape_of(c, indices), classes_shape(static_cast<std::size_t>(rank), 1);
+    view.insert(view.begin() + axis, 1);
+    classes_shape[static_cast<std::size_t>(axis)] = depth;
+    vector<double> up, down;
+    for (std::int64_t k = 0; k < depth; ++k) up.push_back(double(k)), down.push_back(double(k - depth));
+    const string base = c.fresh_name(out0(n) + "#one_hot");
+    c.define_constant(base + "#k", Tensor::from_values(DType::int64, classes_shape, up));
+    c.define_constant(base + "#k_from_end", Tensor::from_values(DType::int64, classes_shape, down));
+    c.define_constant(base + "#off", Tensor::from_values(values.dtype(), {}, {values.at(0)}));
+    c.define_constant(base + "#on", Tensor::from_values(values.dtype(), {}, {values.at(1)}));
+    const Id i = reshape(c, indices, view);
+    const Id hit = c.add("logical_or", {c.add("equal", {i, c.runtime(base + "#k")}),
+                                        c.add("equal", {i, c.runtime(base + "#k_from_end")})});
+    c.define_node(out0(n), c.add("where", {hit, c.runtime(base + "#on"), c.runtime(base + "#off")}, {}, out0(n)));
+}
+
 /// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial
 /// axes, with the biased variance, scale and B of shape [C] (viewed as [C, 1, ...]).
 void convert_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
@@ -927,6 +1144,8 @@ const std::map<string, Converter>& converters() {
         t["Cast"] = convert_cast;
         t["CastLike"] = convert_cast_like;
         t["Mod"] = convert_mod;
+        t["Einsum"] = convert_einsum;
+        t["OneHot"] = convert_one_hot;
         t["ArgMax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmax"); };
         t["ArgMin"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmin"); };
         t["Trilu"] = convert_trilu;
