@@ -141,15 +141,15 @@ TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
 
 TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {
     auto m = new_model(16);
-    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
-    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
-    add_node(m, "MeanVarianceNormalization", {"x"}, {"y"}, "my_mvn");
-    const std::string message = "ONNX op MeanVarianceNormalization (node 'my_mvn', opset 16) is not supported";
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {3, 3});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {});
+    add_node(m, "Det", {"x"}, {"y"}, "my_det");
+    const std::string message = "ONNX op Det (node 'my_det', opset 16) is not supported: no converter for this ONNX op";
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m); }, message));
     auto result = try_import_onnx_bytes(m.SerializeAsString(), "test.onnx");
     const auto* refused = std::get_if<OnnxUnsupported>(&result);
     ASSERT_TRUE(refused);
-    EXPECT_EQ(refused->op_type, "MeanVarianceNormalization");
+    EXPECT_EQ(refused->op_type, "Det");
     EXPECT_NE(refused->message.find(message), std::string::npos) << refused->message;
     EXPECT_FALSE(refused->reason.empty());
     EXPECT_EQ(refused->constant_input, "");
@@ -521,6 +521,125 @@ TEST(OnnxImport, OneHotCountsNegativeIndicesFromTheEndAndLeavesOutOfRangeRowsOff
                     const auto at = axis == 1 ? (r * 4 + k) * 3 + c : (r * 3 + c) * 4 + k;
                     expected[static_cast<std::size_t>(at)] = cls[r * 3 + c] == k ? 5 : -1;
                 }
+        EXPECT_EQ(out[0].to_doubles(), expected);
+    }
+}
+
+namespace {
+
+void set_attr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+}
+void set_attr(onnx::NodeProto* n, const std::string& name, float v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+}
+
+/// A one-node model `op`(x) → y over float32 x of `in` and y of `out`.
+onnx::ModelProto unary_model(const std::string& op, const Shape& in, const Shape& out, int out_type = onnx::TensorProto::FLOAT) {
+    auto m = new_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, in);
+    set_type(m.mutable_graph()->add_output(), "y", out_type, out);
+    add_node(m, op, {"x"}, {"y"});
+    return m;
+}
+
+}  // namespace
+
+TEST(OnnxImport, IsNanIsTrueForNanOnly) {
+    auto out = run(import(unary_model("IsNaN", {4}, {4}, onnx::TensorProto::BOOL)),
+                   {{"x", Tensor::from_values(DType::float32, {4}, {1, NAN, INFINITY, -0.0})}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].dtype(), DType::boolean);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 1, 0, 0}));
+}
+
+TEST(OnnxImport, LrnSumsTheSquaresOfTheChannelWindow) {
+    // x [1, 5, 2, 1], size 4: channels c-1 .. c+2 (floor(3/2) before, ceil(3/2) after), clipped.
+    const float alpha = 0.5f, beta = 0.75f, bias = 2.0f;
+    auto m = unary_model("LRN", {1, 5, 2, 1}, {1, 5, 2, 1});
+    auto* n = m.mutable_graph()->mutable_node(0);
+    set_attr(n, "size", std::int64_t{4});
+    set_attr(n, "alpha", alpha);
+    set_attr(n, "beta", beta);
+    set_attr(n, "bias", bias);
+    const std::vector<double> x = {1, -2, 3, 0.5, -1, 4, 2, -3, 0, 1.5};
+    auto out = run(import(m), {{"x", Tensor::from_values(DType::float32, {1, 5, 2, 1}, x)}});
+    ASSERT_EQ(out.size(), 1u);
+    const auto got = out[0].to_doubles();
+    for (int c = 0; c < 5; ++c)
+        for (int s = 0; s < 2; ++s) {
+            double sum = 0;
+            for (int i = std::max(0, c - 1); i <= std::min(4, c + 2); ++i) sum += x[i * 2 + s] * x[i * 2 + s];
+            const double expected = x[c * 2 + s] / std::pow(bias + alpha / 4 * sum, beta);
+            EXPECT_NEAR(got[c * 2 + s], expected, 1e-6 * std::abs(expected) + 1e-7) << c << "," << s;
+        }
+}
+
+TEST(OnnxImport, MeanVarianceNormalizationStaysAccurateForLargeMeans) {
+    // x [2, 1, 2, 2] around 10000 in float32: E[x²] − E[x]² would lose every digit of the
+    // variance (x² ≈ 1e8, whose float32 spacing is 8); mean((x − mean)²) keeps them.
+    std::vector<double> x;
+    for (int i = 0; i < 8; ++i) x.push_back(static_cast<double>(static_cast<float>(10000.0 + 0.125 * i * i)));
+    auto out = run(import(unary_model("MeanVarianceNormalization", {2, 1, 2, 2}, {2, 1, 2, 2})),
+                   {{"x", Tensor::from_values(DType::float32, {2, 1, 2, 2}, x)}});
+    ASSERT_EQ(out.size(), 1u);
+    double mean = 0, var = 0;  // over axes 0, 2, 3: all 8 values (one channel)
+    for (double v : x) mean += v / 8;
+    for (double v : x) var += (v - mean) * (v - mean) / 8;
+    const auto got = out[0].to_doubles();
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(got[i], (x[i] - mean) / (std::sqrt(var) + 1e-9), 2e-4) << i;
+}
+
+TEST(OnnxImport, ConstantOfShapeFoldsToAConstant) {
+    auto m = new_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+    add_int_initializer(m, "shape", {2, 3});
+    auto* n = add_node(m, "ConstantOfShape", {"shape"}, {"filled"});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_dims(1);
+    a->mutable_t()->add_float_data(7.5f);
+    add_node(m, "Add", {"x", "filled"}, {"y"});
+    auto model = import(m);
+    for (const auto& node : model.graph.nodes) EXPECT_NE(node.op_spelling(), "constant_of_shape");
+    auto out = run(model, {{"x", Tensor::from_values(DType::float32, {2, 3}, {0, 1, 2, 3, 4, 5})}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{7.5, 8.5, 9.5, 10.5, 11.5, 12.5}));
+}
+
+TEST(OnnxImport, ReverseSequenceReversesEachBatchEntrysPrefix) {
+    // x [T=4, B=2, 2] (time_axis 0) with lengths [4, 2]; then the same data as [B, T, 2].
+    for (const bool time_first : {true, false}) {
+        SCOPED_TRACE(time_first);
+        const Shape shape = time_first ? Shape{4, 2, 2} : Shape{2, 4, 2};
+        auto m = new_model(13);
+        set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, shape);
+        set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, shape);
+        add_int_initializer(m, "lens", {4, 2});
+        auto* n = add_node(m, "ReverseSequence", {"x", "lens"}, {"y"});
+        set_attr(n, "time_axis", std::int64_t{time_first ? 0 : 1});
+        set_attr(n, "batch_axis", std::int64_t{time_first ? 1 : 0});
+        std::vector<double> x(16);
+        auto at = [&](int t, int b, int f) { return time_first ? (t * 2 + b) * 2 + f : (b * 4 + t) * 2 + f; };
+        for (int t = 0; t < 4; ++t)
+            for (int b = 0; b < 2; ++b)
+                for (int f = 0; f < 2; ++f) x[at(t, b, f)] = 100 * b + 10 * t + f;
+        auto out = run(import(m), {{"x", Tensor::from_values(DType::float32, shape, x)}});
+        ASSERT_EQ(out.size(), 1u);
+        const int lens[] = {4, 2};
+        std::vector<double> expected(16);
+        for (int t = 0; t < 4; ++t)
+            for (int b = 0; b < 2; ++b)
+                for (int f = 0; f < 2; ++f) expected[at(t, b, f)] = 100 * b + 10 * (t < lens[b] ? lens[b] - 1 - t : t) + f;
         EXPECT_EQ(out[0].to_doubles(), expected);
     }
 }

@@ -1005,6 +1005,94 @@ void convert_one_hot(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("where", {hit, c.runtime(base + "#on"), c.runtime(base + "#off")}, {}, out0(n)));
 }
 
+/// A scalar constant of `dtype` for helper nodes of the node being converted.
+Id scalar_constant(ImportContext& c, const string& what, DType dtype, double value) {
+    const string name = c.fresh_name(out0(*c.current) + "#" + what);
+    c.define_constant(name, Tensor::from_values(dtype, {}, {value}));
+    return c.runtime(name);
+}
+
+/// ONNX IsNaN as logical_not(equal(x, x)): NaN is the only value unequal to itself (IEEE 754).
+void convert_is_nan(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const auto dtype = c.node_type(x).dtype;
+    if (dtype != DType::float32 && dtype != DType::float64) unsupported("IsNaN of " + string(to_string(dtype)) + " tensors");
+    c.define_node(out0(n), c.add("logical_not", {c.add("equal", {x, x})}, {}, out0(n)));
+}
+
+/// ONNX LRN (Krizhevsky et al. 2012, section 3.3): y = x / (bias + alpha / size · Σ x²)^beta with
+/// the sum over the channels c − ⌊(size−1)/2⌋ .. c + ⌈(size−1)/2⌉ inside [0, C). As a zero `pad` of
+/// x² along C and an average pool of `size` channels over a [N, 1, C, rest] view: alpha / size · Σ
+/// is alpha · mean.
+void convert_lrn(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() < 3) unsupported("input must be [N, C, D1, ...]");
+    const auto size = attr_int(n, "size", 0);
+    if (size < 1) unsupported("size must be positive");
+    const double alpha = attr_float(n, "alpha", 1e-4f), beta = attr_float(n, "beta", 0.75f), bias = attr_float(n, "bias", 1.0f);
+    const auto dtype = c.node_type(x).dtype;
+    std::int64_t rest = 1;
+    for (std::size_t k = 2; k < in.size(); ++k) rest *= in[k];
+    const Id squares = reshape(c, c.add("mul", {x, x}), {in[0], 1, in[1], rest});
+    const Id padded = c.add("pad", {squares}, {{"pads", vector<std::int64_t>{0, 0, (size - 1) / 2, 0, 0, 0, size / 2, 0}}});
+    const Id mean = c.add("avg_pool2d_pad", {padded}, {{"kernel_size", vector<std::int64_t>{size, 1}},
+                                                       {"stride", vector<std::int64_t>{1, 1}}});
+    const Id scaled_sum = c.add("mul", {reshape(c, mean, in), scalar_constant(c, "alpha", dtype, alpha)});
+    const Id base = c.add("add", {scaled_sum, scalar_constant(c, "bias", dtype, bias)});
+    const Id denominator = c.add("pow", {base, scalar_constant(c, "beta", dtype, beta)});
+    c.define_node(out0(n), c.add("div", {x, denominator}, {}, out0(n)));
+}
+
+/// ONNX MeanVarianceNormalization: (x − mean) / (sqrt(variance) + 1e-9) over `axes` (default
+/// [0, 2, 3]), as the spec's function body, with the variance taken as mean((x − mean)²) rather
+/// than the body's E[x²] − E[x]², which cancels catastrophically for large means.
+void convert_mean_variance_normalization(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const auto axes = attr_ints(n, "axes").value_or(vector<std::int64_t>{0, 2, 3});
+    const Attributes reduce{{"axes", axes}, {"keepdims", true}};
+    const Id centred = c.add("sub", {x, c.add("reduce_mean", {x}, reduce)});
+    const Id variance = c.add("reduce_mean", {c.add("mul", {centred, centred})}, reduce);
+    const Id deviation = c.add("add", {c.add("sqrt", {variance}),
+                                       scalar_constant(c, "epsilon", c.node_type(x).dtype, 1e-9)});
+    c.define_node(out0(n), c.add("div", {centred, deviation}, {}, out0(n)));
+}
+
+/// ONNX ConstantOfShape is folded at import when its shape is a constant (constant_folding.cpp:
+/// its output's shape is the input's values). Otherwise the shape input must be bound as one.
+void convert_constant_of_shape(ImportContext& c, const onnx::NodeProto& n) {
+    c.constant(n.input(0), "ConstantOfShape shape");  // raises, naming the input to bind
+    unsupported("ConstantOfShape that constant folding refused");
+}
+
+/// ONNX ReverseSequence: along `time_axis`, the first sequence_lens[b] entries of each batch
+/// entry b (along `batch_axis`) reversed, the rest kept. As gather_elements with a constant index
+/// tensor (sequence_lens must be a constant).
+void convert_reverse_sequence(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    const auto time_axis = attr_int(n, "time_axis", 0), batch_axis = attr_int(n, "batch_axis", 1);
+    if (in.size() < 2 || time_axis == batch_axis || std::min(time_axis, batch_axis) < 0 || std::max(time_axis, batch_axis) > 1)
+        unsupported("time_axis and batch_axis must be 0 and 1 in some order, on an input of rank >= 2");
+    const auto lens = int_values(c.constant(n.input(1), "ReverseSequence sequence_lens"));
+    const auto T = in[static_cast<std::size_t>(time_axis)], B = in[static_cast<std::size_t>(batch_axis)];
+    if (static_cast<std::int64_t>(lens.size()) != B) unsupported("sequence_lens must have one entry per batch entry");
+    for (auto l : lens)
+        if (l < 0 || l > T) unsupported("sequence length " + std::to_string(l) + " outside [0, " + std::to_string(T) + "]");
+    const auto count = checked_element_count(in);
+    if (count > (std::int64_t(1) << 26)) unsupported("more than 2^26 elements");
+    const std::int64_t inner = count / (T * B);
+    vector<double> index(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t outer = i / inner;  // position along axes 0 and 1
+        const std::int64_t t = time_axis == 0 ? outer / B : outer % T, b = time_axis == 0 ? outer % B : outer / T;
+        index[static_cast<std::size_t>(i)] = static_cast<double>(t < lens[static_cast<std::size_t>(b)] ? lens[static_cast<std::size_t>(b)] - 1 - t : t);
+    }
+    const string name = c.fresh_name(out0(n) + "#reversed");
+    c.define_constant(name, Tensor::from_values(DType::int64, in, index));
+    c.define_node(out0(n), c.add("gather_elements", {x, c.runtime(name)}, {{"axis", time_axis}}, out0(n)));
+}
+
 /// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial
 /// axes, with the biased variance, scale and B of shape [C] (viewed as [C, 1, ...]).
 void convert_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
@@ -1120,7 +1208,7 @@ const std::map<string, Converter>& converters() {
                  {"Ceil", "ceil"}, {"Sign", "sign"}, {"Tan", "tan"}, {"Asin", "asin"}, {"Acos", "acos"},
                  {"Atan", "atan"}, {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asinh", "asinh"}, {"Acosh", "acosh"},
                  {"Atanh", "atanh"}, {"Softsign", "softsign"}, {"HardSwish", "hardswish"}, {"Mish", "mish"},
-                 {"Not", "logical_not"}, {"Round", "round"}, {"IsNaN", "isnan"}})
+                 {"Not", "logical_not"}, {"Round", "round"}})
             t[onnx_op] = unary(op);
         for (auto [onnx_op, op] : vector<std::pair<string, string>>{
                  {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
@@ -1145,6 +1233,11 @@ const std::map<string, Converter>& converters() {
         t["CastLike"] = convert_cast_like;
         t["Mod"] = convert_mod;
         t["Einsum"] = convert_einsum;
+        t["IsNaN"] = convert_is_nan;
+        t["LRN"] = convert_lrn;
+        t["MeanVarianceNormalization"] = convert_mean_variance_normalization;
+        t["ConstantOfShape"] = convert_constant_of_shape;
+        t["ReverseSequence"] = convert_reverse_sequence;
         t["OneHot"] = convert_one_hot;
         t["ArgMax"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmax"); };
         t["ArgMin"] = [](ImportContext& c, const onnx::NodeProto& n) { convert_arg(c, n, "argmin"); };
