@@ -643,3 +643,100 @@ TEST(OnnxImport, ReverseSequenceReversesEachBatchEntrysPrefix) {
         EXPECT_EQ(out[0].to_doubles(), expected);
     }
 }
+
+namespace {
+
+/// A model of `op` over float32 x [shape] and the constant int64/bool initializers `constants`
+/// (inputs 1, 2, ... in order), with extra float32 inputs `floats`.
+onnx::ModelProto constant_input_model(const std::string& op, const Shape& shape, const std::vector<std::pair<std::string, Tensor>>& constants,
+                                      const Shape& out) {
+    auto m = new_model(16);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, shape);
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, out);
+    std::vector<std::string> inputs{"x"};
+    for (const auto& [name, t] : constants) {
+        if (t.dtype() == DType::float32) {
+            set_type(m.mutable_graph()->add_input(), name, onnx::TensorProto::FLOAT, t.shape());
+        } else {
+            auto* init = m.mutable_graph()->add_initializer();
+            init->set_name(name);
+            for (auto d : t.shape()) init->add_dims(d);
+            init->set_data_type(t.dtype() == DType::boolean ? onnx::TensorProto::BOOL : onnx::TensorProto::INT64);
+            for (double v : t.to_doubles()) {
+                if (t.dtype() == DType::boolean) init->add_int32_data(v != 0);
+                else init->add_int64_data(static_cast<std::int64_t>(v));
+            }
+        }
+        inputs.push_back(name);
+    }
+    add_node(m, op, inputs, {"y"});
+    return m;
+}
+
+std::vector<double> iota_values(std::size_t n) {
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<double>(i);
+    return v;
+}
+
+}  // namespace
+
+TEST(OnnxImport, GatherNdPicksTheAddressedSlicesWithBatchDims) {
+    // data [2, 3, 2] = 0..11; batch_dims 1, indices [2, 2, 1]: batch 0 rows [2, -3], batch 1 rows [1, 1].
+    auto m = constant_input_model("GatherND", {2, 3, 2}, {{"i", Tensor::from_values(DType::int64, {2, 2, 1}, {2, -3, 1, 1})}}, {2, 2, 2});
+    auto* a = m.mutable_graph()->mutable_node(0)->add_attribute();
+    a->set_name("batch_dims");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(1);
+    auto out = run(import(m), {{"x", Tensor::from_values(DType::float32, {2, 3, 2}, iota_values(12))}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape(), (Shape{2, 2, 2}));
+    // batch 0: data[0][2] = {4, 5}, data[0][0] = {0, 1}; batch 1: data[1][1] = {8, 9} twice.
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{4, 5, 0, 1, 8, 9, 8, 9}));
+    // An index outside its axis is refused at import, naming it.
+    auto bad = constant_input_model("GatherND", {2, 3, 2}, {{"i", Tensor::from_values(DType::int64, {1, 2}, {0, 3})}}, {1, 2});
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(bad); }, "GatherND index 3 outside [-3, 3)"));
+}
+
+TEST(OnnxImport, ScatterNdWritesOrReducesEachAddressedSlice) {
+    // data [3, 2] = 0..5, indices [[2], [0], [2]], updates [[10, 20], [30, 40], [1, 2]].
+    const std::vector<double> updates = {10, 20, 30, 40, 1, 2};
+    struct Case { std::string reduction; std::vector<double> expected; };
+    const Case cases[] = {
+        {"add", {0 + 30, 1 + 40, 2, 3, 4 + 10 + 1, 5 + 20 + 2}},
+        {"mul", {0 * 30, 1 * 40, 2, 3, 4 * 10 * 1, 5 * 20 * 2}},
+        {"max", {30, 40, 2, 3, 10, 20}},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.reduction);
+        auto m = constant_input_model("ScatterND", {3, 2},
+                                      {{"i", Tensor::from_values(DType::int64, {3, 1}, {2, 0, 2})},
+                                       {"u", Tensor::from_values(DType::float32, {3, 2}, updates)}},
+                                      {3, 2});
+        auto* a = m.mutable_graph()->mutable_node(0)->add_attribute();
+        a->set_name("reduction");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(c.reduction);
+        auto out = run(import(m), {{"x", Tensor::from_values(DType::float32, {3, 2}, iota_values(6))},
+                                   {"u", Tensor::from_values(DType::float32, {3, 2}, updates)}});
+        ASSERT_EQ(out.size(), 1u);
+        EXPECT_EQ(out[0].to_doubles(), c.expected);
+    }
+}
+
+TEST(OnnxImport, CompressKeepsTheTrueEntriesAlongTheAxisOrFlattened) {
+    // x [2, 3] = 0..5; condition [1, 0, 1] along axis 1; [0, 1, 1, 0] on the flattened input
+    // (shorter than its 6 entries: the rest is dropped).
+    auto along = constant_input_model("Compress", {2, 3}, {{"c", Tensor::from_values(DType::boolean, {3}, {1, 0, 1})}}, {2, 2});
+    auto* a = along.mutable_graph()->mutable_node(0)->add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(-1);
+    auto out = run(import(along), {{"x", Tensor::from_values(DType::float32, {2, 3}, iota_values(6))}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 2, 3, 5}));
+    auto flat = constant_input_model("Compress", {2, 3}, {{"c", Tensor::from_values(DType::boolean, {4}, {0, 1, 1, 0})}}, {2});
+    out = run(import(flat), {{"x", Tensor::from_values(DType::float32, {2, 3}, iota_values(6))}});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{1, 2}));
+}

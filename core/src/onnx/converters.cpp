@@ -1093,6 +1093,114 @@ void convert_reverse_sequence(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("gather_elements", {x, c.runtime(name)}, {{"axis", time_axis}}, out0(n)));
 }
 
+/// The rows addressed by the constant index tuples of GatherND / ScatterND (ONNX): `indices` of
+/// shape [..., k], each tuple (negative entries counting from the end) naming a slice of `data`
+/// whose first `batch_dims` axes are batch axes matched by the tuple's position, as a row number
+/// of `data` viewed as [rows, slice elements]. Out-of-range tuples are refused at import.
+struct NdRows {
+    vector<double> rows;         // one per tuple, in indices' order
+    std::int64_t row_count = 1;  // rows of the view
+    std::int64_t slice = 1;      // elements per row
+};
+NdRows nd_rows(const Shape& data, const Tensor& indices_tensor, std::int64_t batch_dims, const string& op) {
+    const Shape& ishape = indices_tensor.shape();
+    if (ishape.empty()) unsupported(op + " indices must have rank >= 1");
+    const auto k = ishape.back();
+    const auto b = batch_dims;
+    if (b < 0 || k < 1 || b + k > static_cast<std::int64_t>(data.size()) || b >= static_cast<std::int64_t>(ishape.size()))
+        unsupported(op + " indices of shape " + to_string(ishape) + " with batch_dims " + std::to_string(b) +
+                    " do not fit data of shape " + to_string(data));
+    for (std::int64_t a = 0; a < b; ++a)
+        if (ishape[static_cast<std::size_t>(a)] != data[static_cast<std::size_t>(a)]) unsupported(op + " batch dimensions differ");
+    NdRows out;
+    std::int64_t per_batch = 1, batch_count = 1;
+    for (std::int64_t a = 0; a < static_cast<std::int64_t>(data.size()); ++a) {
+        const auto d = data[static_cast<std::size_t>(a)];
+        if (a < b) batch_count *= d;
+        else if (a < b + k) per_batch *= d;
+        else out.slice *= d;
+    }
+    out.row_count = batch_count * per_batch;
+    const auto values = int_values(indices_tensor);
+    const auto tuples = static_cast<std::int64_t>(values.size()) / k;
+    std::int64_t tuples_per_batch = 1;  // tuples in one batch entry
+    for (std::size_t a = static_cast<std::size_t>(b); a + 1 < ishape.size(); ++a) tuples_per_batch *= ishape[a];
+    for (std::int64_t t = 0; t < tuples; ++t) {
+        std::int64_t row = 0;
+        for (std::int64_t j = 0; j < k; ++j) {
+            const auto d = data[static_cast<std::size_t>(b + j)];
+            auto v = values[static_cast<std::size_t>(t * k + j)];
+            if (v < -d || v >= d) unsupported(op + " index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " + std::to_string(d) + ")");
+            if (v < 0) v += d;
+            row = row * d + v;
+        }
+        const std::int64_t batch = tuples_per_batch ? t / tuples_per_batch : 0;
+        out.rows.push_back(static_cast<double>(batch * per_batch + row));
+    }
+    return out;
+}
+
+/// ONNX GatherND with constant indices: `gather` of rows of data viewed as [rows, slice].
+void convert_gather_nd(ImportContext& c, const onnx::NodeProto& n) {
+    const Id data = x0(c, n);
+    const Shape shape = shape_of(c, data);
+    const Tensor& indices = c.constant(n.input(1), "GatherND indices");
+    const auto b = attr_int(n, "batch_dims", 0);
+    const NdRows r = nd_rows(shape, indices, b, "GatherND");
+    Shape picked(indices.shape().begin(), indices.shape().end() - 1), out = picked;
+    out.insert(out.end(), shape.begin() + b + indices.shape().back(), shape.end());
+    const string name = c.fresh_name(out0(n) + "#rows");
+    c.define_constant(name, Tensor::from_values(DType::int64, picked, r.rows));
+    const Id gathered = c.add("gather", {reshape(c, data, {r.row_count, r.slice}), c.runtime(name)}, {{"axis", std::int64_t{0}}});
+    c.define_node(out0(n), reshape(c, gathered, out, out0(n)));
+}
+
+/// ONNX ScatterND with constant indices: `scatter_elements` along axis 0 of data viewed as
+/// [rows, slice], each update row written to (or reduced into) its row; `reduction` as the spec
+/// (none, add, mul, max, min).
+void convert_scatter_nd(ImportContext& c, const onnx::NodeProto& n) {
+    const Id data = x0(c, n);
+    const Shape shape = shape_of(c, data);
+    const Tensor& indices = c.constant(n.input(1), "ScatterND indices");
+    const NdRows r = nd_rows(shape, indices, 0, "ScatterND");
+    const auto tuples = static_cast<std::int64_t>(r.rows.size());
+    vector<double> index;
+    index.reserve(static_cast<std::size_t>(tuples * r.slice));
+    for (double row : r.rows) index.insert(index.end(), static_cast<std::size_t>(r.slice), row);
+    const string name = c.fresh_name(out0(n) + "#rows");
+    c.define_constant(name, Tensor::from_values(DType::int64, {tuples, r.slice}, index));
+    Attributes attrs{{"axis", std::int64_t{0}}};
+    if (const auto* red = find_attr(n, "reduction")) attrs["reduction"] = red->s();
+    const Id updates = reshape(c, c.runtime(n.input(2)), {tuples, r.slice});
+    const Id scattered = c.add("scatter_elements", {reshape(c, data, {r.row_count, r.slice}), c.runtime(name), updates}, attrs);
+    c.define_node(out0(n), reshape(c, scattered, shape, out0(n)));
+}
+
+/// ONNX Compress with a constant condition: `gather` of the positions where it is true along
+/// `axis` (of the flattened input without one); entries beyond the condition's length are dropped.
+void convert_compress(ImportContext& c, const onnx::NodeProto& n) {
+    Id x = x0(c, n);
+    const Tensor& condition = c.constant(n.input(1), "Compress condition");
+    if (condition.shape().size() != 1) unsupported("condition must be 1-D");
+    std::int64_t axis = 0;
+    if (const auto* a = find_attr(n, "axis")) {
+        axis = a->i();
+        const auto r = rank_of(c, x);
+        if (axis < -r || axis >= r) unsupported("axis " + std::to_string(axis) + " outside the input's rank");
+        if (axis < 0) axis += r;
+    } else {
+        x = reshape(c, x, {checked_element_count(shape_of(c, x))});
+    }
+    const auto length = shape_of(c, x)[static_cast<std::size_t>(axis)];
+    if (condition.numel() > length) unsupported("condition has " + std::to_string(condition.numel()) + " entries, the axis " + std::to_string(length));
+    vector<double> positions;
+    for (std::int64_t i = 0; i < condition.numel(); ++i)
+        if (condition.at(i) != 0) positions.push_back(static_cast<double>(i));
+    const string name = c.fresh_name(out0(n) + "#positions");
+    c.define_constant(name, Tensor::from_values(DType::int64, {static_cast<std::int64_t>(positions.size())}, positions));
+    c.define_node(out0(n), c.add("gather", {x, c.runtime(name)}, {{"axis", axis}}, out0(n)));
+}
+
 /// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial
 /// axes, with the biased variance, scale and B of shape [C] (viewed as [C, 1, ...]).
 void convert_instance_norm(ImportContext& c, const onnx::NodeProto& n) {
@@ -1233,6 +1341,9 @@ const std::map<string, Converter>& converters() {
         t["CastLike"] = convert_cast_like;
         t["Mod"] = convert_mod;
         t["Einsum"] = convert_einsum;
+        t["GatherND"] = convert_gather_nd;
+        t["ScatterND"] = convert_scatter_nd;
+        t["Compress"] = convert_compress;
         t["IsNaN"] = convert_is_nan;
         t["LRN"] = convert_lrn;
         t["MeanVarianceNormalization"] = convert_mean_variance_normalization;
