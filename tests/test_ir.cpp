@@ -640,6 +640,18 @@ TEST(ShapeInference, ShapeErrors) {
     EXPECT_CONTAINS(infer_error("relu", {F({2, -1})}), "parent 0 has a negative dimension");
 }
 
+// add, sub, mul, max and min are defined on int64 too (ONNX allows integers); div and pow stay
+// floating point, and bool operands are refused by all of them.
+TEST(ShapeInference, IntegerArithmeticKeepsInt64) {
+    for (const char* op : {"add", "sub", "mul", "max", "min"}) {
+        SCOPED_TRACE(op);
+        EXPECT_EQ(infer_type(op_node(op, {}), {I64({2, 3}), I64({3})}), I64({2, 3}));
+        EXPECT_CONTAINS(infer_error(op, {Bool({2}), Bool({2})}), "parents have dtype bool; expected float32, float64 or int64");
+        EXPECT_CONTAINS(infer_error(op, {I64({2}), F({2})}), "parents have different dtypes");
+    }
+    EXPECT_CONTAINS(infer_error("div", {I64({2}), I64({2})}), "parent 0 has dtype int64; expected float32 or float64");
+}
+
 TEST(ShapeInference, DtypeErrors) {
     EXPECT_CONTAINS(infer_error("relu", {I64({2})}),
                     "parent 0 has dtype int64; expected float32 or float64");

@@ -763,6 +763,15 @@ void arithmetic_cases(std::vector<KernelCase>& out) {
     const auto ia = i64({6}, {7, -7, 7, -7, int64_min, 0}), ib = i64({6}, {3, 3, -3, -3, -1, 5});
     out.push_back(make("mod/remainder_int64", BackendOp::mod, {ia, ib}, i64({6}, {1, 2, -2, -1, 0, 0})));
     out.push_back(make("mod/fmod_int64", BackendOp::mod, {ia, ib}, i64({6}, {1, -1, 1, -1, 0, 0}), fmod));
+    // add, sub, mul, max, min on int64 (ONNX allows integers): exact, and wrapping modulo 2^64 as
+    // PyTorch and NumPy do (2^62 + 2^62 = -2^63, 2^62 · 2^62 = 0). b [2] broadcasts over a [2, 2].
+    const double p62 = 4611686018427387904.0;
+    const auto wa = i64({2, 2}, {p62, -7, -p62, 5}), wb = i64({2}, {p62, 3});
+    out.push_back(make("add/int64_broadcast_wraps", BackendOp::add, {wa, wb}, i64({2, 2}, {int64_min, -4, 0, 8})));
+    out.push_back(make("sub/int64_broadcast", BackendOp::sub, {wa, wb}, i64({2, 2}, {0, -10, int64_min, 2})));
+    out.push_back(make("mul/int64_broadcast_wraps", BackendOp::mul, {wa, wb}, i64({2, 2}, {0, -21, 0, 15})));
+    out.push_back(make("max/int64_broadcast", BackendOp::max, {wa, wb}, i64({2, 2}, {p62, 3, p62, 5})));
+    out.push_back(make("min/int64_broadcast", BackendOp::min, {wa, wb}, i64({2, 2}, {p62, -7, -p62, 3})));
     out.push_back(error_case("mod/error_int64_by_zero", BackendOp::mod, {i64({2}, {4, 5}), i64({2}, {2, 0})},
                              "mod: int64 division by zero", i64({2}, {})));
     out.push_back(with_grad(make("neg/values", BackendOp::neg, {f32({4}, {1, -2.5, 0, 3})},

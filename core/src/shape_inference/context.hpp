@@ -122,6 +122,9 @@ TensorType rand_uniform(Context& c);
 TensorType bernoulli_mask(Context& c);
 TensorType unary_float(Context& c);
 TensorType binary_broadcast(Context& c);
+/// binary_broadcast for ops defined on int64 too (add, sub, mul, max, min): the parents share
+/// one dtype, float32, float64 or int64.
+TensorType binary_broadcast_numeric(Context& c);
 TensorType scale(Context& c);
 TensorType clamp(Context& c);
 TensorType gelu(Context& c);

@@ -38,6 +38,14 @@ TensorType binary_broadcast(Context& c) {
     return {broadcast(c.shape(0), c.shape(1)), dtype};
 }
 
+TensorType binary_broadcast_numeric(Context& c) {
+    c.arity(2);
+    c.attributes({});
+    const DType dtype = c.same_dtype({0, 1});
+    if (dtype == DType::boolean) fail("parents have dtype bool; expected float32, float64 or int64");
+    return {broadcast(c.shape(0), c.shape(1)), dtype};
+}
+
 TensorType mod(Context& c) {
     c.arity(2);
     c.attributes({"fmod"});

@@ -7,6 +7,7 @@
 // over the broadcast dimensions (accumulated in double). Tie and edge conventions follow
 // PyTorch's derivatives.yaml and are stated at each kernel.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -80,23 +81,40 @@ T sech_squared(T u) {
 
 template <typename T>
 T max_of(T a, T b) {  // torch.maximum: NaN if either is NaN
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
+    if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(a)) return a;
+        if (std::isnan(b)) return b;
+    }
     return a < b ? b : a;
 }
 template <typename T>
 T min_of(T a, T b) {  // torch.minimum: NaN if either is NaN
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
+    if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(a)) return a;
+        if (std::isnan(b)) return b;
+    }
     return b < a ? b : a;
+}
+
+/// a + b, a − b, a · b; for int64 modulo 2^64 (two's complement wrap-around, as PyTorch and
+/// NumPy compute it; signed overflow is undefined in C++, unsigned arithmetic is not).
+template <typename T, typename Op>
+T wrapping(T a, T b, Op op) {
+    if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+    } else {
+        return op(a, b);
+    }
 }
 
 }  // namespace
 
 // ---- binary ----
 
+// add, sub, mul, max, min: float32, float64 and int64 (ONNX allows integers; int64 wraps).
 void add_forward(const ForwardCall& call) {
-    binary_forward(call, "add", [](auto a, auto b) { return a + b; });
+    binary_forward(call, "add", [](auto a, auto b) { return wrapping(a, b, std::plus<>{}); }, true);
 }
 void add_backward(const BackwardCall& call) {
     binary_backward(call, "add", [](auto, auto, auto g) { return g; },
@@ -104,7 +122,7 @@ void add_backward(const BackwardCall& call) {
 }
 
 void sub_forward(const ForwardCall& call) {
-    binary_forward(call, "sub", [](auto a, auto b) { return a - b; });
+    binary_forward(call, "sub", [](auto a, auto b) { return wrapping(a, b, std::minus<>{}); }, true);
 }
 void sub_backward(const BackwardCall& call) {
     binary_backward(call, "sub", [](auto, auto, auto g) { return g; },
@@ -112,7 +130,7 @@ void sub_backward(const BackwardCall& call) {
 }
 
 void mul_forward(const ForwardCall& call) {
-    binary_forward(call, "mul", [](auto a, auto b) { return a * b; });
+    binary_forward(call, "mul", [](auto a, auto b) { return wrapping(a, b, std::multiplies<>{}); }, true);
 }
 void mul_backward(const BackwardCall& call) {
     binary_backward(call, "mul", [](auto, auto b, auto g) { return g * b; },
@@ -122,7 +140,7 @@ void mul_backward(const BackwardCall& call) {
 // torch.maximum backward (derivatives.yaml): at a == b each side gets g / 2; otherwise the larger
 // side gets g. With a NaN operand neither `<` nor `>` holds, so both sides get g, as in PyTorch.
 void max_forward(const ForwardCall& call) {
-    binary_forward(call, "max", [](auto a, auto b) { return max_of(a, b); });
+    binary_forward(call, "max", [](auto a, auto b) { return max_of(a, b); }, true);
 }
 void max_backward(const BackwardCall& call) {
     binary_backward(
@@ -133,7 +151,7 @@ void max_backward(const BackwardCall& call) {
 
 // torch.minimum backward: the mirror image of max.
 void min_forward(const ForwardCall& call) {
-    binary_forward(call, "min", [](auto a, auto b) { return min_of(a, b); });
+    binary_forward(call, "min", [](auto a, auto b) { return min_of(a, b); }, true);
 }
 void min_backward(const BackwardCall& call) {
     binary_backward(
