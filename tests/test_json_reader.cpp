@@ -351,14 +351,49 @@ TEST(JsonDocument, CursorsNameTheirPathAndRefuseWrongTypes) {
     EXPECT_EQ(error_of([&] { c.string(); }), "d.json: $.k.k.k.k.k.k.k.k.k.k.k.k...: expected a string, got number");
 }
 
+// The limit is exact whatever the innermost value, on either path (simdjson's, and the strict
+// reader's for texts with a \u escape), and a document far deeper is refused, not a crash (the
+// strict reader's document is never re-spelled then: that recursed once per level).
 TEST(JsonDocument, NestingBeyondTheLimitIsAnInputError) {
-    const auto depth = detail::JsonDocument::kMaxNesting + 1;
-    const std::string text = std::string(depth, '[') + std::string(depth, ']');
-    EXPECT_EQ(detail::parse_json_text_strict(text, "t.json").size(), 1u);  // nlohmann reads it
-    EXPECT_EQ(error_of([&] { detail::JsonDocument doc(text, "t.json"); }),
-              "t.json: JSON nested deeper than " + std::to_string(detail::JsonDocument::kMaxNesting) + " levels");
-    const std::string ok = std::string(depth - 1, '[') + std::string(depth - 1, ']');
-    EXPECT_EQ(detail::JsonDocument(ok, "t.json").root().array_size(), 1u);
+    const auto limit = detail::JsonDocument::kMaxNesting;
+    const std::string refusal = "t.json: JSON nested deeper than " + std::to_string(limit) + " levels";
+    auto nested = [](std::size_t depth, const std::string& inner, char open = '[') {
+        const char close = open == '[' ? ']' : '}';
+        std::string text;
+        for (std::size_t i = 0; i < depth; ++i) text += open == '[' ? std::string("[") : std::string(R"({"k":)");
+        text += inner;
+        return text + std::string(depth, close);
+    };
+    for (const std::string inner : {"", "1", "\"\\u00e9\""}) {
+        SCOPED_TRACE(inner);
+        for (char open : {'[', '{'}) {
+            if (open == '{' && inner.empty()) continue;  // {"k":} is malformed
+            EXPECT_NO_THROW(detail::JsonDocument(nested(limit, inner, open), "t.json"));
+            EXPECT_EQ(error_of([&] { detail::JsonDocument doc(nested(limit + 1, inner, open), "t.json"); }), refusal);
+        }
+    }
+    for (const std::string inner : {"1", "\"\\u00e9\"", "-0"}) {
+        const std::string deep = nested(100000, inner);
+        EXPECT_EQ(detail::parse_json_text_strict(deep, "t.json").size(), 1u);  // nlohmann reads it
+        EXPECT_EQ(error_of([&] { detail::JsonDocument doc(deep, "t.json"); }), refusal);
+    }
+    // Through a real reader: a profile file as deep.
+    EXPECT_EQ(error_of([&] { profile_from_json(nested(70000, "1"), "deep.json"); }),
+              "deep.json: JSON nested deeper than " + std::to_string(limit) + " levels");
+}
+
+// Which unknown key or bad tensor an error names does not depend on the members' order, nor on
+// whether the text took the strict reader's path (a \u escape anywhere re-spells it sorted).
+TEST(JsonDocument, ErrorsNameTheSmallestOffendingKey) {
+    for (const std::string extra : {"", R"(, "d": "\u00e9")"}) {
+        const std::string text = R"({"zzz": 1, "a": 2, "aaa": 3)" + extra + "}";
+        const detail::JsonDocument doc(text, "t.json");
+        EXPECT_EQ(error_of([&] { doc.root().object({"a", "d"}); }), "t.json: $: unknown key 'aaa'; valid keys: a, d") << text;
+    }
+    const std::string long_key(1000, 'x');
+    const detail::JsonDocument doc(R"({")" + long_key + R"(": 1})", "t.json");
+    EXPECT_EQ(error_of([&] { doc.root().object({"a"}); }),
+              "t.json: $: unknown key '" + long_key.substr(0, 64) + "...'; valid keys: a");
 }
 
 // A thread's first document uses the thread's parser; one read while it lives uses memory of its

@@ -51,6 +51,7 @@ public:
 
     bool start_object(std::size_t) {
         frames_.push_back({place(json::value_t::object), {}});
+        max_depth_ = std::max(max_depth_, frames_.size());
         return true;
     }
     bool key(json::string_t& k) {
@@ -73,6 +74,7 @@ public:
     }
     bool start_array(std::size_t) {
         frames_.push_back({place(json::value_t::array), {}});
+        max_depth_ = std::max(max_depth_, frames_.size());
         return true;
     }
     bool end_array() {
@@ -92,6 +94,8 @@ public:
 
     /// Why the parse stopped (empty when it did not).
     const std::string& error() const { return error_; }
+    /// The most containers open at once (`[]` is 1, `[[1]]` is 2).
+    std::size_t max_depth() const { return max_depth_; }
 
 private:
     struct Frame {
@@ -165,6 +169,7 @@ private:
     const StreamedArray* streamed_;
     std::size_t delivered_ = 0;
     std::vector<Frame> frames_;
+    std::size_t max_depth_ = 0;
     json* slot_ = nullptr;
     std::string error_;
 };
@@ -178,6 +183,13 @@ namespace {
 /// of the time reading the plugin manifests takes. `busy` while a JsonDocument reads from the
 /// parser's own document; a second reader on the thread then uses memory of its own.
 struct ThreadParser {
+    /// simdjson refuses a non-empty container at its maximum depth but not an empty one; one
+    /// level more, and the depth limit is JsonDocument's, checked exactly by check_structure.
+    ThreadParser() {
+        // A failed allocation fails the first parse, and the strict reader then decides.
+        [[maybe_unused]] const auto error =
+            parser.allocate(simdjson::dom::MINIMAL_DOCUMENT_CAPACITY, JsonDocument::kMaxNesting + 1);
+    }
     simdjson::dom::parser parser;
     bool busy = false;
 };
@@ -253,7 +265,8 @@ std::optional<json> parse_fast(std::string_view text) {
     return doc;
 }
 
-json parse_strict(std::string_view text, const std::string& source, const StreamedArray* streamed) {
+json parse_strict(std::string_view text, const std::string& source, const StreamedArray* streamed,
+                  std::size_t* max_depth = nullptr) {
     json doc;
     StrictBuilder builder(doc, streamed);
     bool ok = false;
@@ -267,17 +280,22 @@ json parse_strict(std::string_view text, const std::string& source, const Stream
         throw Error(ErrorCode::input, source + ": " +
                          (builder.error().empty() ? std::string("malformed JSON")
                                                   : builder.error()));
+    if (max_depth) *max_depth = builder.max_depth();
     return doc;
 }
 
-/// Whether an object in `e` repeats a key. `keys` is scratch space shared down the recursion.
-bool has_repeated_key(simdjson::dom::element e, std::vector<std::string_view>& keys) {
+/// Whether an object in `e` repeats a key, or containers nest deeper than
+/// JsonDocument::kMaxNesting (`depth`: the containers around `e`). `keys` is scratch space shared
+/// down the recursion (which simdjson's own depth limit bounds).
+simdjson::error_code check_structure(simdjson::dom::element e, std::vector<std::string_view>& keys,
+                                     std::size_t depth) {
+    if (!e.is_array() && !e.is_object()) return simdjson::SUCCESS;
+    if (++depth > JsonDocument::kMaxNesting) return simdjson::DEPTH_ERROR;
     if (e.is_array()) {
         for (const auto item : simdjson::dom::array(e))
-            if (has_repeated_key(item, keys)) return true;
-        return false;
+            if (auto error = check_structure(item, keys, depth)) return error;
+        return simdjson::SUCCESS;
     }
-    if (!e.is_object()) return false;
     const simdjson::dom::object object(e);
     const auto first = keys.size();
     for (const auto field : object) keys.push_back(field.key);
@@ -291,10 +309,10 @@ bool has_repeated_key(simdjson::dom::element e, std::vector<std::string_view>& k
         repeated = std::adjacent_find(begin, keys.end()) != keys.end();
     }
     keys.resize(first);
-    if (repeated) return true;
+    if (repeated) return simdjson::TAPE_ERROR;
     for (const auto field : object)
-        if (has_repeated_key(field.value, keys)) return true;
-    return false;
+        if (auto error = check_structure(field.value, keys, depth)) return error;
+    return simdjson::SUCCESS;
 }
 
 /// Reads `text` into `document` when simdjson reads it as the strict reader would (see
@@ -309,7 +327,7 @@ simdjson::error_code read_fast(std::string_view text, simdjson::dom::document& d
         thread_parser().parser.parse_into_document(document, text.data(), text.size()).get(root);
     if (error) return error;
     thread_local std::vector<std::string_view> keys;
-    return has_repeated_key(root, keys) ? simdjson::TAPE_ERROR : simdjson::SUCCESS;
+    return check_structure(root, keys, 0);
 }
 
 const char* type_name_of(simdjson::dom::element e) {
@@ -364,11 +382,13 @@ JsonDocument::JsonDocument(std::string_view text, std::string source) : source_(
         // The strict reader words every refusal. A text it accepts that simdjson was not given
         // (one holding a \u escape or an integer -0) is read again as nlohmann spells it, which
         // simdjson reads as the same values.
-        const std::string canonical = parse_strict(text, source_, nullptr).dump();
-        const auto error = read_fast(canonical, document, root_, true);
-        if (error == simdjson::DEPTH_ERROR)
+        std::size_t depth = 0;
+        const json strict = parse_strict(text, source_, nullptr, &depth);
+        // Before re-spelling: dump() recurses once per level.
+        if (depth > kMaxNesting)
             throw Error(ErrorCode::input, source_ + ": JSON nested deeper than " +
                                               std::to_string(kMaxNesting) + " levels");
+        const auto error = read_fast(strict.dump(), document, root_, true);
         if (error)
             throw Error(ErrorCode::other, source_ + ": JSON accepted by nlohmann but not by "
                                                     "simdjson after re-spelling (a bug in the "
@@ -402,6 +422,15 @@ JsonCursor JsonCursor::child(simdjson::dom::element value, Step step) const {
     return c;
 }
 
+std::size_t JsonCursor::array_size() const {
+    const auto array = as_array();
+    constexpr std::size_t kSaturated = 0xFFFFFF;  // simdjson's count stops there
+    if (array.size() < kSaturated) return array.size();
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto element : array) ++n;
+    return n;
+}
+
 simdjson::dom::array JsonCursor::as_array() const {
     if (!value_.is_array()) fail("expected an array, got " + type_name());
     return simdjson::dom::array(value_);
@@ -413,13 +442,20 @@ simdjson::dom::object JsonCursor::as_object() const {
 }
 
 const JsonCursor& JsonCursor::object(std::initializer_list<std::string_view> allowed) const {
-    for (const auto field : as_object()) {
-        if (std::find(allowed.begin(), allowed.end(), field.key) != allowed.end()) continue;
-        std::string list;
-        for (auto a : allowed) list.append(list.empty() ? "" : ", ").append(a);
-        fail("unknown key '" + std::string(field.key) + "'; valid keys: " + list);
-    }
-    return *this;
+    // The smallest unknown key is named, whatever the members' order (a re-spelled document has
+    // its keys sorted).
+    std::optional<std::string_view> unknown;
+    for (const auto field : as_object())
+        if (std::find(allowed.begin(), allowed.end(), field.key) == allowed.end() &&
+            (!unknown || field.key < *unknown))
+            unknown = field.key;
+    if (!unknown) return *this;
+    std::string list;
+    for (auto a : allowed) list.append(list.empty() ? "" : ", ").append(a);
+    constexpr std::size_t kShown = 64;
+    const std::string key = unknown->size() <= kShown ? std::string(*unknown)
+                                                      : std::string(unknown->substr(0, kShown)) + "...";
+    fail("unknown key '" + key + "'; valid keys: " + list);
 }
 
 bool JsonCursor::has(std::string_view key) const {

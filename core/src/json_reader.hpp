@@ -53,12 +53,14 @@ public:
             ++index;
         }
     }
-    /// Calls `visit(key, value)` for each member of this object, in document order.
+    /// Calls `visit(key, value)` for each member of this object, in document order (sorted for a
+    /// document JsonDocument re-spelled: callers whose errors name a member visit them sorted).
     template <typename F>
     void each_member(F&& visit) const {
         for (const auto field : as_object()) visit(field.key, child(field.value, member_step(field.key)));
     }
-    std::size_t array_size() const { return as_array().size(); }
+    /// The number of elements of this array (fails when this is not an array).
+    std::size_t array_size() const;
 
     bool is_null() const { return value_.is_null(); }
     bool is_string() const { return value_.is_string(); }

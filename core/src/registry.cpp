@@ -220,7 +220,8 @@ void PluginHost::add(PluginRecord record, detail::LibraryLookup* found) {
                      other->name + "')");
                 break;
             }
-    // Only a plugin that passed every manifest-level check has its library located and hashed.
+    // Only a plugin that passed every manifest-level check keeps its library (a discovery thread
+    // may have located and hashed it already; the result of a refused plugin is dropped).
     if (record.status == PluginStatus::available) {
         if (options_.load == LoadPolicy::manifests_only) {
             record.status = PluginStatus::stub;  // plannable, never executed

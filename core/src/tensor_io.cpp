@@ -225,8 +225,13 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
     const std::size_t data_size = bytes.size() - data_start;
     std::map<string, Tensor> out;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    // Tensors in name order: the first bad one named does not depend on the header's order.
+    std::vector<std::pair<std::string_view, detail::JsonCursor>> members;
     root.each_member([&](std::string_view key, const detail::JsonCursor& c) {
-        if (key == "__metadata__") return;
+        if (key != "__metadata__") members.emplace_back(key, c);
+    });
+    std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [key, c] : members) {
         const string name(key);
         c.object({"dtype", "shape", "data_offsets"});
         const string dt = c.at("dtype").string();
@@ -256,7 +261,7 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
         if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start + begin, t.nbytes());
         ranges.emplace_back(begin, end);
         out.emplace(name, std::move(t));
-    });
+    }
     std::sort(ranges.begin(), ranges.end());
     for (std::size_t i = 1; i < ranges.size(); ++i)
         if (ranges[i].first < ranges[i - 1].second) bad(path, "tensors overlap in the data section");
