@@ -233,8 +233,11 @@ TEST(Cli, ListingsInTextAndJson) {
                 reference_seen = true;
                 EXPECT_EQ(p["status"], probe ? "loaded" : "available") << plugins.out;
                 // Libraries are read (hashed) only when asked for: --hashes, or --probe.
-                if (flags.empty()) EXPECT_TRUE(p["sha256"].is_null()) << plugins.out;
-                else EXPECT_EQ(p["sha256"], capsule_tool_raw("sha256sum '" + p["library_path"].get<std::string>() + "'").out.substr(0, 64));
+                if (flags.empty()) {
+                    EXPECT_TRUE(p["sha256"].is_null()) << plugins.out;
+                } else {
+                    EXPECT_EQ(p["sha256"], capsule_tool_raw("sha256sum '" + p["library_path"].get<std::string>() + "'").out.substr(0, 64));
+                }
                 if (probe) EXPECT_EQ(p["probe"]["usable"], true);
                 else EXPECT_TRUE(p["probe"].is_null());
             }

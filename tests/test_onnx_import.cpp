@@ -740,3 +740,16 @@ TEST(OnnxImport, CompressKeepsTheTrueEntriesAlongTheAxisOrFlattened) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{1, 2}));
 }
+
+// A constant the model would fold to billions of elements is refused with its shape, not left to
+// exhaust the memory (the ONNX model holding it is a few bytes).
+TEST(OnnxImport, HugeFoldedConstantIsRefusedWithItsShape) {
+    for (const auto& dims : {std::vector<std::int64_t>{1 << 20, 1 << 22}, std::vector<std::int64_t>{1 << 13, 1 << 14}}) {
+        auto m = new_model(13);
+        set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, dims);
+        add_int_initializer(m, "shape", dims);
+        add_node(m, "ConstantOfShape", {"shape"}, {"y"});
+        EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m); },
+                           "constant folding would make a value of shape " + to_string(Shape(dims))));
+    }
+}

@@ -26,7 +26,9 @@ class JsonDocument;
 /// `$.capsules[3].op` for errors. A cursor holds no memory of its own (it is copied freely: the
 /// path's keys point into the document), so reading a manifest allocates only what it keeps.
 /// A cursor must not outlive its JsonDocument. Paths deeper than kMaxDepth are spelled with their
-/// first kMaxDepth steps and `...`.
+/// first kMaxDepth steps and `...`. Every accessor raises Error(input) as
+/// `<source>: <path>: <reason>` (fail) when the value is not what it asks for: "expected a string,
+/// got number", "missing required key 'op'", "integer 18446744073709551615 is out of range".
 class JsonCursor {
 public:
     static constexpr std::size_t kMaxDepth = 12;

@@ -57,10 +57,18 @@ Tensor to_tensor(const CT& c) {
     return t;
 }
 
+/// The most elements a folded value may hold: 512 MiB as the folder's doubles. A model whose
+/// constants would fold to more (ConstantOfShape or Expand to [2^20, 2^22], say) is refused with
+/// its shape rather than left to fail allocating, or to exhaust the memory filling it.
+constexpr std::int64_t kMaxFoldedElements = std::int64_t(1) << 26;
+
 CT make(DType dtype, Shape shape) {
     CT c;
     c.dtype = dtype;
     c.shape = std::move(shape);
+    if (c.size() > kMaxFoldedElements)
+        unsupported("constant folding would make a value of shape " + to_string(c.shape) + " (" +
+                    std::to_string(c.size()) + " elements; at most 2^26 are folded)");
     if (c.is_float()) c.f.assign(c.size(), 0.0); else c.i.assign(c.size(), 0);
     return c;
 }
