@@ -242,6 +242,13 @@ TEST(Evidence, RecordsRoundTripAndForgedOnesAreRefused) {
     EXPECT_FALSE(find_evidence_record({dir.path}, "demo", r.library_sha256, problem));
     EXPECT_NE(problem.find("duplicate key"), std::string::npos) << problem;
 
+    // An unsupported entry with an empty case and an empty reason names the case, on any compiler.
+    doc = evidence_record_to_json(r);
+    doc["capsules"][0]["unsupported"] = nlohmann::json::array({{{"case", " "}, {"reason", ""}}});
+    EXPECT_NE(error_of([&] { parse_evidence_record(doc.dump(), "e.json"); })
+                  .find("e.json: $.capsules[0].unsupported[0].case: must not be empty"),
+              std::string::npos);
+
     // A record under a name that is not its own plugin's and library's is refused.
     write_evidence_record(r, dir.path);
     fs::rename(file, dir.path / evidence_file_name("demo", std::string(64, 'c')));

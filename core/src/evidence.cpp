@@ -147,7 +147,11 @@ CapsuleEvidence read_capsule_evidence(const JsonCursor& c) {
                                          std::to_string(e.atol) + ") verify nothing");
     c.at("unsupported").each([&](const JsonCursor& u, std::size_t) {
         u.object({"case", "reason"});
-        e.unsupported.emplace_back(u.at("case").nonempty_string(), u.at("reason").nonempty_string());
+        // One statement each: the case's error is reported before the reason's, on every compiler
+        // (function arguments are evaluated in an unspecified order).
+        auto case_name = u.at("case").nonempty_string();
+        auto reason = u.at("reason").nonempty_string();
+        e.unsupported.emplace_back(std::move(case_name), std::move(reason));
     });
     c.at("failures").each([&](const JsonCursor& f, std::size_t) { e.failures.push_back(f.string()); });
     // The status is derived; a record whose status disagrees with its counts was edited.
