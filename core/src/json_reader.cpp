@@ -458,16 +458,11 @@ const JsonCursor& JsonCursor::object(std::initializer_list<std::string_view> all
     fail("unknown key '" + key + "'; valid keys: " + list);
 }
 
-bool JsonCursor::has(std::string_view key) const {
-    if (!value_.is_object()) return false;
-    for (const auto field : simdjson::dom::object(value_))
-        if (field.key == key) return true;
-    return false;
-}
+bool JsonCursor::has(std::string_view key) const { return find(key).has_value(); }
 
 JsonCursor JsonCursor::at(std::string_view key) const {
-    for (const auto field : as_object())
-        if (field.key == key) return child(field.value, member_step(field.key));
+    as_object();  // a value that is not an object is named as such
+    if (auto member = find(key)) return *member;
     fail("missing required key '" + std::string(key) + "'");
 }
 

@@ -53,6 +53,17 @@ std::int64_t scalar_int(ImportContext& c, const string& name, const string& what
     return int_values(t).at(0);
 }
 
+/// The constant `t`, named after the node's output and `suffix` (made unique), as a runtime value.
+Id constant_input(ImportContext& c, const onnx::NodeProto& n, const string& suffix, Tensor t) {
+    const string name = c.fresh_name(out0(n) + "#" + suffix);
+    c.define_constant(name, std::move(t));
+    return c.runtime(name);
+}
+/// A scalar constant of `dtype`, as constant_input.
+Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suffix, DType dtype, double v) {
+    return constant_input(c, n, suffix, Tensor::from_values(dtype, {}, {v}));
+}
+
 bool in_vocabulary(const string& op);
 Id pad_spatial(ImportContext& c, Id x, const vector<std::int64_t>& begin, const vector<std::int64_t>& end, double value);
 
@@ -527,13 +538,6 @@ Converter reduce(string op, string pre = {}, string post = {}) {
     };
 }
 
-/// A scalar constant of `dtype` named after the node's output, as a runtime value.
-Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suffix, DType dtype, double v) {
-    const string name = out0(n) + "#" + suffix;
-    c.define_constant(name, Tensor::from_values(dtype, {}, {v}));
-    return c.runtime(name);
-}
-
 /// What a reduction written with a shift (ReduceLogSumExp, ReduceL2) needs: its input, dtype,
 /// and the attributes of a reduction that keeps the reduced dims (for the shift) and of one
 /// that follows the node's keepdims (for the result).
@@ -903,9 +907,8 @@ EinsumTerm einsum_diagonals(ImportContext& c, EinsumTerm term) {
         merged.push_back(d * d);
         vector<double> picks;
         for (std::int64_t k = 0; k < d; ++k) picks.push_back(static_cast<double>(k * (d + 1)));
-        const string name = c.fresh_name(out0(*c.current) + "#diagonal");
-        c.define_constant(name, Tensor::from_values(DType::int64, {d}, picks));
-        const Id picked = c.add("gather", {reshape(c, last.id, merged), c.runtime(name)},
+        const Id rows = constant_input(c, *c.current, "diagonal", Tensor::from_values(DType::int64, {d}, picks));
+        const Id picked = c.add("gather", {reshape(c, last.id, merged), rows},
                                 {{"axis", static_cast<std::int64_t>(rest.size())}});
         return einsum_diagonals(c, {picked, rest + label});
     }
@@ -994,22 +997,13 @@ void convert_one_hot(ImportContext& c, const onnx::NodeProto& n) {
     classes_shape[static_cast<std::size_t>(axis)] = depth;
     vector<double> up, down;
     for (std::int64_t k = 0; k < depth; ++k) up.push_back(double(k)), down.push_back(double(k - depth));
-    const string base = c.fresh_name(out0(n) + "#one_hot");
-    c.define_constant(base + "#k", Tensor::from_values(DType::int64, classes_shape, up));
-    c.define_constant(base + "#k_from_end", Tensor::from_values(DType::int64, classes_shape, down));
-    c.define_constant(base + "#off", Tensor::from_values(values.dtype(), {}, {values.at(0)}));
-    c.define_constant(base + "#on", Tensor::from_values(values.dtype(), {}, {values.at(1)}));
+    const Id k = constant_input(c, n, "k", Tensor::from_values(DType::int64, classes_shape, up));
+    const Id k_from_end = constant_input(c, n, "k_from_end", Tensor::from_values(DType::int64, classes_shape, down));
+    const Id off = scalar_constant(c, n, "off", values.dtype(), values.at(0));
+    const Id on = scalar_constant(c, n, "on", values.dtype(), values.at(1));
     const Id i = reshape(c, indices, view);
-    const Id hit = c.add("logical_or", {c.add("equal", {i, c.runtime(base + "#k")}),
-                                        c.add("equal", {i, c.runtime(base + "#k_from_end")})});
-    c.define_node(out0(n), c.add("where", {hit, c.runtime(base + "#on"), c.runtime(base + "#off")}, {}, out0(n)));
-}
-
-/// A scalar constant of `dtype` for helper nodes of the node being converted.
-Id scalar_constant(ImportContext& c, const string& what, DType dtype, double value) {
-    const string name = c.fresh_name(out0(*c.current) + "#" + what);
-    c.define_constant(name, Tensor::from_values(dtype, {}, {value}));
-    return c.runtime(name);
+    const Id hit = c.add("logical_or", {c.add("equal", {i, k}), c.add("equal", {i, k_from_end})});
+    c.define_node(out0(n), c.add("where", {hit, on, off}, {}, out0(n)));
 }
 
 /// ONNX IsNaN as logical_not(equal(x, x)): NaN is the only value unequal to itself (IEEE 754).
@@ -1038,9 +1032,9 @@ void convert_lrn(ImportContext& c, const onnx::NodeProto& n) {
     const Id padded = c.add("pad", {squares}, {{"pads", vector<std::int64_t>{0, 0, (size - 1) / 2, 0, 0, 0, size / 2, 0}}});
     const Id mean = c.add("avg_pool2d_pad", {padded}, {{"kernel_size", vector<std::int64_t>{size, 1}},
                                                        {"stride", vector<std::int64_t>{1, 1}}});
-    const Id scaled_sum = c.add("mul", {reshape(c, mean, in), scalar_constant(c, "alpha", dtype, alpha)});
-    const Id base = c.add("add", {scaled_sum, scalar_constant(c, "bias", dtype, bias)});
-    const Id denominator = c.add("pow", {base, scalar_constant(c, "beta", dtype, beta)});
+    const Id scaled_sum = c.add("mul", {reshape(c, mean, in), scalar_constant(c, n, "alpha", dtype, alpha)});
+    const Id base = c.add("add", {scaled_sum, scalar_constant(c, n, "bias", dtype, bias)});
+    const Id denominator = c.add("pow", {base, scalar_constant(c, n, "beta", dtype, beta)});
     c.define_node(out0(n), c.add("div", {x, denominator}, {}, out0(n)));
 }
 
@@ -1054,7 +1048,7 @@ void convert_mean_variance_normalization(ImportContext& c, const onnx::NodeProto
     const Id centred = c.add("sub", {x, c.add("reduce_mean", {x}, reduce)});
     const Id variance = c.add("reduce_mean", {c.add("mul", {centred, centred})}, reduce);
     const Id deviation = c.add("add", {c.add("sqrt", {variance}),
-                                       scalar_constant(c, "epsilon", c.node_type(x).dtype, 1e-9)});
+                                       scalar_constant(c, n, "epsilon", c.node_type(x).dtype, 1e-9)});
     c.define_node(out0(n), c.add("div", {centred, deviation}, {}, out0(n)));
 }
 
@@ -1088,9 +1082,8 @@ void convert_reverse_sequence(ImportContext& c, const onnx::NodeProto& n) {
         const std::int64_t t = time_axis == 0 ? outer / B : outer % T, b = time_axis == 0 ? outer % B : outer / T;
         index[static_cast<std::size_t>(i)] = static_cast<double>(t < lens[static_cast<std::size_t>(b)] ? lens[static_cast<std::size_t>(b)] - 1 - t : t);
     }
-    const string name = c.fresh_name(out0(n) + "#reversed");
-    c.define_constant(name, Tensor::from_values(DType::int64, in, index));
-    c.define_node(out0(n), c.add("gather_elements", {x, c.runtime(name)}, {{"axis", time_axis}}, out0(n)));
+    const Id reversed = constant_input(c, n, "reversed", Tensor::from_values(DType::int64, in, index));
+    c.define_node(out0(n), c.add("gather_elements", {x, reversed}, {{"axis", time_axis}}, out0(n)));
 }
 
 /// The rows addressed by the constant index tuples of GatherND / ScatterND (ONNX): `indices` of
@@ -1149,9 +1142,8 @@ void convert_gather_nd(ImportContext& c, const onnx::NodeProto& n) {
     const NdRows r = nd_rows(shape, indices, b, "GatherND");
     Shape picked(indices.shape().begin(), indices.shape().end() - 1), out = picked;
     out.insert(out.end(), shape.begin() + b + indices.shape().back(), shape.end());
-    const string name = c.fresh_name(out0(n) + "#rows");
-    c.define_constant(name, Tensor::from_values(DType::int64, picked, r.rows));
-    const Id gathered = c.add("gather", {reshape(c, data, {r.row_count, r.slice}), c.runtime(name)}, {{"axis", std::int64_t{0}}});
+    const Id rows = constant_input(c, n, "rows", Tensor::from_values(DType::int64, picked, r.rows));
+    const Id gathered = c.add("gather", {reshape(c, data, {r.row_count, r.slice}), rows}, {{"axis", std::int64_t{0}}});
     c.define_node(out0(n), reshape(c, gathered, out, out0(n)));
 }
 
@@ -1167,12 +1159,11 @@ void convert_scatter_nd(ImportContext& c, const onnx::NodeProto& n) {
     vector<double> index;
     index.reserve(static_cast<std::size_t>(tuples * r.slice));
     for (double row : r.rows) index.insert(index.end(), static_cast<std::size_t>(r.slice), row);
-    const string name = c.fresh_name(out0(n) + "#rows");
-    c.define_constant(name, Tensor::from_values(DType::int64, {tuples, r.slice}, index));
+    const Id rows = constant_input(c, n, "rows", Tensor::from_values(DType::int64, {tuples, r.slice}, index));
     Attributes attrs{{"axis", std::int64_t{0}}};
     if (const auto* red = find_attr(n, "reduction")) attrs["reduction"] = red->s();
     const Id updates = reshape(c, c.runtime(n.input(2)), {tuples, r.slice});
-    const Id scattered = c.add("scatter_elements", {reshape(c, data, {r.row_count, r.slice}), c.runtime(name), updates}, attrs);
+    const Id scattered = c.add("scatter_elements", {reshape(c, data, {r.row_count, r.slice}), rows, updates}, attrs);
     c.define_node(out0(n), reshape(c, scattered, shape, out0(n)));
 }
 
@@ -1196,9 +1187,8 @@ void convert_compress(ImportContext& c, const onnx::NodeProto& n) {
     vector<double> positions;
     for (std::int64_t i = 0; i < condition.numel(); ++i)
         if (condition.at(i) != 0) positions.push_back(static_cast<double>(i));
-    const string name = c.fresh_name(out0(n) + "#positions");
-    c.define_constant(name, Tensor::from_values(DType::int64, {static_cast<std::int64_t>(positions.size())}, positions));
-    c.define_node(out0(n), c.add("gather", {x, c.runtime(name)}, {{"axis", axis}}, out0(n)));
+    const Id kept = constant_input(c, n, "positions", Tensor::from_values(DType::int64, {static_cast<std::int64_t>(positions.size())}, positions));
+    c.define_node(out0(n), c.add("gather", {x, kept}, {{"axis", axis}}, out0(n)));
 }
 
 /// InstanceNormalization: y = scale · (x − mean) / sqrt(var + eps) + B per (n, c) over the spatial

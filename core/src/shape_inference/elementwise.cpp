@@ -38,21 +38,26 @@ TensorType binary_broadcast(Context& c) {
     return {broadcast(c.shape(0), c.shape(1)), dtype};
 }
 
-TensorType binary_broadcast_numeric(Context& c) {
-    c.arity(2);
-    c.attributes({});
+namespace {
+/// The broadcast of two parents of one dtype: float32, float64 or int64.
+TensorType numeric_broadcast(Context& c) {
     const DType dtype = c.same_dtype({0, 1});
     if (dtype == DType::boolean) fail("parents have dtype bool; expected float32, float64 or int64");
     return {broadcast(c.shape(0), c.shape(1)), dtype};
+}
+}  // namespace
+
+TensorType binary_broadcast_numeric(Context& c) {
+    c.arity(2);
+    c.attributes({});
+    return numeric_broadcast(c);
 }
 
 TensorType mod(Context& c) {
     c.arity(2);
     c.attributes({"fmod"});
     c.bool_or("fmod", false);
-    const DType dtype = c.same_dtype({0, 1});
-    if (dtype == DType::boolean) fail("parents have dtype bool; expected float32, float64 or int64");
-    return {broadcast(c.shape(0), c.shape(1)), dtype};
+    return numeric_broadcast(c);
 }
 
 TensorType scale(Context& c) {
