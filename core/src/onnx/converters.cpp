@@ -15,6 +15,15 @@ using std::string;
 using std::vector;
 using Id = std::int64_t;
 
+Id constant_input(ImportContext& c, const onnx::NodeProto& n, const string& suffix, Tensor t) {
+    const string name = c.fresh_name(n.output(0) + "#" + suffix);
+    c.define_constant(name, std::move(t));
+    return c.runtime(name);
+}
+Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suffix, DType dtype, double v) {
+    return constant_input(c, n, suffix, Tensor::from_values(dtype, {}, {v}));
+}
+
 namespace {
 
 const string& out0(const onnx::NodeProto& n) { return n.output(0); }
@@ -51,17 +60,6 @@ std::int64_t scalar_int(ImportContext& c, const string& name, const string& what
     const Tensor& t = c.constant(name, what);
     if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
     return int_values(t).at(0);
-}
-
-/// The constant `t`, named after the node's output and `suffix` (made unique), as a runtime value.
-Id constant_input(ImportContext& c, const onnx::NodeProto& n, const string& suffix, Tensor t) {
-    const string name = c.fresh_name(out0(n) + "#" + suffix);
-    c.define_constant(name, std::move(t));
-    return c.runtime(name);
-}
-/// A scalar constant of `dtype`, as constant_input.
-Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suffix, DType dtype, double v) {
-    return constant_input(c, n, suffix, Tensor::from_values(dtype, {}, {v}));
 }
 
 bool in_vocabulary(const string& op);
@@ -1334,6 +1332,8 @@ const std::map<string, Converter>& converters() {
         t["GatherND"] = convert_gather_nd;
         t["ScatterND"] = convert_scatter_nd;
         t["Compress"] = convert_compress;
+        t["Resize"] = convert_resize;
+        t["Upsample"] = convert_resize;
         t["IsNaN"] = convert_is_nan;
         t["LRN"] = convert_lrn;
         t["MeanVarianceNormalization"] = convert_mean_variance_normalization;
@@ -1413,7 +1413,7 @@ string known_unsupported_reason(const string& op) {
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
         for (auto o : {"RNN", "LSTM", "GRU"}) r[o] = "recurrent layers have no BackendOp";
-        for (auto o : {"Resize", "Upsample", "GridSample", "RoiAlign", "MaxRoiPool"}) r[o] = "no BackendOp for interpolation / resampling";
+        for (auto o : {"GridSample", "RoiAlign", "MaxRoiPool"}) r[o] = "no BackendOp for sampling at data-dependent positions";
         for (auto o : {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
             r[o] = "no BackendOp for signal processing";
         for (auto o : {"Adam", "Adagrad", "Momentum", "Gradient"}) r[o] = "training ops (ai.onnx.preview.training) are not supported";

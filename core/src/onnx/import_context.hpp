@@ -110,6 +110,14 @@ private:
 using Converter = std::function<void(ImportContext&, const onnx::NodeProto&)>;
 /// The converter table (converters.cpp): ONNX op type (default domain) → converter.
 const std::map<std::string, Converter>& converters();
+/// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
+/// (resize.cpp).
+void convert_resize(ImportContext& c, const onnx::NodeProto& n);
+/// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
+/// value (a `const` node).
+std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);
+/// A scalar constant of `dtype`, as constant_input.
+std::int64_t scalar_constant(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, DType dtype, double v);
 /// Reason an op type has no converter (e.g. control flow, training ops), or "" when unknown.
 std::string known_unsupported_reason(const std::string& op_type);
 
