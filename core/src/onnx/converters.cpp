@@ -402,26 +402,35 @@ void convert_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), y);
 }
 
-/// MaxPool / AveragePool: 2-D directly, 1-D through a [N, C, 1, L] view (exact: a 1×k window).
+/// MaxPool / AveragePool: 2-D directly, 1-D through a [N, C, 1, L] view (exact: a 1×k window);
+/// 3 or more spatial axes, dilations, and averages over asymmetric padding without
+/// count_include_pad or with ceil_mode as strided slices (pool_by_slices).
 void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
     if (is_max) only_first_output(n, "MaxPool's Indices");
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
-    if (in.size() != 3 && in.size() != 4)
-        unsupported(n.op_type() + " with " + std::to_string(int(in.size()) - 2) + " spatial dimensions (1-D and 2-D are supported)");
+    if (in.size() < 3) unsupported(n.op_type() + " input must have spatial dimensions, got rank " + std::to_string(in.size()));
     auto kernel = attr_ints(n, "kernel_shape");
     if (!kernel) unsupported("missing kernel_shape");
+    if (kernel->size() + 2 != in.size())
+        unsupported("kernel_shape has " + std::to_string(kernel->size()) + " entries for an input of rank " + std::to_string(in.size()));
     Window w = window(n, in, *kernel);
-    for (auto d : w.dilation) if (d != 1) unsupported("dilations other than 1");
     const bool ceil_mode = attr_int(n, "ceil_mode", 0) != 0;
     const bool include_pad = attr_int(n, "count_include_pad", 0) != 0;
-    bool over_half = false;
-    for (std::size_t k = 0; k < w.kernel.size(); ++k) over_half = over_half || 2 * w.pad_begin[k] > w.kernel[k];
-    if (!symmetric(w) || over_half) {
+    bool over_half = false, dilated = false;
+    for (std::size_t k = 0; k < w.kernel.size(); ++k) {
+        over_half = over_half || 2 * w.pad_begin[k] > w.kernel[k];
+        dilated = dilated || w.dilation[k] != 1;
+    }
+    const bool padded_first = !symmetric(w) || over_half;
+    if (in.size() > 4 || dilated || (padded_first && !is_max && (!include_pad || ceil_mode))) {
+        const PoolingWindow pw{w.kernel, w.stride, w.dilation, w.pad_begin, w.pad_end, ceil_mode, include_pad};
+        c.define_node(out0(n), pool_by_slices(c, n, x, pw, is_max, out0(n)));
+        return;
+    }
+    if (padded_first) {
         // Pad first (−∞ for max, 0 for an average that counts the padding), then pool without
-        // padding: every window sees the same values. Other averages are not exact this way.
-        if (!is_max && (!include_pad || ceil_mode))
-            unsupported("asymmetric or over-half padding for AveragePool without count_include_pad or with ceil_mode");
+        // padding: every window sees the same values.
         if (!in_vocabulary("pad")) unsupported("asymmetric padding needs BackendOp 'pad'");
         x = pad_spatial(c, x, w.pad_begin, w.pad_end, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
         w.pad_begin.assign(w.kernel.size(), 0);

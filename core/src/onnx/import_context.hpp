@@ -113,6 +113,19 @@ const std::map<std::string, Converter>& converters();
 /// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
 /// (resize.cpp).
 void convert_resize(ImportContext& c, const onnx::NodeProto& n);
+/// A pooling window over the spatial axes of an [N, C, spatial...] input (ONNX MaxPool /
+/// AveragePool attributes, pads split into begin and end).
+struct PoolingWindow {
+    std::vector<std::int64_t> kernel, stride, dilation, pad_begin, pad_end;
+    bool ceil_mode = false;
+    bool count_include_pad = false;  // averages only
+};
+/// Max or average pooling of `x` by `w` as strided slices of the padded input combined with
+/// max / add, averages divided by each window's count (pooling.cpp); the last node is named `name`.
+/// Unsupported when a window covers only padding, has over 4096 positions, or the output over
+/// 2^26 positions per channel.
+std::int64_t pool_by_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const PoolingWindow& w,
+                            bool is_max, const std::string& name);
 /// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
 /// value (a `const` node).
 std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);

@@ -1,0 +1,119 @@
+// Pooling windows the pool BackendOps cannot take directly (3 or more spatial axes, dilations,
+// averages over asymmetric padding without count_include_pad or with ceil_mode), as their
+// definition: the padded input's strided `slice`s, one per window position along one axis at a
+// time (a box's max or sum is the max or sum along each axis in turn), combined with `max` or
+// `add`; averages are divided by each window's count of counted positions (a constant computed at
+// import). docs/onnx.md states where the converters use it.
+#include <limits>
+
+#include "import_context.hpp"
+
+namespace capsule::onnx_import {
+
+using std::string;
+using std::vector;
+using Id = std::int64_t;
+
+namespace {
+
+constexpr std::int64_t kMaxTaps = 4096;  // slices one window axis may take: bounds the graph's size
+constexpr std::int64_t kMaxPositions = std::int64_t(1) << 26;  // bounds the divisor table
+
+struct AxisPlan {
+    std::int64_t out = 0;       // output length
+    std::int64_t pad_end = 0;   // padding the slices need after the input (may exceed the declared)
+};
+
+/// Output length and needed end padding of one axis: floor (or, with ceil_mode, ceil) of
+/// (in + pads − dilated kernel) / stride + 1, where a ceil-mode window must start inside the input
+/// or the left padding (PyTorch's rule, as the pool BackendOps).
+AxisPlan plan_axis(const PoolingWindow& w, std::size_t a, std::int64_t in) {
+    const auto k = w.kernel[a], s = w.stride[a], d = w.dilation[a], pb = w.pad_begin[a], pe = w.pad_end[a];
+    if (k < 1 || s < 1 || d < 1 || pb < 0 || pe < 0)
+        unsupported("kernel, strides and dilations must be >= 1 and pads >= 0");
+    if (k > (std::int64_t(1) << 20) || d > (std::int64_t(1) << 20) || pb > (std::int64_t(1) << 30) || pe > (std::int64_t(1) << 30))
+        unsupported("kernel, dilations or pads beyond 2^20 / 2^30");
+    const std::int64_t extent = (k - 1) * d + 1, span = in + pb + pe - extent;
+    if (span < 0)
+        unsupported("padded input length " + std::to_string(in + pb + pe) + " is smaller than the dilated kernel " + std::to_string(extent));
+    std::int64_t out = span / s + 1 + (w.ceil_mode && span % s != 0 ? 1 : 0);
+    if (w.ceil_mode && (out - 1) * s >= in + pb) --out;
+    if (out > kMaxPositions) unsupported("more than 2^26 output positions per channel");
+    return {out, std::max<std::int64_t>(0, (out - 1) * s + extent - in - pb)};
+}
+
+/// Per output position of axis `a`, how many taps of its window a count_include_pad=`with_pad`
+/// average counts: positions inside the input, or inside the input and its declared padding.
+vector<double> window_counts(const PoolingWindow& w, std::size_t a, std::int64_t in, std::int64_t out, bool with_pad) {
+    const std::int64_t low = with_pad ? -w.pad_begin[a] : 0, high = with_pad ? in + w.pad_end[a] : in;
+    vector<double> counts(static_cast<std::size_t>(out), 0);
+    for (std::int64_t o = 0; o < out; ++o)
+        for (std::int64_t t = 0; t < w.kernel[a]; ++t) {
+            const std::int64_t p = o * w.stride[a] + t * w.dilation[a] - w.pad_begin[a];
+            counts[static_cast<std::size_t>(o)] += p >= low && p < high;
+        }
+    return counts;
+}
+
+}  // namespace
+
+Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const PoolingWindow& w, bool is_max, const string& name) {
+    const Shape in = c.node_type(x).shape;
+    const DType dtype = c.node_type(x).dtype;
+    const std::size_t sp = w.kernel.size();
+    if (in.size() != sp + 2) unsupported("kernel_shape has " + std::to_string(sp) + " entries for an input of rank " + std::to_string(in.size()));
+    vector<AxisPlan> axes;
+    for (std::size_t a = 0; a < sp; ++a) {
+        axes.push_back(plan_axis(w, a, in[2 + a]));
+        if (w.kernel[a] > kMaxTaps) unsupported("a window more than " + std::to_string(kMaxTaps) + " positions long");
+        // A window over padding alone would be −∞ (max) or 0/0 (average): refused, as ONNX
+        // Runtime and PyTorch refuse pads that large.
+        for (double count : window_counts(w, a, in[2 + a], axes.back().out, false))
+            if (count == 0) unsupported("a window covers only padding (pads too large for the kernel)");
+    }
+    std::int64_t positions = 1;
+    for (const auto& axis : axes) {
+        if (axis.out > kMaxPositions / positions) unsupported("more than 2^26 output positions per channel");
+        positions *= axis.out;
+    }
+    vector<std::int64_t> pads(2 * in.size(), 0);
+    bool padded = false;
+    for (std::size_t a = 0; a < sp; ++a) {
+        pads[2 + a] = w.pad_begin[a];
+        pads[in.size() + 2 + a] = axes[a].pad_end;
+        padded = padded || w.pad_begin[a] || axes[a].pad_end;
+    }
+    const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+    Id acc = padded ? c.add("pad", {x}, {{"pads", pads}, {"mode", string("constant")}, {"value", fill}}) : x;
+    // Max and sum over a box are max and sum over one axis after another: Σ kernel slices, not Π.
+    const bool average = !is_max;
+    for (std::size_t a = 0; a < sp; ++a) {
+        const auto length = c.node_type(acc).shape[a + 2];
+        if (w.kernel[a] == 1 && w.stride[a] == 1 && axes[a].out == length) continue;  // the identity
+        const Id along = acc;
+        for (std::int64_t t = 0; t < w.kernel[a]; ++t) {
+            const std::int64_t start = t * w.dilation[a];
+            const Id slice = c.add("slice", {along}, {{"starts", vector<std::int64_t>{start}},
+                                                      {"ends", vector<std::int64_t>{start + (axes[a].out - 1) * w.stride[a] + 1}},
+                                                      {"axes", vector<std::int64_t>{static_cast<std::int64_t>(a + 2)}},
+                                                      {"steps", vector<std::int64_t>{w.stride[a]}}});
+            acc = t == 0 ? slice : c.add(is_max ? "max" : "add", {acc, slice});
+        }
+    }
+    if (!average) return c.add_identity(acc, name);
+    // The divisor of each output position: the product of its axes' counts (the window is a box).
+    Shape out_shape;
+    vector<double> divisor{1};
+    for (std::size_t a = 0; a < sp; ++a) {
+        out_shape.push_back(axes[a].out);
+        const auto counts = window_counts(w, a, in[2 + a], axes[a].out, w.count_include_pad);
+        vector<double> next;
+        next.reserve(divisor.size() * counts.size());
+        for (double prefix : divisor)
+            for (double count : counts) next.push_back(prefix * count);
+        divisor = std::move(next);
+    }
+    return c.add("div", {acc, constant_input(c, n, "window_count", Tensor::from_values(dtype, out_shape, divisor))}, {}, name);
+}
+
+}  // namespace capsule::onnx_import
