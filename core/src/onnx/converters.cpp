@@ -312,10 +312,6 @@ void convert_gemm(ImportContext& c, const onnx::NodeProto& n) {
 
 /// Conv / pool window attributes resolved for `spatial` dims: kernel, stride, dilation, and
 /// begin/end pads (auto_pad applied).
-struct Window {
-    vector<std::int64_t> kernel, stride, dilation, pad_begin, pad_end;
-};
-
 Window window(const onnx::NodeProto& n, const Shape& in, const vector<std::int64_t>& kernel, bool stride_default_one = true) {
     const std::size_t sp = kernel.size();
     Window w;
@@ -353,13 +349,17 @@ void convert_conv(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     const auto& wt = c.type(n.input(1));
-    if (in.size() != 3 && in.size() != 4)
-        unsupported("Conv with " + std::to_string(int(in.size()) - 2) + " spatial dimensions (1-D and 2-D are supported)");
+    if (in.size() < 3 || in.size() > 5)
+        unsupported("Conv with " + std::to_string(int(in.size()) - 2) + " spatial dimensions (1-D, 2-D and 3-D are supported)");
     if (wt.shape.size() != in.size()) unsupported("Conv weight rank differs from the input's");
     vector<std::int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
     if (auto ks = attr_ints(n, "kernel_shape"); ks && *ks != kernel)
         unsupported("kernel_shape differs from the weight's shape");
     Window w = window(n, in, kernel);
+    if (in.size() == 5) {
+        c.define_node(out0(n), conv3d_by_depth_slices(c, n, x, w, attr_int(n, "group", 1), n.input(1), input_name(n, 2), out0(n)));
+        return;
+    }
     if (!symmetric(w)) {
         // Zero padding first, then the convolution without padding: the same sums.
         if (!in_vocabulary("pad")) unsupported("asymmetric padding needs BackendOp 'pad'");
@@ -377,28 +377,85 @@ void convert_conv(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), y);
 }
 
+/// The begin and end cropping of a ConvTranspose whose full output (no padding) has `full` entries
+/// along an axis and must have `target`: the ONNX spec's split of the total padding (SAME_UPPER:
+/// the smaller half first; otherwise the larger half first). A target beyond the full output is
+/// more output_padding (`extra`): zeros past the last input, plus the bias, as the reference.
+struct TransposeCrop {
+    std::int64_t begin = 0, end = 0, extra = 0;
+};
+TransposeCrop transpose_crop(std::int64_t full, std::int64_t target, bool same_upper) {
+    const std::int64_t total = full - target;
+    if (total < 0) return {0, 0, -total};
+    const std::int64_t half = total / 2;
+    return same_upper ? TransposeCrop{half, total - half, 0} : TransposeCrop{total - half, half, 0};
+}
+
+/// ConvTranspose: symmetric pads directly; asymmetric pads, auto_pad SAME_* (output = input ·
+/// stride) and output_shape as the unpadded transposed convolution, cropped by `slice`.
 void convert_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     const auto& wt = c.type(n.input(1));
     if (in.size() != 3 && in.size() != 4) unsupported("ConvTranspose with other than 1 or 2 spatial dimensions");
-    if (find_attr(n, "output_shape")) unsupported("ConvTranspose with output_shape");
-    const string auto_pad = attr_string(n, "auto_pad", "NOTSET");
-    if (auto_pad != "NOTSET" && auto_pad != "VALID") unsupported("ConvTranspose with auto_pad " + auto_pad);
+    if (wt.shape.size() != in.size()) unsupported("ConvTranspose weight rank differs from the input's");
     vector<std::int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
-    Window w = window(n, in, kernel);
-    if (!symmetric(w)) unsupported("asymmetric padding");
+    if (auto ks = attr_ints(n, "kernel_shape"); ks && *ks != kernel)
+        unsupported("kernel_shape differs from the weight's shape");
     const auto sp = kernel.size();
+    const string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") unsupported("auto_pad '" + auto_pad + "'");
+    Window w = same ? Window{kernel, attr_ints(n, "strides").value_or(vector<std::int64_t>(sp, 1)),
+                             attr_ints(n, "dilations").value_or(vector<std::int64_t>(sp, 1)),
+                             vector<std::int64_t>(sp, 0), vector<std::int64_t>(sp, 0)}
+                    : window(n, in, kernel);
+    if (w.stride.size() != sp || w.dilation.size() != sp) unsupported("strides or dilations do not match the kernel's rank");
     auto out_pad = attr_ints(n, "output_padding").value_or(vector<std::int64_t>(sp, 0));
+    if (out_pad.size() != sp) unsupported("output_padding does not match the kernel's rank");
+    auto output_shape = attr_ints(n, "output_shape");
+    if (output_shape && output_shape->size() == sp + 2) output_shape->erase(output_shape->begin(), output_shape->begin() + 2);
+    if (output_shape && output_shape->size() != sp) unsupported("output_shape does not match the kernel's rank");
+    const bool cropped = same || output_shape || !symmetric(w);
+    vector<TransposeCrop> crops(sp);
+    if (cropped) {
+        for (std::size_t a = 0; a < sp; ++a) {
+            const auto s = w.stride[a], d = w.dilation[a], len = in[2 + a];
+            if (s < 1 || d < 1 || kernel[a] < 1 || len > (std::int64_t(1) << 40) || s > (std::int64_t(1) << 20) || d > (std::int64_t(1) << 20))
+                unsupported("strides, dilations and kernel must be >= 1 (and below 2^20)");
+            const std::int64_t full = s * (len - 1) + out_pad[a] + (kernel[a] - 1) * d + 1;
+            if (output_shape || same) {
+                const std::int64_t target = output_shape ? (*output_shape)[a] : len * s;
+                if (target < 1) unsupported("output_shape entries must be >= 1");
+                crops[a] = transpose_crop(full, target, auto_pad == "SAME_UPPER");
+            } else {
+                if (w.pad_begin[a] < 0 || w.pad_end[a] < 0) unsupported("pads must be >= 0");
+                crops[a] = {w.pad_begin[a], w.pad_end[a], 0};
+            }
+            out_pad[a] += crops[a].extra;
+        }
+        w.pad_begin.assign(sp, 0);
+    }
     const auto group = attr_int(n, "group", 1);
     const bool has_bias = !input_name(n, 2).empty();
     Attributes attrs{{"out_channels", wt.shape[1] * group}, {"kernel_size", kernel}, {"stride", w.stride},
                      {"padding", w.pad_begin}, {"dilation", w.dilation}, {"groups", group},
                      {"bias", has_bias}, {"output_padding", out_pad}};
-    Id y = c.add(sp == 2 ? "conv_transpose2d" : "conv_transpose", {x}, attrs, out0(n));
+    Id y = c.add(sp == 2 ? "conv_transpose2d" : "conv_transpose", {x}, attrs, cropped ? string() : out0(n));
     vector<string> params{n.input(1)};
     if (has_bias) params.push_back(n.input(2));
     c.bind_parameters(y, params);
+    if (cropped) {
+        const Shape full = shape_of(c, y);
+        vector<std::int64_t> starts, ends, axes;
+        for (std::size_t a = 0; a < sp; ++a) {
+            starts.push_back(crops[a].begin);
+            ends.push_back(full[2 + a] - crops[a].end);
+            axes.push_back(static_cast<std::int64_t>(2 + a));
+            if (ends.back() <= starts.back()) unsupported("the padding crops the whole output along spatial axis " + std::to_string(a));
+        }
+        y = c.add("slice", {y}, {{"starts", starts}, {"ends", ends}, {"axes", axes}}, out0(n));
+    }
     c.define_node(out0(n), y);
 }
 
@@ -424,8 +481,7 @@ void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
     }
     const bool padded_first = !symmetric(w) || over_half;
     if (in.size() > 4 || dilated || (padded_first && !is_max && (!include_pad || ceil_mode))) {
-        const PoolingWindow pw{w.kernel, w.stride, w.dilation, w.pad_begin, w.pad_end, ceil_mode, include_pad};
-        c.define_node(out0(n), pool_by_slices(c, n, x, pw, is_max, out0(n)));
+        c.define_node(out0(n), pool_by_slices(c, n, x, w, is_max, ceil_mode, include_pad, out0(n)));
         return;
     }
     if (padded_first) {

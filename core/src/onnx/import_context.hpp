@@ -113,19 +113,24 @@ const std::map<std::string, Converter>& converters();
 /// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
 /// (resize.cpp).
 void convert_resize(ImportContext& c, const onnx::NodeProto& n);
-/// A pooling window over the spatial axes of an [N, C, spatial...] input (ONNX MaxPool /
-/// AveragePool attributes, pads split into begin and end).
-struct PoolingWindow {
+/// A convolution or pooling window over the spatial axes of an [N, C, spatial...] input (ONNX
+/// kernel_shape, strides, dilations, and pads split into begin and end), one entry per axis.
+struct Window {
     std::vector<std::int64_t> kernel, stride, dilation, pad_begin, pad_end;
-    bool ceil_mode = false;
-    bool count_include_pad = false;  // averages only
 };
 /// Max or average pooling of `x` by `w` as strided slices of the padded input combined with
-/// max / add, averages divided by each window's count (pooling.cpp); the last node is named `name`.
-/// Unsupported when a window covers only padding, has over 4096 positions, or the output over
-/// 2^26 positions per channel.
-std::int64_t pool_by_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const PoolingWindow& w,
-                            bool is_max, const std::string& name);
+/// max / add, averages divided by each window's count of input positions (with
+/// `count_include_pad`, of input and declared padding positions) (pooling.cpp); output lengths
+/// as PyTorch's with `ceil_mode`; the last node is named `name`. Unsupported when a window covers
+/// only padding, is longer than 4096, or the output has over 2^26 positions per channel.
+std::int64_t pool_by_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const Window& w,
+                            bool is_max, bool ceil_mode, bool count_include_pad, const std::string& name);
+/// A 3-D convolution of `x` [N, C, D, H, W] with the constant weight `weight` [M, C/groups, kD,
+/// kH, kW] (and bias [M] when `bias` is not empty) as Σ over kd of `conv2d`s of depth slices
+/// (conv3d.cpp); the last node is named `name`. Unsupported when the weight is not a constant.
+std::int64_t conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const Window& w,
+                                    std::int64_t groups, const std::string& weight, const std::string& bias,
+                                    const std::string& name);
 /// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
 /// value (a `const` node).
 std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);

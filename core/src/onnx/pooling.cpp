@@ -27,7 +27,7 @@ struct AxisPlan {
 /// Output length and needed end padding of one axis: floor (or, with ceil_mode, ceil) of
 /// (in + pads − dilated kernel) / stride + 1, where a ceil-mode window must start inside the input
 /// or the left padding (PyTorch's rule, as the pool BackendOps).
-AxisPlan plan_axis(const PoolingWindow& w, std::size_t a, std::int64_t in) {
+AxisPlan plan_axis(const Window& w, bool ceil_mode, std::size_t a, std::int64_t in) {
     const auto k = w.kernel[a], s = w.stride[a], d = w.dilation[a], pb = w.pad_begin[a], pe = w.pad_end[a];
     if (k < 1 || s < 1 || d < 1 || pb < 0 || pe < 0)
         unsupported("kernel, strides and dilations must be >= 1 and pads >= 0");
@@ -36,15 +36,15 @@ AxisPlan plan_axis(const PoolingWindow& w, std::size_t a, std::int64_t in) {
     const std::int64_t extent = (k - 1) * d + 1, span = in + pb + pe - extent;
     if (span < 0)
         unsupported("padded input length " + std::to_string(in + pb + pe) + " is smaller than the dilated kernel " + std::to_string(extent));
-    std::int64_t out = span / s + 1 + (w.ceil_mode && span % s != 0 ? 1 : 0);
-    if (w.ceil_mode && (out - 1) * s >= in + pb) --out;
+    std::int64_t out = span / s + 1 + (ceil_mode && span % s != 0 ? 1 : 0);
+    if (ceil_mode && (out - 1) * s >= in + pb) --out;
     if (out > kMaxPositions) unsupported("more than 2^26 output positions per channel");
     return {out, std::max<std::int64_t>(0, (out - 1) * s + extent - in - pb)};
 }
 
 /// Per output position of axis `a`, how many taps of its window a count_include_pad=`with_pad`
 /// average counts: positions inside the input, or inside the input and its declared padding.
-vector<double> window_counts(const PoolingWindow& w, std::size_t a, std::int64_t in, std::int64_t out, bool with_pad) {
+vector<double> window_counts(const Window& w, std::size_t a, std::int64_t in, std::int64_t out, bool with_pad) {
     const std::int64_t low = with_pad ? -w.pad_begin[a] : 0, high = with_pad ? in + w.pad_end[a] : in;
     vector<double> counts(static_cast<std::size_t>(out), 0);
     for (std::int64_t o = 0; o < out; ++o)
@@ -57,14 +57,15 @@ vector<double> window_counts(const PoolingWindow& w, std::size_t a, std::int64_t
 
 }  // namespace
 
-Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const PoolingWindow& w, bool is_max, const string& name) {
+Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window& w, bool is_max, bool ceil_mode,
+                  bool count_include_pad, const string& name) {
     const Shape in = c.node_type(x).shape;
     const DType dtype = c.node_type(x).dtype;
     const std::size_t sp = w.kernel.size();
     if (in.size() != sp + 2) unsupported("kernel_shape has " + std::to_string(sp) + " entries for an input of rank " + std::to_string(in.size()));
     vector<AxisPlan> axes;
     for (std::size_t a = 0; a < sp; ++a) {
-        axes.push_back(plan_axis(w, a, in[2 + a]));
+        axes.push_back(plan_axis(w, ceil_mode, a, in[2 + a]));
         if (w.kernel[a] > kMaxTaps) unsupported("a window more than " + std::to_string(kMaxTaps) + " positions long");
         // A window over padding alone would be −∞ (max) or 0/0 (average): refused, as ONNX
         // Runtime and PyTorch refuse pads that large.
@@ -106,7 +107,7 @@ Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Poolin
     vector<double> divisor{1};
     for (std::size_t a = 0; a < sp; ++a) {
         out_shape.push_back(axes[a].out);
-        const auto counts = window_counts(w, a, in[2 + a], axes[a].out, w.count_include_pad);
+        const auto counts = window_counts(w, a, in[2 + a], axes[a].out, count_include_pad);
         vector<double> next;
         next.reserve(divisor.size() * counts.size());
         for (double prefix : divisor)

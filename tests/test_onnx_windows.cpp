@@ -1,0 +1,453 @@
+// Windowed ONNX ops imported by decomposition: MaxPool / AveragePool as strided slices
+// (core/src/onnx/pooling.cpp) and 3-D Conv as depth-sliced conv2d (conv3d.cpp). Pooling: 3-D
+// and 1-D windows, dilations, asymmetric padding with and without count_include_pad, ceil_mode,
+// each compared with a brute-force evaluation of the pooling definition, and the refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include <onnx/onnx_pb.h>
+
+#include "capsule/onnx_import.hpp"
+#include "capsule/session.hpp"
+#include "capsule_fixtures.hpp"
+
+using namespace capsule;
+using capsule::testing::built_host;
+
+namespace {
+
+struct Pool {
+    bool is_max = true;
+    Shape in;  // [N, C, spatial...]
+    std::vector<std::int64_t> kernel, stride, dilation, pads;  // pads: begins then ends
+    bool ceil_mode = false, count_include_pad = false;
+
+    std::size_t sp() const { return kernel.size(); }
+    std::int64_t pad_begin(std::size_t a) const { return pads.empty() ? 0 : pads[a]; }
+    std::int64_t pad_end(std::size_t a) const { return pads.empty() ? 0 : pads[sp() + a]; }
+    std::int64_t step(std::size_t a) const { return stride.empty() ? 1 : stride[a]; }
+    std::int64_t dil(std::size_t a) const { return dilation.empty() ? 1 : dilation[a]; }
+
+    /// Output length (ONNX: floor, or ceil with ceil_mode, of (in + pads − dilated kernel) / stride + 1;
+    /// a ceil-mode window starting past the input and its left padding is dropped, as PyTorch).
+    std::int64_t out_length(std::size_t a) const {
+        const auto in_len = in[a + 2], extent = (kernel[a] - 1) * dil(a) + 1;
+        const double exact = double(in_len + pad_begin(a) + pad_end(a) - extent) / double(step(a)) + 1;
+        auto o = static_cast<std::int64_t>(ceil_mode ? std::ceil(exact) : std::floor(exact));
+        if (ceil_mode && (o - 1) * step(a) >= in_len + pad_begin(a)) --o;
+        return o;
+    }
+    Shape out_shape() const {
+        Shape s{in[0], in[1]};
+        for (std::size_t a = 0; a < sp(); ++a) s.push_back(out_length(a));
+        return s;
+    }
+
+    onnx::ModelProto proto() const {
+        onnx::ModelProto m;
+        m.set_ir_version(7);
+        auto* imp = m.add_opset_import();
+        imp->set_domain("");
+        imp->set_version(12);
+        auto* g = m.mutable_graph();
+        g->set_name("g");
+        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims, bool named) {
+            v->set_name(name);
+            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+            for (std::size_t a = 0; a < dims.size(); ++a) {
+                auto* dim = v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+                if (named) dim->set_dim_param("d" + std::to_string(a));
+                else dim->set_dim_value(dims[a]);
+            }
+        };
+        typed(g->add_input(), "x", in, false);
+        // The output's dimensions are left named (the importer compares its shape with ONNX's
+        // inference, which keeps a ceil-mode MaxPool window starting in the right padding).
+        typed(g->add_output(), "y", in, true);
+        auto* n = g->add_node();
+        n->set_op_type(is_max ? "MaxPool" : "AveragePool");
+        n->set_name("pool");
+        n->add_input("x");
+        n->add_output("y");
+        auto ints = [&](const std::string& name, const std::vector<std::int64_t>& v) {
+            if (v.empty()) return;
+            auto* a = n->add_attribute();
+            a->set_name(name);
+            a->set_type(onnx::AttributeProto::INTS);
+            for (auto e : v) a->add_ints(e);
+        };
+        auto flag = [&](const std::string& name, bool v) {
+            auto* a = n->add_attribute();
+            a->set_name(name);
+            a->set_type(onnx::AttributeProto::INT);
+            a->set_i(v);
+        };
+        ints("kernel_shape", kernel);
+        ints("strides", stride);
+        ints("dilations", dilation);
+        ints("pads", pads);
+        flag("ceil_mode", ceil_mode);
+        if (!is_max) flag("count_include_pad", count_include_pad);
+        return m;
+    }
+
+    /// The definition, position by position: max over the window's input positions (padding is
+    /// −∞), or their sum over the count of input positions (count_include_pad: positions within
+    /// the input and its declared pads).
+    std::vector<double> brute_force(const std::vector<double>& x) const {
+        const Shape out = out_shape();
+        std::vector<double> y;
+        const std::int64_t planes = in[0] * in[1];
+        std::int64_t plane_size = 1, out_size = 1, window = 1;
+        for (std::size_t a = 0; a < sp(); ++a) {
+            plane_size *= in[a + 2];
+            out_size *= out[a + 2];
+            window *= kernel[a];
+        }
+        for (std::int64_t p = 0; p < planes; ++p)
+            for (std::int64_t o = 0; o < out_size; ++o) {
+                double best = -std::numeric_limits<double>::infinity(), sum = 0, counted = 0;
+                for (std::int64_t t = 0; t < window; ++t) {
+                    std::int64_t offset = 0, orest = o, trest = t;
+                    bool inside = true, in_pads = true;
+                    std::vector<std::int64_t> pos(sp());
+                    for (std::size_t a = sp(); a-- > 0;) {
+                        const auto oa = orest % out[a + 2], ta = trest % kernel[a];
+                        orest /= out[a + 2];
+                        trest /= kernel[a];
+                        pos[a] = oa * step(a) + ta * dil(a) - pad_begin(a);
+                        inside = inside && pos[a] >= 0 && pos[a] < in[a + 2];
+                        in_pads = in_pads && pos[a] >= -pad_begin(a) && pos[a] < in[a + 2] + pad_end(a);
+                    }
+                    for (std::size_t a = 0; a < sp(); ++a) offset = offset * in[a + 2] + pos[a];
+                    if (inside) {
+                        const double v = x[static_cast<std::size_t>(p * plane_size + offset)];
+                        best = std::max(best, v);
+                        sum += v;
+                    }
+                    counted += count_include_pad ? in_pads : inside;
+                }
+                y.push_back(is_max ? best : sum / counted);
+            }
+        return y;
+    }
+};
+
+std::vector<double> run(const Pool& pool, const std::vector<double>& x) {
+    const auto model = import_onnx_bytes(pool.proto().SerializeAsString(), "pool.onnx", {});
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), model.graph);
+    EXPECT_TRUE(accepted.accepted.has_value());
+    ParameterMap params = model.parameters;
+    auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, pool.in, x)}}, params);
+    auto session = Session::create(profile, *accepted.accepted, model.graph, built_host(), params);
+    auto out = session.run(inputs);
+    EXPECT_EQ(out.size(), 1u);
+    EXPECT_EQ(out.at(0).shape(), pool.out_shape());
+    return out.at(0).to_doubles();
+}
+
+std::vector<double> values(const Shape& shape) {
+    std::int64_t count = 1;
+    for (auto d : shape) count *= d;
+    std::vector<double> v;
+    for (std::int64_t i = 0; i < count; ++i) v.push_back(static_cast<double>(static_cast<float>(std::sin(1.7 * double(i)) * 4)));
+    return v;
+}
+
+}  // namespace
+
+TEST(OnnxPooling, SlicedWindowsMatchTheDefinition) {
+    std::vector<std::pair<std::string, Pool>> cases;
+    Pool p;
+    p.in = {2, 2, 5, 6, 7};
+    p.kernel = {2, 3, 2};
+    cases.emplace_back("3-D max", p);
+    p.stride = {2, 1, 3};
+    p.dilation = {1, 2, 2};
+    p.pads = {1, 0, 1, 0, 2, 1};
+    cases.emplace_back("3-D max, strides, dilations, asymmetric pads", p);
+    p.ceil_mode = true;
+    cases.emplace_back("3-D max, ceil_mode", p);
+    p.is_max = false;
+    p.dilation.clear();
+    // Along the last axis ceil_mode adds a window, none starting in the right padding (ONNX
+    // 1.12's shape inference of AveragePool would keep such a window, which PyTorch drops).
+    p.kernel = {2, 3, 3};
+    p.stride = {2, 1, 2};
+    p.pads = {1, 0, 1, 0, 2, 0};
+    cases.emplace_back("3-D average, ceil_mode, pads not counted", p);
+    p.count_include_pad = true;
+    cases.emplace_back("3-D average, ceil_mode, pads counted", p);
+    Pool q;
+    q.in = {1, 3, 9, 8};
+    q.kernel = {3, 2};
+    q.stride = {2, 3};
+    q.dilation = {3, 2};
+    q.pads = {2, 0, 0, 1};
+    cases.emplace_back("2-D dilated max", q);
+    q.is_max = false;
+    q.dilation.clear();
+    cases.emplace_back("2-D average over asymmetric pads, not counted", q);
+    q.ceil_mode = true;
+    q.count_include_pad = true;
+    q.stride = {3, 3};
+    q.pads = {2, 0, 0, 0};
+    cases.emplace_back("2-D average over asymmetric pads, counted, ceil_mode", q);
+    Pool r;
+    r.in = {2, 1, 11};
+    r.kernel = {3};
+    r.dilation = {4};
+    r.pads = {1, 3};
+    cases.emplace_back("1-D dilated max", r);
+    for (const auto& [what, pool] : cases) {
+        SCOPED_TRACE(what);
+        const auto x = values(pool.in);
+        const auto got = run(pool, x), expected = pool.brute_force(x);
+        ASSERT_EQ(got.size(), expected.size());
+        for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 2e-6) << i;
+    }
+}
+
+TEST(OnnxPooling, WindowsOverPaddingAloneOrTooLongAreRefused) {
+    Pool p;
+    p.in = {1, 1, 4, 4, 4};
+    p.kernel = {2, 2, 2};
+    p.pads = {3, 0, 0, 0, 0, 0};  // the first window along axis 2 covers rows −3 and −2 only
+    try {
+        import_onnx_bytes(p.proto().SerializeAsString(), "pool.onnx", {});
+        ADD_FAILURE() << "imported";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("a window covers only padding"), std::string::npos) << e.what();
+    }
+    Pool q;
+    q.in = {1, 1, 9000, 2, 2};
+    q.kernel = {5000, 1, 1};
+    try {
+        import_onnx_bytes(q.proto().SerializeAsString(), "pool.onnx", {});
+        ADD_FAILURE() << "imported";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("a window more than 4096 positions long"), std::string::npos) << e.what();
+    }
+}
+
+namespace {
+
+/// y[n, m, o...] = b[m] + Σ_{c in m's group, t...} x[n, c, o·s + t·d − pad_begin] · W[m, c, t...]
+/// (positions outside the input are zero): ONNX Conv's definition, for 3 spatial axes.
+std::vector<double> conv3d_brute_force(const Shape& in, const std::vector<double>& x, const Shape& ws, const std::vector<double>& wv,
+                                       const std::vector<double>& bias, std::int64_t groups, const std::vector<std::int64_t>& stride,
+                                       const std::vector<std::int64_t>& dilation, const std::vector<std::int64_t>& pads, Shape& out) {
+    out = {in[0], ws[0]};
+    for (int a = 0; a < 3; ++a)
+        out.push_back((in[a + 2] + pads[a] + pads[a + 3] - ((ws[a + 2] - 1) * dilation[a] + 1)) / stride[a] + 1);
+    const std::int64_t per_group_in = in[1] / groups, per_group_out = ws[0] / groups;
+    std::vector<double> y;
+    for (std::int64_t b = 0; b < out[0]; ++b)
+        for (std::int64_t m = 0; m < out[1]; ++m)
+            for (std::int64_t o0 = 0; o0 < out[2]; ++o0)
+                for (std::int64_t o1 = 0; o1 < out[3]; ++o1)
+                    for (std::int64_t o2 = 0; o2 < out[4]; ++o2) {
+                        double sum = bias.empty() ? 0 : bias[static_cast<std::size_t>(m)];
+                        for (std::int64_t cg = 0; cg < ws[1]; ++cg)
+                            for (std::int64_t t0 = 0; t0 < ws[2]; ++t0)
+                                for (std::int64_t t1 = 0; t1 < ws[3]; ++t1)
+                                    for (std::int64_t t2 = 0; t2 < ws[4]; ++t2) {
+                                        const std::int64_t p0 = o0 * stride[0] + t0 * dilation[0] - pads[0];
+                                        const std::int64_t p1 = o1 * stride[1] + t1 * dilation[1] - pads[1];
+                                        const std::int64_t p2 = o2 * stride[2] + t2 * dilation[2] - pads[2];
+                                        if (p0 < 0 || p1 < 0 || p2 < 0 || p0 >= in[2] || p1 >= in[3] || p2 >= in[4]) continue;
+                                        const std::int64_t ch = (m / per_group_out) * per_group_in + cg;
+                                        sum += x[static_cast<std::size_t>((((b * in[1] + ch) * in[2] + p0) * in[3] + p1) * in[4] + p2)] *
+                                               wv[static_cast<std::size_t>((((m * ws[1] + cg) * ws[2] + t0) * ws[3] + t1) * ws[4] + t2)];
+                                    }
+                        y.push_back(sum);
+                    }
+    return y;
+}
+
+}  // namespace
+
+TEST(OnnxConv3d, DepthSlicedConvolutionMatchesTheDefinition) {
+    // Groups, strides, dilations, asymmetric pads on every axis, with and without bias.
+    const Shape in{2, 4, 5, 6, 5}, ws{6, 2, 3, 2, 3};
+    const std::vector<std::int64_t> stride{2, 1, 2}, dilation{1, 2, 1}, pads{1, 0, 2, 0, 1, 1};
+    const auto x = values(in);
+    std::vector<double> wv = values(ws), bias{0.5, -1, 2, 0.25, -0.75, 1.5};
+    for (auto& v : wv) v = static_cast<double>(static_cast<float>(v * 0.3));
+    for (bool with_bias : {true, false}) {
+        SCOPED_TRACE(with_bias ? "bias" : "no bias");
+        Shape out;
+        const auto expected = conv3d_brute_force(in, x, ws, wv, with_bias ? bias : std::vector<double>{}, 2, stride, dilation, pads, out);
+        onnx::ModelProto m;
+        m.set_ir_version(7);
+        m.add_opset_import()->set_version(13);
+        auto* g = m.mutable_graph();
+        g->set_name("g");
+        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
+            v->set_name(name);
+            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+        };
+        typed(g->add_input(), "x", in);
+        typed(g->add_output(), "y", out);
+        auto initializer = [&](const std::string& name, const Shape& dims, const std::vector<double>& v) {
+            auto* t = g->add_initializer();
+            t->set_name(name);
+            t->set_data_type(onnx::TensorProto::FLOAT);
+            for (auto d : dims) t->add_dims(d);
+            for (double e : v) t->add_float_data(static_cast<float>(e));
+        };
+        initializer("w", ws, wv);
+        auto* n = g->add_node();
+        n->set_op_type("Conv");
+        n->add_input("x");
+        n->add_input("w");
+        if (with_bias) {
+            initializer("b", {6}, bias);
+            n->add_input("b");
+        }
+        n->add_output("y");
+        auto ints = [&](const std::string& name, const std::vector<std::int64_t>& v) {
+            auto* a = n->add_attribute();
+            a->set_name(name);
+            a->set_type(onnx::AttributeProto::INTS);
+            for (auto e : v) a->add_ints(e);
+        };
+        ints("strides", stride);
+        ints("dilations", dilation);
+        ints("pads", pads);
+        auto* a = n->add_attribute();
+        a->set_name("group");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(2);
+        const auto model = import_onnx_bytes(m.SerializeAsString(), "conv3d.onnx", {});
+        const auto& profile = find_builtin_profile("checked_cpu");
+        auto accepted = profile.accept_graph(built_host(), model.graph);
+        ASSERT_TRUE(accepted.accepted.has_value());
+        ParameterMap params = model.parameters;
+        auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, in, x)}}, params);
+        auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].shape(), out);
+        const auto y = got[0].to_doubles();
+        ASSERT_EQ(y.size(), expected.size());
+        for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-4) << i;
+    }
+}
+
+namespace {
+
+/// ONNX ConvTranspose's definition, 2-D, groups 1: y[n, m, o] = b[m] + Σ x[n, c, i] · W[c, m, t]
+/// over o = i·s + t·d − pad_begin, for o in [0, full − pad_begin − pad_end) where full =
+/// s·(in − 1) + output_padding + (k − 1)·d + 1; a negative pad_end extends the output (bias only).
+std::vector<double> conv_transpose_brute_force(const Shape& in, const std::vector<double>& x, const Shape& ws, const std::vector<double>& wv,
+                                               const std::vector<double>& bias, const std::vector<std::int64_t>& stride,
+                                               const std::vector<std::int64_t>& dilation, const std::vector<std::int64_t>& pad_begin,
+                                               const std::vector<std::int64_t>& pad_end, const std::vector<std::int64_t>& output_padding,
+                                               Shape& out) {
+    out = {in[0], ws[1]};
+    for (int a = 0; a < 2; ++a)
+        out.push_back(stride[a] * (in[a + 2] - 1) + output_padding[a] + (ws[a + 2] - 1) * dilation[a] + 1 - pad_begin[a] - pad_end[a]);
+    std::vector<double> y;
+    for (std::int64_t b = 0; b < out[0]; ++b)
+        for (std::int64_t m = 0; m < out[1]; ++m)
+            for (std::int64_t o0 = 0; o0 < out[2]; ++o0)
+                for (std::int64_t o1 = 0; o1 < out[3]; ++o1) {
+                    double sum = bias[static_cast<std::size_t>(m)];
+                    for (std::int64_t ch = 0; ch < in[1]; ++ch)
+                        for (std::int64_t i0 = 0; i0 < in[2]; ++i0)
+                            for (std::int64_t i1 = 0; i1 < in[3]; ++i1)
+                                for (std::int64_t t0 = 0; t0 < ws[2]; ++t0)
+                                    for (std::int64_t t1 = 0; t1 < ws[3]; ++t1)
+                                        if (i0 * stride[0] + t0 * dilation[0] - pad_begin[0] == o0 &&
+                                            i1 * stride[1] + t1 * dilation[1] - pad_begin[1] == o1)
+                                            sum += x[static_cast<std::size_t>(((b * in[1] + ch) * in[2] + i0) * in[3] + i1)] *
+                                                   wv[static_cast<std::size_t>(((ch * ws[1] + m) * ws[2] + t0) * ws[3] + t1)];
+                    y.push_back(sum);
+                }
+    return y;
+}
+
+}  // namespace
+
+TEST(OnnxConvTranspose, CroppedOutputsMatchTheDefinition) {
+    const Shape in{1, 2, 3, 4}, ws{2, 3, 3, 2};
+    const std::vector<std::int64_t> stride{3, 2}, dilation{1, 2};
+    const auto x = values(in);
+    const auto wv = values(ws);
+    const std::vector<double> bias{0.5, -1, 2};
+    struct Case {
+        std::string what;
+        std::vector<std::pair<std::string, std::vector<std::int64_t>>> attrs;
+        std::string auto_pad;
+        std::vector<std::int64_t> pad_begin, pad_end, output_padding;  // what the brute force is given
+    };
+    // Full output: 3·2 + 3 = 9 by 2·3 + 2 + 1 = 9 (output_padding 0).
+    const Case cases[] = {
+        {"asymmetric pads", {{"pads", {2, 0, 1, 3}}}, "", {2, 0}, {1, 3}, {0, 0}},
+        {"output_shape, the larger half of the padding first", {{"output_shape", {6, 8}}}, "", {2, 1}, {1, 0}, {0, 0}},
+        {"output_shape past the full output: more output_padding", {{"output_shape", {11, 10}}}, "", {0, 0}, {-2, -1}, {0, 0}},
+        {"SAME_UPPER: output = input · stride, the smaller half first", {}, "SAME_UPPER", {0, 0}, {0, 1}, {0, 0}},
+        {"SAME_LOWER", {}, "SAME_LOWER", {0, 1}, {0, 0}, {0, 0}},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.what);
+        Shape out;
+        const auto expected = conv_transpose_brute_force(in, x, ws, wv, bias, stride, dilation, c.pad_begin, c.pad_end, c.output_padding, out);
+        onnx::ModelProto m;
+        m.set_ir_version(7);
+        m.add_opset_import()->set_version(13);
+        auto* g = m.mutable_graph();
+        g->set_name("g");
+        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
+            v->set_name(name);
+            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+        };
+        typed(g->add_input(), "x", in);
+        typed(g->add_output(), "y", out);
+        auto initializer = [&](const std::string& name, const Shape& dims, const std::vector<double>& v) {
+            auto* t = g->add_initializer();
+            t->set_name(name);
+            t->set_data_type(onnx::TensorProto::FLOAT);
+            for (auto d : dims) t->add_dims(d);
+            for (double e : v) t->add_float_data(static_cast<float>(e));
+        };
+        initializer("w", ws, wv);
+        initializer("b", {3}, bias);
+        auto* n = g->add_node();
+        n->set_op_type("ConvTranspose");
+        for (const auto* i : {"x", "w", "b"}) n->add_input(i);
+        n->add_output("y");
+        auto attrs = c.attrs;
+        attrs.push_back({"strides", stride});
+        attrs.push_back({"dilations", dilation});
+        for (const auto& [name, v] : attrs) {
+            auto* a = n->add_attribute();
+            a->set_name(name);
+            a->set_type(onnx::AttributeProto::INTS);
+            for (auto e : v) a->add_ints(e);
+        }
+        if (!c.auto_pad.empty()) {
+            auto* a = n->add_attribute();
+            a->set_name("auto_pad");
+            a->set_type(onnx::AttributeProto::STRING);
+            a->set_s(c.auto_pad);
+        }
+        const auto model = import_onnx_bytes(m.SerializeAsString(), "convtranspose.onnx", {});
+        const auto& profile = find_builtin_profile("checked_cpu");
+        auto accepted = profile.accept_graph(built_host(), model.graph);
+        ASSERT_TRUE(accepted.accepted.has_value());
+        ParameterMap params = model.parameters;
+        auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, in, x)}}, params);
+        auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].shape(), out);
+        const auto y = got[0].to_doubles();
+        ASSERT_EQ(y.size(), expected.size());
+        for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-4) << i;
+    }
+}
