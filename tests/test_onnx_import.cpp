@@ -753,3 +753,34 @@ TEST(OnnxImport, HugeFoldedConstantIsRefusedWithItsShape) {
                            "constant folding would make a value of shape " + to_string(Shape(dims))));
     }
 }
+
+TEST(OnnxImport, RoundGoesHalfToEvenAndKeepsNonFiniteValues) {
+    const double inf = INFINITY;
+    const std::vector<double> x = {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, -0.7, 3.7, 8388609.0, NAN, inf, -inf};
+    auto out = run(import(unary_model("Round", {13}, {13})), {{"x", Tensor::from_values(DType::float32, {13}, x)}});
+    ASSERT_EQ(out.size(), 1u);
+    const auto got = out[0].to_doubles();
+    // numpy.round's values (half to even); 2^23 + 1 is already an integer.
+    const std::vector<double> expected = {-2, -2, -0.0, 0, 2, 2, 0, -1, 4, 8388609.0};
+    for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(got[i], expected[i]) << x[i];
+    EXPECT_TRUE(std::isnan(got[10]));
+    EXPECT_EQ(got[11], inf);
+    EXPECT_EQ(got[12], -inf);
+}
+
+TEST(OnnxImport, PReluBeforeOpset7TakesAOneDimensionalSlopePerChannel) {
+    // x [2, 3, 2], slope [3] (opset 6: one slope per channel, axis 1; from opset 7 it would
+    // broadcast against the last axis and not fit).
+    auto m = new_model(6);
+    set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3, 2});
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3, 2});
+    add_float_initializer(m, "slope", {3}, {0.5f, -2.0f, 0.25f});
+    add_node(m, "PRelu", {"x", "slope"}, {"y"});
+    std::vector<double> x(12);
+    for (int i = 0; i < 12; ++i) x[i] = (i % 2 ? 1.0 : -1.0) * (i + 1);
+    auto out = run(import(m), {{"x", Tensor::from_values(DType::float32, {2, 3, 2}, x)}});
+    ASSERT_EQ(out.size(), 1u);
+    const double slope[] = {0.5, -2.0, 0.25};
+    const auto got = out[0].to_doubles();
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(got[i], x[i] >= 0 ? x[i] : slope[(i / 2) % 3] * x[i]) << i;
+}

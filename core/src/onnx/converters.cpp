@@ -156,6 +156,14 @@ void convert_prelu(ImportContext& c, const onnx::NodeProto& n) {
     // prelu(x) = relu(x) + slope * min(x, 0): for x ≥ 0 the second term is ±0, for x < 0 the first is 0.
     Id x = x0(c, n), slope = c.runtime(n.input(1));
     const auto dtype = c.node_type(x).dtype;
+    // Before opset 7 a 1-D slope of C entries is per channel (axis 1), as PyTorch's PReLU exports it.
+    const Shape& xs = shape_of(c, x);
+    const Shape& ss = shape_of(c, slope);
+    if (c.opset() < 7 && ss.size() == 1 && xs.size() > 2 && ss[0] == xs[1] && ss[0] != 1) {
+        Shape per_channel(xs.size() - 1, 1);
+        per_channel[0] = ss[0];
+        slope = reshape(c, slope, per_channel);
+    }
     c.define_constant(out0(n) + "#zero", Tensor::zeros(dtype, {}));
     Id zero = c.runtime(out0(n) + "#zero");
     Id pos = c.add("relu", {x});
@@ -1122,6 +1130,26 @@ void convert_constant_of_shape(ImportContext& c, const onnx::NodeProto& n) {
     unsupported("ConstantOfShape that constant folding refused");
 }
 
+/// ONNX Round (half to even, as numpy.round): f = floor(x), then f + 1 where x − f > 0.5, or
+/// x − f = 0.5 and f is odd; exact, NaN and ±inf kept (x − f is NaN there, so nothing is added).
+void convert_round(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const DType dtype = c.node_type(x).dtype;
+    const Id f = c.add("floor", {x});
+    const Id frac = c.add("sub", {x, f});
+    const Id half = scalar_constant(c, n, "half", dtype, 0.5), one = scalar_constant(c, n, "one", dtype, 1);
+    const Id odd = c.add("equal", {c.add("mod", {f, scalar_constant(c, n, "two", dtype, 2)}, {{"fmod", false}}), one});
+    const Id up = c.add("logical_or", {c.add("greater", {frac, half}), c.add("logical_and", {c.add("equal", {frac, half}), odd})});
+    c.define_node(out0(n), c.add("where", {up, c.add("add", {f, one}), f}, {}, out0(n)));
+}
+
+/// ONNX Range is folded at import when start, limit and delta are constants (constant_folding.cpp:
+/// its length depends on their values). Otherwise they must be bound as constants.
+void convert_range(ImportContext& c, const onnx::NodeProto& n) {
+    for (int k = 0; k < 3; ++k) c.constant(n.input(k), "Range input " + std::to_string(k));  // raises, naming the input to bind
+    unsupported("Range that constant folding refused");
+}
+
 /// ONNX ReverseSequence: along `time_axis`, the first sequence_lens[b] entries of each batch
 /// entry b (along `batch_axis`) reversed, the rest kept. As gather_elements with a constant index
 /// tensor (sequence_lens must be a constant).
@@ -1369,7 +1397,7 @@ const std::map<string, Converter>& converters() {
                  {"Ceil", "ceil"}, {"Sign", "sign"}, {"Tan", "tan"}, {"Asin", "asin"}, {"Acos", "acos"},
                  {"Atan", "atan"}, {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asinh", "asinh"}, {"Acosh", "acosh"},
                  {"Atanh", "atanh"}, {"Softsign", "softsign"}, {"HardSwish", "hardswish"}, {"Mish", "mish"},
-                 {"Not", "logical_not"}, {"Round", "round"}})
+                 {"Not", "logical_not"}})
             t[onnx_op] = unary(op);
         for (auto [onnx_op, op] : vector<std::pair<string, string>>{
                  {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
@@ -1397,6 +1425,8 @@ const std::map<string, Converter>& converters() {
         t["GatherND"] = convert_gather_nd;
         t["ScatterND"] = convert_scatter_nd;
         t["Compress"] = convert_compress;
+        t["Range"] = convert_range;
+        t["Round"] = convert_round;
         t["Resize"] = convert_resize;
         t["Upsample"] = convert_resize;
         t["IsNaN"] = convert_is_nan;
