@@ -26,6 +26,7 @@ struct ResizeModel {
     Shape in;
     int elem = onnx::TensorProto::FLOAT;
     std::vector<float> roi, scales;
+    Shape scales_shape;  // empty: [scales.size()]
     std::vector<std::int64_t> sizes;
     Shape out;  // empty: unknown
     std::vector<std::pair<std::string, std::string>> strings;
@@ -56,7 +57,10 @@ struct ResizeModel {
             auto* t = g->add_initializer();
             t->set_name(name);
             t->set_data_type(onnx::TensorProto::FLOAT);
-            t->add_dims(static_cast<std::int64_t>(values.size()));
+            if (name == "scales" && !scales_shape.empty())
+                for (auto d : scales_shape) t->add_dims(d);
+            else
+                t->add_dims(static_cast<std::int64_t>(values.size()));
             for (auto v : values) t->add_float_data(v);
             return name;
         };
@@ -230,6 +234,60 @@ TEST(OnnxResize, CropSamplesOutsideTakeTheExtrapolationValueEvenNextToInfinity) 
               (std::vector<double>(5, 7)));
 }
 
+TEST(OnnxResize, CropWithScalesKeepsTheLengthInTimesScale) {
+    // x = [0, 1, 2, 3], roi 0.25 .. 0.75 on axis 1, scale 2: 8 outputs (floor(4 · 2), as ONNX's
+    // shape inference, ONNX Runtime and the reference), sampling 0.75 + x · 0.5 · 3 / 7.
+    ResizeModel r;
+    r.in = {1, 4};
+    r.roi = {0, 0.25f, 1, 0.75f};
+    r.scales = {1, 2};
+    r.out = {1, 8};
+    r.strings = {{"mode", "linear"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}};
+    const auto y = run(r, Tensor::from_values(DType::float32, {1, 4}, {0, 1, 2, 3}));
+    ASSERT_EQ(y.shape(), (Shape{1, 8}));
+    std::vector<double> expected;
+    for (int x = 0; x < 8; ++x) expected.push_back(0.75 + x * 0.5 * 3 / 7);
+    expect_near(y.to_doubles(), expected, 1e-6);
+}
+
+TEST(OnnxResize, OutputLengthsAreComputedInFloat32AsOnnxShapeInference) {
+    // float32 10 · 0.7 is 7 (in double, 10 · 0.699999988 would floor to 6).
+    ResizeModel r;
+    r.in = {10};
+    r.scales = {0.7f};
+    r.out = {7};
+    r.strings = {{"coordinate_transformation_mode", "asymmetric"}};
+    EXPECT_EQ(run(r, Tensor::from_values(DType::float32, {10}, iota(10))).shape(), (Shape{7}));
+}
+
+TEST(OnnxResize, ZeroWeightTapsDoNotTurnInfinityIntoNan) {
+    // [1, inf] × 2, linear, asymmetric: sources 0, 0.5, 1, 1.5. At 0 the tap on inf has weight 0
+    // (the reference gives 1; a product 0 · inf would give NaN); at 1 the clamped tap is inf itself.
+    ResizeModel r;
+    r.in = {2};
+    r.scales = {2};
+    r.out = {4};
+    r.strings = {{"mode", "linear"}, {"coordinate_transformation_mode", "asymmetric"}};
+    const double inf = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(run(r, Tensor::from_values(DType::float32, {2}, {1, inf})).to_doubles(), (std::vector<double>{1, inf, inf, inf}));
+}
+
+TEST(OnnxResize, NearestCropsBooleansWithoutArithmetic) {
+    // bool [1, 4], the crop of CropSamplesOutside…: outside samples take extrapolation 0.5 → true.
+    ResizeModel r;
+    r.in = {1, 4};
+    r.elem = onnx::TensorProto::BOOL;
+    r.roi = {0, -0.5f, 1, 1.5f};
+    r.sizes = {1, 5};
+    r.out = {1, 5};
+    r.strings = {{"coordinate_transformation_mode", "tf_crop_and_resize"}};
+    r.floats = {{"extrapolation_value", 0.5f}};
+    // Sources −1.5 (outside), 0, 1.5 (round_prefer_floor: 1), 3, 4.5 (outside).
+    const auto y = run(r, Tensor::from_values(DType::boolean, {1, 4}, {0, 1, 0, 0}));
+    ASSERT_EQ(y.dtype(), DType::boolean);
+    EXPECT_EQ(y.to_doubles(), (std::vector<double>{1, 0, 1, 0, 1}));
+}
+
 TEST(OnnxResize, UnitScalesCopyTheInputWithoutInterpolating) {
     ResizeModel r;
     r.in = {2, 3};
@@ -274,15 +332,15 @@ TEST(OnnxResize, RefusalsNameTheirCause) {
         change(m);
         cases.push_back({std::move(what), std::move(m), std::move(reason)});
     };
-    with("zero scale", [](ResizeModel& m) { m.scales = {1, 0}; }, "gives an output length outside [1, 2^26]");
-    with("negative scale", [](ResizeModel& m) { m.scales = {1, -2}; }, "gives an output length outside [1, 2^26]");
-    with("NaN scale", [](ResizeModel& m) { m.scales = {1, NAN}; }, "gives an output length outside [1, 2^26]");
-    with("huge scale", [](ResizeModel& m) { m.scales = {1, 1e9f}; }, "gives an output length outside [1, 2^26]");
-    with("scale to nothing", [](ResizeModel& m) { m.scales = {1, 0.2f}; }, "gives an output length outside [1, 2^26]");
+    with("zero scale", [](ResizeModel& m) { m.scales = {1, 0}; }, "gives an output length outside [1, 2^22]");
+    with("negative scale", [](ResizeModel& m) { m.scales = {1, -2}; }, "gives an output length outside [1, 2^22]");
+    with("NaN scale", [](ResizeModel& m) { m.scales = {1, NAN}; }, "Resize scales holds nan");
+    with("huge scale", [](ResizeModel& m) { m.scales = {1, 1e9f}; }, "gives an output length outside [1, 2^22]");
+    with("scale to nothing", [](ResizeModel& m) { m.scales = {1, 0.2f}; }, "gives an output length outside [1, 2^22]");
     with("both", [](ResizeModel& m) { m.sizes = {1, 8}; }, "both scales and sizes are given");
     with("neither", [](ResizeModel& m) { m.scales.clear(); }, "neither scales nor sizes is given");
-    with("zero size", [](ResizeModel& m) { m.scales.clear(); m.sizes = {1, 0}; }, "output size 0 outside [1, 2^26]");
-    with("huge size", [](ResizeModel& m) { m.scales.clear(); m.sizes = {1, std::int64_t(1) << 40}; }, "outside [1, 2^26]");
+    with("zero size", [](ResizeModel& m) { m.scales.clear(); m.sizes = {1, 0}; }, "output size 0 outside [1, 2^22]");
+    with("huge size", [](ResizeModel& m) { m.scales.clear(); m.sizes = {1, std::int64_t(1) << 40}; }, "outside [1, 2^22]");
     with("short scales", [](ResizeModel& m) { m.scales = {2}; }, "scales has 1 entries for an input of rank 2");
     with("crop without roi", [](ResizeModel& m) { m.strings = {{"coordinate_transformation_mode", "tf_crop_and_resize"}}; },
          "tf_crop_and_resize needs the roi input");
@@ -294,6 +352,16 @@ TEST(OnnxResize, RefusalsNameTheirCause) {
     with("cubic in opset 10", [](ResizeModel& m) { m.opset = 10; m.strings = {{"mode", "cubic"}}; }, "mode 'cubic' (expected nearest, linear)");
     with("coordinates", [](ResizeModel& m) { m.strings = {{"coordinate_transformation_mode", "centre"}}; }, "coordinate_transformation_mode 'centre'");
     with("rounding", [](ResizeModel& m) { m.strings = {{"nearest_mode", "away"}}; }, "nearest_mode 'away'");
+    with("NaN roi", [](ResizeModel& m) { m.roi = {0, NAN, 1, 1}; m.strings = {{"coordinate_transformation_mode", "tf_crop_and_resize"}}; },
+         "Resize roi holds nan");
+    with("2-D scales", [](ResizeModel& m) { m.scales = {1, 2, 1, 2}; m.scales_shape = {2, 2}; }, "Resize scales must be 1-D, got shape [2, 2]");
+    with("int64 crop extrapolating NaN", [](ResizeModel& m) {
+        m.elem = onnx::TensorProto::INT64;
+        m.roi = {0, -1, 1, 2};
+        m.strings = {{"coordinate_transformation_mode", "tf_crop_and_resize"}};
+        m.floats = {{"extrapolation_value", NAN}};
+    }, "extrapolation_value nan is not an int64 value for an int64 input");
+    with("Upsample-9 below 1", [](ResizeModel& m) { m.op = "Upsample"; m.opset = 9; m.scales = {1, 0.5f}; }, "Upsample scales must be >= 1, got 0.5");
     with("antialias", [](ResizeModel& m) { m.ints = {{"antialias", 1}}; }, "Unrecognized attribute: antialias");  // the ONNX checker's words
     for (const auto& c : cases) {
         SCOPED_TRACE(c.what);

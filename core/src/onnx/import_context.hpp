@@ -122,7 +122,7 @@ struct Window {
 /// max / add, averages divided by each window's count of input positions (with
 /// `count_include_pad`, of input and declared padding positions) (pooling.cpp); output lengths
 /// as PyTorch's with `ceil_mode`; the last node is named `name`. Unsupported when a window covers
-/// only padding, is longer than 4096, or the output has over 2^26 positions per channel.
+/// only padding, is longer than 4096, or the output has over 2^24 positions per channel.
 std::int64_t pool_by_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const Window& w,
                             bool is_max, bool ceil_mode, bool count_include_pad, const std::string& name);
 /// A 3-D convolution of `x` [N, C, D, H, W] with the constant weight `weight` [M, C/groups, kD,

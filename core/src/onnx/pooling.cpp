@@ -17,7 +17,7 @@ using Id = std::int64_t;
 namespace {
 
 constexpr std::int64_t kMaxTaps = 4096;  // slices one window axis may take: bounds the graph's size
-constexpr std::int64_t kMaxPositions = std::int64_t(1) << 26;  // bounds the divisor table
+constexpr std::int64_t kMaxPositions = std::int64_t(1) << 24;  // bounds the divisor table (192 MB at import)
 
 struct AxisPlan {
     std::int64_t out = 0;       // output length
@@ -38,7 +38,7 @@ AxisPlan plan_axis(const Window& w, bool ceil_mode, std::size_t a, std::int64_t 
         unsupported("padded input length " + std::to_string(in + pb + pe) + " is smaller than the dilated kernel " + std::to_string(extent));
     std::int64_t out = span / s + 1 + (ceil_mode && span % s != 0 ? 1 : 0);
     if (ceil_mode && (out - 1) * s >= in + pb) --out;
-    if (out > kMaxPositions) unsupported("more than 2^26 output positions per channel");
+    if (out > kMaxPositions) unsupported("more than 2^24 output positions per channel");
     return {out, std::max<std::int64_t>(0, (out - 1) * s + extent - in - pb)};
 }
 
@@ -74,7 +74,7 @@ Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window
     }
     std::int64_t positions = 1;
     for (const auto& axis : axes) {
-        if (axis.out > kMaxPositions / positions) unsupported("more than 2^26 output positions per channel");
+        if (axis.out > kMaxPositions / positions) unsupported("more than 2^24 output positions per channel");
         positions *= axis.out;
     }
     vector<std::int64_t> pads(2 * in.size(), 0);

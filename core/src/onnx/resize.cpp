@@ -41,12 +41,18 @@ struct AxisTaps {
     vector<bool> outside;                  // [out_len]
 };
 
-constexpr std::int64_t kMaxAxisLength = std::int64_t(1) << 26;  // the tables' size bound
+// The tables' bound (at most 4 taps × 2^22 entries per axis: about 200 MB at import).
+constexpr std::int64_t kMaxAxisLength = std::int64_t(1) << 22;
 
+/// A 1-D float constant's values; Unsupported when it is not one or holds NaN or ±inf.
 vector<double> float_values(ImportContext& c, const string& name, const string& what) {
     const Tensor& t = c.constant(name, what);
     if (t.dtype() != DType::float32 && t.dtype() != DType::float64) unsupported(what + " must be float32 or float64");
-    return t.to_doubles();
+    if (t.shape().size() != 1) unsupported(what + " must be 1-D, got shape " + to_string(t.shape()));
+    auto values = t.to_doubles();
+    for (double v : values)
+        if (!std::isfinite(v)) unsupported(what + " holds " + std::to_string(v));
+    return values;
 }
 
 Mode read_mode(const onnx::NodeProto& n, bool legacy) {
@@ -58,8 +64,8 @@ Mode read_mode(const onnx::NodeProto& n, bool legacy) {
 }
 
 /// The per-axis scales and output lengths: from `sizes` (scale = out / in, as the reference), or
-/// from `scales` (out = floor(in · scale), for tf_crop_and_resize floor(in · (end − start) · scale)
-/// as the spec states).
+/// from `scales`: out = floor(in · scale) in float32 arithmetic, as ONNX's shape inference and
+/// ONNX Runtime compute it (also for tf_crop_and_resize: the roi does not change the length).
 void read_lengths(ImportContext& c, const onnx::NodeProto& n, const Shape& in, ResizeSpec& s) {
     const auto rank = in.size();
     string scales_name, sizes_name;
@@ -80,7 +86,7 @@ void read_lengths(ImportContext& c, const onnx::NodeProto& n, const Shape& in, R
             for (auto v : int_values(c.constant(sizes_name, "Resize sizes"))) s.out.push_back(v);
             if (s.out.size() != rank) unsupported("sizes has " + std::to_string(s.out.size()) + " entries for an input of rank " + std::to_string(rank));
             for (std::size_t a = 0; a < rank; ++a) {
-                if (s.out[a] < 1 || s.out[a] > kMaxAxisLength) unsupported("output size " + std::to_string(s.out[a]) + " outside [1, 2^26]");
+                if (s.out[a] < 1 || s.out[a] > kMaxAxisLength) unsupported("output size " + std::to_string(s.out[a]) + " outside [1, 2^22]");
                 s.scales.push_back(static_cast<double>(s.out[a]) / static_cast<double>(in[a]));
             }
             return;
@@ -89,12 +95,12 @@ void read_lengths(ImportContext& c, const onnx::NodeProto& n, const Shape& in, R
     }
     if (s.scales.size() != rank) unsupported("scales has " + std::to_string(s.scales.size()) + " entries for an input of rank " + std::to_string(rank));
     for (std::size_t a = 0; a < rank; ++a) {
-        double length = static_cast<double>(in[a]) * s.scales[a];
-        if (s.coordinates == "tf_crop_and_resize") length = static_cast<double>(in[a]) * (s.roi[rank + a] - s.roi[a]) * s.scales[a];
-        if (!(s.scales[a] > 0) || !std::isfinite(s.scales[a]) || !(length >= 1) || length >= double(kMaxAxisLength) + 1)
+        if (n.op_type() == "Upsample" && s.scales[a] < 1) unsupported("Upsample scales must be >= 1, got " + std::to_string(s.scales[a]));
+        const double length = std::floor(static_cast<float>(in[a]) * static_cast<float>(s.scales[a]));
+        if (!(s.scales[a] > 0) || !std::isfinite(s.scales[a]) || !(length >= 1) || length > double(kMaxAxisLength))
             unsupported("scale " + std::to_string(s.scales[a]) + " on axis " + std::to_string(a) + " of length " +
-                        std::to_string(in[a]) + " gives an output length outside [1, 2^26]");
-        s.out.push_back(static_cast<std::int64_t>(std::floor(length)));
+                        std::to_string(in[a]) + " gives an output length outside [1, 2^22]");
+        s.out.push_back(static_cast<std::int64_t>(length));
     }
 }
 
@@ -178,8 +184,9 @@ AxisTaps axis_taps(const ResizeSpec& s, std::size_t a, std::int64_t in) {
         const auto j = static_cast<std::size_t>(x);
         bool outside = false;
         const double v = source_coordinate(s, a, x, in, outside);
-        if (outside) {
+        if (outside) {  // the weights do not matter (the value is replaced): nearest keeps a plain gather
             t.outside[j] = true;
+            t.weight[0][j] = s.mode == Mode::nearest ? 1 : 0;
             continue;
         }
         if (s.mode == Mode::nearest) {
@@ -220,11 +227,16 @@ bool is_identity(const AxisTaps& t, std::int64_t in) {
     return true;
 }
 
-bool all_equal(const vector<double>& v, double x) {
-    return std::all_of(v.begin(), v.end(), [x](double e) { return e == x; });
+/// Whether tap `k` weighs every sampled (not outside) position by `x`.
+bool all_inside_equal(const AxisTaps& t, std::size_t k, double x) {
+    for (std::size_t j = 0; j < t.outside.size(); ++j)
+        if (!t.outside[j] && t.weight[k][j] != x) return false;
+    return true;
 }
 
 /// x interpolated along `axis` by `t`; the last node added is named `name` (empty: a fresh name).
+/// A tap is left out where its weight is 0 (`where`, not a product with 0), so that an infinite
+/// input next to a sample that does not use it gives no NaN.
 Id interpolate_axis(ImportContext& c, const onnx::NodeProto& n, Id x, std::size_t axis, const AxisTaps& t,
                     double extrapolation, const string& name) {
     const Shape in = c.node_type(x).shape;
@@ -233,24 +245,35 @@ Id interpolate_axis(ImportContext& c, const onnx::NodeProto& n, Id x, std::size_
     Shape along(in.size() - axis, 1);  // [out, 1, ...]: broadcasts along the axes after `axis`
     along[0] = out;
     const bool any_outside = std::find(t.outside.begin(), t.outside.end(), true) != t.outside.end();
-    const string sum_name = any_outside ? string() : name;
+    vector<std::size_t> used;  // the taps with a nonzero weight somewhere
+    for (std::size_t k = 0; k < t.index.size(); ++k)
+        if (!all_inside_equal(t, k, 0)) used.push_back(k);
     Id acc = -1;
-    for (std::size_t k = 0; k < t.index.size(); ++k) {
-        if (all_equal(t.weight[k], 0)) continue;
-        const bool last_term = [&] {
-            for (std::size_t m = k + 1; m < t.index.size(); ++m)
-                if (!all_equal(t.weight[m], 0)) return false;
-            return true;
-        }();
-        const string term_name = last_term && acc < 0 ? sum_name : string();
+    for (std::size_t u = 0; u < used.size(); ++u) {
+        const std::size_t k = used[u];
+        const string term_name = u + 1 == used.size() && !any_outside ? name : string();
         const Id index = constant_input(c, n, "index", Tensor::from_values(DType::int64, {out}, t.index[k]));
-        Id term = c.add("gather", {x, index}, {{"axis", static_cast<std::int64_t>(axis)}},
-                        all_equal(t.weight[k], 1) ? term_name : string());
-        if (!all_equal(t.weight[k], 1))
-            term = c.add("mul", {term, constant_input(c, n, "weight", Tensor::from_values(dtype, along, t.weight[k]))}, {}, term_name);
-        acc = acc < 0 ? term : c.add("add", {acc, term}, {}, last_term ? sum_name : string());
+        const bool unit = all_inside_equal(t, k, 1);
+        vector<double> nonzero(static_cast<std::size_t>(out));
+        bool some_zero = false;
+        for (std::size_t j = 0; j < nonzero.size(); ++j) {
+            nonzero[j] = t.outside[j] || t.weight[k][j] != 0;
+            some_zero = some_zero || !nonzero[j];
+        }
+        const string alone = used.size() == 1 ? term_name : string();  // the term is the result
+        Id term = c.add("gather", {x, index}, {{"axis", static_cast<std::int64_t>(axis)}}, unit && !some_zero ? alone : string());
+        if (!unit)
+            term = c.add("mul", {term, constant_input(c, n, "weight", Tensor::from_values(dtype, along, t.weight[k]))}, {},
+                         some_zero ? string() : alone);
+        if (some_zero)
+            term = c.add("where", {constant_input(c, n, "used", Tensor::from_values(DType::boolean, along, nonzero)), term,
+                                   scalar_constant(c, n, "zero", dtype, 0)}, {}, alone);
+        acc = acc < 0 ? term : c.add("add", {acc, term}, {}, term_name);
     }
-    if (!any_outside) return acc;
+    if (!any_outside) {
+        if (acc < 0) unsupported("internal: an axis with no weighted tap");
+        return acc;
+    }
     // Samples outside the crop take the extrapolation value itself, never a weighted input (which
     // would turn an infinite or NaN input into NaN there).
     vector<double> mask(t.outside.begin(), t.outside.end());
@@ -272,6 +295,10 @@ void convert_resize(ImportContext& c, const onnx::NodeProto& n) {
     for (auto d : in)
         if (d < 1) unsupported("input has an empty dimension, shape " + to_string(in));
     const ResizeSpec s = read_spec(c, n, in);
+    // An int64 input's extrapolation value is truncated toward zero (as ONNX Runtime casts it).
+    if (s.coordinates == "tf_crop_and_resize" && dtype == DType::int64 &&
+        !(std::abs(s.extrapolation) < 9223372036854775808.0))
+        unsupported("extrapolation_value " + std::to_string(s.extrapolation) + " is not an int64 value for an int64 input");
     if (s.mode != Mode::nearest && dtype != DType::float32 && dtype != DType::float64)
         unsupported("linear and cubic interpolation need a float input, got " + string(to_string(dtype)));
     vector<std::pair<std::size_t, AxisTaps>> steps;  // the axes that change, last axis first
