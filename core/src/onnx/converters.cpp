@@ -1427,6 +1427,9 @@ const std::map<string, Converter>& converters() {
         t["Compress"] = convert_compress;
         t["Range"] = convert_range;
         t["Round"] = convert_round;
+        t["RNN"] = convert_rnn;
+        t["GRU"] = convert_gru;
+        t["LSTM"] = convert_lstm;
         t["Resize"] = convert_resize;
         t["Upsample"] = convert_resize;
         t["IsNaN"] = convert_is_nan;
@@ -1507,7 +1510,6 @@ string known_unsupported_reason(const string& op) {
             r[o] = "quantized (8-bit integer) ops are not supported";
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
-        for (auto o : {"RNN", "LSTM", "GRU"}) r[o] = "recurrent layers have no BackendOp";
         for (auto o : {"GridSample", "RoiAlign", "MaxRoiPool"}) r[o] = "no BackendOp for sampling at data-dependent positions";
         for (auto o : {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
             r[o] = "no BackendOp for signal processing";

@@ -131,6 +131,11 @@ std::int64_t pool_by_slices(ImportContext& c, const onnx::NodeProto& n, std::int
 std::int64_t conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const Window& w,
                                     std::int64_t groups, const std::string& weight, const std::string& bias,
                                     const std::string& name);
+/// ONNX RNN, GRU and LSTM unrolled over their static sequence length (recurrent.cpp): each
+/// defines the node's present outputs (Y, Y_h, and LSTM's Y_c).
+void convert_rnn(ImportContext& c, const onnx::NodeProto& n);
+void convert_gru(ImportContext& c, const onnx::NodeProto& n);
+void convert_lstm(ImportContext& c, const onnx::NodeProto& n);
 /// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
 /// value (a `const` node).
 std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);
