@@ -529,9 +529,38 @@ void convert_global_pool(ImportContext& c, const onnx::NodeProto& n, const strin
     c.define_node(out0(n), c.add(op, {x}, {{"axes", axes}, {"keepdims", true}}, out0(n)));
 }
 
+/// BatchNormalization with training_mode = 1 (opset 14+), as the ONNX reference: Y normalised by
+/// the batch's mean and biased variance over every axis but 1, and the running statistics
+/// input · momentum + batch · (1 − momentum) as outputs 1 and 2.
+void convert_batch_norm_training(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() < 2) unsupported("input must have rank >= 2");
+    const DType dtype = c.node_type(x).dtype;
+    vector<std::int64_t> axes{0};
+    for (std::int64_t a = 2; a < static_cast<std::int64_t>(in.size()); ++a) axes.push_back(a);
+    const Attributes reduce{{"axes", axes}, {"keepdims", true}};
+    Shape per_channel(in.size() - 1, 1);  // [C, 1, ...]: broadcasts over the axes after 1
+    per_channel[0] = in[1];
+    const Id mean = c.add("reduce_mean", {x}, reduce);
+    const Id centred = c.add("sub", {x, mean});
+    const Id var = c.add("reduce_mean", {c.add("mul", {centred, centred})}, reduce);
+    const Id eps = scalar_constant(c, n, "epsilon", dtype, attr_float(n, "epsilon", 1e-5f));
+    const Id normalised = c.add("div", {centred, c.add("sqrt", {c.add("add", {var, eps})})});
+    const Id scale = reshape(c, c.runtime(n.input(1)), per_channel), bias = reshape(c, c.runtime(n.input(2)), per_channel);
+    c.define_node(out0(n), c.add("add", {c.add("mul", {normalised, scale}), bias}, {}, out0(n)));
+    const double momentum = attr_float(n, "momentum", 0.9f);
+    const Id keep = scalar_constant(c, n, "momentum", dtype, momentum), update = scalar_constant(c, n, "one_minus_momentum", dtype, 1 - momentum);
+    for (int k = 1; k <= 2; ++k) {
+        if (n.output_size() <= k || n.output(k).empty()) continue;
+        const Id batch = reshape(c, k == 1 ? mean : var, {in[1]});
+        c.define_node(n.output(k), c.add("add", {c.add("mul", {c.runtime(n.input(2 + k)), keep}), c.add("mul", {batch, update})}, {}, n.output(k)));
+    }
+}
+
 void convert_batch_norm(ImportContext& c, const onnx::NodeProto& n) {
-    only_first_output(n, "BatchNormalization's training statistics");
-    if (attr_int(n, "training_mode", 0) != 0) unsupported("training_mode = 1");
+    if (attr_int(n, "training_mode", 0) != 0) return convert_batch_norm_training(c, n);
+    only_first_output(n, "BatchNormalization's running statistics outside training mode");
     if (c.opset() < 9 && attr_int(n, "spatial", 1) != 1) unsupported("spatial = 0");
     Id x = x0(c, n);
     Attributes attrs{{"eps", double(attr_float(n, "epsilon", 1e-5f))}, {"training", false}, {"affine", true}};
