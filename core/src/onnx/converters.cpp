@@ -24,6 +24,16 @@ Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suf
     return constant_input(c, n, suffix, Tensor::from_values(dtype, {}, {v}));
 }
 
+Id round_half_to_even(ImportContext& c, const onnx::NodeProto& n, Id x, const string& name) {
+    const DType dtype = c.node_type(x).dtype;
+    const Id f = c.add("floor", {x});
+    const Id frac = c.add("sub", {x, f});
+    const Id half = scalar_constant(c, n, "half", dtype, 0.5), one = scalar_constant(c, n, "one", dtype, 1);
+    const Id odd = c.add("equal", {c.add("mod", {f, scalar_constant(c, n, "two", dtype, 2)}, {{"fmod", false}}), one});
+    const Id up = c.add("logical_or", {c.add("greater", {frac, half}), c.add("logical_and", {c.add("equal", {frac, half}), odd})});
+    return c.add("where", {up, c.add("add", {f, one}), f}, {}, name);
+}
+
 namespace {
 
 const string& out0(const onnx::NodeProto& n) { return n.output(0); }
@@ -1159,17 +1169,9 @@ void convert_constant_of_shape(ImportContext& c, const onnx::NodeProto& n) {
     unsupported("ConstantOfShape that constant folding refused");
 }
 
-/// ONNX Round (half to even, as numpy.round): f = floor(x), then f + 1 where x − f > 0.5, or
-/// x − f = 0.5 and f is odd; exact, NaN and ±inf kept (x − f is NaN there, so nothing is added).
+/// ONNX Round (half to even, as numpy.round): round_half_to_even.
 void convert_round(ImportContext& c, const onnx::NodeProto& n) {
-    const Id x = x0(c, n);
-    const DType dtype = c.node_type(x).dtype;
-    const Id f = c.add("floor", {x});
-    const Id frac = c.add("sub", {x, f});
-    const Id half = scalar_constant(c, n, "half", dtype, 0.5), one = scalar_constant(c, n, "one", dtype, 1);
-    const Id odd = c.add("equal", {c.add("mod", {f, scalar_constant(c, n, "two", dtype, 2)}, {{"fmod", false}}), one});
-    const Id up = c.add("logical_or", {c.add("greater", {frac, half}), c.add("logical_and", {c.add("equal", {frac, half}), odd})});
-    c.define_node(out0(n), c.add("where", {up, c.add("add", {f, one}), f}, {}, out0(n)));
+    c.define_node(out0(n), round_half_to_even(c, n, x0(c, n), out0(n)));
 }
 
 /// ONNX Range is folded at import when start, limit and delta are constants (constant_folding.cpp:
@@ -1459,6 +1461,7 @@ const std::map<string, Converter>& converters() {
         t["RNN"] = convert_rnn;
         t["GRU"] = convert_gru;
         t["LSTM"] = convert_lstm;
+        t["GridSample"] = convert_grid_sample;
         t["Resize"] = convert_resize;
         t["Upsample"] = convert_resize;
         t["IsNaN"] = convert_is_nan;
@@ -1539,7 +1542,7 @@ string known_unsupported_reason(const string& op) {
             r[o] = "quantized (8-bit integer) ops are not supported";
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
-        for (auto o : {"GridSample", "RoiAlign", "MaxRoiPool"}) r[o] = "no BackendOp for sampling at data-dependent positions";
+        for (auto o : {"RoiAlign", "MaxRoiPool"}) r[o] = "region-of-interest pooling is not supported";
         for (auto o : {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
             r[o] = "no BackendOp for signal processing";
         for (auto o : {"Adam", "Adagrad", "Momentum", "Gradient"}) r[o] = "training ops (ai.onnx.preview.training) are not supported";

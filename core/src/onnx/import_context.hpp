@@ -136,6 +136,11 @@ std::int64_t conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, 
 void convert_rnn(ImportContext& c, const onnx::NodeProto& n);
 void convert_gru(ImportContext& c, const onnx::NodeProto& n);
 void convert_lstm(ImportContext& c, const onnx::NodeProto& n);
+/// x rounded half to even (numpy.round, ONNX Round): floor(x) + 1 where x − floor(x) > 0.5, or
+/// = 0.5 with an odd floor; exact, NaN and ±inf kept. The last node is named `name`.
+std::int64_t round_half_to_even(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const std::string& name = {});
+/// ONNX GridSample (opset 16) as gathers at positions computed at run time (grid_sample.cpp).
+void convert_grid_sample(ImportContext& c, const onnx::NodeProto& n);
 /// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
 /// value (a `const` node).
 std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);
