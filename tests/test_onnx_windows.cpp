@@ -451,3 +451,77 @@ TEST(OnnxConvTranspose, CroppedOutputsMatchTheDefinition) {
         for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-4) << i;
     }
 }
+
+TEST(OnnxPooling, MaxPoolIndicesNameTheFirstMaximumOfEachWindow) {
+    // x [1, 2, 4, 5] with ties (values repeat every 4), 3 × 2 window, strides 1 × 2, pads [1, 0, 0, 1]:
+    // each index is the row-major first maximum's flat index (n, c, h, w), or with storage_order 1
+    // (n, c, w, h); brute force over the window.
+    const Shape in{1, 2, 4, 5};
+    std::vector<double> x;
+    for (int i = 0; i < 40; ++i) x.push_back(static_cast<double>((i * 7) % 4));
+    const std::int64_t KH = 3, KW = 2, SW = 2, PT = 1, PR = 1;
+    const std::int64_t OH = (4 + PT - KH) / 1 + 1, OW = (5 + PR - KW) / SW + 1;
+    for (int storage_order : {0, 1}) {
+        SCOPED_TRACE(storage_order);
+        onnx::ModelProto m;
+        m.set_ir_version(7);
+        m.add_opset_import()->set_version(12);
+        auto* g = m.mutable_graph();
+        g->set_name("g");
+        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims, int elem) {
+            v->set_name(name);
+            v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+        };
+        typed(g->add_input(), "x", in, onnx::TensorProto::FLOAT);
+        typed(g->add_output(), "y", {1, 2, OH, OW}, onnx::TensorProto::FLOAT);
+        typed(g->add_output(), "i", {1, 2, OH, OW}, onnx::TensorProto::INT64);
+        auto* n = g->add_node();
+        n->set_op_type("MaxPool");
+        n->add_input("x");
+        n->add_output("y");
+        n->add_output("i");
+        auto ints = [&](const std::string& name, std::vector<std::int64_t> v) {
+            auto* a = n->add_attribute();
+            a->set_name(name);
+            a->set_type(onnx::AttributeProto::INTS);
+            for (auto e : v) a->add_ints(e);
+        };
+        ints("kernel_shape", {KH, KW});
+        ints("strides", {1, SW});
+        ints("pads", {PT, 0, 0, PR});
+        auto* so = n->add_attribute();
+        so->set_name("storage_order");
+        so->set_type(onnx::AttributeProto::INT);
+        so->set_i(storage_order);
+        const auto model = import_onnx_bytes(m.SerializeAsString(), "maxpool.onnx", {});
+        const auto& profile = find_builtin_profile("checked_cpu");
+        auto accepted = profile.accept_graph(built_host(), model.graph);
+        ASSERT_TRUE(accepted.accepted.has_value());
+        ParameterMap params = model.parameters;
+        auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, in, x)}}, params);
+        const auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+        ASSERT_EQ(got.size(), 2u);
+        ASSERT_EQ(got[1].dtype(), DType::int64);
+        const auto values = got[0].to_doubles(), indices = got[1].to_doubles();
+        for (std::int64_t c = 0; c < 2; ++c)
+            for (std::int64_t oh = 0; oh < OH; ++oh)
+                for (std::int64_t ow = 0; ow < OW; ++ow) {
+                    double best = -INFINITY;
+                    std::int64_t where = -1;
+                    for (std::int64_t kh = 0; kh < KH; ++kh)
+                        for (std::int64_t kw = 0; kw < KW; ++kw) {
+                            const std::int64_t h = oh + kh - PT, w = ow * SW + kw;
+                            if (h < 0 || h >= 4 || w >= 5) continue;
+                            const double v = x[std::size_t((c * 4 + h) * 5 + w)];
+                            if (v > best) {
+                                best = v;
+                                where = storage_order ? c * 20 + w * 4 + h : (c * 4 + h) * 5 + w;
+                            }
+                        }
+                    const std::size_t o = std::size_t((c * OH + oh) * OW + ow);
+                    EXPECT_EQ(values[o], best) << o;
+                    EXPECT_EQ(indices[o], double(where)) << o;
+                }
+    }
+}

@@ -481,7 +481,6 @@ void convert_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
 /// 3 or more spatial axes, dilations, and averages over asymmetric padding without
 /// count_include_pad or with ceil_mode as strided slices (pool_by_slices).
 void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
-    if (is_max) only_first_output(n, "MaxPool's Indices");
     Id x = x0(c, n);
     const Shape in = shape_of(c, x);
     if (in.size() < 3) unsupported(n.op_type() + " input must have spatial dimensions, got rank " + std::to_string(in.size()));
@@ -498,6 +497,13 @@ void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
         dilated = dilated || w.dilation[k] != 1;
     }
     const bool padded_first = !symmetric(w) || over_half;
+    if (is_max && n.output_size() > 1 && !n.output(1).empty()) {  // with Indices
+        const auto [values, indices] = max_pool_with_indices(c, n, x, w, ceil_mode, attr_int(n, "storage_order", 0) == 1,
+                                                             out0(n), n.output(1));
+        if (!out0(n).empty()) c.define_node(out0(n), values);
+        c.define_node(n.output(1), indices);
+        return;
+    }
     if (in.size() > 4 || dilated || (padded_first && !is_max && (!include_pad || ceil_mode))) {
         c.define_node(out0(n), pool_by_slices(c, n, x, w, is_max, ceil_mode, include_pad, out0(n)));
         return;
@@ -527,6 +533,50 @@ void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
         y = reshape(c, y, {s[0], s[1], s[3]}, out0(n));
     }
     c.define_node(out0(n), y);
+}
+
+/// ONNX MaxUnpool: zeros of the unpooled shape ((in − 1)·stride + kernel − pads per spatial axis)
+/// with each X value written at its flat index I (`scatter_elements` over the flattened output; an
+/// index outside it fails the kernel, naming it). A larger output_shape pads that result with zeros,
+/// the smaller half of the difference first (the indices address the unpooled shape, as the ONNX
+/// backend data and ONNX Runtime).
+void convert_max_unpool(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const Shape in = shape_of(c, x);
+    if (in.size() < 3) unsupported("input must have spatial dimensions, got shape " + to_string(in));
+    const Id indices = c.runtime(n.input(1));
+    if (shape_of(c, indices) != in) unsupported("I has shape " + to_string(shape_of(c, indices)) + ", X " + to_string(in));
+    auto kernel = attr_ints(n, "kernel_shape");
+    if (!kernel || kernel->size() + 2 != in.size()) unsupported("kernel_shape must have one entry per spatial axis");
+    const Window w = window(n, in, *kernel);
+    Shape unpooled{in[0], in[1]};
+    for (std::size_t a = 0; a < kernel->size(); ++a) {
+        unpooled.push_back((in[a + 2] - 1) * w.stride[a] + (*kernel)[a] - w.pad_begin[a] - w.pad_end[a]);
+        if (unpooled.back() < 1) unsupported("unpooled shape " + to_string(unpooled) + " has an empty dimension");
+    }
+    Shape out = unpooled;
+    if (const string given = input_name(n, 2); !given.empty()) {
+        out.clear();
+        for (auto v : int_values(c.constant(given, "MaxUnpool output_shape"))) out.push_back(v);
+        if (out.size() != in.size() || out[0] != in[0] || out[1] != in[1])
+            unsupported("output_shape " + to_string(out) + " does not keep the input's rank, N and C");
+        for (std::size_t a = 2; a < out.size(); ++a)
+            if (out[a] < unpooled[a]) unsupported("output_shape " + to_string(out) + " is smaller than the unpooled shape " + to_string(unpooled));
+    }
+    const std::int64_t total = checked_element_count(unpooled), count = checked_element_count(in);
+    const Id zeros = c.add("broadcastTo", {scalar_constant(c, n, "zero", c.node_type(x).dtype, 0)}, {{"shape", Shape{total}}});
+    const Id scattered = c.add("scatter_elements", {zeros, reshape(c, indices, {count}), reshape(c, x, {count})},
+                               {{"axis", std::int64_t{0}}});
+    if (out == unpooled) {
+        c.define_node(out0(n), reshape(c, scattered, out, out0(n)));
+        return;
+    }
+    vector<std::int64_t> pads(2 * out.size(), 0);
+    for (std::size_t a = 2; a < out.size(); ++a) {
+        pads[a] = (out[a] - unpooled[a]) / 2;
+        pads[out.size() + a] = out[a] - unpooled[a] - pads[a];
+    }
+    c.define_node(out0(n), c.add("pad", {reshape(c, scattered, unpooled)}, {{"pads", pads}, {"mode", string("constant")}, {"value", 0.0}}, out0(n)));
 }
 
 void convert_global_pool(ImportContext& c, const onnx::NodeProto& n, const string& op) {
@@ -1462,6 +1512,7 @@ const std::map<string, Converter>& converters() {
         t["GRU"] = convert_gru;
         t["LSTM"] = convert_lstm;
         t["GridSample"] = convert_grid_sample;
+        t["MaxUnpool"] = convert_max_unpool;
         t["Resize"] = convert_resize;
         t["Upsample"] = convert_resize;
         t["IsNaN"] = convert_is_nan;

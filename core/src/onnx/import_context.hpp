@@ -125,6 +125,13 @@ struct Window {
 /// only padding, is longer than 4096, or the output has over 2^24 positions per channel.
 std::int64_t pool_by_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const Window& w,
                             bool is_max, bool ceil_mode, bool count_include_pad, const std::string& name);
+/// MaxPool with its Indices output (pooling.cpp): values and the int64 index of each window's
+/// first maximum in row-major window order, flattened over the whole input (N, C, then the
+/// spatial axes; `column_major`: spatial axes reversed, ONNX storage_order 1). Unsupported beyond
+/// 2^24 padded input elements (the index table is built at import).
+std::pair<std::int64_t, std::int64_t> max_pool_with_indices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x,
+                                                            const Window& w, bool ceil_mode, bool column_major,
+                                                            const std::string& values_name, const std::string& indices_name);
 /// A 3-D convolution of `x` [N, C, D, H, W] with the constant weight `weight` [M, C/groups, kD,
 /// kH, kW] (and bias [M] when `bias` is not empty) as Σ over kd of `conv2d`s of depth slices
 /// (conv3d.cpp); the last node is named `name`. Unsupported when the weight is not a constant.

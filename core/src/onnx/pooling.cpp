@@ -55,25 +55,28 @@ vector<double> window_counts(const Window& w, std::size_t a, std::int64_t in, st
     return counts;
 }
 
-}  // namespace
+/// The input padded for sliced windows (−∞ or 0), with each axis's output length.
+struct PaddedInput {
+    Id x = -1;
+    Shape shape;  // the padded shape
+    vector<AxisPlan> axes;
+};
 
-Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window& w, bool is_max, bool ceil_mode,
-                  bool count_include_pad, const string& name) {
+PaddedInput pad_for_windows(ImportContext& c, Id x, const Window& w, bool ceil_mode, double fill) {
     const Shape in = c.node_type(x).shape;
-    const DType dtype = c.node_type(x).dtype;
     const std::size_t sp = w.kernel.size();
     if (in.size() != sp + 2) unsupported("kernel_shape has " + std::to_string(sp) + " entries for an input of rank " + std::to_string(in.size()));
-    vector<AxisPlan> axes;
+    PaddedInput p;
     for (std::size_t a = 0; a < sp; ++a) {
-        axes.push_back(plan_axis(w, ceil_mode, a, in[2 + a]));
+        p.axes.push_back(plan_axis(w, ceil_mode, a, in[2 + a]));
         if (w.kernel[a] > kMaxTaps) unsupported("a window more than " + std::to_string(kMaxTaps) + " positions long");
         // A window over padding alone would be −∞ (max) or 0/0 (average): refused, as ONNX
         // Runtime and PyTorch refuse pads that large.
-        for (double count : window_counts(w, a, in[2 + a], axes.back().out, false))
+        for (double count : window_counts(w, a, in[2 + a], p.axes.back().out, false))
             if (count == 0) unsupported("a window covers only padding (pads too large for the kernel)");
     }
     std::int64_t positions = 1;
-    for (const auto& axis : axes) {
+    for (const auto& axis : p.axes) {
         if (axis.out > kMaxPositions / positions) unsupported("more than 2^24 output positions per channel");
         positions *= axis.out;
     }
@@ -81,33 +84,53 @@ Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window
     bool padded = false;
     for (std::size_t a = 0; a < sp; ++a) {
         pads[2 + a] = w.pad_begin[a];
-        pads[in.size() + 2 + a] = axes[a].pad_end;
-        padded = padded || w.pad_begin[a] || axes[a].pad_end;
+        pads[in.size() + 2 + a] = p.axes[a].pad_end;
+        padded = padded || w.pad_begin[a] || p.axes[a].pad_end;
     }
-    const double fill = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-    Id acc = padded ? c.add("pad", {x}, {{"pads", pads}, {"mode", string("constant")}, {"value", fill}}) : x;
+    p.x = padded ? c.add("pad", {x}, {{"pads", pads}, {"mode", string("constant")}, {"value", fill}}) : x;
+    p.shape = c.node_type(p.x).shape;
+    return p;
+}
+
+/// Window position `t` along spatial axis `a` of every output position: a strided slice.
+Id window_slice(ImportContext& c, Id x, const Window& w, const PaddedInput& p, std::size_t a, std::int64_t t) {
+    const std::int64_t start = t * w.dilation[a];
+    return c.add("slice", {x}, {{"starts", vector<std::int64_t>{start}},
+                                {"ends", vector<std::int64_t>{start + (p.axes[a].out - 1) * w.stride[a] + 1}},
+                                {"axes", vector<std::int64_t>{static_cast<std::int64_t>(a + 2)}},
+                                {"steps", vector<std::int64_t>{w.stride[a]}}});
+}
+
+/// Whether axis `a` of the padded input is its own window (kernel 1, stride 1, same length).
+bool identity_axis(const Window& w, const PaddedInput& p, std::size_t a) {
+    return w.kernel[a] == 1 && w.stride[a] == 1 && p.axes[a].out == p.shape[a + 2];
+}
+
+}  // namespace
+
+Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window& w, bool is_max, bool ceil_mode,
+                  bool count_include_pad, const string& name) {
+    const Shape in = c.node_type(x).shape;
+    const DType dtype = c.node_type(x).dtype;
+    const std::size_t sp = w.kernel.size();
+    const PaddedInput p = pad_for_windows(c, x, w, ceil_mode, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
     // Max and sum over a box are max and sum over one axis after another: Σ kernel slices, not Π.
-    const bool average = !is_max;
+    Id acc = p.x;
     for (std::size_t a = 0; a < sp; ++a) {
-        const auto length = c.node_type(acc).shape[a + 2];
-        if (w.kernel[a] == 1 && w.stride[a] == 1 && axes[a].out == length) continue;  // the identity
+        if (identity_axis(w, p, a)) continue;
         const Id along = acc;
         for (std::int64_t t = 0; t < w.kernel[a]; ++t) {
-            const std::int64_t start = t * w.dilation[a];
-            const Id slice = c.add("slice", {along}, {{"starts", vector<std::int64_t>{start}},
-                                                      {"ends", vector<std::int64_t>{start + (axes[a].out - 1) * w.stride[a] + 1}},
-                                                      {"axes", vector<std::int64_t>{static_cast<std::int64_t>(a + 2)}},
-                                                      {"steps", vector<std::int64_t>{w.stride[a]}}});
+            const Id slice = window_slice(c, along, w, p, a, t);
             acc = t == 0 ? slice : c.add(is_max ? "max" : "add", {acc, slice});
         }
     }
-    if (!average) return c.add_identity(acc, name);
+    if (is_max) return c.add_identity(acc, name);
     // The divisor of each output position: the product of its axes' counts (the window is a box).
     Shape out_shape;
     vector<double> divisor{1};
     for (std::size_t a = 0; a < sp; ++a) {
-        out_shape.push_back(axes[a].out);
-        const auto counts = window_counts(w, a, in[2 + a], axes[a].out, count_include_pad);
+        out_shape.push_back(p.axes[a].out);
+        const auto counts = window_counts(w, a, in[2 + a], p.axes[a].out, count_include_pad);
         vector<double> next;
         next.reserve(divisor.size() * counts.size());
         for (double prefix : divisor)
@@ -115,6 +138,53 @@ Id pool_by_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window
         divisor = std::move(next);
     }
     return c.add("div", {acc, constant_input(c, n, "window_count", Tensor::from_values(dtype, out_shape, divisor))}, {}, name);
+}
+
+std::pair<Id, Id> max_pool_with_indices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window& w, bool ceil_mode,
+                                        bool column_major, const string& values_name, const string& indices_name) {
+    const Shape in = c.node_type(x).shape;
+    const std::size_t sp = w.kernel.size();
+    const PaddedInput p = pad_for_windows(c, x, w, ceil_mode, -std::numeric_limits<double>::infinity());
+    const std::int64_t count = checked_element_count(p.shape);
+    if (count > kMaxPositions) unsupported("Indices of an input of more than 2^24 elements (after padding)");
+    // Every padded position's index into the unpadded input, flattened over N, C and the spatial
+    // axes (storage_order 1: spatial axes in reverse order); −1 on padding.
+    vector<double> index(static_cast<std::size_t>(count));
+    vector<std::int64_t> pos(p.shape.size(), 0);
+    for (std::int64_t i = 0; i < count; ++i) {
+        std::int64_t flat = pos[0] * in[1] + pos[1];
+        bool inside = true;
+        for (std::size_t k = 0; k < sp; ++k) {
+            const std::size_t a = column_major ? sp - 1 - k : k;
+            const std::int64_t q = pos[a + 2] - w.pad_begin[a];
+            inside = inside && q >= 0 && q < in[a + 2];
+            flat = flat * in[a + 2] + q;
+        }
+        index[static_cast<std::size_t>(i)] = inside ? static_cast<double>(flat) : -1;
+        for (std::size_t a = p.shape.size(); a-- > 0;) {
+            if (++pos[a] < p.shape[a]) break;
+            pos[a] = 0;
+        }
+    }
+    Id value = p.x, where_from = constant_input(c, n, "index", Tensor::from_values(DType::int64, p.shape, index));
+    // Last spatial axis first, a later tap replacing the running maximum only when strictly
+    // greater: the first maximum in row-major window order wins, as ONNX Runtime and PyTorch.
+    for (std::size_t a = sp; a-- > 0;) {
+        if (identity_axis(w, p, a)) continue;
+        const Id values_along = value, index_along = where_from;
+        for (std::int64_t t = 0; t < w.kernel[a]; ++t) {
+            const Id v = window_slice(c, values_along, w, p, a, t), i = window_slice(c, index_along, w, p, a, t);
+            if (t == 0) {
+                value = v;
+                where_from = i;
+                continue;
+            }
+            const Id better = c.add("greater", {v, value});
+            value = c.add("where", {better, v, value});
+            where_from = c.add("where", {better, i, where_from});
+        }
+    }
+    return {c.add_identity(value, values_name), c.add_identity(where_from, indices_name)};
 }
 
 }  // namespace capsule::onnx_import
