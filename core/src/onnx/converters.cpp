@@ -138,7 +138,9 @@ void convert_dropout(ImportContext& c, const onnx::NodeProto& n) {
         for (auto& b : ones.values<unsigned char>()) b = 1;
         c.define_constant(n.output(1), ones);
     }
-    if (c.opset() >= 12 && !input_name(n, 2).empty() && scalar_value(c, n.input(2), "Dropout's training_mode") != 0)
+    // Training mode drops at random, except with ratio 0 (then it is the identity, as inference).
+    if (c.opset() >= 12 && !input_name(n, 2).empty() && scalar_value(c, n.input(2), "Dropout's training_mode") != 0 &&
+        (input_name(n, 1).empty() || scalar_value(c, n.input(1), "Dropout's ratio") != 0))
         unsupported("Dropout in training mode (random) is not supported");
     if (c.opset() < 7 && attr_int(n, "is_test", 0) == 0) unsupported("Dropout with is_test = 0");
     alias(c, out0(n), n.input(0));
