@@ -101,6 +101,7 @@ private:
     std::unordered_map<std::int64_t, std::size_t> index_;
     std::unordered_map<std::int64_t, TensorType> types_;
     std::map<std::string, int> names_;
+    std::unordered_map<std::string, int> next_suffix_;  // fresh_name: the last suffix given per base
     std::map<std::string, std::string> unusable_;
     std::int64_t next_id_ = 0;
     std::int64_t push(Node node, TensorType type);

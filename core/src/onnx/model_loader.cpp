@@ -142,8 +142,13 @@ std::int64_t ImportContext::push(Node node, TensorType type) {
 }
 
 string ImportContext::fresh_name(const string& base) {
-    string name = base;
-    for (int k = 1; names_.count(name); ++k) name = base + "#" + std::to_string(k);
+    if (!names_.count(base)) return base;
+    // Names are never removed, so the suffixes below next_suffix_[base] stay taken: each base
+    // probes on from where it stopped (a decomposition adds thousands of names on one base).
+    int& k = next_suffix_[base];
+    string name;
+    do name = base + "#" + std::to_string(++k);
+    while (names_.count(name));
     return name;
 }
 

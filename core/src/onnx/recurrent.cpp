@@ -79,7 +79,9 @@ RecurrentSpec read_spec(ImportContext& c, const onnx::NodeProto& n, Cell cell) {
     s.dtype = xt.dtype;
     if (s.dtype != DType::float32 && s.dtype != DType::float64) unsupported("X must be float32 or float64");
     if (xt.shape.size() != 3) unsupported("X must have rank 3, got shape " + to_string(xt.shape));
-    s.batch_first = attr_int(n, "layout", 0) == 1;
+    const auto layout = attr_int(n, "layout", 0);
+    if (layout != 0 && layout != 1) unsupported("layout " + std::to_string(layout) + " (0: [S, B, I], 1: [B, S, I])");
+    s.batch_first = layout == 1;
     s.steps = xt.shape[s.batch_first ? 1 : 0];
     s.batch = xt.shape[s.batch_first ? 0 : 1];
     s.input = xt.shape[2];
@@ -90,11 +92,16 @@ RecurrentSpec read_spec(ImportContext& c, const onnx::NodeProto& n, Cell cell) {
     const Shape& rs = c.type(n.input(2)).shape;
     if (rs.size() != 3) unsupported("R must have rank 3, got shape " + to_string(rs));
     s.hidden = attr_int(n, "hidden_size", rs[2]);
+    // Bounds before any product of them: sizes a model declares are untrusted.
+    constexpr std::int64_t kMaxSize = std::int64_t(1) << 24;
+    if (s.hidden < 1 || s.hidden > kMaxSize || s.input > kMaxSize || s.batch > kMaxSize)
+        unsupported("hidden_size " + std::to_string(s.hidden) + ", input size " + std::to_string(s.input) + " or batch " +
+                    std::to_string(s.batch) + " outside [1, 2^24]");
+    if (s.steps > kMaxSteps / s.directions) unsupported("more than " + std::to_string(kMaxSteps) + " time steps to unroll");
     const Shape w_expected{s.directions, s.gates * s.hidden, s.input}, r_expected{s.directions, s.gates * s.hidden, s.hidden};
     if (c.type(n.input(1)).shape != w_expected) unsupported("W has shape " + to_string(c.type(n.input(1)).shape) + ", expected " + to_string(w_expected));
     if (rs != r_expected) unsupported("R has shape " + to_string(rs) + ", expected " + to_string(r_expected));
-    if (s.steps < 1 || s.batch < 1 || s.hidden < 1) unsupported("empty sequence, batch or hidden size");
-    if (s.steps * s.directions > kMaxSteps) unsupported("more than " + std::to_string(kMaxSteps) + " time steps to unroll");
+    if (s.steps < 1 || s.batch < 1 || s.input < 1) unsupported("empty sequence, batch or input size");
     if (const auto* a = find_attr(n, "clip")) {
         if (!(a->f() > 0)) unsupported("clip must be positive");
         s.clip = a->f();
@@ -131,9 +138,11 @@ private:
         rest.erase(rest.begin());
         return reshape(slice(x, 0, d, d + 1), rest);
     }
-    Id apply(const Activation& a, Id x) {
+    /// Activation `a` of x; `clipped`: x first clamped to [−clip, clip] (every gate's input; not
+    /// LSTM's output activation h(Ct), as ONNX Runtime).
+    Id apply(const Activation& a, Id x, bool clipped = true) {
         Id pre = x;
-        if (s_.clip) pre = c_.add("clamp", {x}, {{"min", -*s_.clip}, {"max", *s_.clip}});
+        if (s_.clip && clipped) pre = c_.add("clamp", {x}, {{"min", -*s_.clip}, {"max", *s_.clip}});
         if (a.name == "Sigmoid") return c_.add("sigmoid", {pre});
         if (a.name == "Tanh") return c_.add("tanh", {pre});
         if (a.name == "Relu") return c_.add("relu", {pre});
@@ -146,7 +155,8 @@ private:
     /// An optional per-direction state input [D, B, H] (batch-first: [B, D, H]) for direction d, or zeros.
     Id initial_state(int input, std::int64_t d) {
         const string name = input_name(n_, input);
-        if (name.empty()) return constant_input(c_, n_, "zeros", Tensor::zeros(s_.dtype, {s_.batch, s_.hidden}));
+        if (name.empty())
+            return c_.add("broadcastTo", {scalar_constant(c_, n_, "zero", s_.dtype, 0)}, {{"shape", Shape{s_.batch, s_.hidden}}});
         Id x = c_.runtime(name);
         const Shape expected = s_.batch_first ? Shape{s_.batch, s_.directions, s_.hidden} : Shape{s_.directions, s_.batch, s_.hidden};
         if (c_.node_type(x).shape != expected)
@@ -179,7 +189,7 @@ Unroller::Direction Unroller::unroll(Id x_flat, std::int64_t d) {
         if (s_.cell == Cell::gru && s_.linear_before_reset) {
             recurrent_bias_h = slice(rb, 0, 2 * H, 3 * H);
             projected = add(projected, add(wb, c_.add("concat", {slice(rb, 0, 0, 2 * H),
-                                                               constant_input(c_, n_, "zeros", Tensor::zeros(s_.dtype, {H}))},
+                                                               c_.add("broadcastTo", {scalar_constant(c_, n_, "zero", s_.dtype, 0)}, {{"shape", Shape{H}}})},
                                                       {{"axis", std::int64_t{0}}})));
         } else {
             projected = add(projected, add(wb, rb));
@@ -217,7 +227,7 @@ Unroller::Direction Unroller::unroll(Id x_flat, std::int64_t d) {
             const Id i = apply(act[0], gi), f = apply(act[0], gf), candidate = apply(act[1], gate(g, 3));
             cell = add(mul(f, cell), mul(i, candidate));  // Ct = ft ⊙ Ct−1 + it ⊙ ct
             if (peep_o >= 0) go = add(go, mul(peep_o, cell));
-            h = mul(apply(act[0], go), apply(act[2], cell));  // Ht = ot ⊙ h(Ct)
+            h = mul(apply(act[0], go), apply(act[2], cell, false));  // Ht = ot ⊙ h(Ct)
         } else {
             const Id zr = c_.add("matmul", {h, r_t_zr});  // gates z, r, h
             const Id z = apply(act[0], add(gate(xw, 0), slice(zr, 1, 0, H)));
@@ -272,7 +282,10 @@ void Unroller::define_outputs(const vector<Direction>& dirs) {
 
 void Unroller::run() {
     if (const string lens = input_name(n_, 4); !lens.empty()) {
-        for (auto l : int_values(c_.constant(lens, "sequence_lens")))
+        const auto values = int_values(c_.constant(lens, "sequence_lens"));
+        if (static_cast<std::int64_t>(values.size()) != s_.batch)
+            unsupported("sequence_lens has " + std::to_string(values.size()) + " entries for a batch of " + std::to_string(s_.batch));
+        for (auto l : values)
             if (l != s_.steps) unsupported("sequence_lens other than the full length " + std::to_string(s_.steps) + " (got " + std::to_string(l) + ")");
     }
     Id x = c_.runtime(n_.input(0));

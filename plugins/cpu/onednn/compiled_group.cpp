@@ -557,8 +557,11 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
 void forward(const Unit& u, capsule_forward_fn entry, void* state, const std::vector<std::size_t>& operands,
              const std::vector<capsule_tensor_view>& params, const std::vector<capsule_attribute>& attrs,
              const capsule_tensor_view* values, std::size_t output) {
-    capsule_tensor_view inputs[8];
-    plugin::require(operands.size() <= 8, "compiled group: a node with more than 8 inputs");
+    // Views on the stack for up to 8 inputs; a wider node (a concat of many steps) on the heap.
+    capsule_tensor_view few[8];
+    std::vector<capsule_tensor_view> many;
+    if (operands.size() > 8) many.resize(operands.size());
+    capsule_tensor_view* inputs = operands.size() > 8 ? many.data() : few;
     for (std::size_t i = 0; i < operands.size(); ++i) inputs[i] = values[operands[i]];
     capsule_forward_args args{};
     args.struct_size = sizeof args;
