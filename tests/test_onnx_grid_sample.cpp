@@ -5,14 +5,10 @@
 
 #include <cmath>
 
-#include <onnx/onnx_pb.h>
-
-#include "capsule/onnx_import.hpp"
-#include "capsule/session.hpp"
-#include "capsule_fixtures.hpp"
+#include "onnx_test_models.hpp"
 
 using namespace capsule;
-using capsule::testing::built_host;
+using namespace capsule_test::onnx_models;
 
 namespace {
 
@@ -86,43 +82,19 @@ TEST(OnnxGridSample, EveryModeAndPaddingMatchesPyTorchsDefinition) {
             for (bool align : {false, true}) {
                 const Sampling s{mode, padding, align};
                 SCOPED_TRACE(mode + " " + padding + (align ? " align_corners" : ""));
-                onnx::ModelProto m;
-                m.set_ir_version(8);
-                m.add_opset_import()->set_version(16);
+                auto m = model(16, 8);
                 auto* g = m.mutable_graph();
-                g->set_name("g");
-                auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
-                    v->set_name(name);
-                    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-                    for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-                };
                 typed(g->add_input(), "x", {N, C, H, W});
                 typed(g->add_input(), "grid", {N, HO, WO, 2});
                 typed(g->add_output(), "y", {N, C, HO, WO});
-                auto* n = g->add_node();
-                n->set_op_type("GridSample");
-                n->add_input("x");
-                n->add_input("grid");
-                n->add_output("y");
-                for (auto [name, value] : {std::pair{"mode", mode}, std::pair{"padding_mode", padding}}) {
-                    auto* a = n->add_attribute();
-                    a->set_name(name);
-                    a->set_type(onnx::AttributeProto::STRING);
-                    a->set_s(value);
-                }
-                auto* a = n->add_attribute();
-                a->set_name("align_corners");
-                a->set_type(onnx::AttributeProto::INT);
-                a->set_i(align);
-                const auto model = import_onnx_bytes(m.SerializeAsString(), "grid_sample.onnx", {});
-                const auto& profile = find_builtin_profile("checked_cpu");
-                auto accepted = profile.accept_graph(built_host(), model.graph);
-                ASSERT_TRUE(accepted.accepted.has_value());
-                ParameterMap params = model.parameters;
-                auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, {N, C, H, W}, x)},
-                                                       {"grid", Tensor::from_values(DType::float32, {N, HO, WO, 2}, grid)}},
-                                               params);
-                const auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs).at(0).to_doubles();
+                auto* n = node(g, "GridSample", {"x", "grid"}, {"y"});
+                set_string(n, "mode", mode);
+                set_string(n, "padding_mode", padding);
+                set_int(n, "align_corners", align);
+                const auto got = run(m, {{"x", Tensor::from_values(DType::float32, {N, C, H, W}, x)},
+                                         {"grid", Tensor::from_values(DType::float32, {N, HO, WO, 2}, grid)}})
+                                     .at(0)
+                                     .to_doubles();
                 ASSERT_EQ(got.size(), std::size_t(N * C * HO * WO));
                 for (std::int64_t b = 0; b < N; ++b)
                     for (std::int64_t ch = 0; ch < C; ++ch) {

@@ -7,14 +7,10 @@
 #include <cmath>
 #include <functional>
 
-#include <onnx/onnx_pb.h>
-
-#include "capsule/onnx_import.hpp"
-#include "capsule/session.hpp"
-#include "capsule_fixtures.hpp"
+#include "onnx_test_models.hpp"
 
 using namespace capsule;
-using capsule::testing::built_host;
+using namespace capsule_test::onnx_models;
 
 namespace {
 
@@ -53,93 +49,37 @@ struct Recurrent {
     }
 
     onnx::ModelProto proto(const std::vector<std::string>& outputs) const {
-        onnx::ModelProto m;
-        m.set_ir_version(7);
-        m.add_opset_import()->set_version(14);
+        auto m = model(14);
         auto* g = m.mutable_graph();
-        g->set_name("g");
         const auto values = data();
-        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
-            v->set_name(name);
-            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-        };
         typed(g->add_input(), "X", x_shape());
-        auto* n = g->add_node();
-        n->set_op_type(op);
-        n->set_name("cell");
-        n->add_input("X");
+        std::vector<std::string> inputs{"X"};
         auto tensor = [&](const std::string& name, const Shape& dims, bool as_input) {
-            if (as_input) {
-                typed(g->add_input(), name, dims);
-            } else {
-                auto* t = g->add_initializer();
-                t->set_name(name);
-                t->set_data_type(onnx::TensorProto::FLOAT);
-                for (auto d : dims) t->add_dims(d);
-                for (double v : values.at(name)) t->add_float_data(static_cast<float>(v));
-            }
-            n->add_input(name);
+            if (as_input) typed(g->add_input(), name, dims);
+            else float_initializer(g, name, dims, values.at(name));
+            inputs.push_back(name);
         };
         tensor("W", {D, G() * H, I}, weights_as_inputs);
         tensor("R", {D, G() * H, H}, weights_as_inputs);
-        if (with_bias) tensor("B", {D, 2 * G() * H}, weights_as_inputs); else n->add_input("");
-        if (sequence_lens.empty()) {
-            n->add_input("");
-        } else {
-            auto* t = g->add_initializer();
-            t->set_name("sequence_lens");
-            t->set_data_type(onnx::TensorProto::INT64);
-            t->add_dims(static_cast<std::int64_t>(sequence_lens.size()));
-            for (auto l : sequence_lens) t->add_int64_data(l);
-            n->add_input("sequence_lens");
-        }
-        if (with_h0) tensor("initial_h", state_shape(), true); else n->add_input("");
+        if (with_bias) tensor("B", {D, 2 * G() * H}, weights_as_inputs); else inputs.push_back("");
+        if (!sequence_lens.empty()) int64_initializer(g, "sequence_lens", {static_cast<std::int64_t>(sequence_lens.size())}, sequence_lens);
+        inputs.push_back(sequence_lens.empty() ? "" : "sequence_lens");
+        if (with_h0) tensor("initial_h", state_shape(), true); else inputs.push_back("");
         if (op == "LSTM") {
-            if (with_c0) tensor("initial_c", state_shape(), true); else n->add_input("");
+            if (with_c0) tensor("initial_c", state_shape(), true); else inputs.push_back("");
             if (with_p) tensor("P", {D, 3 * H}, false);
         }
-        for (const auto& o : outputs) {
-            n->add_output(o);
+        for (const auto& o : outputs)
             if (!o.empty()) typed(g->add_output(), o, o == "Y" ? y_shape() : state_shape());
-        }
-        auto attr = [&](const std::string& name) {
-            auto* a = n->add_attribute();
-            a->set_name(name);
-            return a;
-        };
-        auto* hs = attr("hidden_size");
-        hs->set_type(onnx::AttributeProto::INT);
-        hs->set_i(H);
-        auto* dir = attr("direction");
-        dir->set_type(onnx::AttributeProto::STRING);
-        dir->set_s(D == 2 ? "bidirectional" : reverse ? "reverse" : "forward");
-        if (batch_first) {
-            auto* a = attr("layout");
-            a->set_type(onnx::AttributeProto::INT);
-            a->set_i(1);
-        }
-        if (lbr) {
-            auto* a = attr("linear_before_reset");
-            a->set_type(onnx::AttributeProto::INT);
-            a->set_i(1);
-        }
-        if (clip != 0) {
-            auto* a = attr("clip");
-            a->set_type(onnx::AttributeProto::FLOAT);
-            a->set_f(static_cast<float>(clip));
-        }
-        if (!activations.empty()) {
-            auto* a = attr("activations");
-            a->set_type(onnx::AttributeProto::STRINGS);
-            for (const auto& s : activations) a->add_strings(s);
-        }
-        for (auto [name, list] : {std::pair{"activation_alpha", &alphas}, std::pair{"activation_beta", &betas}}) {
-            if (list->empty()) continue;
-            auto* a = attr(name);
-            a->set_type(onnx::AttributeProto::FLOATS);
-            for (float f : *list) a->add_floats(f);
-        }
+        auto* n = node(g, op, inputs, outputs);
+        set_int(n, "hidden_size", H);
+        set_string(n, "direction", D == 2 ? "bidirectional" : reverse ? "reverse" : "forward");
+        if (batch_first) set_int(n, "layout", 1);
+        if (lbr) set_int(n, "linear_before_reset", 1);
+        if (clip != 0) set_float(n, "clip", static_cast<float>(clip));
+        if (!activations.empty()) set_strings(n, "activations", activations);
+        if (!alphas.empty()) set_floats(n, "activation_alpha", alphas);
+        if (!betas.empty()) set_floats(n, "activation_beta", betas);
         return m;
     }
 
@@ -224,10 +164,6 @@ struct Recurrent {
 
 /// Runs the model under `profile_name` with the inputs it declares, outputs in `outputs` order.
 std::vector<Tensor> run(const Recurrent& r, const std::vector<std::string>& outputs, const std::string& profile_name = "checked_cpu") {
-    const auto model = import_onnx_bytes(r.proto(outputs).SerializeAsString(), "cell.onnx", {});
-    const auto& profile = find_builtin_profile(profile_name);
-    auto accepted = profile.accept_graph(built_host(), model.graph);
-    EXPECT_TRUE(accepted.accepted.has_value()) << profile_name;
     const auto values = r.data();
     std::map<std::string, Tensor> given{{"X", Tensor::from_values(DType::float32, r.x_shape(), values.at("X"))}};
     const std::int64_t G = r.G();
@@ -238,9 +174,7 @@ std::vector<Tensor> run(const Recurrent& r, const std::vector<std::string>& outp
     }
     if (r.with_h0) given.emplace("initial_h", Tensor::from_values(DType::float32, r.state_shape(), values.at("initial_h")));
     if (r.with_c0) given.emplace("initial_c", Tensor::from_values(DType::float32, r.state_shape(), values.at("initial_c")));
-    ParameterMap params = model.parameters;
-    auto inputs = bind_onnx_inputs(model, given, params);
-    return Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+    return capsule_test::onnx_models::run(r.proto(outputs), given, profile_name);
 }
 
 /// Y in the test's time-major order [S, D, B, H], whatever the layout.
@@ -361,7 +295,7 @@ TEST(OnnxRecurrent, NineStepBidirectionalRnnRunsUnderOnednn) {
 TEST(OnnxRecurrent, RefusalsNameTheirCause) {
     auto refused = [](const Recurrent& r, const std::string& reason) {
         try {
-            import_onnx_bytes(r.proto({"Y"}).SerializeAsString(), "cell.onnx", {});
+            import(r.proto({"Y"}));
             ADD_FAILURE() << "imported: " << reason;
         } catch (const std::exception& e) {
             EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();

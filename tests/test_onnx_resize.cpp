@@ -7,14 +7,10 @@
 #include <cmath>
 #include <limits>
 
-#include <onnx/onnx_pb.h>
-
-#include "capsule/onnx_import.hpp"
-#include "capsule/session.hpp"
-#include "capsule_fixtures.hpp"
+#include "onnx_test_models.hpp"
 
 using namespace capsule;
-using capsule::testing::built_host;
+using namespace capsule_test::onnx_models;
 
 namespace {
 
@@ -31,99 +27,43 @@ struct ResizeModel {
     Shape out;  // empty: unknown
     std::vector<std::pair<std::string, std::string>> strings;
     std::vector<std::pair<std::string, std::int64_t>> ints;
-    std::vector<std::pair<std::string, float>> floats;
+    std::vector<std::pair<std::string, float>> float_attributes;
     bool scales_attribute = false;  // Upsample-7
 
     onnx::ModelProto proto() const {
-        onnx::ModelProto m;
-        m.set_ir_version(7);
-        auto* imp = m.add_opset_import();
-        imp->set_domain("");
-        imp->set_version(opset);
+        auto m = model(opset);
         auto* g = m.mutable_graph();
-        g->set_name("g");
-        auto typed = [&](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
-            v->set_name(name);
-            v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
-            auto* shape = v->mutable_type()->mutable_tensor_type()->mutable_shape();
-            for (auto d : dims) shape->add_dim()->set_dim_value(d);
-        };
-        typed(g->add_input(), "x", in);
-        typed(g->add_output(), "y", out);
-        if (out.empty())  // unknown: a named dimension per input axis
-            for (std::size_t a = 0; a < in.size(); ++a)
-                g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("d" + std::to_string(a));
-        auto floats_initializer = [&](const std::string& name, const std::vector<float>& values) {
-            auto* t = g->add_initializer();
-            t->set_name(name);
-            t->set_data_type(onnx::TensorProto::FLOAT);
-            if (name == "scales" && !scales_shape.empty())
-                for (auto d : scales_shape) t->add_dims(d);
-            else
-                t->add_dims(static_cast<std::int64_t>(values.size()));
-            for (auto v : values) t->add_float_data(v);
+        typed(g->add_input(), "x", in, elem);
+        typed(g->add_output(), "y", out.empty() ? in : out, elem, out.empty());  // empty: a named dimension per axis
+        auto floats = [&](const std::string& name, const std::vector<float>& values) {
+            const Shape dims = name == "scales" && !scales_shape.empty() ? scales_shape : Shape{static_cast<std::int64_t>(values.size())};
+            float_initializer(g, name, dims, std::vector<double>(values.begin(), values.end()));
             return name;
         };
-        auto* n = g->add_node();
-        n->set_op_type(op);
-        n->set_name("resize");
-        n->add_input("x");
+        std::vector<std::string> inputs{"x"};
         if (op == "Upsample" || opset < 11) {
-            if (!scales_attribute) n->add_input(floats_initializer("scales", scales));
+            if (!scales_attribute) inputs.push_back(floats("scales", scales));
         } else {
-            n->add_input(roi.empty() ? "" : floats_initializer("roi", roi));
-            n->add_input(scales.empty() ? "" : floats_initializer("scales", scales));
+            inputs.push_back(roi.empty() ? "" : floats("roi", roi));
+            inputs.push_back(scales.empty() ? "" : floats("scales", scales));
             if (!sizes.empty()) {
-                auto* t = g->add_initializer();
-                t->set_name("sizes");
-                t->set_data_type(onnx::TensorProto::INT64);
-                t->add_dims(static_cast<std::int64_t>(sizes.size()));
-                for (auto v : sizes) t->add_int64_data(v);
-                n->add_input("sizes");
+                int64_initializer(g, "sizes", {static_cast<std::int64_t>(sizes.size())}, sizes);
+                inputs.push_back("sizes");
             }
         }
-        n->add_output("y");
-        for (const auto& [k, v] : strings) {
-            auto* a = n->add_attribute();
-            a->set_name(k);
-            a->set_type(onnx::AttributeProto::STRING);
-            a->set_s(v);
-        }
-        for (const auto& [k, v] : ints) {
-            auto* a = n->add_attribute();
-            a->set_name(k);
-            a->set_type(onnx::AttributeProto::INT);
-            a->set_i(v);
-        }
-        for (const auto& [k, v] : floats) {
-            auto* a = n->add_attribute();
-            a->set_name(k);
-            a->set_type(onnx::AttributeProto::FLOAT);
-            a->set_f(v);
-        }
-        if (scales_attribute) {
-            auto* a = n->add_attribute();
-            a->set_name("scales");
-            a->set_type(onnx::AttributeProto::FLOATS);
-            for (auto v : scales) a->add_floats(v);
-        }
+        auto* n = node(g, op, inputs, {"y"});
+        for (const auto& [k, v] : strings) set_string(n, k, v);
+        for (const auto& [k, v] : ints) set_int(n, k, v);
+        for (const auto& [k, v] : float_attributes) set_float(n, k, v);
+        if (scales_attribute) set_floats(n, "scales", scales);
         return m;
     }
 };
 
-ImportedModel import(const ResizeModel& r) {
-    return import_onnx_bytes(r.proto().SerializeAsString(), "resize.onnx", {});
-}
+ImportedModel import(const ResizeModel& r) { return capsule_test::onnx_models::import(r.proto()); }
 
 Tensor run(const ResizeModel& r, const Tensor& x) {
-    const auto model = import(r);
-    const auto& profile = find_builtin_profile("checked_cpu");
-    auto accepted = profile.accept_graph(built_host(), model.graph);
-    EXPECT_TRUE(accepted.accepted.has_value());
-    ParameterMap params = model.parameters;
-    auto inputs = bind_onnx_inputs(model, {{"x", x}}, params);
-    auto session = Session::create(profile, *accepted.accepted, model.graph, built_host(), params);
-    auto out = session.run(inputs);
+    auto out = capsule_test::onnx_models::run(r.proto(), {{"x", x}});
     EXPECT_EQ(out.size(), 1u);
     return out.at(0);
 }
@@ -224,7 +164,7 @@ TEST(OnnxResize, CropSamplesOutsideTakeTheExtrapolationValueEvenNextToInfinity) 
     r.sizes = {1, 5};
     r.out = {1, 5};
     r.strings = {{"mode", "linear"}, {"coordinate_transformation_mode", "tf_crop_and_resize"}};
-    r.floats = {{"extrapolation_value", 7.0f}};
+    r.float_attributes = {{"extrapolation_value", 7.0f}};
     const double inf = std::numeric_limits<double>::infinity();
     const auto y = run(r, Tensor::from_values(DType::float32, {1, 4}, {inf, 2, 3, 4})).to_doubles();
     EXPECT_EQ(y, (std::vector<double>{7, inf, 2.5, 4, 7}));
@@ -281,7 +221,7 @@ TEST(OnnxResize, NearestCropsBooleansWithoutArithmetic) {
     r.sizes = {1, 5};
     r.out = {1, 5};
     r.strings = {{"coordinate_transformation_mode", "tf_crop_and_resize"}};
-    r.floats = {{"extrapolation_value", 0.5f}};
+    r.float_attributes = {{"extrapolation_value", 0.5f}};
     // Sources −1.5 (outside), 0, 1.5 (round_prefer_floor: 1), 3, 4.5 (outside).
     const auto y = run(r, Tensor::from_values(DType::boolean, {1, 4}, {0, 1, 0, 0}));
     ASSERT_EQ(y.dtype(), DType::boolean);
@@ -359,7 +299,7 @@ TEST(OnnxResize, RefusalsNameTheirCause) {
         m.elem = onnx::TensorProto::INT64;
         m.roi = {0, -1, 1, 2};
         m.strings = {{"coordinate_transformation_mode", "tf_crop_and_resize"}};
-        m.floats = {{"extrapolation_value", NAN}};
+        m.float_attributes = {{"extrapolation_value", NAN}};
     }, "extrapolation_value nan is not an int64 value for an int64 input");
     with("Upsample-9 below 1", [](ResizeModel& m) { m.op = "Upsample"; m.opset = 9; m.scales = {1, 0.5f}; }, "Upsample scales must be >= 1, got 0.5");
     with("antialias", [](ResizeModel& m) { m.ints = {{"antialias", 1}}; }, "Unrecognized attribute: antialias");  // the ONNX checker's words

@@ -7,14 +7,10 @@
 #include <cmath>
 #include <limits>
 
-#include <onnx/onnx_pb.h>
-
-#include "capsule/onnx_import.hpp"
-#include "capsule/session.hpp"
-#include "capsule_fixtures.hpp"
+#include "onnx_test_models.hpp"
 
 using namespace capsule;
-using capsule::testing::built_host;
+using namespace capsule_test::onnx_models;
 
 namespace {
 
@@ -46,50 +42,22 @@ struct Pool {
     }
 
     onnx::ModelProto proto() const {
-        onnx::ModelProto m;
-        m.set_ir_version(7);
-        auto* imp = m.add_opset_import();
-        imp->set_domain("");
-        imp->set_version(12);
+        auto m = model(12);
         auto* g = m.mutable_graph();
-        g->set_name("g");
-        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims, bool named) {
-            v->set_name(name);
-            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-            for (std::size_t a = 0; a < dims.size(); ++a) {
-                auto* dim = v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
-                if (named) dim->set_dim_param("d" + std::to_string(a));
-                else dim->set_dim_value(dims[a]);
-            }
-        };
-        typed(g->add_input(), "x", in, false);
+        typed(g->add_input(), "x", in);
         // The output's dimensions are left named (the importer compares its shape with ONNX's
         // inference, which keeps a ceil-mode MaxPool window starting in the right padding).
-        typed(g->add_output(), "y", in, true);
-        auto* n = g->add_node();
-        n->set_op_type(is_max ? "MaxPool" : "AveragePool");
-        n->set_name("pool");
-        n->add_input("x");
-        n->add_output("y");
+        typed(g->add_output(), "y", in, onnx::TensorProto::FLOAT, true);
+        auto* n = node(g, is_max ? "MaxPool" : "AveragePool", {"x"}, {"y"});
         auto ints = [&](const std::string& name, const std::vector<std::int64_t>& v) {
-            if (v.empty()) return;
-            auto* a = n->add_attribute();
-            a->set_name(name);
-            a->set_type(onnx::AttributeProto::INTS);
-            for (auto e : v) a->add_ints(e);
-        };
-        auto flag = [&](const std::string& name, bool v) {
-            auto* a = n->add_attribute();
-            a->set_name(name);
-            a->set_type(onnx::AttributeProto::INT);
-            a->set_i(v);
+            if (!v.empty()) set_ints(n, name, v);
         };
         ints("kernel_shape", kernel);
         ints("strides", stride);
         ints("dilations", dilation);
         ints("pads", pads);
-        flag("ceil_mode", ceil_mode);
-        if (!is_max) flag("count_include_pad", count_include_pad);
+        set_int(n, "ceil_mode", ceil_mode);
+        if (!is_max) set_int(n, "count_include_pad", count_include_pad);
         return m;
     }
 
@@ -136,14 +104,7 @@ struct Pool {
 };
 
 std::vector<double> run(const Pool& pool, const std::vector<double>& x) {
-    const auto model = import_onnx_bytes(pool.proto().SerializeAsString(), "pool.onnx", {});
-    const auto& profile = find_builtin_profile("checked_cpu");
-    auto accepted = profile.accept_graph(built_host(), model.graph);
-    EXPECT_TRUE(accepted.accepted.has_value());
-    ParameterMap params = model.parameters;
-    auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, pool.in, x)}}, params);
-    auto session = Session::create(profile, *accepted.accepted, model.graph, built_host(), params);
-    auto out = session.run(inputs);
+    auto out = capsule_test::onnx_models::run(pool.proto(), {{"x", Tensor::from_values(DType::float32, pool.in, x)}});
     EXPECT_EQ(out.size(), 1u);
     EXPECT_EQ(out.at(0).shape(), pool.out_shape());
     return out.at(0).to_doubles();
@@ -217,7 +178,7 @@ TEST(OnnxPooling, WindowsOverPaddingAloneOrTooLongAreRefused) {
     p.kernel = {2, 2, 2};
     p.pads = {3, 0, 0, 0, 0, 0};  // the first window along axis 2 covers rows −3 and −2 only
     try {
-        import_onnx_bytes(p.proto().SerializeAsString(), "pool.onnx", {});
+        import(p.proto());
         ADD_FAILURE() << "imported";
     } catch (const std::exception& e) {
         EXPECT_NE(std::string(e.what()).find("a window covers only padding"), std::string::npos) << e.what();
@@ -226,7 +187,7 @@ TEST(OnnxPooling, WindowsOverPaddingAloneOrTooLongAreRefused) {
     q.in = {1, 1, 9000, 2, 2};
     q.kernel = {5000, 1, 1};
     try {
-        import_onnx_bytes(q.proto().SerializeAsString(), "pool.onnx", {});
+        import(q.proto());
         ADD_FAILURE() << "imported";
     } catch (const std::exception& e) {
         EXPECT_NE(std::string(e.what()).find("a window more than 4096 positions long"), std::string::npos) << e.what();
@@ -281,55 +242,22 @@ TEST(OnnxConv3d, DepthSlicedConvolutionMatchesTheDefinition) {
         SCOPED_TRACE(with_bias ? "bias" : "no bias");
         Shape out;
         const auto expected = conv3d_brute_force(in, x, ws, wv, with_bias ? bias : std::vector<double>{}, 2, stride, dilation, pads, out);
-        onnx::ModelProto m;
-        m.set_ir_version(7);
-        m.add_opset_import()->set_version(13);
+        auto m = model(13);
         auto* g = m.mutable_graph();
-        g->set_name("g");
-        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
-            v->set_name(name);
-            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-        };
         typed(g->add_input(), "x", in);
         typed(g->add_output(), "y", out);
-        auto initializer = [&](const std::string& name, const Shape& dims, const std::vector<double>& v) {
-            auto* t = g->add_initializer();
-            t->set_name(name);
-            t->set_data_type(onnx::TensorProto::FLOAT);
-            for (auto d : dims) t->add_dims(d);
-            for (double e : v) t->add_float_data(static_cast<float>(e));
-        };
-        initializer("w", ws, wv);
-        auto* n = g->add_node();
-        n->set_op_type("Conv");
-        n->add_input("x");
-        n->add_input("w");
+        float_initializer(g, "w", ws, wv);
+        std::vector<std::string> inputs{"x", "w"};
         if (with_bias) {
-            initializer("b", {6}, bias);
-            n->add_input("b");
+            float_initializer(g, "b", {6}, bias);
+            inputs.push_back("b");
         }
-        n->add_output("y");
-        auto ints = [&](const std::string& name, const std::vector<std::int64_t>& v) {
-            auto* a = n->add_attribute();
-            a->set_name(name);
-            a->set_type(onnx::AttributeProto::INTS);
-            for (auto e : v) a->add_ints(e);
-        };
-        ints("strides", stride);
-        ints("dilations", dilation);
-        ints("pads", pads);
-        auto* a = n->add_attribute();
-        a->set_name("group");
-        a->set_type(onnx::AttributeProto::INT);
-        a->set_i(2);
-        const auto model = import_onnx_bytes(m.SerializeAsString(), "conv3d.onnx", {});
-        const auto& profile = find_builtin_profile("checked_cpu");
-        auto accepted = profile.accept_graph(built_host(), model.graph);
-        ASSERT_TRUE(accepted.accepted.has_value());
-        ParameterMap params = model.parameters;
-        auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, in, x)}}, params);
-        auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+        auto* n = node(g, "Conv", inputs, {"y"});
+        set_ints(n, "strides", stride);
+        set_ints(n, "dilations", dilation);
+        set_ints(n, "pads", pads);
+        set_int(n, "group", 2);
+        const auto got = run(m, {{"x", Tensor::from_values(DType::float32, in, x)}});
         ASSERT_EQ(got.size(), 1u);
         EXPECT_EQ(got[0].shape(), out);
         const auto y = got[0].to_doubles();
@@ -397,53 +325,18 @@ TEST(OnnxConvTranspose, CroppedOutputsMatchTheDefinition) {
         SCOPED_TRACE(c.what);
         Shape out;
         const auto expected = conv_transpose_brute_force(in, x, ws, wv, bias, stride, dilation, c.pad_begin, c.pad_end, c.output_padding, out);
-        onnx::ModelProto m;
-        m.set_ir_version(7);
-        m.add_opset_import()->set_version(13);
+        auto m = model(13);
         auto* g = m.mutable_graph();
-        g->set_name("g");
-        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
-            v->set_name(name);
-            v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-        };
         typed(g->add_input(), "x", in);
         typed(g->add_output(), "y", out);
-        auto initializer = [&](const std::string& name, const Shape& dims, const std::vector<double>& v) {
-            auto* t = g->add_initializer();
-            t->set_name(name);
-            t->set_data_type(onnx::TensorProto::FLOAT);
-            for (auto d : dims) t->add_dims(d);
-            for (double e : v) t->add_float_data(static_cast<float>(e));
-        };
-        initializer("w", ws, wv);
-        initializer("b", {3}, bias);
-        auto* n = g->add_node();
-        n->set_op_type("ConvTranspose");
-        for (const auto* i : {"x", "w", "b"}) n->add_input(i);
-        n->add_output("y");
-        auto attrs = c.attrs;
-        attrs.push_back({"strides", stride});
-        attrs.push_back({"dilations", dilation});
-        for (const auto& [name, v] : attrs) {
-            auto* a = n->add_attribute();
-            a->set_name(name);
-            a->set_type(onnx::AttributeProto::INTS);
-            for (auto e : v) a->add_ints(e);
-        }
-        if (!c.auto_pad.empty()) {
-            auto* a = n->add_attribute();
-            a->set_name("auto_pad");
-            a->set_type(onnx::AttributeProto::STRING);
-            a->set_s(c.auto_pad);
-        }
-        const auto model = import_onnx_bytes(m.SerializeAsString(), "convtranspose.onnx", {});
-        const auto& profile = find_builtin_profile("checked_cpu");
-        auto accepted = profile.accept_graph(built_host(), model.graph);
-        ASSERT_TRUE(accepted.accepted.has_value());
-        ParameterMap params = model.parameters;
-        auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, in, x)}}, params);
-        auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+        float_initializer(g, "w", ws, wv);
+        float_initializer(g, "b", {3}, bias);
+        auto* n = node(g, "ConvTranspose", {"x", "w", "b"}, {"y"});
+        for (const auto& [name, v] : c.attrs) set_ints(n, name, v);
+        set_ints(n, "strides", stride);
+        set_ints(n, "dilations", dilation);
+        if (!c.auto_pad.empty()) set_string(n, "auto_pad", c.auto_pad);
+        const auto got = run(m, {{"x", Tensor::from_values(DType::float32, in, x)}});
         ASSERT_EQ(got.size(), 1u);
         EXPECT_EQ(got[0].shape(), out);
         const auto y = got[0].to_doubles();
@@ -463,44 +356,17 @@ TEST(OnnxPooling, MaxPoolIndicesNameTheFirstMaximumOfEachWindow) {
     const std::int64_t OH = (4 + PT - KH) / 1 + 1, OW = (5 + PR - KW) / SW + 1;
     for (int storage_order : {0, 1}) {
         SCOPED_TRACE(storage_order);
-        onnx::ModelProto m;
-        m.set_ir_version(7);
-        m.add_opset_import()->set_version(12);
+        auto m = model(12);
         auto* g = m.mutable_graph();
-        g->set_name("g");
-        auto typed = [](onnx::ValueInfoProto* v, const std::string& name, const Shape& dims, int elem) {
-            v->set_name(name);
-            v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
-            for (auto d : dims) v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-        };
-        typed(g->add_input(), "x", in, onnx::TensorProto::FLOAT);
-        typed(g->add_output(), "y", {1, 2, OH, OW}, onnx::TensorProto::FLOAT);
+        typed(g->add_input(), "x", in);
+        typed(g->add_output(), "y", {1, 2, OH, OW});
         typed(g->add_output(), "i", {1, 2, OH, OW}, onnx::TensorProto::INT64);
-        auto* n = g->add_node();
-        n->set_op_type("MaxPool");
-        n->add_input("x");
-        n->add_output("y");
-        n->add_output("i");
-        auto ints = [&](const std::string& name, std::vector<std::int64_t> v) {
-            auto* a = n->add_attribute();
-            a->set_name(name);
-            a->set_type(onnx::AttributeProto::INTS);
-            for (auto e : v) a->add_ints(e);
-        };
-        ints("kernel_shape", {KH, KW});
-        ints("strides", {1, SW});
-        ints("pads", {PT, 0, 0, PR});
-        auto* so = n->add_attribute();
-        so->set_name("storage_order");
-        so->set_type(onnx::AttributeProto::INT);
-        so->set_i(storage_order);
-        const auto model = import_onnx_bytes(m.SerializeAsString(), "maxpool.onnx", {});
-        const auto& profile = find_builtin_profile("checked_cpu");
-        auto accepted = profile.accept_graph(built_host(), model.graph);
-        ASSERT_TRUE(accepted.accepted.has_value());
-        ParameterMap params = model.parameters;
-        auto inputs = bind_onnx_inputs(model, {{"x", Tensor::from_values(DType::float32, in, x)}}, params);
-        const auto got = Session::create(profile, *accepted.accepted, model.graph, built_host(), params).run(inputs);
+        auto* n = node(g, "MaxPool", {"x"}, {"y", "i"});
+        set_ints(n, "kernel_shape", {KH, KW});
+        set_ints(n, "strides", {1, SW});
+        set_ints(n, "pads", {PT, 0, 0, PR});
+        set_int(n, "storage_order", storage_order);
+        const auto got = run(m, {{"x", Tensor::from_values(DType::float32, in, x)}});
         ASSERT_EQ(got.size(), 2u);
         ASSERT_EQ(got[1].dtype(), DType::int64);
         const auto values = got[0].to_doubles(), indices = got[1].to_doubles();
