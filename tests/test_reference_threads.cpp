@@ -45,11 +45,13 @@ Tensor f32(Shape shape, std::uint64_t seed, double scale) {
 
 TEST(ReferenceThreads, ConvolutionSplitsColumnsAndRowsWithTheSameBits) {
     // [2, 32, 24, 24] -> 64 channels: C is 64 x 1152 (columns split); [1, 128, 7, 7] -> 256
-    // channels: C is 256 x 49 (rows split). Both are above gemm's work threshold for 2 threads.
+    // channels: C is 256 x 49 (rows split; 48 columns and a 1-column edge tile); [1, 64, 5, 5]
+    // -> 256: C is 256 x 25 (a 2-vector edge tile). All are above gemm's work threshold for 2
+    // threads.
     struct Shape4 {
         std::int64_t n, c, hw, out;
     };
-    for (const Shape4 s : {Shape4{2, 32, 24, 64}, Shape4{1, 128, 7, 256}}) {
+    for (const Shape4 s : {Shape4{2, 32, 24, 64}, Shape4{1, 128, 7, 256}, Shape4{1, 64, 5, 256}}) {
         SCOPED_TRACE("conv " + std::to_string(s.c) + " -> " + std::to_string(s.out) + " at " + std::to_string(s.hw));
         const std::string shape_in = "[" + std::to_string(s.n) + ", " + std::to_string(s.c) + ", " +
                                      std::to_string(s.hw) + ", " + std::to_string(s.hw) + "]";
@@ -117,4 +119,31 @@ TEST(ReferenceThreads, LinearAndMatmulGiveTheSameBitsOnAnyThreadCount) {
             }
             EXPECT_NEAR(c.at(i * 512 + j), want, 1e-6 * magnitude) << "entry " << i << ", " << j;
         }
+}
+
+TEST(ReferenceThreads, PoolingSplitsPlanesWithTheSameBits) {
+    // [2, 16, 60, 60], 3 x 3 windows, stride 2, padding 1 (ResNet's stem pool on a smaller input):
+    // 259,200 window reads, enough for 2 threads (pool_fwd gives each at least 64 K); a sample against the definition (max, and the average
+    // counting the padding, as count_include_pad's default).
+    for (const std::string op : {"max_pool2d_pad", "avg_pool2d_pad"}) {
+        SCOPED_TRACE(op);
+        const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "shape": [2, 16, 60, 60], "dtype": "float32"},
+          {"id": 1, "op": ")" + op + R"(", "parents": [0], "attrs": {"kernel_size": 3, "stride": 2, "padding": 1}, "shape": [2, 16, 30, 30]}
+        ], "outputs": [1]})");
+        const Tensor x = f32({2, 16, 60, 60}, 91, 1.0);
+        const Tensor y = same_bits_on_one_and_two_threads(graph, {}, {{"x", x}});
+        for (const std::int64_t flat : {std::int64_t{0}, y.numel() / 3, y.numel() - 1}) {
+            const std::int64_t ow = flat % 30, oh = flat / 30 % 30, plane = flat / 900;
+            double best = -INFINITY, sum = 0;
+            for (std::int64_t i = 0; i < 3; ++i)
+                for (std::int64_t j = 0; j < 3; ++j) {
+                    const std::int64_t h = oh * 2 + i - 1, v = ow * 2 + j - 1;
+                    if (h < 0 || v < 0 || h >= 60 || v >= 60) continue;
+                    best = std::max(best, x.at((plane * 60 + h) * 60 + v));
+                    sum += x.at((plane * 60 + h) * 60 + v);
+                }
+            EXPECT_NEAR(y.at(flat), op == "max_pool2d_pad" ? best : sum / 9, 1e-6) << "output " << flat;
+        }
+    }
 }

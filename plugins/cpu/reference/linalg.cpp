@@ -88,15 +88,17 @@ void pack_b(bool trans, const T* b, int64_t ldb, int64_t p0, int64_t kc, int64_t
     }
 }
 
-/// The MR × (NV·W) register tile: acc = Σ_p a[p*MR + r] · b[p*NR + j]; then C = acc (store) or
-/// C += acc (add), for the top-left mr × nr part of the tile.
-template <typename T, int VB, int MR, int NV>
+/// The MR × (NV·W) register tile: acc = Σ_p a[p*MR + r] · b[p*STRIDE + j], from B strips packed
+/// STRIDE wide (a narrower tile reads the first NV·W columns of a wider strip); then C = acc
+/// (store) or C += acc (add), for the top-left mr × nr part of the tile.
+template <typename T, int VB, int MR, int NV, int STRIDE>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a,
                                                 const T* __restrict b, T* __restrict c,
                                                 int64_t ldc, int64_t mr, int64_t nr, bool add) {
     using V = typename VecOf<T, VB>::type;
     constexpr int W = VB / int(sizeof(T));
     constexpr int NR = W * NV;
+    static_assert(NR <= STRIDE, "a tile wider than its packed strip");
     V acc[MR][NV];
     V ones;
 #pragma GCC unroll 64
@@ -108,7 +110,7 @@ template <typename T, int VB, int MR, int NV>
     for (int64_t p = 0; p < kc; ++p) {
         V bv[NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + p * NR + v * W, VB);
+        for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + p * STRIDE + v * W, VB);
 #pragma GCC unroll 32
         for (int r = 0; r < MR; ++r) {
             const V av = a[p * MR + r] * ones;  // broadcast (x·1 folds to a plain broadcast)
@@ -241,11 +243,19 @@ template <typename T, int VB, int MR, int NV>
                 for (int64_t js = 0; js < nc; js += NR) {
                     const int64_t nr = std::min<int64_t>(NR, nc - js);
                     const T* bp = bbuf.data() + js * kc;
+                    // The last strip of a panel may need fewer vectors than NV (a 7×7 output has
+                    // 49 columns: 48 + 1): its tile computes only those, not NR columns.
+                    const int64_t vectors = (nr + W - 1) / W;
                     for (int64_t is = 0; is < mc; is += MR) {
                         const int64_t mr = std::min<int64_t>(MR, mc - is);
-                        micro_kernel<T, VB, MR, NV>(kc, abuf.data() + is * kc, bp,
-                                                    C + (i0 + is) * g.ldc + j0 + js, g.ldc, mr,
-                                                    nr, add);
+                        const T* ap = abuf.data() + is * kc;
+                        T* cp = C + (i0 + is) * g.ldc + j0 + js;
+                        if (vectors == 1)
+                            micro_kernel<T, VB, MR, 1, NR>(kc, ap, bp, cp, g.ldc, mr, nr, add);
+                        else if (vectors == 2 && NV > 2)
+                            micro_kernel<T, VB, MR, (NV > 2 ? 2 : NV), NR>(kc, ap, bp, cp, g.ldc, mr, nr, add);
+                        else
+                            micro_kernel<T, VB, MR, NV, NR>(kc, ap, bp, cp, g.ldc, mr, nr, add);
                     }
                 }
             }

@@ -9,10 +9,12 @@
 // window must start inside the input or the left padding).
 // Max pooling routes the gradient to the first maximum of the window in row-major order (as
 // PyTorch's CPU kernel; a NaN counts as the maximum, as there). Padding never wins a max.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "linalg_common.hpp"
+#include "parallel.hpp"
 
 namespace capsule::reference {
 namespace {
@@ -178,7 +180,13 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     const T* X = x.data<T>();
     T* Y = out.data<T>();
     const int64_t planes = g.n * g.c;
-    for (int64_t p = 0; p < planes; ++p) {
+    // Planes are independent: with a thread grant, each thread takes a contiguous range of them
+    // (every output is computed as on one thread). Below ~64 K window reads a thread's start costs
+    // more than it saves.
+    const int64_t reads = planes * g.oh * g.ow * g.kh * g.kw;
+    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted_threads(call), planes, reads >> 16})));
+    run_parts(parts, [&](int part) {
+    for (int64_t p = planes * part / parts; p < planes * (part + 1) / parts; ++p) {
         const T* plane = X + p * g.h * g.w;
         T* yp = Y + p * g.oh * g.ow;
         for (int64_t oy = 0; oy < g.oh; ++oy)
@@ -204,6 +212,7 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
                 }
             }
     }
+    });
 }
 
 template <typename T>
