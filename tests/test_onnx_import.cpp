@@ -784,3 +784,36 @@ TEST(OnnxImport, PReluBeforeOpset7TakesAOneDimensionalSlopePerChannel) {
     const auto got = out[0].to_doubles();
     for (int i = 0; i < 12; ++i) EXPECT_EQ(got[i], x[i] >= 0 ? x[i] : slope[(i / 2) % 3] * x[i]) << i;
 }
+
+TEST(OnnxImport, PowWithInt64OperandsComputesInDoubleAsOnnxRuntime) {
+    // static_cast<T>(std::pow(double(x), double(y))), T the base's dtype.
+    auto model = [](int x_type, int y_type, int out_type) {
+        auto m = new_model(15);
+        set_type(m.mutable_graph()->add_input(), "x", x_type, {4});
+        set_type(m.mutable_graph()->add_input(), "y", y_type, {4});
+        set_type(m.mutable_graph()->add_output(), "z", out_type, {4});
+        add_node(m, "Pow", {"x", "y"}, {"z"});
+        return import(m);
+    };
+    auto int64s = [](std::vector<std::int64_t> v) {
+        Tensor t = Tensor::zeros(DType::int64, {4});
+        std::copy(v.begin(), v.end(), static_cast<std::int64_t*>(t.data()));
+        return t;
+    };
+    const auto I64 = onnx::TensorProto::INT64, F32 = onnx::TensorProto::FLOAT;
+    // int64 ^ int64: exact integers.
+    auto out = run(model(I64, I64, I64), {{"x", int64s({2, 3, -2, 7})}, {"y", int64s({10, 3, 3, 0})}});
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].dtype(), DType::int64);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{1024, 27, -8, 1}));
+    // int64 ^ float: truncated toward zero (7^0.5 = 2.65 -> 2, 10^-1 = 0.1 -> 0).
+    out = run(model(I64, F32, I64), {{"x", int64s({7, 10, 2, 9})}, {"y", Tensor::from_values(DType::float32, {4}, {0.5, -1, 3, 0.5})}});
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{2, 0, 8, 3}));
+    // float32 ^ int64: the exponent 2^24 + 1 is odd in double (float32 would round it to 2^24).
+    out = run(model(F32, I64, F32), {{"x", Tensor::from_values(DType::float32, {4}, {-1, 2, 0.5, 3})},
+                                     {"y", int64s({(1 << 24) + 1, 3, -2, 0})}});
+    ASSERT_EQ(out[0].dtype(), DType::float32);
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{-1, 8, 4, 1}));
+    // A result with no int64 value (3^40 > 2^63) fails the run, naming it.
+    EXPECT_THROW(run(model(I64, I64, I64), {{"x", int64s({3, 1, 1, 1})}, {"y", int64s({40, 1, 1, 1})}}), Error);
+}

@@ -121,6 +121,30 @@ void convert_mod(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("mod", {a, b}, {{"fmod", fmod}}, out0(n)));
 }
 
+/// ONNX Pow: `pow` when base and exponent share a float dtype. Otherwise (an int64 operand, or
+/// float32 with float64) as ONNX Runtime computes it, static_cast<T>(std::pow(double(x),
+/// double(y))): both cast to float64, `pow`, and the result cast to the base's dtype T (an int64
+/// result truncated toward zero; exact while it is below 2^53; one without an int64 value fails the
+/// cast, naming the element).
+void convert_pow(ImportContext& c, const onnx::NodeProto& n) {
+    legacy_broadcast_check(c, n);
+    Id x = c.runtime(n.input(0)), y = c.runtime(n.input(1));
+    const DType base = c.node_type(x).dtype, exponent = c.node_type(y).dtype;
+    if (base == exponent && base != DType::int64) {
+        c.define_node(out0(n), c.add("pow", {x, y}, {}, out0(n)));
+        return;
+    }
+    if (base == DType::boolean || exponent == DType::boolean) unsupported("Pow of bool");
+    const Attributes to_double{{"to", string("float64")}};
+    if (base != DType::float64) x = c.add("cast", {x}, to_double);
+    if (exponent != DType::float64) y = c.add("cast", {y}, to_double);
+    if (base == DType::float64) {
+        c.define_node(out0(n), c.add("pow", {x, y}, {}, out0(n)));
+        return;
+    }
+    c.define_node(out0(n), c.add("cast", {c.add("pow", {x, y})}, {{"to", string(to_string(base))}}, out0(n)));
+}
+
 void convert_mean(ImportContext& c, const onnx::NodeProto& n) {
     Id acc = c.runtime(n.input(0));
     for (int k = 1; k < n.input_size(); ++k) acc = c.add("add", {acc, c.runtime(n.input(k))});
@@ -1483,7 +1507,7 @@ const std::map<string, Converter>& converters() {
                  {"Not", "logical_not"}})
             t[onnx_op] = unary(op);
         for (auto [onnx_op, op] : vector<std::pair<string, string>>{
-                 {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"},
+                 {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"},
                  {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less_equal"},
                  {"GreaterOrEqual", "greater_equal"}, {"And", "logical_and"}, {"Or", "logical_or"},
                  {"Xor", "logical_xor"}})
@@ -1510,6 +1534,7 @@ const std::map<string, Converter>& converters() {
         t["Compress"] = convert_compress;
         t["Range"] = convert_range;
         t["Round"] = convert_round;
+        t["Pow"] = convert_pow;
         t["RNN"] = convert_rnn;
         t["GRU"] = convert_gru;
         t["LSTM"] = convert_lstm;
