@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include "capsule/onnx_import.hpp"
@@ -93,6 +94,16 @@ inline void set_strings(onnx::NodeProto* n, const std::string& name, const std::
 
 inline capsule::ImportedModel import(const onnx::ModelProto& m) {
     return capsule::import_onnx_bytes(m.SerializeAsString(), "test.onnx", {});
+}
+
+/// Expects importing `m` to fail with an error whose message contains `reason`.
+inline void expect_refused(const onnx::ModelProto& m, const std::string& reason) {
+    try {
+        import(m);
+        ADD_FAILURE() << "imported; expected a refusal naming: " << reason;
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
 }
 
 /// Imports `m`, plans and gates it under `profile_name` (the plan must be accepted) and runs it

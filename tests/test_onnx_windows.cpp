@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "onnx_test_models.hpp"
 
@@ -177,21 +178,11 @@ TEST(OnnxPooling, WindowsOverPaddingAloneOrTooLongAreRefused) {
     p.in = {1, 1, 4, 4, 4};
     p.kernel = {2, 2, 2};
     p.pads = {3, 0, 0, 0, 0, 0};  // the first window along axis 2 covers rows −3 and −2 only
-    try {
-        import(p.proto());
-        ADD_FAILURE() << "imported";
-    } catch (const std::exception& e) {
-        EXPECT_NE(std::string(e.what()).find("a window covers only padding"), std::string::npos) << e.what();
-    }
+    expect_refused(p.proto(), "a window covers only padding");
     Pool q;
     q.in = {1, 1, 9000, 2, 2};
     q.kernel = {5000, 1, 1};
-    try {
-        import(q.proto());
-        ADD_FAILURE() << "imported";
-    } catch (const std::exception& e) {
-        EXPECT_NE(std::string(e.what()).find("a window more than 4096 positions long"), std::string::npos) << e.what();
-    }
+    expect_refused(q.proto(), "a window more than 4096 positions long");
 }
 
 namespace {
@@ -352,6 +343,11 @@ TEST(OnnxPooling, MaxPoolIndicesNameTheFirstMaximumOfEachWindow) {
     const Shape in{1, 2, 4, 5};
     std::vector<double> x;
     for (int i = 0; i < 40; ++i) x.push_back(static_cast<double>((i * 7) % 4));
+    // NaN wins over numbers and the first NaN stays (PyTorch); windows of −∞ inputs beside the
+    // padding name an input, never the padding.
+    x[7] = NAN;
+    x[13] = NAN;
+    for (int i : {0, 1, 5, 6}) x[i] = -INFINITY;
     const std::int64_t KH = 3, KW = 2, SW = 2, PT = 1, PR = 1;
     const std::int64_t OH = (4 + PT - KH) / 1 + 1, OW = (5 + PR - KW) / SW + 1;
     for (int storage_order : {0, 1}) {
@@ -373,21 +369,67 @@ TEST(OnnxPooling, MaxPoolIndicesNameTheFirstMaximumOfEachWindow) {
         for (std::int64_t c = 0; c < 2; ++c)
             for (std::int64_t oh = 0; oh < OH; ++oh)
                 for (std::int64_t ow = 0; ow < OW; ++ow) {
-                    double best = -INFINITY;
+                    double best = 0;
                     std::int64_t where = -1;
                     for (std::int64_t kh = 0; kh < KH; ++kh)
                         for (std::int64_t kw = 0; kw < KW; ++kw) {
                             const std::int64_t h = oh + kh - PT, w = ow * SW + kw;
-                            if (h < 0 || h >= 4 || w >= 5) continue;
+                            if (h < 0 || h >= 4 || w >= 5) continue;  // padding never wins
                             const double v = x[std::size_t((c * 4 + h) * 5 + w)];
-                            if (v > best) {
+                            if (where < 0 || (v > best && !std::isnan(best)) || (std::isnan(v) && !std::isnan(best))) {
                                 best = v;
                                 where = storage_order ? c * 20 + w * 4 + h : (c * 4 + h) * 5 + w;
                             }
                         }
                     const std::size_t o = std::size_t((c * OH + oh) * OW + ow);
-                    EXPECT_EQ(values[o], best) << o;
+                    if (std::isnan(best)) EXPECT_TRUE(std::isnan(values[o])) << o;
+                    else EXPECT_EQ(values[o], best) << o;
                     EXPECT_EQ(indices[o], double(where)) << o;
                 }
+    }
+}
+
+TEST(OnnxPooling, MaxUnpoolWritesIndicesIntoTheGivenOutputShape) {
+    // A 2 × 2 pool of a 5 × 5 plane unpooled to 5 × 5: the indices address the 5 × 5 plane (as
+    // ONNX Runtime and PyTorch's max_unpool2d(output_size)), so index 18 = (3, 3) is in range.
+    auto m = model(11);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "x", {1, 1, 2, 2});
+    typed(g->add_input(), "i", {1, 1, 2, 2}, onnx::TensorProto::INT64);
+    typed(g->add_output(), "y", {1, 1, 5, 5});
+    int64_initializer(g, "shape", {4}, {1, 1, 5, 5});
+    auto* n = node(g, "MaxUnpool", {"x", "i", "shape"}, {"y"});
+    set_ints(n, "kernel_shape", {2, 2});
+    set_ints(n, "strides", {2, 2});
+    Tensor indices = Tensor::zeros(DType::int64, {1, 1, 2, 2});
+    const std::int64_t at[] = {6, 8, 16, 18};
+    std::copy(at, at + 4, static_cast<std::int64_t*>(indices.data()));
+    const auto y = run(m, {{"x", Tensor::from_values(DType::float32, {1, 1, 2, 2}, {5, 6, 7, 8})}, {"i", indices}}).at(0);
+    ASSERT_EQ(y.shape(), (Shape{1, 1, 5, 5}));
+    std::vector<double> expected(25, 0);
+    expected[6] = 5;
+    expected[8] = 6;
+    expected[16] = 7;
+    expected[18] = 8;
+    EXPECT_EQ(y.to_doubles(), expected);
+}
+
+TEST(OnnxPooling, WindowAttributesOutOfRangeAreRefusedByEveryConverter) {
+    // Dilation 0 and negative pads on a 3-D Conv whose input comes out of a GatherND: the
+    // pre-inference guard cannot tell that input's rank, so it checks nothing from there on; the
+    // converter refuses them before any division or product uses them.
+    for (const auto& [attr, value, reason] : {std::tuple{"dilations", std::int64_t{0}, "kernel_shape, strides and dilations must be in [1, 2^30]"},
+                                              std::tuple{"pads", std::int64_t{-1}, "pads must be in [0, 2^30]"}}) {
+        SCOPED_TRACE(attr);
+        auto m = model(13);
+        auto* g = m.mutable_graph();
+        typed(g->add_input(), "x", {1, 1, 1, 4, 4, 4});
+        typed(g->add_output(), "y", {1, 1, 2, 2, 2}, onnx::TensorProto::FLOAT, true);
+        int64_initializer(g, "first", {1}, {0});
+        float_initializer(g, "w", {1, 1, 3, 3, 3}, std::vector<double>(27, 0.5));
+        node(g, "GatherND", {"x", "first"}, {"t"});
+        auto* n = node(g, "Conv", {"t", "w"}, {"y"});
+        set_ints(n, attr, std::string(attr) == "pads" ? std::vector<std::int64_t>(6, value) : std::vector<std::int64_t>(3, value));
+        expect_refused(m, reason);
     }
 }

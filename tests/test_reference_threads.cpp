@@ -1,6 +1,6 @@
-// The reference plugin's GEMM-based kernels (conv2d, linear, matmul) use the intra-op threads a
-// session grants them (SessionOptions::threads): gemm splits C's columns, or its rows when C is
-// narrow, between threads. Each entry is summed in the same order on any thread count, so a
+// The reference plugin's GEMM-based kernels (conv2d, linear, matmul) and pools use the intra-op
+// threads a session grants them (SessionOptions::threads): gemm splits C's columns, or its rows
+// when C is narrow, between threads; pooling splits its planes. Each entry is summed in the same order on any thread count, so a
 // session with 2 threads must give the same bits as one with 1; and both must equal the
 // operation computed directly, in double precision, within float32 rounding.
 #include <gtest/gtest.h>

@@ -68,7 +68,7 @@ Id conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, Id x, cons
                                {"dilation", vector<std::int64_t>{w.dilation[1], w.dilation[2]}}, {"groups", groups},
                                {"bias", with_bias}};
         const Id conv = c.add("conv2d", {planes}, attrs);
-        const string slice_name = c.fresh_name(name + "#weight_depth_" + std::to_string(kd));
+        const string slice_name = c.fresh_value_name(name + "#weight_depth_" + std::to_string(kd));
         c.define_constant(slice_name, depth_slice(weight, kd));
         vector<string> params{slice_name};
         if (with_bias) params.push_back(bias);

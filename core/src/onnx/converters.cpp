@@ -16,12 +16,16 @@ using std::vector;
 using Id = std::int64_t;
 
 Id constant_input(ImportContext& c, const onnx::NodeProto& n, const string& suffix, Tensor t) {
-    const string name = c.fresh_name(n.output(0) + "#" + suffix);
+    const string name = c.fresh_value_name(n.output(0) + "#" + suffix);
     c.define_constant(name, std::move(t));
     return c.runtime(name);
 }
 Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suffix, DType dtype, double v) {
     return constant_input(c, n, suffix, Tensor::from_values(dtype, {}, {v}));
+}
+
+Id filled(ImportContext& c, const onnx::NodeProto& n, DType dtype, double v, const Shape& shape) {
+    return c.add("broadcastTo", {scalar_constant(c, n, "fill", dtype, v)}, {{"shape", shape}});
 }
 
 Id round_half_to_even(ImportContext& c, const onnx::NodeProto& n, Id x, const string& name) {
@@ -31,7 +35,10 @@ Id round_half_to_even(ImportContext& c, const onnx::NodeProto& n, Id x, const st
     const Id half = scalar_constant(c, n, "half", dtype, 0.5), one = scalar_constant(c, n, "one", dtype, 1);
     const Id odd = c.add("equal", {c.add("mod", {f, scalar_constant(c, n, "two", dtype, 2)}, {{"fmod", false}}), one});
     const Id up = c.add("logical_or", {c.add("greater", {frac, half}), c.add("logical_and", {c.add("equal", {frac, half}), odd})});
-    return c.add("where", {up, c.add("add", {f, one}), f}, {}, name);
+    const Id rounded = c.add("where", {up, c.add("add", {f, one}), f});
+    // A zero takes x's sign (numpy: round(-0.4) = -0.0); x · 0 is ±0 for every finite x, and
+    // only finite x round to zero.
+    return c.add("where", {c.add("equal", {rounded, scalar_constant(c, n, "zero", dtype, 0)}), c.add("mul", {x, scalar_constant(c, n, "zero", dtype, 0)}), rounded}, {}, name);
 }
 
 namespace {
@@ -200,8 +207,7 @@ void convert_prelu(ImportContext& c, const onnx::NodeProto& n) {
         per_channel[0] = ss[0];
         slope = reshape(c, slope, per_channel);
     }
-    c.define_constant(out0(n) + "#zero", Tensor::zeros(dtype, {}));
-    Id zero = c.runtime(out0(n) + "#zero");
+    const Id zero = scalar_constant(c, n, "zero", dtype, 0);
     Id pos = c.add("relu", {x});
     Id neg = c.add("mul", {slope, c.add("min", {x, zero})});
     c.define_node(out0(n), c.add("add", {pos, neg}, {}, out0(n)));
@@ -315,7 +321,7 @@ void convert_gemm(ImportContext& c, const onnx::NodeProto& n) {
                           (c.type(c_name).shape.size() == 1 ||
                            (c.type(c_name).shape.size() == 2 && c.type(c_name).shape[0] == 1));
     if (alpha == 1.0 && c.is_constant(b_name) && (c_name.empty() || c_vector)) {
-        const string w_name = out0(n) + "#W", bias_name = out0(n) + "#b";
+        const string w_name = c.fresh_value_name(out0(n) + "#W"), bias_name = c.fresh_value_name(out0(n) + "#b");
         Tensor w = c.constant(b_name, "Gemm's B");
         c.define_constant(w_name, trans_b ? w : transposed2d(w));
         vector<string> params{w_name};
@@ -332,8 +338,7 @@ void convert_gemm(ImportContext& c, const onnx::NodeProto& n) {
     // General form: alpha * (A' · B') + beta * C with matmul, scale and add.
     Id b;
     if (c.is_constant(b_name) && trans_b) {
-        c.define_constant(out0(n) + "#Bt", transposed2d(c.constant(b_name, "B")));
-        b = c.runtime(out0(n) + "#Bt");
+        b = constant_input(c, n, "Bt", transposed2d(c.constant(b_name, "B")));
     } else {
         b = c.runtime(b_name);
         if (trans_b) b = c.add("transpose2d", {b});
@@ -343,8 +348,7 @@ void convert_gemm(ImportContext& c, const onnx::NodeProto& n) {
     if (!c_name.empty()) {
         Id cc;
         if (c_const && beta != 1.0) {
-            c.define_constant(out0(n) + "#C", scaled(c.constant(c_name, "C"), beta));
-            cc = c.runtime(out0(n) + "#C");
+            cc = constant_input(c, n, "C", scaled(c.constant(c_name, "C"), beta));
         } else {
             cc = c.runtime(c_name);
             if (beta != 1.0) cc = c.add("scale", {cc}, {{"factor", beta}});
@@ -366,6 +370,16 @@ Window window(const onnx::NodeProto& n, const Shape& in, const vector<std::int64
     auto pads = attr_ints(n, "pads").value_or(vector<std::int64_t>(2 * sp, 0));
     if (w.stride.size() != sp || w.dilation.size() != sp || pads.size() != 2 * sp)
         unsupported("strides, dilations or pads do not match the kernel's rank");
+    // Checked here for every converter: ONNX's own checks may not have run (a node whose input
+    // rank inference could not tell), and these values size divisions and products.
+    constexpr std::int64_t kBound = std::int64_t(1) << 30;
+    for (std::size_t k = 0; k < sp; ++k)
+        if (w.kernel[k] < 1 || w.kernel[k] > kBound || w.stride[k] < 1 || w.stride[k] > kBound || w.dilation[k] < 1 ||
+            w.dilation[k] > kBound)
+            unsupported("kernel_shape, strides and dilations must be in [1, 2^30], got kernel " + std::to_string(w.kernel[k]) +
+                        ", stride " + std::to_string(w.stride[k]) + ", dilation " + std::to_string(w.dilation[k]));
+    for (auto p : pads)
+        if (p < 0 || p > kBound) unsupported("pads must be in [0, 2^30], got " + std::to_string(p));
     w.pad_begin.assign(pads.begin(), pads.begin() + sp);
     w.pad_end.assign(pads.begin() + sp, pads.end());
     const string auto_pad = attr_string(n, "auto_pad", "NOTSET");
@@ -423,8 +437,9 @@ void convert_conv(ImportContext& c, const onnx::NodeProto& n) {
 
 /// The begin and end cropping of a ConvTranspose whose full output (no padding) has `full` entries
 /// along an axis and must have `target`: the ONNX spec's split of the total padding (SAME_UPPER:
-/// the smaller half first; otherwise the larger half first). A target beyond the full output is
-/// more output_padding (`extra`): zeros past the last input, plus the bias, as the reference.
+/// the smaller half first; otherwise the larger half first; ONNX Runtime splits the other way). A
+/// target beyond the full output is more output_padding at the end (`extra`): zeros past the last
+/// input, plus the bias, as the ONNX backend data and ONNX Runtime.
 struct TransposeCrop {
     std::int64_t begin = 0, end = 0, extra = 0;
 };
@@ -457,6 +472,8 @@ void convert_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
     if (w.stride.size() != sp || w.dilation.size() != sp) unsupported("strides or dilations do not match the kernel's rank");
     auto out_pad = attr_ints(n, "output_padding").value_or(vector<std::int64_t>(sp, 0));
     if (out_pad.size() != sp) unsupported("output_padding does not match the kernel's rank");
+    for (auto p : out_pad)
+        if (p < 0 || p > (std::int64_t(1) << 30)) unsupported("output_padding must be in [0, 2^30], got " + std::to_string(p));
     auto output_shape = attr_ints(n, "output_shape");
     if (output_shape && output_shape->size() == sp + 2) output_shape->erase(output_shape->begin(), output_shape->begin() + 2);
     if (output_shape && output_shape->size() != sp) unsupported("output_shape does not match the kernel's rank");
@@ -561,11 +578,12 @@ void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
     c.define_node(out0(n), y);
 }
 
-/// ONNX MaxUnpool: zeros of the unpooled shape ((in − 1)·stride + kernel − pads per spatial axis)
-/// with each X value written at its flat index I (`scatter_elements` over the flattened output; an
-/// index outside it fails the kernel, naming it). A larger output_shape pads that result with zeros,
-/// the smaller half of the difference first (the indices address the unpooled shape, as the ONNX
-/// backend data and ONNX Runtime).
+/// ONNX MaxUnpool: zeros of the output shape with each X value written at its flat index I
+/// (`scatter_elements` over the flattened output; an index outside it fails the kernel, naming
+/// it). The shape is output_shape when given (a constant), else (in − 1)·stride + kernel − pads per
+/// spatial axis. With output_shape the indices address that shape directly, as ONNX Runtime
+/// (microsoft/onnxruntime#2193) and PyTorch's max_unpool2d(output_size); ONNX 1.12's backend case
+/// for it pads instead (onnx/onnx#2398) and is listed as disputed by `capsule onnx-test`.
 void convert_max_unpool(ImportContext& c, const onnx::NodeProto& n) {
     const Id x = x0(c, n);
     const Shape in = shape_of(c, x);
@@ -574,35 +592,24 @@ void convert_max_unpool(ImportContext& c, const onnx::NodeProto& n) {
     if (shape_of(c, indices) != in) unsupported("I has shape " + to_string(shape_of(c, indices)) + ", X " + to_string(in));
     auto kernel = attr_ints(n, "kernel_shape");
     if (!kernel || kernel->size() + 2 != in.size()) unsupported("kernel_shape must have one entry per spatial axis");
-    const Window w = window(n, in, *kernel);
-    Shape unpooled{in[0], in[1]};
-    for (std::size_t a = 0; a < kernel->size(); ++a) {
-        unpooled.push_back((in[a + 2] - 1) * w.stride[a] + (*kernel)[a] - w.pad_begin[a] - w.pad_end[a]);
-        if (unpooled.back() < 1) unsupported("unpooled shape " + to_string(unpooled) + " has an empty dimension");
-    }
-    Shape out = unpooled;
+    Shape out{in[0], in[1]};
     if (const string given = input_name(n, 2); !given.empty()) {
         out.clear();
         for (auto v : int_values(c.constant(given, "MaxUnpool output_shape"))) out.push_back(v);
         if (out.size() != in.size() || out[0] != in[0] || out[1] != in[1])
             unsupported("output_shape " + to_string(out) + " does not keep the input's rank, N and C");
-        for (std::size_t a = 2; a < out.size(); ++a)
-            if (out[a] < unpooled[a]) unsupported("output_shape " + to_string(out) + " is smaller than the unpooled shape " + to_string(unpooled));
+    } else {
+        const Window w = window(n, in, *kernel);
+        for (std::size_t a = 0; a < kernel->size(); ++a)
+            out.push_back((in[a + 2] - 1) * w.stride[a] + (*kernel)[a] - w.pad_begin[a] - w.pad_end[a]);
     }
-    const std::int64_t total = checked_element_count(unpooled), count = checked_element_count(in);
-    const Id zeros = c.add("broadcastTo", {scalar_constant(c, n, "zero", c.node_type(x).dtype, 0)}, {{"shape", Shape{total}}});
+    for (auto d : out)
+        if (d < 1) unsupported("output shape " + to_string(out) + " has an empty dimension");
+    const std::int64_t total = checked_element_count(out), count = checked_element_count(in);
+    const Id zeros = filled(c, n, c.node_type(x).dtype, 0, {total});
     const Id scattered = c.add("scatter_elements", {zeros, reshape(c, indices, {count}), reshape(c, x, {count})},
                                {{"axis", std::int64_t{0}}});
-    if (out == unpooled) {
-        c.define_node(out0(n), reshape(c, scattered, out, out0(n)));
-        return;
-    }
-    vector<std::int64_t> pads(2 * out.size(), 0);
-    for (std::size_t a = 2; a < out.size(); ++a) {
-        pads[a] = (out[a] - unpooled[a]) / 2;
-        pads[out.size() + a] = out[a] - unpooled[a] - pads[a];
-    }
-    c.define_node(out0(n), c.add("pad", {reshape(c, scattered, unpooled)}, {{"pads", pads}, {"mode", string("constant")}, {"value", 0.0}}, out0(n)));
+    c.define_node(out0(n), reshape(c, scattered, out, out0(n)));
 }
 
 void convert_global_pool(ImportContext& c, const onnx::NodeProto& n, const string& op) {
@@ -681,9 +688,8 @@ void convert_layer_norm(ImportContext& c, const onnx::NodeProto& n) {
     if (n.output_size() > 2 && !n.output(2).empty()) {
         Id d = c.add("sub", {x, mean});
         Id var = c.add("reduce_mean", {c.add("mul", {d, d})}, {{"axes", axes}, {"keepdims", true}});
-        const string eps_name = n.output(2) + "#eps";
-        c.define_constant(eps_name, Tensor::from_values(DType::float32, {}, {double(attr_float(n, "epsilon", 1e-5f))}));
-        Id inv_std = c.add("inv", {c.add("sqrt", {c.add("add", {var, c.runtime(eps_name)})})}, {}, n.output(2));
+        const Id eps = scalar_constant(c, n, "eps", DType::float32, attr_float(n, "epsilon", 1e-5f));
+        Id inv_std = c.add("inv", {c.add("sqrt", {c.add("add", {var, eps})})}, {}, n.output(2));
         c.define_node(n.output(2), inv_std);
     }
 }

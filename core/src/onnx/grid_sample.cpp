@@ -148,7 +148,7 @@ void convert_grid_sample(ImportContext& c, const onnx::NodeProto& n) {
         ix = g.pad_coordinates(ix, s.W);
         iy = g.pad_coordinates(iy, s.H);
         if (s.mode == "nearest") {
-            accumulate(g.tap(xflat, round_half_to_even(c, n, ix), round_half_to_even(c, n, iy), g.op("broadcastTo", {g.k(1)}, {{"shape", Shape{s.N, s.points}}})));
+            accumulate(g.tap(xflat, round_half_to_even(c, n, ix), round_half_to_even(c, n, iy), filled(c, n, s.dtype, 1, {s.N, s.points})));
         } else {
             const Id x0 = g.op("floor", {ix}), y0 = g.op("floor", {iy});
             const Id x1 = g.add(x0, g.k(1)), y1 = g.add(y0, g.k(1));

@@ -89,6 +89,9 @@ public:
 
     /// A fresh unique node name.
     std::string fresh_name(const std::string& base);
+    /// A fresh_name that also names no value defined so far (a model's initializer or output
+    /// may be spelled like an importer helper, e.g. `y#index`): for the importer's own constants.
+    std::string fresh_value_name(const std::string& base);
     bool name_used(const std::string& name) const { return names_.count(name) != 0; }
 
     Graph& graph() const { return model_.graph; }
@@ -145,13 +148,17 @@ void convert_rnn(ImportContext& c, const onnx::NodeProto& n);
 void convert_gru(ImportContext& c, const onnx::NodeProto& n);
 void convert_lstm(ImportContext& c, const onnx::NodeProto& n);
 /// x rounded half to even (numpy.round, ONNX Round): floor(x) + 1 where x − floor(x) > 0.5, or
-/// = 0.5 with an odd floor; exact, NaN and ±inf kept. The last node is named `name`.
+/// = 0.5 with an odd floor; exact, NaN and ±inf kept, a zero with x's sign. The last node is
+/// named `name`.
 std::int64_t round_half_to_even(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const std::string& name = {});
 /// ONNX GridSample (opset 16) as gathers at positions computed at run time (grid_sample.cpp).
 void convert_grid_sample(ImportContext& c, const onnx::NodeProto& n);
 /// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
 /// value (a `const` node).
 std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);
+/// A tensor of `shape` holding `v` everywhere: a scalar constant broadcast at run time (nothing
+/// of `shape`'s size is made at import).
+std::int64_t filled(ImportContext& c, const onnx::NodeProto& n, DType dtype, double v, const Shape& shape);
 /// A scalar constant of `dtype`, as constant_input.
 std::int64_t scalar_constant(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, DType dtype, double v);
 /// Reason an op type has no converter (e.g. control flow, training ops), or "" when unknown.

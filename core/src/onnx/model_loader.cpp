@@ -152,6 +152,12 @@ string ImportContext::fresh_name(const string& base) {
     return name;
 }
 
+string ImportContext::fresh_value_name(const string& base) {
+    string name = fresh_name(base);
+    while (values_.count(name)) name = fresh_name(name + "#");
+    return name;
+}
+
 std::int64_t ImportContext::runtime(const string& name) {
     Value& v = value(name);
     if (v.node) return *v.node;

@@ -4,6 +4,7 @@
 // time (a box's max or sum is the max or sum along each axis in turn), combined with `max` or
 // `add`; averages are divided by each window's count of counted positions (a constant computed at
 // import). docs/onnx.md states where the converters use it.
+#include <algorithm>
 #include <limits>
 
 #include "import_context.hpp"
@@ -46,12 +47,17 @@ AxisPlan plan_axis(const Window& w, bool ceil_mode, std::size_t a, std::int64_t 
 /// average counts: positions inside the input, or inside the input and its declared padding.
 vector<double> window_counts(const Window& w, std::size_t a, std::int64_t in, std::int64_t out, bool with_pad) {
     const std::int64_t low = with_pad ? -w.pad_begin[a] : 0, high = with_pad ? in + w.pad_end[a] : in;
+    // Tap t is at p = o·s + t·d − pb; low <= p < high holds for t in [ceil((low − start) / d),
+    // ceil((high − start) / d)), clipped to [0, kernel): O(out), not O(out · kernel).
+    auto ceil_div = [](std::int64_t num, std::int64_t den) { return num >= 0 ? (num + den - 1) / den : -((-num) / den); };
+    const std::int64_t d = w.dilation[a], k = w.kernel[a];
     vector<double> counts(static_cast<std::size_t>(out), 0);
-    for (std::int64_t o = 0; o < out; ++o)
-        for (std::int64_t t = 0; t < w.kernel[a]; ++t) {
-            const std::int64_t p = o * w.stride[a] + t * w.dilation[a] - w.pad_begin[a];
-            counts[static_cast<std::size_t>(o)] += p >= low && p < high;
-        }
+    for (std::int64_t o = 0; o < out; ++o) {
+        const std::int64_t start = o * w.stride[a] - w.pad_begin[a];
+        const std::int64_t first = std::clamp<std::int64_t>(ceil_div(low - start, d), 0, k);
+        const std::int64_t last = std::clamp<std::int64_t>(ceil_div(high - start, d), 0, k);
+        counts[static_cast<std::size_t>(o)] = static_cast<double>(std::max<std::int64_t>(0, last - first));
+    }
     return counts;
 }
 
@@ -67,19 +73,18 @@ PaddedInput pad_for_windows(ImportContext& c, Id x, const Window& w, bool ceil_m
     const std::size_t sp = w.kernel.size();
     if (in.size() != sp + 2) unsupported("kernel_shape has " + std::to_string(sp) + " entries for an input of rank " + std::to_string(in.size()));
     PaddedInput p;
+    std::int64_t positions = 1;
     for (std::size_t a = 0; a < sp; ++a) {
         p.axes.push_back(plan_axis(w, ceil_mode, a, in[2 + a]));
         if (w.kernel[a] > kMaxTaps) unsupported("a window more than " + std::to_string(kMaxTaps) + " positions long");
-        // A window over padding alone would be −∞ (max) or 0/0 (average): refused, as ONNX
-        // Runtime and PyTorch refuse pads that large.
-        for (double count : window_counts(w, a, in[2 + a], p.axes.back().out, false))
+        if (p.axes.back().out > kMaxPositions / positions) unsupported("more than 2^24 output positions per channel");
+        positions *= p.axes.back().out;
+    }
+    // A window over padding alone would be −∞ (max) or 0/0 (average): refused, as ONNX Runtime
+    // and PyTorch refuse pads that large.
+    for (std::size_t a = 0; a < sp; ++a)
+        for (double count : window_counts(w, a, in[2 + a], p.axes[a].out, false))
             if (count == 0) unsupported("a window covers only padding (pads too large for the kernel)");
-    }
-    std::int64_t positions = 1;
-    for (const auto& axis : p.axes) {
-        if (axis.out > kMaxPositions / positions) unsupported("more than 2^24 output positions per channel");
-        positions *= axis.out;
-    }
     vector<std::int64_t> pads(2 * in.size(), 0);
     bool padded = false;
     for (std::size_t a = 0; a < sp; ++a) {
@@ -169,6 +174,8 @@ std::pair<Id, Id> max_pool_with_indices(ImportContext& c, const onnx::NodeProto&
     Id value = p.x, where_from = constant_input(c, n, "index", Tensor::from_values(DType::int64, p.shape, index));
     // Last spatial axis first, a later tap replacing the running maximum only when strictly
     // greater: the first maximum in row-major window order wins, as ONNX Runtime and PyTorch.
+    // (Along each axis in turn, the row holding the first maximum is the first row whose own
+    // first maximum is the window's.)
     for (std::size_t a = sp; a-- > 0;) {
         if (identity_axis(w, p, a)) continue;
         const Id values_along = value, index_along = where_from;
@@ -179,7 +186,15 @@ std::pair<Id, Id> max_pool_with_indices(ImportContext& c, const onnx::NodeProto&
                 where_from = i;
                 continue;
             }
-            const Id better = c.add("greater", {v, value});
+            // PyTorch's order: a NaN wins over a number, the first NaN stays; an input position
+            // wins over padding (index −1), so a window of −∞ inputs names one of them.
+            const Id v_nan = c.add("logical_not", {c.add("equal", {v, v})});
+            const Id value_nan = c.add("logical_not", {c.add("equal", {value, value})});
+            const Id minus_one = scalar_constant(c, n, "minus_one", DType::int64, -1);
+            const Id over_padding = c.add("logical_and", {c.add("equal", {where_from, minus_one}),
+                                                          c.add("logical_not", {c.add("equal", {i, minus_one})})});
+            const Id better = c.add("logical_or", {c.add("logical_and", {c.add("greater", {v, value}), c.add("logical_not", {value_nan})}),
+                                                   c.add("logical_or", {c.add("logical_and", {v_nan, c.add("logical_not", {value_nan})}), over_padding})});
             value = c.add("where", {better, v, value});
             where_from = c.add("where", {better, i, where_from});
         }

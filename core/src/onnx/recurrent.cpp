@@ -156,7 +156,7 @@ private:
     Id initial_state(int input, std::int64_t d) {
         const string name = input_name(n_, input);
         if (name.empty())
-            return c_.add("broadcastTo", {scalar_constant(c_, n_, "zero", s_.dtype, 0)}, {{"shape", Shape{s_.batch, s_.hidden}}});
+            return filled(c_, n_, s_.dtype, 0, {s_.batch, s_.hidden});
         Id x = c_.runtime(name);
         const Shape expected = s_.batch_first ? Shape{s_.batch, s_.directions, s_.hidden} : Shape{s_.directions, s_.batch, s_.hidden};
         if (c_.node_type(x).shape != expected)
@@ -189,7 +189,7 @@ Unroller::Direction Unroller::unroll(Id x_flat, std::int64_t d) {
         if (s_.cell == Cell::gru && s_.linear_before_reset) {
             recurrent_bias_h = slice(rb, 0, 2 * H, 3 * H);
             projected = add(projected, add(wb, c_.add("concat", {slice(rb, 0, 0, 2 * H),
-                                                               c_.add("broadcastTo", {scalar_constant(c_, n_, "zero", s_.dtype, 0)}, {{"shape", Shape{H}}})},
+                                                               filled(c_, n_, s_.dtype, 0, {H})},
                                                       {{"axis", std::int64_t{0}}})));
         } else {
             projected = add(projected, add(wb, rb));

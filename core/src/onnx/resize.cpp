@@ -41,7 +41,8 @@ struct AxisTaps {
     vector<bool> outside;                  // [out_len]
 };
 
-// The tables' bound (at most 4 taps × 2^22 entries per axis: about 200 MB at import).
+// The tables' bound: at most 4 taps × 2^22 entries for the one axis being built, about 200 MB at
+// import (the gathers' constants stay: at most 16 bytes per output entry per tap).
 constexpr std::int64_t kMaxAxisLength = std::int64_t(1) << 22;
 
 /// A 1-D float constant's values; Unsupported when it is not one or holds NaN or ±inf.
@@ -96,6 +97,7 @@ void read_lengths(ImportContext& c, const onnx::NodeProto& n, const Shape& in, R
     if (s.scales.size() != rank) unsupported("scales has " + std::to_string(s.scales.size()) + " entries for an input of rank " + std::to_string(rank));
     for (std::size_t a = 0; a < rank; ++a) {
         if (n.op_type() == "Upsample" && s.scales[a] < 1) unsupported("Upsample scales must be >= 1, got " + std::to_string(s.scales[a]));
+        if (!(std::abs(s.scales[a]) <= 3.4e38)) unsupported("scale " + std::to_string(s.scales[a]) + " is beyond float32");
         const double length = std::floor(static_cast<float>(in[a]) * static_cast<float>(s.scales[a]));
         if (!(s.scales[a] > 0) || !std::isfinite(s.scales[a]) || !(length >= 1) || length > double(kMaxAxisLength))
             unsupported("scale " + std::to_string(s.scales[a]) + " on axis " + std::to_string(a) + " of length " +
@@ -279,7 +281,7 @@ Id interpolate_axis(ImportContext& c, const onnx::NodeProto& n, Id x, std::size_
     vector<double> mask(t.outside.begin(), t.outside.end());
     Shape full = in;
     full[axis] = out;
-    const Id fill = c.add("broadcastTo", {scalar_constant(c, n, "extrapolation", dtype, extrapolation)}, {{"shape", full}});
+    const Id fill = filled(c, n, dtype, extrapolation, full);
     if (acc < 0) return name.empty() ? fill : c.add_identity(fill, name);
     const Id where_outside = constant_input(c, n, "outside", Tensor::from_values(DType::boolean, along, mask));
     return c.add("where", {where_outside, fill, acc}, {}, name);
@@ -301,17 +303,23 @@ void convert_resize(ImportContext& c, const onnx::NodeProto& n) {
         unsupported("extrapolation_value " + std::to_string(s.extrapolation) + " is not an int64 value for an int64 input");
     if (s.mode != Mode::nearest && dtype != DType::float32 && dtype != DType::float64)
         unsupported("linear and cubic interpolation need a float input, got " + string(to_string(dtype)));
-    vector<std::pair<std::size_t, AxisTaps>> steps;  // the axes that change, last axis first
-    for (std::size_t a = in.size(); a-- > 0;) {
-        AxisTaps t = axis_taps(s, a, in[a]);
-        if (!is_identity(t, in[a])) steps.emplace_back(a, std::move(t));
-    }
+    // Every axis's index and weight constants stay in the graph: their entries are bounded in all.
+    const std::int64_t taps = s.mode == Mode::nearest ? 1 : s.mode == Mode::linear ? 2 : 4;
+    std::int64_t entries = 0;
+    for (auto o : s.out) entries += o * taps;
+    if (entries > (std::int64_t(1) << 24))
+        unsupported("the interpolation tables would hold " + std::to_string(entries) + " entries (at most 2^24)");
+    // The axes that change, last axis first. Each axis's tables are built, used and freed in turn
+    // (twice: once to find the identity axes), so import memory stays one axis's worth.
+    vector<std::size_t> steps;
+    for (std::size_t a = in.size(); a-- > 0;)
+        if (!is_identity(axis_taps(s, a, in[a]), in[a])) steps.push_back(a);
     if (steps.empty()) {
         c.define_node(n.output(0), c.add_identity(x, n.output(0)));
         return;
     }
     for (std::size_t k = 0; k < steps.size(); ++k)
-        x = interpolate_axis(c, n, x, steps[k].first, steps[k].second, s.extrapolation,
+        x = interpolate_axis(c, n, x, steps[k], axis_taps(s, steps[k], in[steps[k]]), s.extrapolation,
                              k + 1 == steps.size() ? n.output(0) : string());
     c.define_node(n.output(0), x);
 }

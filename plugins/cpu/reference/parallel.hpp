@@ -1,7 +1,8 @@
 // Intra-op threads of the reference plugin's GEMM-based kernels (conv2d, linear, matmul and bmm
-// forward): the host grants each node a thread count at prepare time (ABI 1.1,
-// capsule_prepare_args::num_threads, from ExecutionConfig / `--threads`), which the kernel keeps
-// as its prepared state and hands to gemm, which splits its columns between the threads.
+// forward) and pooling forward: the host grants each node a thread count at prepare time (ABI
+// 1.1, capsule_prepare_args::num_threads, from ExecutionConfig / `--threads`), which the kernel
+// keeps as its prepared state; gemm splits C's columns (or rows) between the threads, pooling its
+// planes.
 #pragma once
 
 #include <functional>
@@ -11,12 +12,12 @@
 
 namespace capsule::reference {
 
-/// The prepared state of a GEMM-based kernel: the intra-op threads granted to its node.
+/// The prepared state of a threaded kernel: the intra-op threads granted to its node.
 struct ThreadGrant {
     int threads = 1;
 };
 
-/// prepare of the GEMM-based kernels: records PrepareCall::threads() (at least 1).
+/// prepare of the threaded kernels: records PrepareCall::threads() (at least 1).
 std::unique_ptr<ThreadGrant> prepare_thread_grant(const plugin::PrepareCall& call);
 
 /// The threads granted to `call`'s node; 1 when the call carries no prepared state (a host of

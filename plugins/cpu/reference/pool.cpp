@@ -183,8 +183,9 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     // Planes are independent: with a thread grant, each thread takes a contiguous range of them
     // (every output is computed as on one thread). Below ~64 K window reads a thread's start costs
     // more than it saves.
-    const int64_t reads = planes * g.oh * g.ow * g.kh * g.kw;
-    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted_threads(call), planes, reads >> 16})));
+    const double reads = double(planes) * double(g.oh) * double(g.ow) * double(g.kh) * double(g.kw);  // may exceed int64
+    const int64_t by_work = reads >= 65536.0 * 64 ? 64 : static_cast<int64_t>(reads / 65536.0);
+    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted_threads(call), planes, by_work})));
     run_parts(parts, [&](int part) {
     for (int64_t p = planes * part / parts; p < planes * (part + 1) / parts; ++p) {
         const T* plane = X + p * g.h * g.w;
