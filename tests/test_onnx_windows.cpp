@@ -433,3 +433,64 @@ TEST(OnnxPooling, WindowAttributesOutOfRangeAreRefusedByEveryConverter) {
         expect_refused(m, reason);
     }
 }
+
+TEST(OnnxPooling, MaxPoolAndUnpoolRefuseWhatTheyCannotComputeExactly) {
+    {  // storage_order is 0 or 1
+        auto m = model(12);
+        auto* g = m.mutable_graph();
+        typed(g->add_input(), "x", {1, 1, 4, 4});
+        typed(g->add_output(), "y", {1, 1, 2, 2});
+        typed(g->add_output(), "i", {1, 1, 2, 2}, onnx::TensorProto::INT64);
+        auto* n = node(g, "MaxPool", {"x"}, {"y", "i"});
+        set_ints(n, "kernel_shape", {2, 2});
+        set_ints(n, "strides", {2, 2});
+        set_int(n, "storage_order", 2);
+        expect_refused(m, "storage_order 2 (0: row major, 1: column major)");
+    }
+    {  // ceil_mode with a window starting in the right padding: PyTorch and ONNX Runtime drop it,
+       // ONNX 1.12's shape inference keeps it; refused, never computed on a pre-padded input
+        auto m = model(12);
+        auto* g = m.mutable_graph();
+        typed(g->add_input(), "x", {1, 1, 2, 2});
+        typed(g->add_output(), "y", {1, 1, 2, 2}, onnx::TensorProto::FLOAT, true);
+        auto* n = node(g, "MaxPool", {"x"}, {"y"});
+        set_ints(n, "kernel_shape", {1, 3});
+        set_ints(n, "strides", {1, 2});
+        set_ints(n, "pads", {0, 0, 0, 2});
+        set_int(n, "ceil_mode", 1);
+        expect_refused(m, "converted shape [1, 1, 2, 1] of 'y' differs from ONNX shape inference [1, 1, 2, 2]");
+    }
+    {  // MaxUnpool indices must lie in [0, size): a negative one fails the run
+        auto m = model(11);
+        auto* g = m.mutable_graph();
+        typed(g->add_input(), "x", {1, 1, 2, 2});
+        typed(g->add_input(), "i", {1, 1, 2, 2}, onnx::TensorProto::INT64);
+        typed(g->add_output(), "y", {1, 1, 4, 4});
+        auto* n = node(g, "MaxUnpool", {"x", "i"}, {"y"});
+        set_ints(n, "kernel_shape", {2, 2});
+        set_ints(n, "strides", {2, 2});
+        Tensor indices = Tensor::zeros(DType::int64, {1, 1, 2, 2});
+        const std::int64_t at[] = {0, 2, 8, -1};
+        std::copy(at, at + 4, static_cast<std::int64_t*>(indices.data()));
+        EXPECT_THROW(run(m, {{"x", Tensor::from_values(DType::float32, {1, 1, 2, 2}, {5, 6, 7, 8})}, {"i", indices}}), Error);
+    }
+}
+
+TEST(OnnxConvTranspose, SamePaddingKeepsAFullOutputShorterThanInputTimesStride) {
+    // A 1 × 1 kernel with stride 2 on 3 × 3: the full output is 5 × 5, shorter than 3 · 2; it is
+    // kept whole (ONNX shape inference, ONNX Runtime): y[2i, 2j] = 2 · x[i, j], zeros between.
+    auto m = model(13);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "x", {1, 1, 3, 3});
+    typed(g->add_output(), "y", {1, 1, 5, 5});
+    float_initializer(g, "w", {1, 1, 1, 1}, {2});
+    auto* n = node(g, "ConvTranspose", {"x", "w"}, {"y"});
+    set_ints(n, "strides", {2, 2});
+    set_string(n, "auto_pad", "SAME_UPPER");
+    const auto y = run(m, {{"x", Tensor::from_values(DType::float32, {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9})}}).at(0);
+    ASSERT_EQ(y.shape(), (Shape{1, 1, 5, 5}));
+    std::vector<double> expected(25, 0);
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) expected[std::size_t(2 * i * 5 + 2 * j)] = 2.0 * (i * 3 + j + 1);
+    EXPECT_EQ(y.to_doubles(), expected);
+}

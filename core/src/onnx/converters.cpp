@@ -437,7 +437,7 @@ void convert_conv(ImportContext& c, const onnx::NodeProto& n) {
 
 /// The begin and end cropping of a ConvTranspose whose full output (no padding) has `full` entries
 /// along an axis and must have `target`: the ONNX spec's split of the total padding (SAME_UPPER:
-/// the smaller half first; otherwise the larger half first; ONNX Runtime splits the other way). A
+/// the smaller half first; otherwise the larger half first; ONNX Runtime 1.30 agrees). A
 /// target beyond the full output is more output_padding at the end (`extra`): zeros past the last
 /// input, plus the bias, as the ONNX backend data and ONNX Runtime.
 struct TransposeCrop {
@@ -489,6 +489,12 @@ void convert_conv_transpose(ImportContext& c, const onnx::NodeProto& n) {
                 const std::int64_t target = output_shape ? (*output_shape)[a] : len * s;
                 if (target < 1) unsupported("output_shape entries must be >= 1");
                 crops[a] = transpose_crop(full, target, auto_pad == "SAME_UPPER");
+                // SAME with a full output shorter than input · stride (a dilated kernel shorter
+                // than the stride) keeps the full output, as ONNX's shape inference and Runtime.
+                if (!output_shape) crops[a].extra = 0;
+                if (crops[a].extra > 0 && out_pad[a] + crops[a].extra >= std::max(s, d))
+                    unsupported("output_shape " + std::to_string(target) + " on spatial axis " + std::to_string(a) +
+                                " exceeds the full output " + std::to_string(full) + " by more than output_padding may (below the stride or the dilation)");
             } else {
                 if (w.pad_begin[a] < 0 || w.pad_end[a] < 0) unsupported("pads must be >= 0");
                 crops[a] = {w.pad_begin[a], w.pad_end[a], 0};
@@ -534,20 +540,26 @@ void convert_pool(ImportContext& c, const onnx::NodeProto& n, bool is_max) {
     Window w = window(n, in, *kernel);
     const bool ceil_mode = attr_int(n, "ceil_mode", 0) != 0;
     const bool include_pad = attr_int(n, "count_include_pad", 0) != 0;
-    bool over_half = false, dilated = false;
+    bool over_half = false, dilated = false, pad_reaches_kernel = false;
     for (std::size_t k = 0; k < w.kernel.size(); ++k) {
         over_half = over_half || 2 * w.pad_begin[k] > w.kernel[k];
         dilated = dilated || w.dilation[k] != 1;
+        pad_reaches_kernel = pad_reaches_kernel || w.pad_begin[k] >= w.kernel[k] || w.pad_end[k] >= w.kernel[k];
     }
     const bool padded_first = !symmetric(w) || over_half;
+    const auto storage_order = attr_int(n, "storage_order", 0);
+    if (storage_order != 0 && storage_order != 1) unsupported("storage_order " + std::to_string(storage_order) + " (0: row major, 1: column major)");
     if (is_max && n.output_size() > 1 && !n.output(1).empty()) {  // with Indices
-        const auto [values, indices] = max_pool_with_indices(c, n, x, w, ceil_mode, attr_int(n, "storage_order", 0) == 1,
-                                                             out0(n), n.output(1));
+        const auto [values, indices] = max_pool_with_indices(c, n, x, w, ceil_mode, storage_order == 1, out0(n), n.output(1));
         if (!out0(n).empty()) c.define_node(out0(n), values);
         c.define_node(n.output(1), indices);
         return;
     }
-    if (in.size() > 4 || dilated || (padded_first && !is_max && (!include_pad || ceil_mode))) {
+    // Padding first keeps every window only without ceil_mode (whose rule drops a window starting
+    // in the right padding, which a padded input no longer tells apart) and while every window
+    // still touches the input (pads below the kernel); averages also need count_include_pad.
+    if (in.size() > 4 || dilated ||
+        (padded_first && (ceil_mode || pad_reaches_kernel || (!is_max && !include_pad)))) {
         c.define_node(out0(n), pool_by_slices(c, n, x, w, is_max, ceil_mode, include_pad, out0(n)));
         return;
     }
@@ -607,8 +619,13 @@ void convert_max_unpool(ImportContext& c, const onnx::NodeProto& n) {
         if (d < 1) unsupported("output shape " + to_string(out) + " has an empty dimension");
     const std::int64_t total = checked_element_count(out), count = checked_element_count(in);
     const Id zeros = filled(c, n, c.node_type(x).dtype, 0, {total});
-    const Id scattered = c.add("scatter_elements", {zeros, reshape(c, indices, {count}), reshape(c, x, {count})},
-                               {{"axis", std::int64_t{0}}});
+    // scatter_elements counts negative indices from the end; MaxUnpool's must lie in [0, total)
+    // (ONNX Runtime refuses others): a negative index i is moved to i − total, which the kernel
+    // refuses as out of range.
+    Id flat = reshape(c, indices, {count});
+    flat = c.add("where", {c.add("less", {flat, scalar_constant(c, n, "zero_index", DType::int64, 0)}),
+                           c.add("sub", {flat, scalar_constant(c, n, "total", DType::int64, double(total))}), flat});
+    const Id scattered = c.add("scatter_elements", {zeros, flat, reshape(c, x, {count})}, {{"axis", std::int64_t{0}}});
     c.define_node(out0(n), reshape(c, scattered, out, out0(n)));
 }
 
