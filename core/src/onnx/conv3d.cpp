@@ -57,10 +57,7 @@ Id conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, Id x, cons
     Id acc = -1;
     for (std::int64_t kd = 0; kd < ws[2]; ++kd) {
         const std::int64_t start = kd * w.dilation[0];
-        const Id slice = c.add("slice", {moved}, {{"starts", vector<std::int64_t>{start}},
-                                                   {"ends", vector<std::int64_t>{start + (depth_out - 1) * w.stride[0] + 1}},
-                                                   {"axes", vector<std::int64_t>{1}},
-                                                   {"steps", vector<std::int64_t>{w.stride[0]}}});
+        const Id slice = slice_axis(c, moved, 1, start, start + (depth_out - 1) * w.stride[0] + 1, w.stride[0]);
         const Id planes = c.add("reshape", {slice}, {{"shape", Shape{in[0] * depth_out, in[1], ps[3], ps[4]}}});
         const bool with_bias = kd == 0 && !bias.empty();
         const Attributes attrs{{"out_channels", ws[0]}, {"kernel_size", vector<std::int64_t>{ws[3], ws[4]}},

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "import_context.hpp"
 
@@ -24,6 +25,19 @@ Id scalar_constant(ImportContext& c, const onnx::NodeProto& n, const string& suf
     return constant_input(c, n, suffix, Tensor::from_values(dtype, {}, {v}));
 }
 
+Id slice_axis(ImportContext& c, Id x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step,
+               const string& name) {
+    Attributes attrs{{"starts", vector<std::int64_t>{start}}, {"ends", vector<std::int64_t>{end}},
+                     {"axes", vector<std::int64_t>{axis}}};
+    if (step != 1) attrs["steps"] = vector<std::int64_t>{step};
+    return c.add("slice", {x}, std::move(attrs), name);
+}
+
+std::pair<std::int64_t, std::int64_t> split_padding(std::int64_t total, bool smaller_first) {
+    const std::int64_t small = total / 2, big = total - small;
+    return smaller_first ? std::pair{small, big} : std::pair{big, small};
+}
+
 Id filled(ImportContext& c, const onnx::NodeProto& n, DType dtype, double v, const Shape& shape) {
     return c.add("broadcastTo", {scalar_constant(c, n, "fill", dtype, v)}, {{"shape", shape}});
 }
@@ -38,7 +52,8 @@ Id round_half_to_even(ImportContext& c, const onnx::NodeProto& n, Id x, const st
     const Id rounded = c.add("where", {up, c.add("add", {f, one}), f});
     // A zero takes x's sign (numpy: round(-0.4) = -0.0); x · 0 is ±0 for every finite x, and
     // only finite x round to zero.
-    return c.add("where", {c.add("equal", {rounded, scalar_constant(c, n, "zero", dtype, 0)}), c.add("mul", {x, scalar_constant(c, n, "zero", dtype, 0)}), rounded}, {}, name);
+    const Id zero = scalar_constant(c, n, "zero", dtype, 0);
+    return c.add("where", {c.add("equal", {rounded, zero}), c.add("mul", {x, zero}), rounded}, {}, name);
 }
 
 namespace {
@@ -391,9 +406,7 @@ Window window(const onnx::NodeProto& n, const Shape& in, const vector<std::int64
             const auto size = in[2 + k];
             const auto out = (size + w.stride[k] - 1) / w.stride[k];
             const auto total = std::max<std::int64_t>(0, (out - 1) * w.stride[k] + (w.kernel[k] - 1) * w.dilation[k] + 1 - size);
-            const auto small = total / 2, big = total - small;
-            w.pad_begin[k] = auto_pad == "SAME_UPPER" ? small : big;
-            w.pad_end[k] = auto_pad == "SAME_UPPER" ? big : small;
+            std::tie(w.pad_begin[k], w.pad_end[k]) = split_padding(total, auto_pad == "SAME_UPPER");
         }
     } else if (auto_pad != "NOTSET") {
         unsupported("auto_pad '" + auto_pad + "'");
@@ -446,8 +459,8 @@ struct TransposeCrop {
 TransposeCrop transpose_crop(std::int64_t full, std::int64_t target, bool same_upper) {
     const std::int64_t total = full - target;
     if (total < 0) return {0, 0, -total};
-    const std::int64_t half = total / 2;
-    return same_upper ? TransposeCrop{half, total - half, 0} : TransposeCrop{total - half, half, 0};
+    const auto [begin, end] = split_padding(total, same_upper);
+    return {begin, end, 0};
 }
 
 /// ConvTranspose: symmetric pads directly; asymmetric pads, auto_pad SAME_* (output = input ·
@@ -892,11 +905,10 @@ void convert_split(ImportContext& c, const onnx::NodeProto& n) {
     if (static_cast<int>(split.size()) != parts) unsupported("Split's 'split' does not match the output count");
     std::int64_t offset = 0;
     for (int k = 0; k < parts; ++k) {
-        Attributes attrs{{"starts", vector<std::int64_t>{offset}}, {"ends", vector<std::int64_t>{offset + split[k]}},
-                         {"axes", vector<std::int64_t>{axis}}};
+        const std::int64_t start = offset;
         offset += split[k];
         if (n.output(k).empty()) continue;
-        c.define_node(n.output(k), c.add("slice", {x}, attrs, n.output(k)));
+        c.define_node(n.output(k), slice_axis(c, x, axis, start, offset, 1, n.output(k)));
     }
 }
 

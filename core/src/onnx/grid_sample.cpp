@@ -3,6 +3,7 @@
 // grid's sample positions are computed at run time, so each tap (1 nearest, 4 bilinear, 16
 // bicubic) is a `gather_elements` of the input viewed as [N, C, H·W] at int64 indices computed by
 // elementwise ops, weighted, and left out (`where`) where it falls outside the input.
+#include <map>
 #include <set>
 
 #include "import_context.hpp"
@@ -27,7 +28,12 @@ class Sampler {
 public:
     Sampler(ImportContext& c, const onnx::NodeProto& n, const GridSampleSpec& s) : c_(c), n_(n), s_(s) {}
 
-    Id k(double v) { return scalar_constant(c_, n_, "k", s_.dtype, v); }
+    /// The scalar constant v, one node per value (taps reuse 0, 1, W − 1, ...).
+    Id k(double v) {
+        auto [it, fresh] = constants_.try_emplace(v, -1);
+        if (fresh) it->second = scalar_constant(c_, n_, "k", s_.dtype, v);
+        return it->second;
+    }
     Id op(const string& name, vector<Id> in, Attributes attrs = {}) { return c_.add(name, std::move(in), std::move(attrs)); }
     Id add(Id a, Id b) { return op("add", {a, b}); }
     Id sub(Id a, Id b) { return op("sub", {a, b}); }
@@ -89,6 +95,7 @@ private:
     ImportContext& c_;
     const onnx::NodeProto& n_;
     const GridSampleSpec& s_;
+    std::map<double, Id> constants_;
 };
 
 GridSampleSpec read_spec(ImportContext& c, const onnx::NodeProto& n) {
@@ -127,9 +134,7 @@ void convert_grid_sample(ImportContext& c, const onnx::NodeProto& n) {
     Sampler g(c, n, s);
     const Id grid = c.runtime(n.input(1));
     auto coordinate = [&](std::int64_t which) {  // grid[..., which] as [N, P]
-        const Id part = g.op("slice", {grid}, {{"starts", vector<std::int64_t>{which}}, {"ends", vector<std::int64_t>{which + 1}},
-                                               {"axes", vector<std::int64_t>{3}}});
-        return g.op("reshape", {part}, {{"shape", Shape{s.N, s.points}}});
+        return g.op("reshape", {slice_axis(c, grid, 3, which, which + 1)}, {{"shape", Shape{s.N, s.points}}});
     };
     Id ix = g.unnormalize(coordinate(0), s.W), iy = g.unnormalize(coordinate(1), s.H);
     const Id xflat = g.op("reshape", {c.runtime(n.input(0))}, {{"shape", Shape{s.N, s.C, s.H * s.W}}});

@@ -156,6 +156,13 @@ void convert_grid_sample(ImportContext& c, const onnx::NodeProto& n);
 /// The constant `t`, named after the node's first output and `suffix` (made unique), as a runtime
 /// value (a `const` node).
 std::int64_t constant_input(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, Tensor t);
+/// x[start : end : step] along `axis` (BackendOp `slice`; a step of 1 is left implicit); the
+/// node is named `name` (empty: a fresh helper name).
+std::int64_t slice_axis(ImportContext& c, std::int64_t x, std::int64_t axis, std::int64_t start, std::int64_t end,
+                        std::int64_t step = 1, const std::string& name = {});
+/// A total padding split in two: {smaller half, larger half} when `smaller_first` (ONNX's
+/// SAME_UPPER), else {larger, smaller}.
+std::pair<std::int64_t, std::int64_t> split_padding(std::int64_t total, bool smaller_first);
 /// A tensor of `shape` holding `v` everywhere: a scalar constant broadcast at run time (nothing
 /// of `shape`'s size is made at import).
 std::int64_t filled(ImportContext& c, const onnx::NodeProto& n, DType dtype, double v, const Shape& shape);

@@ -100,10 +100,7 @@ PaddedInput pad_for_windows(ImportContext& c, Id x, const Window& w, bool ceil_m
 /// Window position `t` along spatial axis `a` of every output position: a strided slice.
 Id window_slice(ImportContext& c, Id x, const Window& w, const PaddedInput& p, std::size_t a, std::int64_t t) {
     const std::int64_t start = t * w.dilation[a];
-    return c.add("slice", {x}, {{"starts", vector<std::int64_t>{start}},
-                                {"ends", vector<std::int64_t>{start + (p.axes[a].out - 1) * w.stride[a] + 1}},
-                                {"axes", vector<std::int64_t>{static_cast<std::int64_t>(a + 2)}},
-                                {"steps", vector<std::int64_t>{w.stride[a]}}});
+    return slice_axis(c, x, static_cast<std::int64_t>(a + 2), start, start + (p.axes[a].out - 1) * w.stride[a] + 1, w.stride[a]);
 }
 
 /// Whether axis `a` of the padded input is its own window (kernel 1, stride 1, same length).
@@ -172,6 +169,7 @@ std::pair<Id, Id> max_pool_with_indices(ImportContext& c, const onnx::NodeProto&
         }
     }
     Id value = p.x, where_from = constant_input(c, n, "index", Tensor::from_values(DType::int64, p.shape, index));
+    const Id minus_one = scalar_constant(c, n, "minus_one", DType::int64, -1);
     // Last spatial axis first, a later tap replacing the running maximum only when strictly
     // greater: the first maximum in row-major window order wins, as ONNX Runtime and PyTorch.
     // (Along each axis in turn, the row holding the first maximum is the first row whose own
@@ -190,7 +188,6 @@ std::pair<Id, Id> max_pool_with_indices(ImportContext& c, const onnx::NodeProto&
             // wins over padding (index −1), so a window of −∞ inputs names one of them.
             const Id v_nan = c.add("logical_not", {c.add("equal", {v, v})});
             const Id value_nan = c.add("logical_not", {c.add("equal", {value, value})});
-            const Id minus_one = scalar_constant(c, n, "minus_one", DType::int64, -1);
             const Id over_padding = c.add("logical_and", {c.add("equal", {where_from, minus_one}),
                                                           c.add("logical_not", {c.add("equal", {i, minus_one})})});
             const Id better = c.add("logical_or", {c.add("logical_and", {c.add("greater", {v, value}), c.add("logical_not", {value_nan})}),

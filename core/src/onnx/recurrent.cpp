@@ -124,10 +124,7 @@ private:
     const onnx::NodeProto& n_;
     const RecurrentSpec& s_;
 
-    Id slice(Id x, std::int64_t axis, std::int64_t start, std::int64_t end) {
-        return c_.add("slice", {x}, {{"starts", vector<std::int64_t>{start}}, {"ends", vector<std::int64_t>{end}},
-                                     {"axes", vector<std::int64_t>{axis}}});
-    }
+    Id slice(Id x, std::int64_t axis, std::int64_t start, std::int64_t end) { return slice_axis(c_, x, axis, start, end); }
     Id reshape(Id x, Shape shape) { return c_.add("reshape", {x}, {{"shape", std::move(shape)}}); }
     Id add(Id a, Id b) { return c_.add("add", {a, b}); }
     Id mul(Id a, Id b) { return c_.add("mul", {a, b}); }
