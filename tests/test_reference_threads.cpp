@@ -1,13 +1,25 @@
-// The reference plugin's GEMM-based kernels (conv2d, linear, matmul) and pools use the intra-op
-// threads a session grants them (SessionOptions::threads): gemm splits C's columns, or its rows
-// when C is narrow, between threads; pooling splits its planes. Each entry is summed in the same order on any thread count, so a
-// session with 2 threads must give the same bits as one with 1; and both must equal the
-// operation computed directly, in double precision, within float32 rounding.
+// The reference plugin's GEMM-based kernels (conv2d, linear, matmul), pools, batch norm and
+// elementwise ops use the intra-op threads a session grants them (SessionOptions::threads): gemm
+// splits C's columns, or its rows when C is narrow; convolution its blocks of output positions or
+// depthwise planes; pooling and batch norm their planes; elementwise ops their elements. Each
+// entry is summed in the same order on any thread count, so a session with 2 threads must give
+// the same bits as one with 1; and both must equal the operation computed directly, in double
+// precision, within float32 rounding (bit for bit where the op rounds once).
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "capsule/session.hpp"
 #include "capsule_fixtures.hpp"
@@ -146,4 +158,318 @@ TEST(ReferenceThreads, PoolingSplitsPlanesWithTheSameBits) {
             EXPECT_NEAR(y.at(flat), op == "max_pool2d_pad" ? best : sum / 9, 1e-6) << "output " << flat;
         }
     }
+}
+
+// ---- the fast paths: direct depthwise convolution, convolution in blocks of output positions,
+// separable max pooling, the vectorised clamp, elementwise and batch-norm thread splits ----
+
+namespace {
+
+struct ConvCase {
+    std::int64_t n, c, h, w, out, groups, kh, kw, sh, sw, ph, pw, dh, dw;
+    std::int64_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+    std::int64_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+    std::string name() const {
+        return std::to_string(n) + "x" + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) +
+               " -> " + std::to_string(out) + " groups " + std::to_string(groups) + " k " + std::to_string(kh) +
+               "x" + std::to_string(kw) + " s " + std::to_string(sh) + "x" + std::to_string(sw) + " p " +
+               std::to_string(ph) + "x" + std::to_string(pw) + " d " + std::to_string(dh) + "x" + std::to_string(dw);
+    }
+};
+
+std::string pair_json(std::int64_t a, std::int64_t b) {
+    return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
+}
+
+/// Every output of conv2d (bias included) against torch.nn.functional.conv2d's definition in
+/// double, within float32 rounding of the sum of |terms|; and the same bits on 1 and 2 threads.
+void expect_conv_matches_definition(const ConvCase& k) {
+    SCOPED_TRACE(k.name());
+    const std::int64_t oh = k.oh(), ow = k.ow(), cig = k.c / k.groups, cog = k.out / k.groups;
+    const Graph graph = parse_graph(
+        R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [)" +
+        std::to_string(k.n) + ", " + std::to_string(k.c) + ", " + std::to_string(k.h) + ", " + std::to_string(k.w) +
+        R"(], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": )" +
+        std::to_string(k.out) + R"(, "kernel_size": )" + pair_json(k.kh, k.kw) + R"(, "stride": )" +
+        pair_json(k.sh, k.sw) + R"(, "padding": )" + pair_json(k.ph, k.pw) + R"(, "dilation": )" +
+        pair_json(k.dh, k.dw) + R"(, "groups": )" + std::to_string(k.groups) + R"(}, "shape": [)" +
+        std::to_string(k.n) + ", " + std::to_string(k.out) + ", " + std::to_string(oh) + ", " + std::to_string(ow) +
+        R"(]}], "outputs": [1]})");
+    const Tensor x = f32({k.n, k.c, k.h, k.w}, 101, 1.0), w = f32({k.out, cig, k.kh, k.kw}, 102, 0.2),
+                 b = f32({k.out}, 103, 0.5);
+    const Tensor y = same_bits_on_one_and_two_threads(graph, {{"c.weight", w}, {"c.bias", b}}, {{"x", x}});
+    const auto xs = x.values<float>(), ws = w.values<float>(), ys = y.values<float>();
+    int wrong = 0;
+    for (std::int64_t img = 0; img < k.n; ++img)
+        for (std::int64_t o = 0; o < k.out; ++o)
+            for (std::int64_t oy = 0; oy < oh; ++oy)
+                for (std::int64_t ox = 0; ox < ow; ++ox) {
+                    double want = b.at(o), magnitude = std::fabs(want);
+                    for (std::int64_t ci = 0; ci < cig; ++ci)
+                        for (std::int64_t i = 0; i < k.kh; ++i)
+                            for (std::int64_t j = 0; j < k.kw; ++j) {
+                                const std::int64_t iy = oy * k.sh - k.ph + i * k.dh, ix = ox * k.sw - k.pw + j * k.dw;
+                                if (iy < 0 || ix < 0 || iy >= k.h || ix >= k.w) continue;
+                                const std::int64_t channel = o / cog * cig + ci;
+                                const double term = double(xs[std::size_t(((img * k.c + channel) * k.h + iy) * k.w + ix)]) *
+                                                    double(ws[std::size_t(((o * cig + ci) * k.kh + i) * k.kw + j)]);
+                                want += term;
+                                magnitude += std::fabs(term);
+                            }
+                    const float got = ys[std::size_t(((img * k.out + o) * oh + oy) * ow + ox)];
+                    if (!(std::fabs(double(got) - want) <= 1e-6 * magnitude + 1e-7) && ++wrong <= 5)
+                        ADD_FAILURE() << "y[" << img << ", " << o << ", " << oy << ", " << ox << "] = " << got
+                                      << ", want " << want;
+                }
+    EXPECT_EQ(wrong, 0);
+}
+
+}  // namespace
+
+TEST(ReferenceFastPaths, DepthwiseConvolutionMatchesTheDefinition) {
+    // One input channel per group: computed directly rather than as a 1-row GEMM per channel.
+    // Channel multiplier 1 and 2, rectangular kernels, strides, asymmetric padding, dilation,
+    // inputs narrower than the kernel's reach at the edges, and planes enough for two threads.
+    for (const ConvCase& k : {ConvCase{2, 8, 13, 11, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{1, 6, 16, 16, 12, 6, 3, 5, 2, 2, 1, 2, 1, 1},
+                              ConvCase{2, 4, 9, 12, 4, 4, 3, 3, 1, 2, 0, 0, 2, 2},
+                              ConvCase{1, 3, 5, 4, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1},
+                              ConvCase{1, 32, 28, 28, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{2, 16, 15, 15, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1}})
+        expect_conv_matches_definition(k);
+}
+
+TEST(ReferenceFastPaths, ConvolutionInBlocksOfOutputPositionsMatchesTheDefinition) {
+    // Column blocks of im2col sized to ~128 K elements: 16 x 3 x 3 rows at 40 x 40 positions is
+    // two blocks; at stride 2 on 90 x 90 (45 x 45 positions) three blocks that start mid-row; a
+    // 1x1 stride-1 convolution (no im2col) of 130 x 130 positions two blocks; a grouped one; and
+    // 7 x 7 positions with 256 output channels on one image, split by rows between threads.
+    for (const ConvCase& k : {ConvCase{1, 16, 40, 40, 24, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{1, 16, 90, 90, 8, 1, 3, 3, 2, 2, 1, 1, 1, 1},
+                              ConvCase{1, 8, 130, 130, 16, 1, 1, 1, 1, 1, 0, 0, 1, 1},
+                              ConvCase{2, 16, 40, 40, 8, 2, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{1, 64, 7, 7, 256, 1, 3, 3, 1, 1, 1, 1, 1, 1}})
+        expect_conv_matches_definition(k);
+}
+
+namespace {
+
+std::uint32_t bits_of(float v) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+}
+float float_of_bits(std::uint32_t b) {
+    float v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+}
+
+}  // namespace
+
+TEST(ReferenceFastPaths, SeparableMaxPoolingKeepsTheWindowOrderRules) {
+    // Max pooling combines each input row over the window's columns, then those over its rows.
+    // The result must equal the row-major scan's bits: the first maximum (+0 after -0 stays -0),
+    // the last NaN of the window in row-major order (payloads 1 to 4 tell them apart), -inf
+    // where a window covers only padding; with padding, ceil_mode, strides of 1 to 3 and
+    // rectangular windows.
+    struct PoolCase {
+        std::int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
+        bool ceil;
+    };
+    for (const PoolCase& p : {PoolCase{1, 3, 9, 11, 3, 3, 2, 2, 1, 1, false}, PoolCase{2, 2, 8, 7, 2, 3, 1, 2, 1, 1, true},
+                              PoolCase{1, 2, 13, 13, 3, 3, 2, 2, 0, 0, true}, PoolCase{1, 1, 6, 10, 3, 2, 3, 1, 1, 1, false},
+                              PoolCase{2, 32, 40, 40, 3, 3, 2, 2, 1, 1, false}}) {
+        const auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t pad) {
+            const std::int64_t span = in + 2 * pad - k;
+            std::int64_t o = span / s + (p.ceil && span % s != 0 ? 1 : 0) + 1;
+            if (p.ceil && (o - 1) * s >= in + pad) --o;
+            return o;
+        };
+        const std::int64_t oh = out_size(p.h, p.kh, p.sh, p.ph), ow = out_size(p.w, p.kw, p.sw, p.pw);
+        SCOPED_TRACE("pool " + std::to_string(p.h) + "x" + std::to_string(p.w) + " -> " + std::to_string(oh) + "x" +
+                     std::to_string(ow));
+        const Graph graph = parse_graph(
+            R"({"format": "capsule-ir", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "shape": [)" +
+            std::to_string(p.n) + ", " + std::to_string(p.c) + ", " + std::to_string(p.h) + ", " + std::to_string(p.w) +
+            R"(], "dtype": "float32"},
+          {"id": 1, "op": "max_pool2d_pad", "parents": [0], "attrs": {"kernel_size": )" + pair_json(p.kh, p.kw) +
+            R"(, "stride": )" + pair_json(p.sh, p.sw) + R"(, "padding": )" + pair_json(p.ph, p.pw) +
+            R"(, "ceil_mode": )" + (p.ceil ? "true" : "false") + R"(}, "shape": [)" + std::to_string(p.n) + ", " +
+            std::to_string(p.c) + ", " + std::to_string(oh) + ", " + std::to_string(ow) + R"(]}], "outputs": [1]})");
+        Tensor x = f32({p.n, p.c, p.h, p.w}, 111, 1.0);
+        auto xs = x.values<float>();
+        // The first plane: negatives and zeros of both signs, so windows tie at zero; the others
+        // have large maxima here and there; a few NaNs with distinct payloads everywhere.
+        const std::size_t plane_size = std::size_t(p.h * p.w);
+        for (std::size_t i = 0; i < plane_size; ++i) xs[i] = i % 3 ? -std::fabs(xs[i]) - 0.5f : (i / 3) % 2 ? 0.0f : -0.0f;
+        for (std::size_t i = plane_size; i < xs.size(); i += 7) xs[i] = std::fabs(xs[i]) + 2;
+        for (std::size_t i = 3; i < xs.size(); i += 23) xs[i] = float_of_bits(0x7fc00001u + std::uint32_t(i % 4));
+        const Tensor y = same_bits_on_one_and_two_threads(graph, {}, {{"x", x}});
+        const auto ys = y.values<float>();
+        int wrong = 0;
+        for (std::int64_t plane = 0; plane < p.n * p.c; ++plane)
+            for (std::int64_t oy = 0; oy < oh; ++oy)
+                for (std::int64_t ox = 0; ox < ow; ++ox) {
+                    float best = -INFINITY;
+                    bool nan = false;
+                    float last_nan = 0;
+                    for (std::int64_t i = 0; i < p.kh; ++i)
+                        for (std::int64_t j = 0; j < p.kw; ++j) {
+                            const std::int64_t iy = oy * p.sh - p.ph + i, ix = ox * p.sw - p.pw + j;
+                            if (iy < 0 || ix < 0 || iy >= p.h || ix >= p.w) continue;
+                            const float v = xs[std::size_t((plane * p.h + iy) * p.w + ix)];
+                            if (std::isnan(v)) {
+                                nan = true;
+                                last_nan = v;
+                            } else if (v > best) {
+                                best = v;
+                            }
+                        }
+                    const float want = nan ? last_nan : best;
+                    const float got = ys[std::size_t((plane * oh + oy) * ow + ox)];
+                    if (bits_of(got) != bits_of(want) && ++wrong <= 5)
+                        ADD_FAILURE() << "plane " << plane << " (" << oy << ", " << ox << "): bits " << std::hex
+                                      << bits_of(got) << ", want " << bits_of(want);
+                }
+        EXPECT_EQ(wrong, 0);
+    }
+}
+
+TEST(ReferenceFastPaths, ClampAndElementwiseOpsSplitBetweenThreads) {
+    // 300,000 elements: split in two (at least 65,536 per part). clamp (torch.clamp: NaN stays
+    // NaN, a missing bound is no bound, min > max gives max), relu and a same-shape add against
+    // their definitions, bit for bit.
+    const std::int64_t n = 300000;
+    Tensor x = f32({n}, 121, 3.0), z = f32({n}, 122, 1.0);
+    auto xs = x.values<float>();
+    for (std::size_t i = 0; i < xs.size(); i += 1000) xs[i] = float_of_bits(0x7fc00005u);
+    xs[1] = INFINITY;
+    xs[2] = -INFINITY;
+    struct ClampCase {
+        std::string attrs;
+        double lo, hi;
+    };
+    for (const ClampCase& c : {ClampCase{R"("min": -1, "max": 2)", -1, 2}, ClampCase{R"("min": 0.5)", 0.5, INFINITY},
+                               ClampCase{R"("max": -0.25)", -INFINITY, -0.25}, ClampCase{R"("min": 1, "max": 0)", 1, 0}}) {
+        SCOPED_TRACE(c.attrs);
+        const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "shape": [300000], "dtype": "float32"},
+          {"id": 1, "op": "clamp", "parents": [0], "attrs": {)" + c.attrs + R"(}, "shape": [300000]}
+        ], "outputs": [1]})");
+        const auto ys = same_bits_on_one_and_two_threads(graph, {}, {{"x", x}});
+        int wrong = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+            const float v = xs[std::size_t(i)];
+            float want = v;
+            if (!std::isnan(v)) want = std::min(std::max(v, float(c.lo)), float(c.hi));
+            if (bits_of(ys.values<float>()[std::size_t(i)]) != bits_of(want) && ++wrong <= 5)
+                ADD_FAILURE() << "clamp(" << v << ") = " << ys.values<float>()[std::size_t(i)] << ", want " << want;
+        }
+        EXPECT_EQ(wrong, 0);
+    }
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [300000], "dtype": "float32"},
+      {"id": 1, "op": "input", "name": "z", "shape": [300000], "dtype": "float32"},
+      {"id": 2, "op": "relu", "parents": [0], "shape": [300000]},
+      {"id": 3, "op": "add", "parents": [2, 1], "shape": [300000]}
+    ], "outputs": [3]})");
+    const Tensor y = same_bits_on_one_and_two_threads(graph, {}, {{"x", x}, {"z", z}});
+    const auto ys = y.values<float>();
+    int wrong = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const float v = xs[std::size_t(i)];
+        const float want = (v < 0 ? 0.0f : v) + z.values<float>()[std::size_t(i)];
+        if (bits_of(ys[std::size_t(i)]) != bits_of(want) && ++wrong <= 5)
+            ADD_FAILURE() << "relu(" << v << ") + z = " << ys[std::size_t(i)] << ", want " << want;
+    }
+    EXPECT_EQ(wrong, 0);
+}
+
+TEST(ReferenceFastPaths, BatchNormSplitsPlanesBetweenThreads) {
+    // Inference batch norm of [2, 16, 48, 48] (73,728 elements per image): (x - mean) / sqrt(var
+    // + eps) * weight + bias, per channel, computed in double and rounded once.
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 16, 48, 48], "dtype": "float32"},
+      {"id": 1, "op": "batch_norm", "name": "bn", "parents": [0], "shape": [2, 16, 48, 48]}
+    ], "outputs": [1]})");
+    const Tensor x = f32({2, 16, 48, 48}, 131, 2.0), weight = f32({16}, 132, 1.0), bias = f32({16}, 133, 1.0),
+                 mean = f32({16}, 134, 0.5);
+    std::vector<double> var_values = pseudo_random(16, 135, 1.0);
+    for (auto& v : var_values) v = std::fabs(v) + 0.1;
+    const Tensor var = Tensor::from_values(DType::float32, {16}, var_values);
+    const Tensor y = same_bits_on_one_and_two_threads(
+        graph, {{"bn.weight", weight}, {"bn.bias", bias}, {"bn.running_mean", mean}, {"bn.running_var", var}},
+        {{"x", x}});
+    int wrong = 0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) {
+        const std::int64_t ch = i / (48 * 48) % 16;
+        const double want =
+            (x.at(i) - mean.at(ch)) / std::sqrt(var.at(ch) + 1e-5) * weight.at(ch) + bias.at(ch);
+        if (!(std::fabs(y.at(i) - want) <= 1e-6 * (std::fabs(want) + 1)) && ++wrong <= 5)
+            ADD_FAILURE() << "y[" << i << "] = " << y.at(i) << ", want " << want;
+    }
+    EXPECT_EQ(wrong, 0);
+}
+
+TEST(ReferenceFastPaths, TheWorkerPoolServesManyHostThreadsAndForkedChildren) {
+    // The reference plugin's workers are shared by every session of the process: four host
+    // threads running two-thread sessions at once must each get the one-thread result; and a
+    // child forked after the workers started (as `capsule verify` forks) runs its parts itself.
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 16, 40, 40], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": 24, "kernel_size": 3, "padding": 1}, "shape": [2, 24, 40, 40]},
+      {"id": 2, "op": "relu", "parents": [1], "shape": [2, 24, 40, 40]}
+    ], "outputs": [2]})");
+    const ParameterMap params{{"c.weight", f32({24, 16, 3, 3}, 141, 0.2)}, {"c.bias", f32({24}, 142, 0.5)}};
+    const std::map<std::string, Tensor> inputs{{"x", f32({2, 16, 40, 40}, 143, 1.0)}};
+    const Tensor want = checked_session(graph, params, 1).run(inputs)[0];
+    const Session shared = checked_session(graph, params, 2);
+    std::atomic<int> mismatches{0};
+    {
+        std::vector<std::jthread> clients;
+        for (int t = 0; t < 4; ++t)
+            clients.emplace_back([&] {
+                for (int i = 0; i < 10; ++i) {
+                    const Tensor got = shared.run(inputs)[0];
+                    if (std::memcmp(got.data(), want.data(), want.nbytes()) != 0) ++mismatches;
+                }
+            });
+    }
+    EXPECT_EQ(mismatches.load(), 0);
+
+    // The child writes its verdict and leaves with _exit, as the probe and verify children do;
+    // the pipe reaches end of file when it has exited.
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        const Tensor got = shared.run(inputs)[0];
+        const char ok = std::memcmp(got.data(), want.data(), want.nbytes()) == 0 ? 'y' : 'n';
+        (void)!::write(fds[1], &ok, 1);
+        ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string answer;
+    bool ended = false;
+    for (int waited_ms = 0; waited_ms < 20000 && !ended; waited_ms += 100) {
+        pollfd wait_for{fds[0], POLLIN, 0};
+        if (::poll(&wait_for, 1, 100) != 1) continue;
+        char c;
+        if (::read(fds[0], &c, 1) == 1)
+            answer += c;
+        else
+            ended = true;
+    }
+    if (!ended) ::kill(pid, SIGKILL);
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_EQ(answer, "y") << "the forked child's result";
+    EXPECT_TRUE(ended) << "the forked child did not exit within 20 s";
 }

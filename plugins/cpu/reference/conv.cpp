@@ -8,6 +8,7 @@
 // buffer to about kColumnBudget elements (at least one image).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "linalg_common.hpp"
 #include "parallel.hpp"
@@ -142,10 +143,13 @@ inline void valid_range(int64_t base, int64_t s, int64_t size, int64_t count, in
     hi = std::clamp(hi, lo, count);
 }
 
-/// col[(c·kh + i)·kw + j][oy·ow + ox] (row stride ldcol) = image[c][oy·sh − ph + i·dh][ox·sw −
-/// pw + j·dw], zero outside the image.
+/// col[(c·kh + i)·kw + j][q − q0] (row stride ldcol) = image[c][oy·sh − ph + i·dh][ox·sw − pw +
+/// j·dw] for the output positions q = oy·ow + ox in [q0, q1), zero outside the image.
 template <typename T>
-void im2col(const T* __restrict img, const Slide& s, T* __restrict col, int64_t ldcol) {
+void im2col(const T* __restrict img, const Slide& s, int64_t q0, int64_t q1, T* __restrict col,
+            int64_t ldcol) {
+    if (q0 >= q1) return;
+    const int64_t y_first = q0 / s.ow, y_last = (q1 - 1) / s.ow;
     for (int64_t c = 0; c < s.c; ++c)
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j) {
@@ -153,22 +157,32 @@ void im2col(const T* __restrict img, const Slide& s, T* __restrict col, int64_t 
                 const int64_t xbase = j * s.dw - s.pw;
                 int64_t lo, hi;
                 valid_range(xbase, s.sw, s.w, s.ow, lo, hi);
-                for (int64_t oy = 0; oy < s.oh; ++oy) {
-                    T* __restrict d = row + oy * s.ow;
+                for (int64_t oy = y_first; oy <= y_last; ++oy) {
+                    // This output row's positions within [q0, q1): ox in [xa, xb).
+                    const int64_t xa = std::max<int64_t>(q0 - oy * s.ow, 0);
+                    const int64_t xb = std::min<int64_t>(q1 - oy * s.ow, s.ow);
+                    T* __restrict d = row + (oy * s.ow + xa - q0);  // d[ox - xa]
                     const int64_t y = oy * s.sh - s.ph + i * s.dh;
                     if (y < 0 || y >= s.h) {
-                        std::fill(d, d + s.ow, T(0));
+                        std::fill(d, d + (xb - xa), T(0));
                         continue;
                     }
                     const T* __restrict src = img + (c * s.h + y) * s.w;
-                    std::fill(d, d + lo, T(0));
+                    const int64_t a = std::clamp(lo, xa, xb), b = std::clamp(hi, a, xb);
+                    std::fill(d, d + (a - xa), T(0));
                     if (s.sw == 1)
-                        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[xbase + ox];
+                        for (int64_t ox = a; ox < b; ++ox) d[ox - xa] = src[xbase + ox];
                     else
-                        for (int64_t ox = lo; ox < hi; ++ox) d[ox] = src[xbase + ox * s.sw];
-                    std::fill(d + hi, d + s.ow, T(0));
+                        for (int64_t ox = a; ox < b; ++ox) d[ox - xa] = src[xbase + ox * s.sw];
+                    std::fill(d + (b - xa), d + (xb - xa), T(0));
                 }
             }
+}
+
+/// im2col of every output position (q0 = 0, q1 = oh·ow).
+template <typename T>
+void im2col(const T* __restrict img, const Slide& s, T* __restrict col, int64_t ldcol) {
+    im2col(img, s, 0, s.cols(), col, ldcol);
 }
 
 /// The adjoint of im2col: image[...] += col[...] (the image must be initialised by the caller).
@@ -255,6 +269,132 @@ void bias_grad(const T* G, int64_t n, int64_t c, int64_t p, T* gb) {
 // ---------------------------------------------------------------------------------------------
 // Plain convolution: y[n, g·Cog + o, :] = W_g[o, :] · col_g(x[n]) (+ bias).
 
+/// Threads for `tasks` independent pieces of a convolution of `flops` in all: at most the grant,
+/// the task count, and one per `min_flops` (about 50 µs of work: handing a part to a worker
+/// costs a few microseconds, waking a sleeping one far more).
+int conv_parts(int granted, int64_t tasks, double flops, double min_flops) {
+    const auto by_work = static_cast<int64_t>(flops / min_flops);
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted, tasks, by_work})));
+}
+
+/// One output plane of a depthwise convolution: y = bias + Σ_{i,j} w[i, j] · x shifted by the tap
+/// (see depthwise_fwd), a row at a time so that the row stays in L1. lo[j], hi[j]: the output
+/// columns whose input column for kernel column j lies inside the image.
+template <typename T>
+[[gnu::always_inline]] inline void depthwise_plane_impl(const T* __restrict x, const T* __restrict w,
+                                                        T bias, const Slide& s, const int64_t* lo,
+                                                        const int64_t* hi, T* __restrict y) {
+    for (int64_t oy = 0; oy < s.oh; ++oy) {
+        T* __restrict yr = y + oy * s.ow;
+        std::fill(yr, yr + s.ow, bias);
+        for (int64_t i = 0; i < s.kh; ++i) {
+            const int64_t iy = oy * s.sh - s.ph + i * s.dh;
+            if (iy < 0 || iy >= s.h) continue;
+            const T* __restrict xr = x + iy * s.w;
+            for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t xbase = j * s.dw - s.pw;
+                const T wv = w[i * s.kw + j];
+                if (s.sw == 1)
+                    for (int64_t ox = lo[j]; ox < hi[j]; ++ox) yr[ox] += wv * xr[xbase + ox];
+                else
+                    for (int64_t ox = lo[j]; ox < hi[j]; ++ox) yr[ox] += wv * xr[xbase + ox * s.sw];
+            }
+        }
+    }
+}
+
+// Compiled for AVX-512, AVX2 and the baseline, chosen by the loader from the CPU (GCC
+// target_clones); the plugin itself is built for the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CAPSULE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CAPSULE_CLONES
+#endif
+CAPSULE_CLONES void depthwise_plane(const float* x, const float* w, float bias, const Slide& s,
+                                    const int64_t* lo, const int64_t* hi, float* y) {
+    depthwise_plane_impl(x, w, bias, s, lo, hi, y);
+}
+CAPSULE_CLONES void depthwise_plane(const double* x, const double* w, double bias, const Slide& s,
+                                    const int64_t* lo, const int64_t* hi, double* y) {
+    depthwise_plane_impl(x, w, bias, s, lo, hi, y);
+}
+
+/// Depthwise-style convolution (one input channel per group, any channel multiplier) computed
+/// directly: y[n, o] = bias[o] + Σ_{i,j} w[o, 0, i, j] · x[n, o / cog, oy·sh − ph + i·dh, ox·sw −
+/// pw + j·dw], taps summed in (i, j) order. im2col + GEMM would be one 1-row GEMM per channel.
+/// Planes (n, o) are dealt out between the granted threads.
+template <typename T>
+void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, const T* X,
+                   const T* Wt, const T* bias, T* Y) {
+    const int64_t cog = g.out_c / g.groups, in_p = g.in_h * g.in_w, P = s.cols();
+    const int64_t planes = g.n * g.out_c, taps = s.kh * s.kw;
+    // Depthwise runs at a few GFLOP/s (short rows), so little work fills 50 µs.
+    const int parts = conv_parts(granted_threads(call), planes, 2.0 * double(planes * P * taps), 2e5);
+    // Each kernel column's range of valid output columns, computed once (divisions).
+    std::vector<int64_t> lo(static_cast<std::size_t>(s.kw)), hi(lo.size());
+    for (int64_t j = 0; j < s.kw; ++j)
+        valid_range(j * s.dw - s.pw, s.sw, s.w, s.ow, lo[std::size_t(j)], hi[std::size_t(j)]);
+    run_parts(parts, [&](int part) {
+        for (int64_t plane = planes * part / parts; plane < planes * (part + 1) / parts; ++plane) {
+            const int64_t img = plane / g.out_c, o = plane % g.out_c;
+            depthwise_plane(X + (img * g.in_c + o / cog) * in_p, Wt + o * taps,
+                            bias ? bias[o] : T(0), s, lo.data(), hi.data(), Y + plane * P);
+        }
+    });
+}
+
+/// One image's convolution in blocks of output positions: per (image, group, block of columns
+/// [, block of output channels]) task, im2col of just those columns (L2-sized, hot for the GEMM)
+/// and a single-threaded GEMM writing straight into y; tasks are dealt out between the granted
+/// threads. A 1×1 stride-1 unpadded convolution needs no im2col (the image is its column
+/// matrix). Every output is summed in the same order whatever the blocking or thread count.
+template <typename T>
+void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, const T* X,
+                 const T* Wt, const T* bias, T* Y) {
+    const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
+    const int64_t in_p = g.in_h * g.in_w;
+    const bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 &&
+                           s.pw == 0 && s.h * s.w == P;
+    const int64_t blocks = (P + std::max<int64_t>(64, kColumnBudget / std::max<int64_t>(K, 1)) - 1) /
+                           std::max<int64_t>(64, kColumnBudget / std::max<int64_t>(K, 1));
+    const int64_t width = std::min(P, ((P + blocks - 1) / blocks + 15) / 16 * 16);
+    const int granted = granted_threads(call);
+    const int64_t col_tasks = g.n * g.groups * blocks;
+    // Too few column tasks for the threads (one image's 7×7 stage): split output channels too,
+    // in multiples of 8 rows.
+    const int64_t row_parts =
+        col_tasks >= granted ? 1 : std::max<int64_t>(1, std::min<int64_t>(granted, cog / 64));
+    const int64_t tasks = col_tasks * row_parts;
+    const double flops = 2.0 * double(g.n) * double(g.out_c) * double(P) * double(K);
+    const int parts = conv_parts(granted, tasks, flops, 2e6);
+    run_parts(parts, [&](int part) {
+        Scratch<T> col(pointwise ? 0 : K * width);
+        for (int64_t t = tasks * part / parts; t < tasks * (part + 1) / parts; ++t) {
+            const int64_t rp = t % row_parts, blk = t / row_parts % blocks;
+            const int64_t gr = t / row_parts / blocks % g.groups, img = t / row_parts / blocks / g.groups;
+            const int64_t q0 = blk * width, q1 = std::min(P, q0 + width), cols = q1 - q0;
+            const int64_t r0 = cog * rp / row_parts / 8 * 8;
+            const int64_t r1 = rp + 1 == row_parts ? cog : cog * (rp + 1) / row_parts / 8 * 8;
+            if (cols <= 0 || r0 >= r1) continue;
+            const T* ximg = X + (img * g.in_c + gr * s.c) * in_p;
+            const T* b = ximg + q0;
+            int64_t ldb = P;
+            if (!pointwise) {
+                im2col(ximg, s, q0, q1, col.data(), cols);
+                b = col.data();
+                ldb = cols;
+            }
+            // The GEMM accumulates onto rows pre-filled with the bias (or zero).
+            T* y = Y + (img * g.out_c + gr * cog + r0) * P + q0;
+            for (int64_t o = r0; o < r1; ++o)
+                std::fill(y + (o - r0) * P, y + (o - r0) * P + cols,
+                          bias ? bias[gr * cog + o] : T(0));
+            gemm<T>(false, false, r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, ldb, y, P,
+                    true, 1);
+        }
+    });
+}
+
 template <typename T>
 void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
     const Tensor x = call.input(0), out = call.output(0);
@@ -267,7 +407,10 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
     T* Y = out.data<T>();
     if (g.n == 0 || g.out_c == 0 || P == 0) return;
     const T* bias = g.bias ? call.param(1).data<T>() : nullptr;
+    if (s.c == 1 && g.groups > 1) return depthwise_fwd(call, g, s, X, Wt, bias, Y);
     const int64_t chunk = chunk_images(s, g.n);
+    // Small images are batched into one wide GEMM below; larger ones go block by block.
+    if (chunk == 1) return blocked_fwd(call, g, s, X, Wt, bias, Y);
     Scratch<T> col(K * chunk * P), ybuf(chunk > 1 ? cog * chunk * P : 0);
     for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
         const int64_t nc = std::min(chunk, g.n - n0), ld = nc * P;

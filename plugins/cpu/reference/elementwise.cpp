@@ -194,12 +194,23 @@ void sqrt_backward(const BackwardCall& call) {
 // are converted to the tensor's dtype first.
 void clamp_forward(const ForwardCall& call) {
     const auto b = clamp_bounds(call.attrs());
-    unary_forward(call, "clamp", [b](auto x) {
+    // A missing bound is an infinite one; the bounds are converted once per dtype, and the
+    // comparisons (false for NaN, which so passes through) compile to vector min/max blends.
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const double lo = b.has_lo ? b.lo : -inf, hi = b.has_hi ? b.hi : inf;
+    const float lo_f = static_cast<float>(lo), hi_f = static_cast<float>(hi);
+    unary_forward(call, "clamp", [lo, hi, lo_f, hi_f](auto x) {
         using T = decltype(x);
-        if (std::isnan(x)) return x;
-        if (b.has_lo && x < T(b.lo)) x = T(b.lo);
-        if (b.has_hi && x > T(b.hi)) x = T(b.hi);
-        return x;
+        T l, h;
+        if constexpr (sizeof(T) == sizeof(float)) {
+            l = lo_f;
+            h = hi_f;
+        } else {
+            l = lo;
+            h = hi;
+        }
+        const T y = x < l ? l : x;
+        return y > h ? h : y;
     });
 }
 void clamp_backward(const BackwardCall& call) {

@@ -3,7 +3,9 @@
 // attribute readers they use. Each elementwise family (elementwise.cpp, activation.cpp, ...)
 // instantiates them with its formulas, so the validation and the broadcast loops exist once.
 //
-// Backward kernels overwrite grad_inputs; a binary op's gradient for a broadcast operand is summed
+// Forward loops over same-shaped operands are split between the node's granted threads
+// (parallel.hpp; the kernels are registered with kThreadGrant). Backward kernels overwrite
+// grad_inputs; a binary op's gradient for a broadcast operand is summed
 // over the broadcast dimensions (accumulated in double).
 #pragma once
 
@@ -12,6 +14,7 @@
 
 #include "elementwise_common.hpp"
 #include "kernels.hpp"
+#include "parallel.hpp"
 
 namespace capsule::reference::ew {
 
@@ -34,7 +37,9 @@ void unary_forward(const ForwardCall& call, const char* op, F f) {
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
         T* yp = y.data<T>();
-        for (int64_t i = 0; i < n; ++i) yp[i] = f(xp[i]);
+        parallel_ranges(granted_threads(call), n, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) yp[i] = f(xp[i]);
+        });
     });
 }
 
@@ -116,8 +121,9 @@ void binary_forward(const ForwardCall& call, const char* op, F f, bool with_int6
         const T* bp = s.b.template data<const T>();
         T* op_ = out.data<T>();
         if (std::ranges::equal(s.a.shape(), s.out) && std::ranges::equal(s.b.shape(), s.out)) {
-            const int64_t n = out.numel();
-            for (int64_t i = 0; i < n; ++i) op_[i] = f(ap[i], bp[i]);
+            parallel_ranges(granted_threads(call), out.numel(), [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i) op_[i] = f(ap[i], bp[i]);
+            });
             return;
         }
         const Dims os = contiguous_strides(s.out);

@@ -88,13 +88,16 @@ void pack_b(bool trans, const T* b, int64_t ldb, int64_t p0, int64_t kc, int64_t
     }
 }
 
-/// The MR × (NV·W) register tile: acc = Σ_p a[p*MR + r] · b[p*STRIDE + j], from B strips packed
+/// The MR × (NV·W) register tile: acc = Σ_p a(r, p) · b[p*STRIDE + j], from B strips packed
 /// STRIDE wide (a narrower tile reads the first NV·W columns of a wider strip); then C = acc
-/// (store) or C += acc (add), for the top-left mr × nr part of the tile.
-template <typename T, int VB, int MR, int NV, int STRIDE>
+/// (store) or C += acc (add), for the top-left mr × nr part of the tile. a(r, p) is a packed
+/// strip's a[p*MR + r], or with DIRECT_A the row-major A itself, a[r*lda + p] (all MR rows must
+/// exist): weights used for few columns are read in place rather than copied once per call.
+template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a,
                                                 const T* __restrict b, T* __restrict c,
-                                                int64_t ldc, int64_t mr, int64_t nr, bool add) {
+                                                int64_t ldc, int64_t mr, int64_t nr, bool add,
+                                                int64_t lda = 0) {
     using V = typename VecOf<T, VB>::type;
     constexpr int W = VB / int(sizeof(T));
     constexpr int NR = W * NV;
@@ -107,13 +110,17 @@ template <typename T, int VB, int MR, int NV, int STRIDE>
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
         for (int v = 0; v < NV; ++v) acc[r][v] = ones - ones;
+    const T* rows[MR];
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) rows[r] = a + r * lda;
     for (int64_t p = 0; p < kc; ++p) {
         V bv[NV];
 #pragma GCC unroll 8
         for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + p * STRIDE + v * W, VB);
 #pragma GCC unroll 32
         for (int r = 0; r < MR; ++r) {
-            const V av = a[p * MR + r] * ones;  // broadcast (x·1 folds to a plain broadcast)
+            // broadcast (x·1 folds to a plain broadcast)
+            const V av = (DIRECT_A ? rows[r][p] : a[p * MR + r]) * ones;
 #pragma GCC unroll 8
             for (int v = 0; v < NV; ++v) acc[r][v] += av * bv[v];
         }
@@ -213,6 +220,19 @@ template <typename T, int VB, int RM, int RN>
         }
 }
 
+/// One micro-kernel call with as many vectors as the strip's columns need (at most NV).
+template <typename T, int VB, int MR, int NV, int NR, bool DIRECT_A>
+[[gnu::always_inline]] inline void tile(int64_t vectors, int64_t kc, const T* a, const T* bp,
+                                        T* cp, int64_t ldc, int64_t mr, int64_t nr, bool add,
+                                        int64_t lda) {
+    if (vectors == 1)
+        micro_kernel<T, VB, MR, 1, NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda);
+    else if (vectors == 2 && NV > 2)
+        micro_kernel<T, VB, MR, (NV > 2 ? 2 : NV), NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda);
+    else
+        micro_kernel<T, VB, MR, NV, NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda);
+}
+
 /// Cache blocking: KC deep slices, MC rows of A per L2 block, NC columns of B per L3 panel.
 template <typename T, int VB, int MR, int NV>
 [[gnu::always_inline]] inline void gemm_driver(const GemmArgs& g) {
@@ -230,7 +250,10 @@ template <typename T, int VB, int MR, int NV>
     const int64_t kc_max = std::min<int64_t>(KC, g.k);
     const int64_t mc_max = std::min<int64_t>(MC, (g.m + MR - 1) / MR * MR);
     const int64_t nc_max = std::min<int64_t>(NC, (g.n + NR - 1) / NR * NR);
-    Scratch<T> abuf(kc_max * mc_max), bbuf(kc_max * nc_max);
+    // A row-major A (conv and linear weights) is read in place: packing it cost a full copy of
+    // the weights per call, which dominated layers with few output columns (ResNet's 7×7 stage).
+    const bool direct_a = !g.trans_a;
+    Scratch<T> abuf(kc_max * (direct_a ? MR : mc_max)), bbuf(kc_max * nc_max);
     for (int64_t j0 = 0; j0 < g.n; j0 += NC) {
         const int64_t nc = std::min<int64_t>(NC, g.n - j0);
         for (int64_t p0 = 0; p0 < g.k; p0 += KC) {
@@ -239,7 +262,11 @@ template <typename T, int VB, int MR, int NV>
             pack_b<T, NR>(g.trans_b, B, g.ldb, p0, kc, j0, nc, bbuf.data());
             for (int64_t i0 = 0; i0 < g.m; i0 += MC) {
                 const int64_t mc = std::min<int64_t>(MC, g.m - i0);
-                pack_a<T, MR>(g.trans_a, A, g.lda, i0, mc, p0, kc, abuf.data());
+                // Full strips of a row-major A are read in place; only a partial last strip
+                // (fewer than MR rows) is packed, zero-padded, at the start of abuf.
+                const int64_t full = direct_a ? mc / MR * MR : 0;
+                if (full < mc)
+                    pack_a<T, MR>(g.trans_a, A, g.lda, i0 + full, mc - full, p0, kc, abuf.data());
                 for (int64_t js = 0; js < nc; js += NR) {
                     const int64_t nr = std::min<int64_t>(NR, nc - js);
                     const T* bp = bbuf.data() + js * kc;
@@ -248,14 +275,13 @@ template <typename T, int VB, int MR, int NV>
                     const int64_t vectors = (nr + W - 1) / W;
                     for (int64_t is = 0; is < mc; is += MR) {
                         const int64_t mr = std::min<int64_t>(MR, mc - is);
-                        const T* ap = abuf.data() + is * kc;
                         T* cp = C + (i0 + is) * g.ldc + j0 + js;
-                        if (vectors == 1)
-                            micro_kernel<T, VB, MR, 1, NR>(kc, ap, bp, cp, g.ldc, mr, nr, add);
-                        else if (vectors == 2 && NV > 2)
-                            micro_kernel<T, VB, MR, (NV > 2 ? 2 : NV), NR>(kc, ap, bp, cp, g.ldc, mr, nr, add);
+                        if (is < full)
+                            tile<T, VB, MR, NV, NR, true>(vectors, kc, A + (i0 + is) * g.lda + p0,
+                                                          bp, cp, g.ldc, mr, nr, add, g.lda);
                         else
-                            micro_kernel<T, VB, MR, NV, NR>(kc, ap, bp, cp, g.ldc, mr, nr, add);
+                            tile<T, VB, MR, NV, NR, false>(vectors, kc, abuf.data() + (is - full) * kc,
+                                                           bp, cp, g.ldc, mr, nr, add, 0);
                     }
                 }
             }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "linalg_common.hpp"
+#include "parallel.hpp"
 
 namespace capsule::reference {
 
@@ -245,14 +246,20 @@ void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char*
     const T* b = d.affine ? call.param(1).data<T>() : nullptr;
     // (x - mean) * scale + bias: subtracting first keeps the digits that x * scale - mean * scale
     // cancels when |mean| is much larger than the spread (float64 inputs).
-    for (int64_t bi = 0; bi < d.n; ++bi)
-        for (int64_t ch = 0; ch < d.c; ++ch) {
+    // Planes (image, channel) are independent: dealt out between the granted threads.
+    const int64_t planes = d.n * d.c;
+    const int parts = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>({granted_threads(call), planes, planes * d.s / kMinElementsPerPart})));
+    run_parts(parts, [&](int part) {
+        for (int64_t plane = planes * part / parts; plane < planes * (part + 1) / parts; ++plane) {
+            const int64_t ch = plane % d.c;
             const double scale = rstd[ch] * (w ? double(w[ch]) : 1.0);
             const double shift = b ? double(b[ch]) : 0.0;
-            const T* p = X + (bi * d.c + ch) * d.s;
-            T* q = Y + (bi * d.c + ch) * d.s;
+            const T* p = X + plane * d.s;
+            T* q = Y + plane * d.s;
             for (int64_t i = 0; i < d.s; ++i) q[i] = T((double(p[i]) - mean[ch]) * scale + shift);
         }
+    });
 }
 
 template <typename T>

@@ -1,8 +1,8 @@
-// Intra-op threads of the reference plugin's GEMM-based kernels (conv2d, linear, matmul and bmm
-// forward) and pooling forward: the host grants each node a thread count at prepare time (ABI
-// 1.1, capsule_prepare_args::num_threads, from ExecutionConfig / `--threads`), which the kernel
-// keeps as its prepared state; gemm splits C's columns (or rows) between the threads, pooling its
-// planes.
+// Intra-op threads of the reference plugin: the host grants each node a thread count at prepare
+// time (ABI 1.1, capsule_prepare_args::num_threads, from ExecutionConfig / `--threads`), which the
+// kernel keeps as its prepared state. GEMM splits C's columns (or rows) between the threads,
+// convolution its blocks of output positions or its planes, pooling its planes, and the
+// elementwise forward kernels their elements. The threads are one process-wide pool of workers.
 #pragma once
 
 #include <functional>
@@ -28,5 +28,14 @@ int granted_threads(const plugin::ForwardCall& call);
 /// and returns when all have finished. An exception of a part is rethrown (the first one) after
 /// the others finished; std::system_error when a thread cannot be started.
 void run_parts(int parts, const std::function<void(int)>& body);
+
+/// Elements per part below which an elementwise loop is not split (about 50 µs of a memory-bound
+/// loop: handing a part to a worker costs a few microseconds).
+inline constexpr int64_t kMinElementsPerPart = int64_t(1) << 16;
+
+/// Runs body(begin, end) over consecutive ranges covering [0, n): one range per part, at most
+/// `threads` parts and each at least kMinElementsPerPart long (one part, on the caller's
+/// thread, for a short n). For loops whose iterations are independent.
+void parallel_ranges(int threads, int64_t n, const std::function<void(int64_t, int64_t)>& body);
 
 }  // namespace capsule::reference

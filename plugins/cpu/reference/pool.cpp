@@ -173,6 +173,66 @@ inline void smooth_stats(const T* plane, const PoolGeom& g, const Window& win, d
             s += std::exp((double(plane[y * g.w + x]) - m) / g.temperature);
 }
 
+/// The max-pool combine, in window order: a NaN replaces what came before (so the window's last
+/// NaN wins), a number replaces a smaller number (so among equals the first stays). Selects only,
+/// so that loops of it vectorise.
+template <typename T>
+inline T max_combine(T acc, T v) {
+    const T larger = v > acc ? v : acc;
+    const T kept = acc != acc ? acc : larger;
+    return v != v ? v : kept;
+}
+
+/// One plane of max pooling, separably: h[y][ox] = the combine of input row y over window
+/// column range ox (in x order), then y[oy][ox] = the combine of h over the window's rows (in y
+/// order). Combining row-major windows row by row keeps window_max's result exactly (first
+/// maximum, last NaN in row-major order, -inf for an empty window) at kh + kw rather than
+/// kh·kw operations per output. `hbuf` holds g.h × g.ow values.
+template <typename T>
+[[gnu::always_inline]] inline void max_plane_impl(const T* __restrict plane, const PoolGeom& g,
+                                                  T* __restrict hbuf, T* __restrict out) {
+    constexpr T lowest = -std::numeric_limits<T>::infinity();
+    for (int64_t y = 0; y < g.h; ++y) {
+        const T* __restrict row = plane + y * g.w;
+        T* __restrict h = hbuf + y * g.ow;
+        std::fill(h, h + g.ow, lowest);
+        for (int64_t j = 0; j < g.kw; ++j) {
+            // Output columns whose tap j reads inside the row: 0 <= ox·sw − pw + j < w.
+            const int64_t base = j - g.pw;
+            const int64_t lo = base >= 0 ? 0 : (-base + g.sw - 1) / g.sw;
+            const int64_t hi = std::min(g.ow, base >= g.w ? 0 : (g.w - base + g.sw - 1) / g.sw);
+            if (g.sw == 1)
+                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox]);
+            else
+                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox * g.sw]);
+        }
+    }
+    for (int64_t oy = 0; oy < g.oh; ++oy) {
+        T* __restrict o = out + oy * g.ow;
+        std::fill(o, o + g.ow, lowest);
+        const int64_t y0 = std::max<int64_t>(oy * g.sh - g.ph, 0);
+        const int64_t y1 = std::min(oy * g.sh - g.ph + g.kh, g.h);
+        for (int64_t y = y0; y < y1; ++y) {
+            const T* __restrict h = hbuf + y * g.ow;
+            for (int64_t ox = 0; ox < g.ow; ++ox) o[ox] = max_combine(o[ox], h[ox]);
+        }
+    }
+}
+
+// Compiled for AVX-512, AVX2 and the baseline, chosen by the loader from the CPU (GCC
+// target_clones); the plugin itself is built for the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CAPSULE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CAPSULE_CLONES
+#endif
+CAPSULE_CLONES void max_plane(const float* plane, const PoolGeom& g, float* hbuf, float* out) {
+    max_plane_impl(plane, g, hbuf, out);
+}
+CAPSULE_CLONES void max_plane(const double* plane, const PoolGeom& g, double* hbuf, double* out) {
+    max_plane_impl(plane, g, hbuf, out);
+}
+
 template <typename T>
 void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     const Tensor x = call.input(0), out = call.output(0);
@@ -187,9 +247,14 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     const int64_t by_work = reads >= 65536.0 * 64 ? 64 : static_cast<int64_t>(reads / 65536.0);
     const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted_threads(call), planes, by_work})));
     run_parts(parts, [&](int part) {
+    Scratch<T> hbuf(kind == Kind::max ? g.h * g.ow : 0);
     for (int64_t p = planes * part / parts; p < planes * (part + 1) / parts; ++p) {
         const T* plane = X + p * g.h * g.w;
         T* yp = Y + p * g.oh * g.ow;
+        if (kind == Kind::max) {
+            max_plane(plane, g, hbuf.data(), yp);
+            continue;
+        }
         for (int64_t oy = 0; oy < g.oh; ++oy)
             for (int64_t ox = 0; ox < g.ow; ++ox) {
                 const Window win = window(g, oy, ox);
