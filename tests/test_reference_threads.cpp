@@ -473,3 +473,27 @@ TEST(ReferenceFastPaths, TheWorkerPoolServesManyHostThreadsAndForkedChildren) {
     EXPECT_EQ(answer, "y") << "the forked child's result";
     EXPECT_TRUE(ended) << "the forked child did not exit within 20 s";
 }
+
+TEST(ReferenceFastPaths, DepthwiseTapsOnThePaddingMultiplyZero) {
+    // The padding is zeros that the weight multiplies (F.conv2d; the im2col path does the same),
+    // so a NaN weight makes every output NaN and an infinite one makes NaN where its tap falls on
+    // the padding (inf · 0) and inf inside (inf · 1).
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 2, 4, 4], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": 2, "kernel_size": 3, "padding": 1, "groups": 2, "bias": false}, "shape": [1, 2, 4, 4]}
+    ], "outputs": [1]})");
+    std::vector<double> w(18, 0.5);
+    w[0] = NAN;             // channel 0, tap (0, 0)
+    w[9 + 8] = INFINITY;    // channel 1, tap (2, 2)
+    const Tensor y = same_bits_on_one_and_two_threads(
+        graph, {{"c.weight", Tensor::from_values(DType::float32, {2, 1, 3, 3}, w)}},
+        {{"x", Tensor::from_values(DType::float32, {1, 2, 4, 4}, std::vector<double>(32, 1.0))}});
+    for (std::int64_t p = 0; p < 16; ++p) {
+        EXPECT_TRUE(std::isnan(y.at(p))) << "channel 0, position " << p;
+        const bool on_padding = p / 4 == 3 || p % 4 == 3;  // tap (2, 2) reads row / column 4
+        if (on_padding)
+            EXPECT_TRUE(std::isnan(y.at(16 + p))) << "channel 1, position " << p;
+        else
+            EXPECT_EQ(y.at(16 + p), INFINITY) << "channel 1, position " << p;
+    }
+}

@@ -7,6 +7,7 @@
 // adjoint: GEMM with the weight transposed, then col2im (scatter-add). Chunks bound the column
 // buffer to about kColumnBudget elements (at least one image).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -277,8 +278,25 @@ int conv_parts(int granted, int64_t tasks, double flops, double min_flops) {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted, tasks, by_work})));
 }
 
+/// Adds w[i, j] · 0 for every tap that falls on the zero padding, as the definition (and the
+/// im2col path) does: 0 for a finite weight, so only called for a NaN or infinite one, which makes
+/// those outputs NaN.
+template <typename T>
+void add_padding_taps(const T* w, int64_t i, int64_t j, const Slide& s, const int64_t* lo,
+                      const int64_t* hi, T* y) {
+    const T term = w[i * s.kw + j] * T(0);
+    for (int64_t oy = 0; oy < s.oh; ++oy) {
+        T* yr = y + oy * s.ow;
+        const int64_t iy = oy * s.sh - s.ph + i * s.dh;
+        const bool row_inside = iy >= 0 && iy < s.h;
+        for (int64_t ox = 0; ox < s.ow; ++ox)
+            if (!row_inside || ox < lo[j] || ox >= hi[j]) yr[ox] += term;
+    }
+}
+
 /// One output plane of a depthwise convolution: y = bias + Σ_{i,j} w[i, j] · x shifted by the tap
-/// (see depthwise_fwd), a row at a time so that the row stays in L1. lo[j], hi[j]: the output
+/// (see depthwise_fwd), a row at a time so that the row stays in L1; taps on the padding add
+/// nothing unless their weight is NaN or infinite (add_padding_taps). lo[j], hi[j]: the output
 /// columns whose input column for kernel column j lies inside the image.
 template <typename T>
 [[gnu::always_inline]] inline void depthwise_plane_impl(const T* __restrict x, const T* __restrict w,
@@ -301,6 +319,9 @@ template <typename T>
             }
         }
     }
+    for (int64_t i = 0; i < s.kh; ++i)
+        for (int64_t j = 0; j < s.kw; ++j)
+            if (!std::isfinite(w[i * s.kw + j])) add_padding_taps(w, i, j, s, lo, hi, y);
 }
 
 // Compiled for AVX-512, AVX2 and the baseline, chosen by the loader from the CPU (GCC
