@@ -7,9 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 
-#include "capsule/error.hpp"
 #include "capsule/profile.hpp"
 #include "capsule/registry.hpp"
 #include "plugin_loader.hpp"
@@ -38,46 +36,24 @@ std::shared_ptr<const LoadedPlugin> open_plugin(const PluginHost& host, const Pl
 /// Probes a plugin once; raises Error(probe) with the plugin's reason when it cannot run here.
 void require_usable(const PluginRecord& record, const LoadedPlugin& plugin);
 
-/// A failed plugin call: the status code it returned (CAPSULE_ERROR_INTERNAL for an exception
-/// that crossed the C ABI) and its text (see call_plugin).
-struct PluginFailure {
-    int32_t code;
-    std::string text;
-};
-
-/// call_plugin, keeping the status code of a failure.
-template <typename Call>
-std::optional<PluginFailure> call_plugin_coded(Call&& call) {
-    capsule_status status{sizeof(capsule_status), 0, {}};
-    int32_t code = CAPSULE_ERROR_INTERNAL;
-    try {
-        code = call(&status);
-    } catch (const std::exception& e) {
-        return PluginFailure{CAPSULE_ERROR_INTERNAL, std::string("threw a C++ exception across the C ABI: ") + e.what()};
-    } catch (...) {
-        return PluginFailure{CAPSULE_ERROR_INTERNAL, "threw a non-standard C++ exception across the C ABI"};
-    }
-    if (code == CAPSULE_OK) [[likely]]
-        return std::nullopt;
-    return PluginFailure{code, status_text(code, status)};
-}
-
-/// The ErrorCode of a kernel or compiled group that failed while a session ran. The host checked
-/// every shape, dtype and attribute before the call, so CAPSULE_ERROR_INVALID_ARGUMENT then
-/// refuses the values of the data (an index out of range, a negative MaxUnpool index): the
-/// caller's input, ErrorCode::input. Any other failure is ErrorCode::other.
-inline ErrorCode run_failure_code(int32_t code) {
-    return code == CAPSULE_ERROR_INVALID_ARGUMENT ? ErrorCode::input : ErrorCode::other;
-}
-
 /// Calls into a plugin: `call(capsule_status*)` returns the plugin function's code. Returns
 /// nothing on success; otherwise the failure's text: the plugin's message and the code it
 /// returned (or that it returned a code without a message), or the text of a C++ exception the
 /// plugin let cross the C ABI. Allocates only on failure.
 template <typename Call>
 std::optional<std::string> call_plugin(Call&& call) {
-    if (auto failure = call_plugin_coded(std::forward<Call>(call))) return std::move(failure->text);
-    return std::nullopt;
+    capsule_status status{sizeof(capsule_status), 0, {}};
+    int32_t code = CAPSULE_ERROR_INTERNAL;
+    try {
+        code = call(&status);
+    } catch (const std::exception& e) {
+        return std::string("threw a C++ exception across the C ABI: ") + e.what();
+    } catch (...) {
+        return std::string("threw a non-standard C++ exception across the C ABI");
+    }
+    if (code == CAPSULE_OK) [[likely]]
+        return std::nullopt;
+    return status_text(code, status);
 }
 
 }  // namespace capsule::detail
