@@ -1,11 +1,14 @@
 // Reference kernels: conv / conv2d (F.conv1d / F.conv2d) and conv_transpose / conv_transpose2d
 // (F.conv_transpose1d / 2d), with stride, padding, dilation, groups, output_padding and bias.
 //
-// Everything is computed as 2-D (a 1-D op is the 2-D op with height 1 and a 1-high kernel) by
-// im2col + GEMM: for a chunk of images and one group, the [Cin/g·kh·kw, images·OH·OW] column
-// matrix is built once and multiplied with the group's weight. The transposed convolution is the
-// adjoint: GEMM with the weight transposed, then col2im (scatter-add). Chunks bound the column
-// buffer to about kColumnBudget elements (at least one image).
+// Everything is computed as 2-D (a 1-D op is the 2-D op with height 1 and a 1-high kernel).
+// Forward: a convolution with one input channel per group (depthwise) directly, plane by plane;
+// otherwise im2col + GEMM, images small enough batched into one [Cin/g·kh·kw, images·OH·OW]
+// column matrix, larger ones in blocks of output positions of about kColumnBudget im2col values
+// (a 1x1 stride-1 unpadded convolution reads the image as its column matrix). The backward
+// passes and the transposed convolution use im2col / col2im per chunk of images: the transposed
+// one is the adjoint, GEMM with the weight transposed then col2im (scatter-add). Chunks bound the
+// column buffer to about kColumnBudget elements (at least one image).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -350,7 +353,7 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
     const int64_t cog = g.out_c / g.groups, in_p = g.in_h * g.in_w, P = s.cols();
     const int64_t planes = g.n * g.out_c, taps = s.kh * s.kw;
     // Depthwise runs at a few GFLOP/s (short rows), so little work fills 50 µs.
-    const int parts = conv_parts(granted_threads(call), planes, 2.0 * double(planes * P * taps), 2e5);
+    const int parts = conv_parts(granted_threads(call), planes, 2.0 * double(planes) * double(P) * double(taps), 2e5);
     // Each kernel column's range of valid output columns, computed once (divisions).
     std::vector<int64_t> lo(static_cast<std::size_t>(s.kw)), hi(lo.size());
     for (int64_t j = 0; j < s.kw; ++j)

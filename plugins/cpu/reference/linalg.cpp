@@ -359,7 +359,7 @@ const char* gemm_isa() {
 namespace {
 
 /// How many threads gemm uses: at most `threads`, each with at least 64 columns or 64 rows and
-/// about 4 MFLOP (a thread start costs tens of microseconds).
+/// about 4 MFLOP (tens of microseconds; handing a part to a sleeping worker can cost as much).
 int gemm_parts(int threads, int64_t m, int64_t n, int64_t k) {
     constexpr double kMinFlops = 4e6;
     const double flops = 2.0 * double(m) * double(n) * double(k);

@@ -53,16 +53,18 @@ public:
     WorkerPool& operator=(const WorkerPool&) = delete;
 
     ~WorkerPool() {
+        // A forked child's copy: its threads, and maybe the lock's holder, were the parent's.
+        // Touch neither the mutex nor the condition variable; just let the handles go.
+        if (::getpid() != owner_) {
+            for (auto& w : workers_) w.detach();
+            return;
+        }
         {
             std::lock_guard lock(mutex_);
             stopping_ = true;
             stopping_flag_.store(true);
         }
         wake_.notify_all();
-        if (::getpid() != owner_) {
-            for (auto& w : workers_) w.detach();  // a fork's copy: those threads are not ours
-            return;
-        }
         for (auto& w : workers_) w.join();
     }
 
@@ -186,16 +188,6 @@ void run_parts(int parts, const std::function<void(int)>& body) {
         return;
     }
     WorkerPool::instance().run(parts, body);
-}
-
-void parallel_ranges(int threads, int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-    const int64_t by_size = n / kMinElementsPerPart;
-    const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, by_size)));
-    if (parts == 1) {
-        if (n > 0) body(0, n);
-        return;
-    }
-    run_parts(parts, [&](int part) { body(n * part / parts, n * (part + 1) / parts); });
 }
 
 }  // namespace capsule::reference
