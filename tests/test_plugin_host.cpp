@@ -2,8 +2,11 @@
 // README's example plugin, pinning, permissions, and sessions that must refuse to run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include <unistd.h>
 
@@ -521,6 +524,77 @@ TEST(Session, KernelErrorNamesNodeCapsuleAndMessage) {
     auto msg = error_of([&] { session.run({{"x", x}}); });
     EXPECT_EQ(msg, "node 1 (abs) failed in capsule fixture_good.abs of plugin fixture_good: fixture "
                    "kernel failure: injected (code 1)");
+    // Code 1 (CAPSULE_ERROR_INVALID_ARGUMENT) from a run is not the caller's data (plugins use
+    // it when host and plugin disagree): Error(other). Only CAPSULE_ERROR_INVALID_DATA is input.
+    EXPECT_TRUE(raises(ErrorCode::other, [&] { session.run({{"x", x}}); }));
+}
+
+// A reference kernel that refuses an input's values (an index out of range) while running reports
+// bad input, naming the node, capsule and index; the same session runs good data afterwards.
+TEST(Session, DataAKernelRefusesIsBadInput) {
+    auto graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+        {"id": 0, "op": "input", "name": "x", "shape": [4], "dtype": "float32"},
+        {"id": 1, "op": "input", "name": "i", "shape": [2], "dtype": "int64"},
+        {"id": 2, "op": "gather_vec_nat", "parents": [0, 1], "shape": [2]}], "outputs": [2]})");
+    auto session = capsule::testing::session_under("checked_cpu", graph, {});
+    const auto x = Tensor::from_values(DType::float32, {4}, {10, 20, 30, 40});
+    std::string message;
+    try {
+        session.run({{"x", x}, {"i", Tensor::from_values(DType::int64, {2}, {1, 7})}});
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
+        message = e.what();
+    }
+    EXPECT_NE(message.find("node 2 (gather_vec_nat) failed in capsule reference.gather_vec_nat"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("7"), std::string::npos) << message;
+    EXPECT_EQ(session.run({{"x", x}, {"i", Tensor::from_values(DType::int64, {2}, {3, 0})}})[0].to_doubles(),
+              (std::vector<double>{40, 10}));
+}
+
+// The other values the reference kernels refuse while running are bad input too: an int64 mod by
+// zero, a float without an int64 value in a cast, an index of gather_elements out of range, a
+// probability outside [0, 1]; the message names the element.
+TEST(Session, EveryDataRefusalOfTheReferenceKernelsIsBadInput) {
+    struct Case {
+        const char* graph;
+        std::map<std::string, Tensor> inputs;
+        const char* names;
+    };
+    const Case cases[] = {
+        {R"({"format": "capsule-ir", "version": 1, "nodes": [
+            {"id": 0, "op": "input", "name": "a", "shape": [3], "dtype": "int64"},
+            {"id": 1, "op": "input", "name": "b", "shape": [3], "dtype": "int64"},
+            {"id": 2, "op": "mod", "parents": [0, 1], "shape": [3], "dtype": "int64"}], "outputs": [2]})",
+         {{"a", Tensor::from_values(DType::int64, {3}, {5, 6, 7})}, {"b", Tensor::from_values(DType::int64, {3}, {2, 0, 3})}},
+         "division by zero"},
+        {R"({"format": "capsule-ir", "version": 1, "nodes": [
+            {"id": 0, "op": "input", "name": "a", "shape": [3], "dtype": "float32"},
+            {"id": 1, "op": "cast", "parents": [0], "attrs": {"to": "int64"}, "shape": [3], "dtype": "int64"}], "outputs": [1]})",
+         {{"a", Tensor::from_values(DType::float32, {3}, {1.5, NAN, 2})}}, "element 1"},
+        {R"({"format": "capsule-ir", "version": 1, "nodes": [
+            {"id": 0, "op": "input", "name": "x", "shape": [2, 3], "dtype": "float32"},
+            {"id": 1, "op": "input", "name": "i", "shape": [2, 1], "dtype": "int64"},
+            {"id": 2, "op": "gather_elements", "parents": [0, 1], "attrs": {"axis": 1}, "shape": [2, 1]}], "outputs": [2]})",
+         {{"x", Tensor::zeros(DType::float32, {2, 3})}, {"i", Tensor::from_values(DType::int64, {2, 1}, {0, 5})}},
+         "index 5"},
+        {R"({"format": "capsule-ir", "version": 1, "nodes": [
+            {"id": 0, "op": "input", "name": "p", "shape": [2], "dtype": "float32"},
+            {"id": 1, "op": "bernoulli_mask", "parents": [0], "shape": [2]}], "outputs": [1]})",
+         {{"p", Tensor::from_values(DType::float32, {2}, {0.5, 1.5})}}, "outside [0, 1]"},
+    };
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c.names);
+        auto session = capsule::testing::session_under("checked_cpu", parse_graph(c.graph), {});
+        try {
+            session.run(c.inputs);
+            ADD_FAILURE() << "the run succeeded";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
+            EXPECT_NE(std::string(e.what()).find(c.names), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("(code 6)"), std::string::npos) << e.what();
+        }
+    }
 }
 
 // Kernels that break the ABI's rules still give errors that name the node, capsule and plugin.

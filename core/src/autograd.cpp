@@ -350,10 +350,10 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
         args.attrs = step.attrs ? step.attrs->data() : nullptr;
         args.num_attrs = step.attrs ? step.attrs->size() : 0;
         args.state = step.state;
-        if (auto failure = call_plugin([&](capsule_status* st) { return step.backward(&args, st); }))
-            throw Error(ErrorCode::other, "backward of node " + std::to_string(step.node_id) + " (" +
+        if (auto failure = call_plugin_coded([&](capsule_status* st) { return step.backward(&args, st); }))
+            throw Error(run_failure_code(failure->code), "backward of node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
-                                 step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
+                                 step.capsule->name + " of plugin " + *step.plugin + ": " + failure->text);
         for (std::size_t i = 0; i < b.inputs.size(); ++i)
             if (b.inputs[i].kind == GradTarget::Kind::accumulate)
                 accumulate(g + b.inputs[i].region, grad_inputs[i].data,

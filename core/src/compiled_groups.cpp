@@ -145,11 +145,12 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
 void run_group(const Session::Impl& impl, const CompiledGroup& group, const std::vector<void*>& slot_data) {
     std::vector<capsule_tensor_view> values(group.values);
     for (std::size_t v = 0; v < values.size(); ++v) values[v].data = slot_data[group.value_slots[v]];
-    if (auto failure = call_plugin([&](capsule_status* st) {
+    if (auto failure = call_plugin_coded([&](capsule_status* st) {
             return group.extension->run(group.executable, values.data(), values.size(), nullptr, st);
         }))
-        throw Error(ErrorCode::other, group_label(impl, group.first_step, group.num_steps) + " failed in plugin " +
-                             *impl.steps[group.first_step].plugin + ": " + *failure);
+        throw Error(run_failure_code(failure->code), group_label(impl, group.first_step, group.num_steps) +
+                                                         " failed in plugin " + *impl.steps[group.first_step].plugin +
+                                                         ": " + failure->text);
 }
 
 void release_groups(std::vector<CompiledGroup>& groups) {

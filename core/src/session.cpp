@@ -538,10 +538,10 @@ void Session::Impl::execute_step(const Step& step, std::vector<capsule_tensor_vi
     args.attrs = step.attrs ? step.attrs->data() : nullptr;
     args.num_attrs = step.attrs ? step.attrs->size() : 0;
     args.state = step.state;
-    if (auto failure = call_plugin([&](capsule_status* st) { return step.forward(&args, st); }))
-        throw Error(ErrorCode::other, "node " + std::to_string(step.node_id) + " (" +
+    if (auto failure = call_plugin_coded([&](capsule_status* st) { return step.forward(&args, st); }))
+        throw Error(run_failure_code(failure->code), "node " + std::to_string(step.node_id) + " (" +
                              string(to_string(step.capsule->op)) + ") failed in capsule " +
-                             step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
+                             step.capsule->name + " of plugin " + *step.plugin + ": " + failure->text);
 }
 
 std::vector<Tensor> Session::Impl::collect_outputs(const std::vector<void*>& data) const {

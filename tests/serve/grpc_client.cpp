@@ -181,6 +181,26 @@ int main(int argc, char** argv) {
          }},
         {"raw and typed contents", grpc::StatusCode::INVALID_ARGUMENT, "both contents and raw_input_contents",
          [](inference::ModelInferRequest& r) { r.add_raw_input_contents(std::string(9408, '\0')); }},
+        {"an index a kernel refuses (the client's data)", grpc::StatusCode::INVALID_ARGUMENT,
+         "the model refused the request's data: node",
+         [](inference::ModelInferRequest& r) {
+             r.set_model_name("pick");
+             r.clear_inputs();
+             r.clear_outputs();
+             auto* x = r.add_inputs();
+             x->set_name("x");
+             x->set_datatype("FP32");
+             x->add_shape(1);
+             x->add_shape(4);
+             for (float v : {1.0f, 2.0f, 3.0f, 4.0f}) x->mutable_contents()->add_fp32_contents(v);
+             auto* i = r.add_inputs();
+             i->set_name("i");
+             i->set_datatype("INT64");
+             i->add_shape(1);
+             i->add_shape(2);
+             i->mutable_contents()->add_int64_contents(0);
+             i->mutable_contents()->add_int64_contents(100);
+         }},
         {"message over --max-request-bytes", grpc::StatusCode::RESOURCE_EXHAUSTED, "",
          [](inference::ModelInferRequest& r) { r.set_id(std::string(5 << 20, 'x')); }},
     };

@@ -474,7 +474,8 @@ def functional_checks(args, layers, tmp, repo, server):
     run_concurrently(pick, 3)
     for k, code, doc in sorted(picks, key=lambda p: p[0]):
         if k == 1:
-            check(code == 500 and "100" in doc["error"], "the request with index 100 fails: %d %r" % (code, doc))
+            check(code == 400 and "100" in doc["error"] and "refused the request's data" in doc["error"],
+                  "the request with index 100 fails with 400 (the client's data): %d %r" % (code, doc))
         else:
             check(code == 200 and doc["outputs"][0]["data"] == [10.0 * k, 10.0 * k + 3],
                   "request %d of the same batch still gets its rows: %d %r" % (k, code, doc))

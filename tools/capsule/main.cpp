@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
         "  1  anything else: a kernel or plugin call failed, backward was refused, a file could not\n"
         "     be written; also `plugins` when a plugin failed and `onnx-test` when a case failed or an\n"
         "     --expect case no longer passes, `verify` when a capsule failed its cases\n"
-        "  2  usage error or bad input (file, profile, graph, model, option value)\n"
+        "  2  usage error or bad input (file, profile, graph, model, option value, or input data\n"
+        "     a kernel refuses, such as an index out of range)\n"
         "  3  planning failed: no admissible capsule for an op\n"
         "  4  the acceptance gate rejected the plan\n"
         "  5  cannot run here: device, driver, plugin or library unusable on this machine");

@@ -179,8 +179,14 @@ public:
             status = e.status;
             result = status_of(e);
         } catch (const Error& e) {
-            status = 500;
-            result = {grpc::StatusCode::INTERNAL, std::string("inference failed: ") + e.what()};
+            // As REST: a kernel's refusal of this request's values is the client's error.
+            if (e.code() == ErrorCode::input) {
+                status = 400;
+                result = {grpc::StatusCode::INVALID_ARGUMENT, std::string("the model refused the request's data: ") + e.what()};
+            } else {
+                status = 500;
+                result = {grpc::StatusCode::INTERNAL, std::string("inference failed: ") + e.what()};
+            }
         } catch (const std::bad_alloc&) {
             status = 503;
             result = {grpc::StatusCode::UNAVAILABLE, "out of memory for this request; retry later or send fewer rows"};

@@ -294,8 +294,10 @@ void HttpFrontend::routes() {
             status = e.status;
             reply_error(res, status, e.what());
         } catch (const Error& e) {
-            status = 500;
-            reply_error(res, status, std::string("inference failed: ") + e.what());
+            // Error(input) from a run: a kernel refused this request's values (an index out of
+            // range); the client's to fix. Anything else is the server's failure.
+            status = e.code() == ErrorCode::input ? 400 : 500;
+            reply_error(res, status, std::string(status == 400 ? "the model refused the request's data: " : "inference failed: ") + e.what());
         } catch (const std::bad_alloc&) {
             status = 503;
             reply_error(res, status, "out of memory for this request; retry later or send fewer rows");

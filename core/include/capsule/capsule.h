@@ -90,7 +90,8 @@ typedef enum capsule_status_code_t {
     CAPSULE_STATUS_OK = 0,       /* success (only capsule_status_get_code(NULL) returns it) */
     CAPSULE_STATUS_OTHER = 1,    /* anything else: out of memory, a kernel failed while running, I/O */
     CAPSULE_STATUS_INPUT = 2,    /* invalid argument or bad input: NULL handle, unknown name, wrong
-                                    dtype or shape, malformed or missing model/profile/tensor file */
+                                    dtype or shape, malformed or missing model/profile/tensor file,
+                                    input values a kernel refuses while running */
     CAPSULE_STATUS_PLANNING = 3, /* planning failed: an op has no admissible capsule */
     CAPSULE_STATUS_GATE = 4,     /* the gate rejected the plan under the profile's acceptance policy */
     CAPSULE_STATUS_PROBE = 5     /* cannot run here: device missing or unusable, stub or failed
@@ -310,8 +311,10 @@ CAPSULE_C_API capsule_status_t* capsule_session_get_output_count(const capsule_s
  * on failure none is set.
  * INPUT: NULL session, NULL arrays with a non-zero count, a NULL name or tensor, a name given
  * twice, a missing or unknown input, an input whose dtype or shape differs from the declared one,
- * an unknown output name, output_count not matching.
- * OTHER: a kernel failed (the message names the node, the capsule and the plugin's message). */
+ * an unknown output name, output_count not matching; an input's values that a kernel refuses
+ * (CAPSULE_ERROR_INVALID_DATA: an index out of range, an integer division by zero).
+ * OTHER: a kernel failed otherwise (the message names the node, the capsule and the plugin's
+ * message). */
 CAPSULE_C_API capsule_status_t* capsule_session_run(const capsule_session_t* session,
                                                     const char* const* input_names,
                                                     const capsule_tensor_t* const* inputs, size_t input_count,

@@ -18,7 +18,8 @@ enum class ErrorCode : int {
     /// Bad input: a malformed file or document (manifest, profile, graph, ONNX model, tensor file)
     /// with its file, JSON path and reason; a spelling outside a closed vocabulary (device,
     /// provider, op, profile name, ...) with every valid spelling; a bad argument (a shape with a
-    /// negative dimension, a tensor of the wrong dtype, an unknown input name).
+    /// negative dimension, a tensor of the wrong dtype, an unknown input name); input data whose
+    /// values a kernel refuses while running (an index out of range: CAPSULE_ERROR_INVALID_DATA).
     input = 2,
     /// Planning found no admissible capsule for an op; the message lists every refused candidate.
     planning = 3,

@@ -53,7 +53,12 @@ typedef enum capsule_status_code {
     CAPSULE_ERROR_UNSUPPORTED = 2,      /* a dtype or case the kernel does not implement */
     CAPSULE_ERROR_DEVICE = 3,           /* device or driver failure */
     CAPSULE_ERROR_OUT_OF_MEMORY = 4,
-    CAPSULE_ERROR_INTERNAL = 5
+    CAPSULE_ERROR_INTERNAL = 5,
+    /* The values of an input refused while running (an index out of range, an integer division by
+     * zero), where its shape, dtype and attributes are valid: the caller's data, which the host
+     * reports as bad input (capsule::ErrorCode::input; `capsule serve` answers 400). Added to ABI
+     * 1.1 without a version change: a host that predates it reports it as any other failure. */
+    CAPSULE_ERROR_INVALID_DATA = 6
 } capsule_status_code;
 
 #define CAPSULE_STATUS_MESSAGE_SIZE 512

@@ -146,8 +146,10 @@ public:
                           const ParameterMap& parameters, const SessionOptions& options = {});
 
     /// Runs the graph on host tensors keyed by input name; returns host tensors in the order of
-    /// the graph's outputs. Raises Error(input) for a missing, unknown or mistyped input and
-    /// Error(other) when a kernel fails. Thread-safe.
+    /// the graph's outputs. Raises Error(input) for a missing, unknown or mistyped input, and
+    /// when a kernel or compiled group refuses the values of the data with
+    /// CAPSULE_ERROR_INVALID_DATA (an index out of range: the caller's data); Error(other) when
+    /// a kernel fails otherwise. Both name the node, capsule and plugin. Thread-safe.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
     /// `run`, also timing the run and each backend call into `timings` (overwritten; see
     /// RunTimings). Only this overload reads the clock (the untimed `run` pays one null
@@ -165,8 +167,9 @@ public:
     /// backward kernels in reverse execution order; fan-out gradients are summed).
     /// `output_grads` are host tensors, one per graph output with its shape and dtype (the
     /// upstream gradient, e.g. a rank-0 1.0 for a scalar loss). Raises Error(other) for a tape
-    /// of another session or mis-shaped upstream gradients, Error(other) when a backward kernel
-    /// fails (naming node and capsule). Thread-safe.
+    /// of another session or mis-shaped upstream gradients; when a backward kernel fails (naming
+    /// node and capsule), Error(input) if it refused the data's values (CAPSULE_ERROR_INVALID_DATA),
+    /// else Error(other). Thread-safe.
     Gradients backward(const Tape& tape, const std::vector<Tensor>& output_grads) const;
 
     /// Why backward is refused for this session, or an empty string when it is available.

@@ -37,7 +37,7 @@ To convert(From v, int64_t i) {
     } else if constexpr (std::is_same_v<To, int64_t> && std::is_floating_point_v<From>) {
         // [-2^63, 2^63) holds exactly the floats whose truncation fits in int64.
         if (!(v >= From(-9223372036854775808.0) && v < From(9223372036854775808.0))) [[unlikely]]
-            fail("cast: element " + std::to_string(i) + " = " + std::to_string(double(v)) +
+            fail(CAPSULE_ERROR_INVALID_DATA, "cast: element " + std::to_string(i) + " = " + std::to_string(double(v)) +
                  " has no int64 value");
         return static_cast<int64_t>(v);
     } else {

@@ -399,7 +399,7 @@ struct Mod {
         T r;
         if constexpr (std::is_integral_v<T>) {
             if (b == 0) [[unlikely]]
-                plugin::fail(CAPSULE_ERROR_INVALID_ARGUMENT,
+                plugin::fail(CAPSULE_ERROR_INVALID_DATA,
                              "mod: int64 division by zero (input 1 holds 0; ONNX Mod leaves it undefined)");
             if (b == -1) return 0;
             r = a % b;

@@ -51,7 +51,7 @@ const int64_t* index_tensor(const Tensor& idx, int rank, int64_t n, const char* 
     const int64_t k = idx.numel();
     for (int64_t j = 0; j < k; ++j)
         if (!(ip[j] >= 0 && ip[j] < n)) [[unlikely]]
-            fail(std::string(op) + ": index " + std::to_string(ip[j]) +
+            fail(CAPSULE_ERROR_INVALID_DATA, std::string(op) + ": index " + std::to_string(ip[j]) +
                  (rank == 0 ? std::string() : " at position " + std::to_string(j)) +
                  " is out of range for length " + std::to_string(n) +
                  (n > 0 ? " (valid: 0.." + std::to_string(n - 1) + ")" : std::string()));
@@ -218,7 +218,7 @@ GatherPlan gather_plan(std::size_t num_inputs, const Tensor& data, const Tensor&
     p.index = idx.data<const int64_t>();
     for (int64_t j = 0; j < p.k; ++j)
         if (!(p.index[j] >= -p.n && p.index[j] < p.n)) [[unlikely]]
-            fail("gather: index " + std::to_string(p.index[j]) + " at position " +
+            fail(CAPSULE_ERROR_INVALID_DATA, "gather: index " + std::to_string(p.index[j]) + " at position " +
                  std::to_string(j) + " is out of range for axis " + std::to_string(axis) +
                  " of size " + std::to_string(p.n) +
                  (p.n > 0 ? " (valid: " + std::to_string(-p.n) + ".." + std::to_string(p.n - 1) + ")"
@@ -404,7 +404,7 @@ std::vector<int64_t> gather_elements_sources(std::size_t num_inputs, const Tenso
     for (int64_t e = 0; e < count; ++e) {
         const int64_t i = index[e];
         if (!(i >= -n && i < n)) [[unlikely]]
-            fail(op + ": index " + std::to_string(i) + " at position " + std::to_string(e) +
+            fail(CAPSULE_ERROR_INVALID_DATA, op + ": index " + std::to_string(i) + " at position " + std::to_string(e) +
                  " is out of range for axis " + std::to_string(axis) + " of size " + std::to_string(n) +
                  (n > 0 ? " (valid: " + std::to_string(-n) + ".." + std::to_string(n - 1) + ")" : std::string()));
         int64_t offset = 0;

@@ -98,7 +98,7 @@ void bernoulli_mask_forward(const ForwardCall& call) {
         for (int64_t i = 0; i < n; ++i) {
             const double prob = double(pp[i]);
             if (!(prob >= 0.0 && prob <= 1.0)) [[unlikely]]
-                fail("bernoulli_mask: probability " + std::to_string(prob) + " at element " +
+                fail(CAPSULE_ERROR_INVALID_DATA, "bernoulli_mask: probability " + std::to_string(prob) + " at element " +
                      std::to_string(i) + " is outside [0, 1]");
             o[i] = uniform_f64(bits_at(key, uint64_t(i))) < prob ? T(1) : T(0);
         }

@@ -45,7 +45,7 @@ CrossEntropy cross_entropy_setup(const Tensor& x, const Tensor& t, const plugin:
     const int64_t* tp = t.data<const int64_t>();
     for (int64_t i = 0; i < ce.n; ++i)
         if (tp[i] != ce.ignore_index && (tp[i] < 0 || tp[i] >= ce.classes))
-            fail("cross_entropy: target[" + std::to_string(i) + "] = " + std::to_string(tp[i]) +
+            fail(CAPSULE_ERROR_INVALID_DATA, "cross_entropy: target[" + std::to_string(i) + "] = " + std::to_string(tp[i]) +
                  " is not a class index in [0, " + std::to_string(ce.classes) + ")");
     return ce;
 }
