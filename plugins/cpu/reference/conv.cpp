@@ -327,13 +327,7 @@ template <typename T>
             if (!std::isfinite(w[i * s.kw + j])) add_padding_taps(w, i, j, s, lo, hi, y);
 }
 
-// Compiled for AVX-512, AVX2 and the baseline, chosen by the loader from the CPU (GCC
-// target_clones); the plugin itself is built for the baseline.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CAPSULE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CAPSULE_CLONES
-#endif
+// CAPSULE_CLONES: compiled per ISA (linalg_common.hpp).
 CAPSULE_CLONES void depthwise_plane(const float* x, const float* w, float bias, const Slide& s,
                                     const int64_t* lo, const int64_t* hi, float* y) {
     depthwise_plane_impl(x, w, bias, s, lo, hi, y);

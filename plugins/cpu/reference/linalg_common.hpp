@@ -17,6 +17,14 @@
 #include "check_util.hpp"
 #include "kernels.hpp"
 
+/// Marks a kernel loop compiled for AVX-512, AVX2 and the baseline, one chosen by the loader
+/// from the CPU (GCC target_clones); the plugin itself is built for the baseline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CAPSULE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CAPSULE_CLONES
+#endif
+
 namespace capsule::reference {
 
 using plugin::Attributes;

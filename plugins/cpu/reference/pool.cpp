@@ -219,13 +219,7 @@ template <typename T>
     }
 }
 
-// Compiled for AVX-512, AVX2 and the baseline, chosen by the loader from the CPU (GCC
-// target_clones); the plugin itself is built for the baseline.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CAPSULE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CAPSULE_CLONES
-#endif
+// CAPSULE_CLONES: compiled per ISA (linalg_common.hpp).
 CAPSULE_CLONES void max_plane(const float* plane, const PoolGeom& g, float* hbuf, float* out) {
     max_plane_impl(plane, g, hbuf, out);
 }
