@@ -353,7 +353,7 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("pow", {I64({2}), I64({2})}),
                     "parent 0 has dtype int64; expected float32 or float64");
     EXPECT_CONTAINS(infer_error("mod", {I64({2}), F({2})}), "parents have different dtypes");
-    EXPECT_CONTAINS(infer_error("mod", {Bool({2}), Bool({2})}), "expected float32, float64 or int64");
+    EXPECT_CONTAINS(infer_error("mod", {Bool({2}), Bool({2})}), "expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("mod", {F({2}), F({3})}), "shapes [2] and [3] do not broadcast");
     EXPECT_CONTAINS(infer_error("scatter_elements", {F({3, 4}), I64({2, 5}), F({2, 4})}, {{"axis", n(1)}}),
                     "parent 2 (updates) has shape [2, 4]; expected indices' shape [2, 5]");
@@ -422,7 +422,7 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("argmax", {F({2, 0})}, {{"axis", n(1)}}),
                     "axis 1 has size 0 (input shape [2, 0]); there is no element to pick");
     EXPECT_CONTAINS(infer_error("argmin", {Bool({2})}),
-                    "parent 0 has dtype bool; expected float32, float64 or int64");
+                    "parent 0 has dtype bool; expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("argmax", {F({2})}, {{"axes", l({0})}}),
                     "unknown attribute 'axes'; valid: axis, keepdims, select_last_index");
     EXPECT_CONTAINS(infer_error("celu", {F({2})}, {{"alpha", x(0.0)}}),
@@ -439,11 +439,13 @@ TEST(ShapeInference, OnnxImportOpErrors) {
                     "parent 1 has dtype float32; expected bool");
     EXPECT_CONTAINS(infer_error("logical_not", {I64({2})}), "parent 0 has dtype int64; expected bool");
     EXPECT_CONTAINS(infer_error("cast", {F({2})}), "missing attribute 'to' (string)");
-    EXPECT_CONTAINS(infer_error("cast", {F({2})}, {{"to", s("float16")}}),
-                    "attribute 'to' = 'float16' must be one of float32, float64, int64, bool");
+    EXPECT_CONTAINS(infer_error("cast", {F({2})}, {{"to", s("float8")}}),
+                    "attribute 'to' = 'float8' must be one of float32, float64, float16, bfloat16, int64, int32, "
+                    "int16, int8, uint64, uint32, uint16, uint8, bool");
+    EXPECT_EQ(infer_type(op_node("cast", {{"to", s("uint8")}}), {F({2})}), (TensorType{{2}, DType::uint8}));
     EXPECT_CONTAINS(infer_error("cumsum", {F({2})}), "missing attribute 'axis' (integer)");
     EXPECT_CONTAINS(infer_error("cumsum", {Bool({2})}, {{"axis", n(0)}}),
-                    "parent 0 has dtype bool; expected float32, float64 or int64");
+                    "parent 0 has dtype bool; expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("tile", {F({2, 3})}, {{"repeats", l({2})}}),
                     "attribute 'repeats' has 1 entries for rank 2");
     EXPECT_CONTAINS(infer_error("tile", {F({2})}, {{"repeats", l({-1})}}),
@@ -640,16 +642,22 @@ TEST(ShapeInference, ShapeErrors) {
     EXPECT_CONTAINS(infer_error("relu", {F({2, -1})}), "parent 0 has a negative dimension");
 }
 
-// add, sub, mul, max and min are defined on int64 too (ONNX allows integers); div and pow stay
-// floating point, and bool operands are refused by all of them.
-TEST(ShapeInference, IntegerArithmeticKeepsInt64) {
-    for (const char* op : {"add", "sub", "mul", "max", "min"}) {
+// add, sub, mul, div, max and min are defined on every integer dtype too (ONNX allows integers);
+// pow stays floating point (the importer computes integer Pow in float64, as ONNX Runtime), and
+// bool operands are refused by all of them.
+TEST(ShapeInference, IntegerArithmeticKeepsTheIntegerDtype) {
+    for (const char* op : {"add", "sub", "mul", "div", "max", "min"}) {
         SCOPED_TRACE(op);
         EXPECT_EQ(infer_type(op_node(op, {}), {I64({2, 3}), I64({3})}), I64({2, 3}));
-        EXPECT_CONTAINS(infer_error(op, {Bool({2}), Bool({2})}), "parents have dtype bool; expected float32, float64 or int64");
+        for (DType d : {DType::int32, DType::uint8, DType::int8, DType::uint64})
+            EXPECT_EQ(infer_type(op_node(op, {}), {TensorType{{2, 3}, d}, TensorType{{3}, d}}), (TensorType{{2, 3}, d}));
+        EXPECT_CONTAINS(infer_error(op, {Bool({2}), Bool({2})}), "parents have dtype bool; expected a float or integer dtype");
         EXPECT_CONTAINS(infer_error(op, {I64({2}), F({2})}), "parents have different dtypes");
+        EXPECT_CONTAINS(infer_error(op, {TensorType{{2}, DType::int32}, I64({2})}), "parents have different dtypes");
     }
-    EXPECT_CONTAINS(infer_error("div", {I64({2}), I64({2})}), "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("pow", {I64({2}), I64({2})}), "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_EQ(infer_type(op_node("clamp", {{"min", n(0)}}), {TensorType{{2}, DType::int8}}), (TensorType{{2}, DType::int8}));
+    EXPECT_CONTAINS(infer_error("clamp", {Bool({2})}, {{"min", n(0)}}), "parent 0 has dtype bool; expected a float or integer dtype");
 }
 
 TEST(ShapeInference, DtypeErrors) {

@@ -66,6 +66,25 @@ TEST(Manifest, ConformanceDeclarationRoundTrips) {
     EXPECT_EQ(manifest_to_json(m), doc);
 }
 
+TEST(Manifest, CapsuleDtypesDefaultToAbi10AndRoundTrip) {
+    auto doc = valid_manifest();
+    EXPECT_FALSE(doc["capsules"][0].contains("dtypes"));  // the default is not written
+    EXPECT_EQ(parse_manifest(doc.dump(), "demo.capsule.json").capsules[0].dtypes, kDTypes1_0);
+    doc["capsules"][0]["dtypes"] = {"float32", "int32", "uint8", "bfloat16"};
+    auto m = parse_manifest(doc.dump(), "demo.capsule.json");
+    // Bits are capsule_dtype values: float32 0, int32 4, uint8 6, bfloat16 12.
+    EXPECT_EQ(m.capsules[0].dtypes, (1u << 0) | (1u << 4) | (1u << 6) | (1u << 12));
+    EXPECT_EQ(manifest_to_json(m)["capsules"][0]["dtypes"], json({"float32", "int32", "uint8", "bfloat16"}));
+    for (auto [dtypes, expected] : std::initializer_list<std::pair<json, const char*>>{
+             {json::array({"int32", "int32"}), "$.capsules[0].dtypes[1]: dtype 'int32' is listed twice"},
+             {json::array({"int31"}), "$.capsules[0].dtypes[0]: unknown dtype 'int31'"},
+             {json::array(), "$.capsules[0].dtypes: capsule 'demo.relu' lists no dtypes"},
+             {json("int32"), "$.capsules[0].dtypes: expected an array"}}) {
+        doc["capsules"][0]["dtypes"] = dtypes;
+        EXPECT_NE(manifest_error(doc).find(expected), std::string::npos) << manifest_error(doc);
+    }
+}
+
 TEST(Manifest, MalformedManifestsNameFilePathAndReason) {
     struct Case { std::function<void(json&)> edit; const char* expected; };
     const Case cases[] = {

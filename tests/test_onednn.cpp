@@ -351,6 +351,29 @@ TEST(OnednnRefusals, Float64IsUnsupported) {
               std::string::npos) << err;
 }
 
+TEST(OnednnRefusals, TheirDtypesKeepFloat64AndInt64NodesOnOtherCapsules) {
+    REQUIRE_ONEDNN();
+    // The oneDNN capsules declare float32 (concat every ABI 1.0 dtype): under prefer:onednn the
+    // planner puts a float64 or int64 node on the reference capsule instead of one that refuses it.
+    auto plan_of = [](const std::string& dtype) {
+        const Graph g = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [{"id": 0, "op": "input", "name": "x", "shape": [2, 3], "dtype": ")" +
+                                    dtype + R"("}, {"id": 1, "op": "add", "parents": [0, 0], "shape": [2, 3], "dtype": ")" +
+                                    dtype + R"("}, {"id": 2, "op": "concat", "parents": [1, 0], "attrs": {"axis": 0}, "shape": [4, 3], "dtype": ")" +
+                                    dtype + R"("}], "outputs": [2]})");
+        auto accepted = find_builtin_profile("onednn_cpu").accept_graph(capsule::testing::built_host(), g);
+        EXPECT_TRUE(accepted.accepted.has_value());
+        std::vector<std::string> names;
+        for (const auto& group : accepted.accepted->plan().groups)
+            for (std::size_t i = 0; i < group.node_ids.size(); ++i) names.push_back(group.capsule->name);
+        return names;
+    };
+    EXPECT_EQ(plan_of("float32"), (std::vector<std::string>{"onednn.add", "onednn.concat"}));
+    EXPECT_EQ(plan_of("float64"), (std::vector<std::string>{"reference.add", "onednn.concat"}));
+    EXPECT_EQ(plan_of("int64"), (std::vector<std::string>{"reference.add", "onednn.concat"}));
+    // A dtype of ABI 1.1 that no oneDNN capsule declares: both nodes on reference.
+    EXPECT_EQ(plan_of("int32"), (std::vector<std::string>{"reference.add", "reference.concat"}));
+}
+
 TEST(OnednnRefusals, AveragePoolCountingPaddingPastThePaddingIsRefused) {
     REQUIRE_ONEDNN();
     KernelCase c;

@@ -208,6 +208,32 @@ TEST(Planner, FailureWithNoCandidateSaysSo) {
                    "  no capsule for op fft_fno in registry mode 'default'");
 }
 
+namespace {
+/// x (input, `dtype`) -> add(x, x): one runtime node whose parents and output have `dtype`.
+Graph add_graph(const std::string& dtype) {
+    return parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [{"id": 0, "op": "input", "name": "x", "shape": [2], "dtype": ")" + dtype +
+                       R"("}, {"id": 1, "op": "add", "parents": [0, 0], "shape": [2], "dtype": ")" + dtype +
+                       R"("}], "outputs": [1]})");
+}
+}  // namespace
+
+TEST(Planner, CapsulesServeOnlyTheDtypesTheyDeclare) {
+    auto narrow = make_capsule("abi10.add", BackendOp::add);  // float32, float64, int64, bool
+    auto wide = make_capsule("wide.add", BackendOp::add);
+    wide.dtypes = kDTypes1_0 | (1u << static_cast<unsigned>(DType::int32));
+    auto reg = registry_of({make_manifest("p", {narrow, wide})});
+    // The first admissible capsule that accepts the node's dtypes, per node.
+    EXPECT_EQ(plan_graph(reg, kCpuOnly, kTape, add_graph("float32")).nodes[0].capsule->name, "abi10.add");
+    EXPECT_EQ(plan_graph(reg, kCpuOnly, kTape, add_graph("int32")).nodes[0].capsule->name, "wide.add");
+    auto msg = error_of([&] { plan_graph(reg, kCpuOnly, kTape, add_graph("uint8")); });
+    EXPECT_EQ(msg,
+              "no admissible backend capsule for op add on device cpu (node 1) with dtypes uint8\n"
+              "  abi10.add (provider reference, device cpu): does not accept dtype uint8 (it accepts float32, "
+              "float64, int64, bool)\n"
+              "  wide.add (provider reference, device cpu): does not accept dtype uint8 (it accepts float32, "
+              "float64, int64, bool, int32)");
+}
+
 TEST(Planner, RegistryModesSelectPlugins) {
     auto base = make_manifest("base", {make_capsule("base.relu", BackendOp::relu)}, 0,
                               {"default", "with-libtorch"});

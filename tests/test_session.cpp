@@ -246,3 +246,32 @@ TEST(Session, PlanFromAnotherGraphIsRefused) {
     auto msg = error_of([&] { Session::create(profile, *accepted.accepted, other, built_host(), {}); });
     EXPECT_NE(msg.find("the accepted plan does not match the graph"), std::string::npos) << msg;
 }
+
+// A plan made for one graph and used for another whose node has a dtype its capsule does not
+// declare (reference.gather_scalar keeps ABI 1.0's four) is refused before any kernel runs.
+TEST(Session, APlanWhoseCapsuleDoesNotDeclareTheNodesDtypeIsRefused) {
+    auto graph_of = [](const std::string& dtype) {
+        return parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+            {"id": 0, "op": "input", "name": "x", "shape": [3], "dtype": ")" + dtype + R"("},
+            {"id": 1, "op": "gather_scalar", "parents": [0], "attrs": {"index": 1}, "shape": [], "dtype": ")" +
+                           dtype + R"("}], "outputs": [1]})");
+    };
+    const auto& profile = find_builtin_profile("checked_cpu");
+    const Graph float32 = graph_of("float32"), int32 = graph_of("int32");
+    EXPECT_THROW(profile.accept_graph(built_host(), int32), Error);  // the planner refuses it itself
+    auto accepted = profile.accept_graph(built_host(), float32);
+    ASSERT_TRUE(accepted.accepted);
+    try {
+        Session::create(profile, *accepted.accepted, int32, built_host(), {});
+        ADD_FAILURE() << "the session was created";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::planning);
+        EXPECT_NE(std::string(e.what()).find("the accepted plan puts node 1 on capsule reference.gather_scalar, which "
+                                             "does not accept dtype int32 (its output)"),
+                  std::string::npos)
+            << e.what();
+    }
+    // The float32 graph runs: x[1].
+    auto session = Session::create(profile, *accepted.accepted, float32, built_host(), {});
+    EXPECT_EQ(session.run({{"x", Tensor::from_values(DType::float32, {3}, {4, 5, 6})}})[0].at(0), 5.0);
+}

@@ -20,19 +20,44 @@ using nlohmann::json;
 using std::int64_t;
 using std::string;
 
-const std::array<std::pair<DType, std::string_view>, 4> Spellings<DType>::values{{
+const std::array<std::pair<DType, std::string_view>, 13> Spellings<DType>::values{{
     {DType::float32, "float32"},
     {DType::float64, "float64"},
     {DType::int64, "int64"},
     {DType::boolean, "bool"},
+    {DType::int32, "int32"},
+    {DType::int8, "int8"},
+    {DType::uint8, "uint8"},
+    {DType::int16, "int16"},
+    {DType::uint16, "uint16"},
+    {DType::uint32, "uint32"},
+    {DType::uint64, "uint64"},
+    {DType::float16, "float16"},
+    {DType::bfloat16, "bfloat16"},
 }};
+
+bool is_floating(DType dtype) {
+    return dtype == DType::float32 || dtype == DType::float64 || dtype == DType::float16 ||
+           dtype == DType::bfloat16;
+}
+
+bool is_integer(DType dtype) { return !is_floating(dtype) && dtype != DType::boolean; }
 
 std::size_t dtype_size(DType dtype) {
     switch (dtype) {
-        case DType::float32: return 4;
-        case DType::float64: return 8;
-        case DType::int64: return 8;
-        case DType::boolean: return 1;
+        case DType::float64:
+        case DType::int64:
+        case DType::uint64: return 8;
+        case DType::float32:
+        case DType::int32:
+        case DType::uint32: return 4;
+        case DType::int16:
+        case DType::uint16:
+        case DType::float16:
+        case DType::bfloat16: return 2;
+        case DType::boolean:
+        case DType::int8:
+        case DType::uint8: return 1;
     }
     throw Error(ErrorCode::other, "invalid dtype value " + std::to_string(static_cast<int>(dtype)));
 }

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "capsule/ir.hpp"
 #include "json_reader.hpp"
 
 namespace capsule {
@@ -107,7 +108,7 @@ std::string read_name(const JsonCursor& c, std::string_view what) {
 
 KernelCapsule read_capsule(const JsonCursor& c) {
     c.object({"name", "op", "provider", "device", "spec", "trust", "supports_forward", "vjp",
-              "runtime", "contracts", "notes"});
+              "runtime", "contracts", "notes", "dtypes"});
     KernelCapsule k;
     k.name = read_name(c.at("name"), "capsule name");
     k.op = c.at("op").spelling<BackendOp>();
@@ -127,6 +128,15 @@ KernelCapsule read_capsule(const JsonCursor& c) {
     k.value = read_descriptor(contracts.at("value"));
     k.vjp = read_descriptor(contracts.at("vjp"));
     if (auto v = c.find("notes")) k.notes = v->string();
+    if (auto v = c.find("dtypes")) {
+        k.dtypes = 0;
+        v->each([&](const JsonCursor& d, std::size_t) {
+            const auto bit = std::uint64_t{1} << static_cast<unsigned>(d.spelling<DType>());
+            if (k.dtypes & bit) d.fail("dtype '" + d.string() + "' is listed twice");
+            k.dtypes |= bit;
+        });
+        if (!k.dtypes) v->fail("capsule '" + k.name + "' lists no dtypes (omit the key for float32, float64, int64, bool)");
+    }
     return k;
 }
 
@@ -308,7 +318,7 @@ json descriptor_to_json(const ContractDescriptor& d) {
 }  // namespace
 
 json capsule_to_json(const KernelCapsule& k) {
-    return json{{"name", k.name},
+    json j{{"name", k.name},
                 {"op", to_string(k.op)},
                 {"provider", to_string(k.provider)},
                 {"device", to_string(k.device)},
@@ -323,6 +333,13 @@ json capsule_to_json(const KernelCapsule& k) {
                   {"value", descriptor_to_json(k.value)},
                   {"vjp", descriptor_to_json(k.vjp)}}},
                 {"notes", k.notes}};
+    if (k.dtypes != kDTypes1_0) {
+        json dtypes = json::array();
+        for (const auto& [dtype, name] : Spellings<DType>::values)
+            if (k.dtypes & (std::uint64_t{1} << static_cast<unsigned>(dtype))) dtypes.push_back(name);
+        j["dtypes"] = std::move(dtypes);
+    }
+    return j;
 }
 
 json conformance_to_json(const ConformanceDeclaration& d) {

@@ -8,9 +8,18 @@
 #include <cstring>
 #include <map>
 
+#include "capsule/ir.hpp"
+
 namespace capsule {
 
 using std::string;
+
+static_assert(kDTypes1_0 == CAPSULE_DTYPES_1_0);
+static_assert(static_cast<int>(DType::int32) == CAPSULE_DTYPE_INT32 &&
+              static_cast<int>(DType::uint64) == CAPSULE_DTYPE_UINT64 &&
+              static_cast<int>(DType::float16) == CAPSULE_DTYPE_FLOAT16 &&
+              static_cast<int>(DType::bfloat16) == CAPSULE_DTYPE_BFLOAT16,
+              "capsule::DType and capsule_dtype must agree");
 
 namespace {
 
@@ -43,6 +52,18 @@ capsule_kernel read_kernel(const capsule_plugin* t, std::size_t stride, std::siz
 
 /// Whether every page of [begin, begin + size) is mapped in this process: mincore fails with
 /// ENOMEM for a range with an unmapped page, without touching the memory.
+/// "float32, int32" for a dtype mask (bits past the known dtypes as "dtype N").
+string dtype_list(std::uint64_t mask) {
+    string out;
+    for (unsigned d = 0; d < 64; ++d) {
+        if (!(mask >> d & 1)) continue;
+        if (!out.empty()) out += ", ";
+        out += d < Spellings<DType>::values.size() ? string(Spellings<DType>::values[d].second)
+                                                   : "dtype " + std::to_string(d);
+    }
+    return "{" + out + "}";
+}
+
 bool mapped(const void* begin, std::size_t size) {
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto first = reinterpret_cast<std::uintptr_t>(begin) & ~(page - 1);
@@ -146,6 +167,11 @@ std::string check_plugin_table(const capsule_plugin* t, const PluginManifest& m,
             return "capsule '" + string(k.capsule_name) + "' has prepare but no release";
         if (++implemented[k.capsule_name] > 1)
             return "library lists capsule '" + string(k.capsule_name) + "' twice";
+        // The planner trusts the manifest's dtypes: they must be the kernel's own.
+        const std::uint64_t dtypes = k.dtypes ? k.dtypes : CAPSULE_DTYPES_1_0;
+        if (dtypes != declared[k.capsule_name]->dtypes)
+            return "capsule '" + string(k.capsule_name) + "' accepts dtypes " + dtype_list(dtypes) +
+                   " in the library but " + dtype_list(declared[k.capsule_name]->dtypes) + " in the manifest";
         kernels.push_back(k);
     }
     for (const auto& k : m.capsules) {

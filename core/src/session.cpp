@@ -241,6 +241,22 @@ std::vector<SessionStep> Session::steps() const {
     return out;
 }
 
+namespace {
+/// A plan not made by plan_graph (a hand-made or edited one) may put a node on a capsule whose
+/// kernel does not declare the node's dtypes; it never reaches the kernel.
+void require_declared_dtypes(const Graph& graph, const std::unordered_map<std::int64_t, std::size_t>& position,
+                             const Node& node, const KernelCapsule& capsule) {
+    auto check = [&](DType dtype, const string& what) {
+        if (!(capsule.dtypes >> static_cast<unsigned>(dtype) & 1))
+            throw Error(ErrorCode::planning, "the accepted plan puts node " + std::to_string(node.id) + " on capsule " +
+                                                 capsule.name + ", which does not accept dtype " +
+                                                 string(to_string(dtype)) + " (" + what + ")");
+    };
+    check(node.dtype, "its output");
+    for (auto p : node.parents) check(graph.nodes[position.at(p)].dtype, "parent " + std::to_string(p));
+}
+}  // namespace
+
 Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                         const Graph& graph, const PluginHost& host,
                         const ParameterMap& parameters, const SessionOptions& options) {
@@ -266,6 +282,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
             if (capsule_at[index->second])
                 throw Error(ErrorCode::input, "the accepted plan lists node " + std::to_string(id) + " twice");
             capsule_at[index->second] = group.capsule.get();
+            require_declared_dtypes(graph, position, graph.nodes[index->second], *group.capsule);
         }
 
     if (options.lock) {

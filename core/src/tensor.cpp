@@ -2,15 +2,28 @@
 
 #include "kernel_binding.hpp"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "capsule/error.hpp"
+#include "capsule/float16.hpp"
 
 namespace capsule {
 
 namespace {
 constexpr std::size_t kAlignment = 64;
+
+/// `v` truncated toward zero and wrapped modulo 2^bits into integer type T (as numpy's astype);
+/// NaN and values beyond ±2^64 give 0 rather than undefined behaviour.
+template <typename T>
+T integer_value(double v) {
+    if (!(std::fabs(v) < 18446744073709551616.0)) return T{0};
+    const double t = std::trunc(v);
+    const auto wide = t < 0 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(t))
+                            : static_cast<std::uint64_t>(t);
+    return static_cast<T>(wide);
+}
 
 std::shared_ptr<unsigned char> host_allocate(std::size_t bytes) {
     // Round up to the alignment (aligned_alloc requires it) and keep one byte for empty tensors.
@@ -50,11 +63,21 @@ Tensor Tensor::from_values(DType dtype, Shape shape, const std::vector<double>& 
                          std::to_string(t.numel_) + " values, got " +
                          std::to_string(values.size()));
     for (std::size_t i = 0; i < values.size(); ++i) {
+        const double v = values[i];
         switch (dtype) {
-            case DType::float32: t.values<float>()[i] = static_cast<float>(values[i]); break;
-            case DType::float64: t.values<double>()[i] = values[i]; break;
-            case DType::int64: t.values<std::int64_t>()[i] = static_cast<std::int64_t>(values[i]); break;
-            case DType::boolean: t.values<unsigned char>()[i] = values[i] != 0.0; break;
+            case DType::float32: t.values<float>()[i] = static_cast<float>(v); break;
+            case DType::float64: t.values<double>()[i] = v; break;
+            case DType::float16: t.values<std::uint16_t>()[i] = float16_from_double(v); break;
+            case DType::bfloat16: t.values<std::uint16_t>()[i] = bfloat16_from_double(v); break;
+            case DType::boolean: t.values<unsigned char>()[i] = v != 0.0; break;
+            case DType::int64: t.values<std::int64_t>()[i] = integer_value<std::int64_t>(v); break;
+            case DType::int32: t.values<std::int32_t>()[i] = integer_value<std::int32_t>(v); break;
+            case DType::int16: t.values<std::int16_t>()[i] = integer_value<std::int16_t>(v); break;
+            case DType::int8: t.values<std::int8_t>()[i] = integer_value<std::int8_t>(v); break;
+            case DType::uint64: t.values<std::uint64_t>()[i] = integer_value<std::uint64_t>(v); break;
+            case DType::uint32: t.values<std::uint32_t>()[i] = integer_value<std::uint32_t>(v); break;
+            case DType::uint16: t.values<std::uint16_t>()[i] = integer_value<std::uint16_t>(v); break;
+            case DType::uint8: t.values<std::uint8_t>()[i] = integer_value<std::uint8_t>(v); break;
         }
     }
     return t;
@@ -88,6 +111,15 @@ double Tensor::at(std::int64_t i) const {
         case DType::float64: return values<double>()[i];
         case DType::int64: return static_cast<double>(values<std::int64_t>()[i]);
         case DType::boolean: return values<unsigned char>()[i] ? 1.0 : 0.0;
+        case DType::int32: return values<std::int32_t>()[i];
+        case DType::int16: return values<std::int16_t>()[i];
+        case DType::int8: return values<std::int8_t>()[i];
+        case DType::uint64: return static_cast<double>(values<std::uint64_t>()[i]);
+        case DType::uint32: return values<std::uint32_t>()[i];
+        case DType::uint16: return values<std::uint16_t>()[i];
+        case DType::uint8: return values<std::uint8_t>()[i];
+        case DType::float16: return float16_to_float(values<std::uint16_t>()[i]);
+        case DType::bfloat16: return bfloat16_to_float(values<std::uint16_t>()[i]);
     }
     return 0.0;
 }

@@ -39,6 +39,15 @@ string npy_descr(DType d) {
         case DType::float64: return "<f8";
         case DType::int64: return "<i8";
         case DType::boolean: return "|b1";
+        case DType::int32: return "<i4";
+        case DType::int8: return "|i1";
+        case DType::uint8: return "|u1";
+        case DType::int16: return "<i2";
+        case DType::uint16: return "<u2";
+        case DType::uint32: return "<u4";
+        case DType::uint64: return "<u8";
+        case DType::float16: return "<f2";
+        case DType::bfloat16: break;  // numpy has no bfloat16 type
     }
     return "?";
 }
@@ -47,7 +56,9 @@ DType dtype_from_npy(const fs::path& path, const string& descr) {
     for (auto d : all_values<DType>())
         if (npy_descr(d) == descr) return d;
     bad(path, "unsupported .npy dtype '" + descr +
-                  "'; supported: <f4 (float32), <f8 (float64), <i8 (int64), |b1 (bool)");
+                  "'; supported: <f4 (float32), <f8 (float64), <f2 (float16), <i8 (int64), <i4 (int32), "
+                  "<i2 (int16), |i1 (int8), <u8 (uint64), <u4 (uint32), <u2 (uint16), |u1 (uint8), |b1 (bool); "
+                  "bfloat16 has no .npy type (use safetensors' BF16)");
 }
 
 /// Scans the header dict {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } with a
@@ -185,6 +196,8 @@ Tensor read_npy(const fs::path& path) {
 }
 
 void write_npy(const fs::path& path, const Tensor& tensor) {
+    if (tensor.dtype() == DType::bfloat16)
+        throw Error(ErrorCode::input, path.string() + ": .npy has no bfloat16 type; write a safetensors file (BF16)");
     string shape = "(";
     for (std::size_t i = 0; i < tensor.shape().size(); ++i)
         shape += std::to_string(tensor.shape()[i]) + (tensor.shape().size() == 1 ? "," : i + 1 < tensor.shape().size() ? ", " : "");
@@ -208,7 +221,10 @@ void write_npy(const fs::path& path, const Tensor& tensor) {
 
 namespace {
 const std::pair<const char*, DType> kSafetensorsTypes[] = {
-    {"F32", DType::float32}, {"F64", DType::float64}, {"I64", DType::int64}, {"BOOL", DType::boolean}};
+    {"F32", DType::float32}, {"F64", DType::float64}, {"I64", DType::int64}, {"BOOL", DType::boolean},
+    {"I32", DType::int32},   {"I8", DType::int8},     {"U8", DType::uint8},  {"I16", DType::int16},
+    {"U16", DType::uint16},  {"U32", DType::uint32},  {"U64", DType::uint64}, {"F16", DType::float16},
+    {"BF16", DType::bfloat16}};
 }
 
 std::map<string, Tensor> read_safetensors(const fs::path& path) {
@@ -238,7 +254,8 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
         auto found = std::find_if(std::begin(kSafetensorsTypes), std::end(kSafetensorsTypes),
                                   [&](const auto& p) { return dt == p.first; });
         if (found == std::end(kSafetensorsTypes))
-            c.at("dtype").fail("unsupported dtype '" + dt + "'; supported: F32, F64, I64, BOOL");
+            c.at("dtype").fail("unsupported dtype '" + dt +
+                               "'; supported: F32, F64, F16, BF16, I64, I32, I16, I8, U64, U32, U16, U8, BOOL");
         Shape shape;
         c.at("shape").each([&](const detail::JsonCursor& dim, std::size_t) {
             auto d = dim.integer();

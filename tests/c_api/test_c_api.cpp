@@ -243,6 +243,9 @@ TEST(CApi, DtypeNames) {
     EXPECT_STREQ(capsule_dtype_name(CAPSULE_DTYPE_FLOAT64), "float64");
     EXPECT_STREQ(capsule_dtype_name(CAPSULE_DTYPE_INT64), "int64");
     EXPECT_STREQ(capsule_dtype_name(CAPSULE_DTYPE_BOOL), "bool");
+    EXPECT_STREQ(capsule_dtype_name(CAPSULE_DTYPE_UINT8), "uint8");
+    EXPECT_STREQ(capsule_dtype_name(CAPSULE_DTYPE_BFLOAT16), "bfloat16");
+    EXPECT_EQ(dtype_name_of_int(13), nullptr);
     EXPECT_EQ(dtype_name_of_int(42), nullptr);
     EXPECT_EQ(dtype_name_of_int(-1), nullptr);
 }
@@ -738,8 +741,8 @@ TEST(CApi, TensorErrors) {
     EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_FLOAT32, shape, 2, values, 12, &t), CAPSULE_STATUS_INPUT,
                       "byte_size is 12, a float32[2, 2] tensor has 16 bytes"));
     EXPECT_EQ(t, nullptr);
-    EXPECT_TRUE(Fails(tensor_create_with_int_dtype(9, shape, 2, values, 16, &t),
-                      CAPSULE_STATUS_INPUT, "dtype 9 is not a capsule_dtype"));
+    EXPECT_TRUE(Fails(tensor_create_with_int_dtype(13, shape, 2, values, 16, &t),
+                      CAPSULE_STATUS_INPUT, "dtype 13 is not a capsule_dtype"));
     EXPECT_TRUE(Fails(tensor_create_with_int_dtype(-1, shape, 2, values, 16, &t),
                       CAPSULE_STATUS_INPUT, "dtype -1 is not a capsule_dtype"));
     EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_FLOAT32, nullptr, 2, values, 16, &t), CAPSULE_STATUS_INPUT,

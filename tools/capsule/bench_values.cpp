@@ -15,10 +15,8 @@ Tensor random_tensor(const TensorType& type, double scale, std::mt19937& rng) {
     std::bernoulli_distribution coin;
     for (auto& v : values) {
         switch (type.dtype) {
-            case DType::float32:
-            case DType::float64: v = uniform(rng); break;
-            case DType::int64: v = 0; break;
             case DType::boolean: v = coin(rng) ? 1 : 0; break;
+            default: v = is_floating(type.dtype) ? uniform(rng) : 0; break;  // 0: a valid index of any axis
         }
     }
     return Tensor::from_values(type.dtype, type.shape, values);

@@ -788,12 +788,6 @@ void arithmetic_cases(std::vector<KernelCase>& out) {
     out.push_back(error_case("div/error_dtype_mismatch", BackendOp::div,
                              {f32({2}, {1, 2}), f64({2}, {3, 4})},
                              "div: input 1 has dtype float64, expected float32", f32({2}, {})));
-    out.push_back(error_case("pow/error_int64", BackendOp::pow, {i64({2}, {1, 2}), i64({2}, {3, 4})},
-                             "pow: input 0 has dtype int64; expected float32 or float64",
-                             i64({2}, {})));
-    out.push_back(error_case("neg/error_int64", BackendOp::neg, {i64({2}, {1, 2})},
-                             "neg: input has dtype int64; expected float32 or float64",
-                             i64({2}, {})));
 }
 
 // ---- reduce_max, reduce_min, reduce_prod, argmax, argmin (ONNX import) ----
@@ -864,7 +858,7 @@ void extremum_cases(std::vector<KernelCase>& out) {
     out.push_back(error_case("argmax/error_empty_axis", BackendOp::argmax, {f32({0, 2}, {})},
                              "argmax: axis 0 has size 0 (input shape [0, 2])", i64({1, 2}, {})));
     out.push_back(error_case("argmin/error_bool", BackendOp::argmin, {boolean({2}, {1, 0})},
-                             "argmin: input has dtype bool; expected float32, float64 or int64",
+                             "argmin: input has dtype bool; expected a number dtype",
                              i64({1}, {})));
     out.push_back(error_case("reduce_max/error_int64", BackendOp::reduce_max, {i64({2}, {1, 2})},
                              "reduce_max: input has dtype int64; expected float32 or float64",
@@ -880,7 +874,7 @@ void error_cases(std::vector<KernelCase>& out) {
                              "relu: input has dtype int64; expected float32 or float64",
                              i64({3}, {})));
     out.push_back(error_case("abs/error_bool_input", BackendOp::abs, {boolean({2}, {1, 0})},
-                             "abs: input has dtype bool; expected float32 or float64",
+                             "abs: input has dtype bool; expected one of float32, float64",
                              boolean({2}, {})));
     out.push_back(error_case("mul/error_dtype_mismatch", BackendOp::mul,
                              {f32({2}, {1, 2}), f64({2}, {3, 4})},

@@ -116,9 +116,9 @@ void error_cases(std::vector<KernelCase>& out) {
                              {f64({2}, {0, 1e19})}, "cast: element 1 = ", {},
                              {{"to", S("int64")}}));
     out.push_back(error_case("cast/error_bad_target", BackendOp::cast, {f32({1}, {1})},
-                             "cast: attribute 'to' = 'float16' must be one of float32, float64, "
-                             "int64, bool",
-                             f32({1}, {}), {{"to", S("float16")}}));
+                             "cast: attribute 'to' = 'float8' must be one of float32, float64, "
+                             "int64, bool, int32",
+                             f32({1}, {}), {{"to", S("float8")}}));
 }
 
 }  // namespace

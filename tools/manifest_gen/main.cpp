@@ -73,6 +73,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 struct TableKernel {
     std::string name;
     bool backward = false;
+    std::uint64_t dtypes = kDTypes1_0;  // the entry's mask (0 there means ABI 1.0's four)
 };
 
 /// The library's table (the library stays loaded: nothing else runs in this process).
@@ -92,7 +93,8 @@ std::vector<TableKernel> kernel_table(const capsule_plugin* table, const std::st
     const auto entries = read_kernel_entries(table, kBackendOpCount, why);
     if (!why.empty()) fail(library + ": " + why);
     std::vector<TableKernel> out;
-    for (const auto& k : entries) out.push_back({k.capsule_name, k.backward != nullptr});
+    for (const auto& k : entries)
+        out.push_back({k.capsule_name, k.backward != nullptr, k.dtypes ? k.dtypes : kDTypes1_0});
     return out;
 }
 
@@ -204,6 +206,7 @@ KernelCapsule make_capsule(const std::string& plugin, Device device, const OpInf
     k.spec = override.value("spec", std::string(info.spec));
     k.trust = d.trust;
     k.runtime = kernel ? RuntimeSupport::eager : RuntimeSupport::planner_only;
+    if (kernel) k.dtypes = kernel->dtypes;
     const bool backward = kernel ? kernel->backward : info.differentiable();
     k.vjp_mode = info.differentiable() && backward ? d.vjp : VJPMode::none;
     auto summary = [&](const std::string& key) { return replace_spec(d.summaries.at(key), k.spec); };

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "capsule/error.hpp"
 #include "grpc_service.grpc.pb.h"
@@ -28,18 +29,43 @@ grpc::Status status_of(const ProtocolError& e) {
 
 [[noreturn]] void bad(const std::string& message) { throw ProtocolError(400, message); }
 
+/// Copies 32-bit contents into a narrower integer tensor, refusing a value outside its range.
+template <typename T, typename Field>
+void narrow_contents(Tensor& t, const Field& values, const std::string& name) {
+    for (int i = 0; i < values.size(); ++i) {
+        const auto v = values.Get(i);
+        if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+            bad("input " + quoted_text(name) + ": value " + std::to_string(i) + " (" + std::to_string(v) +
+                ") is outside its datatype's range");
+        t.values<T>()[static_cast<std::size_t>(i)] = static_cast<T>(v);
+    }
+}
+
 /// The tensor of a checked input from the typed contents field of its dtype (any other field
 /// must be empty), its count checked before the tensor is allocated.
 Tensor from_contents(DType dtype, const std::vector<std::int64_t>& shape, const inference::InferTensorContents& c,
                      const std::string& name) {
     const auto n = RequestInputs::element_count(shape);
+    // KServe v2's typed fields: int_contents carries INT8/16/32, uint_contents UINT8/16/32; FP16 and
+    // BF16 have none (raw_input_contents only).
+    const bool signed32 = dtype == DType::int32 || dtype == DType::int16 || dtype == DType::int8;
+    const bool unsigned32 = dtype == DType::uint32 || dtype == DType::uint16 || dtype == DType::uint8;
+    if (dtype == DType::float16 || dtype == DType::bfloat16)
+        bad("input " + quoted_text(name) + ": datatype " + std::string(datatype_name(dtype)) +
+            " has no typed contents field; send it in raw_input_contents");
     const char* field = dtype == DType::float32   ? "fp32_contents"
                         : dtype == DType::float64 ? "fp64_contents"
                         : dtype == DType::int64   ? "int64_contents"
+                        : dtype == DType::uint64  ? "uint64_contents"
+                        : signed32                ? "int_contents"
+                        : unsigned32              ? "uint_contents"
                                                   : "bool_contents";
     const std::size_t given = dtype == DType::float32   ? std::size_t(c.fp32_contents_size())
                               : dtype == DType::float64 ? std::size_t(c.fp64_contents_size())
                               : dtype == DType::int64   ? std::size_t(c.int64_contents_size())
+                              : dtype == DType::uint64  ? std::size_t(c.uint64_contents_size())
+                              : signed32                ? std::size_t(c.int_contents_size())
+                              : unsigned32              ? std::size_t(c.uint_contents_size())
                                                         : std::size_t(c.bool_contents_size());
     const std::size_t all = std::size_t(c.int_contents_size()) + c.uint_contents_size() + c.uint64_contents_size() +
                             c.bytes_contents_size() + c.fp32_contents_size() + c.fp64_contents_size() +
@@ -58,6 +84,15 @@ Tensor from_contents(DType dtype, const std::vector<std::int64_t>& shape, const 
         case DType::boolean:
             for (std::size_t i = 0; i < n; ++i) static_cast<std::uint8_t*>(t.data())[i] = c.bool_contents(int(i)) ? 1 : 0;
             break;
+        case DType::uint64: std::memcpy(t.data(), c.uint64_contents().data(), n * sizeof(std::uint64_t)); break;
+        case DType::int32: std::memcpy(t.data(), c.int_contents().data(), n * sizeof(std::int32_t)); break;
+        case DType::uint32: std::memcpy(t.data(), c.uint_contents().data(), n * sizeof(std::uint32_t)); break;
+        case DType::int16: narrow_contents<std::int16_t>(t, c.int_contents(), name); break;
+        case DType::int8: narrow_contents<std::int8_t>(t, c.int_contents(), name); break;
+        case DType::uint16: narrow_contents<std::uint16_t>(t, c.uint_contents(), name); break;
+        case DType::uint8: narrow_contents<std::uint8_t>(t, c.uint_contents(), name); break;
+        case DType::float16:
+        case DType::bfloat16: break;  // refused above
     }
     return t;
 }

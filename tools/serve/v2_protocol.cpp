@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "capsule/error.hpp"
+#include "capsule/float16.hpp"
 #include "capsule/json_document.hpp"
 
 namespace capsule::serve {
@@ -86,6 +87,16 @@ std::vector<const json*> leaves(const json& data, const std::vector<std::int64_t
     return out;
 }
 
+/// Stores JSON integer `v` as element i of T (at most 32 bits); `wrong` refuses one out of T's range.
+template <typename T, typename Wrong>
+void store_integer(Tensor& t, std::size_t i, const json& v, Wrong& wrong) {
+    const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) &&
+                      v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                      v.get<std::int64_t>() <= std::numeric_limits<T>::max();
+    if (!fits) wrong(i, "an integer within the datatype's range");
+    static_cast<T*>(t.data())[i] = static_cast<T>(v.get<std::int64_t>());
+}
+
 void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std::string& name) {
     const auto n = values.size();
     auto wrong = [&](std::size_t i, const char* what) {
@@ -114,6 +125,28 @@ void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std
                 if (!v.is_boolean()) wrong(i, "true or false");
                 static_cast<std::uint8_t*>(t.data())[i] = v.get<bool>() ? 1 : 0;
                 break;
+            case DType::float16:
+            case DType::bfloat16: {
+                if (!v.is_number()) wrong(i, "a number");
+                const double d = v.get<double>();
+                const auto bits = t.dtype() == DType::float16 ? float16_from_double(d)
+                                                              : bfloat16_from_double(d);
+                const float back = t.dtype() == DType::float16 ? float16_to_float(bits) : bfloat16_to_float(bits);
+                if (std::isinf(back)) wrong(i, t.dtype() == DType::float16 ? "within FP16's range" : "within BF16's range");
+                static_cast<std::uint16_t*>(t.data())[i] = bits;
+                break;
+            }
+            case DType::uint64:
+                if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+                    wrong(i, "an integer within UINT64's range");
+                static_cast<std::uint64_t*>(t.data())[i] = v.get<std::uint64_t>();
+                break;
+            case DType::int32: store_integer<std::int32_t>(t, i, v, wrong); break;
+            case DType::int16: store_integer<std::int16_t>(t, i, v, wrong); break;
+            case DType::int8: store_integer<std::int8_t>(t, i, v, wrong); break;
+            case DType::uint32: store_integer<std::uint32_t>(t, i, v, wrong); break;
+            case DType::uint16: store_integer<std::uint16_t>(t, i, v, wrong); break;
+            case DType::uint8: store_integer<std::uint8_t>(t, i, v, wrong); break;
         }
     }
 }
@@ -173,10 +206,9 @@ bool flag(const json* value, const std::string& what) {
 /// A tensor's values as a JSON array. JSON has no NaN or infinity: such an output must be asked
 /// for as binary data (nlohmann would write null, a silently wrong value).
 json tensor_values(const Tensor& t, const std::string& name) {
-    if (t.dtype() == DType::float32 || t.dtype() == DType::float64)
+    if (is_floating(t.dtype()))
         for (std::int64_t i = 0; i < t.numel(); ++i) {
-            const double v = t.dtype() == DType::float32 ? double(static_cast<const float*>(t.data())[i])
-                                                         : static_cast<const double*>(t.data())[i];
+            const double v = t.at(i);
             if (!std::isfinite(v))
                 throw ProtocolError(400, "output " + quoted_text(name) + " holds " + (std::isnan(v) ? "NaN" : "an infinity") +
                                              " at " + std::to_string(i) + ", which JSON cannot carry: ask for it as "
@@ -191,6 +223,10 @@ json tensor_values(const Tensor& t, const std::string& name) {
             case DType::float64: array.emplace_back(static_cast<const double*>(t.data())[i]); break;
             case DType::int64: array.emplace_back(static_cast<const std::int64_t*>(t.data())[i]); break;
             case DType::boolean: array.emplace_back(static_cast<const std::uint8_t*>(t.data())[i] != 0); break;
+            case DType::uint64: array.emplace_back(static_cast<const std::uint64_t*>(t.data())[i]); break;
+            case DType::float16:
+            case DType::bfloat16: array.emplace_back(t.at(static_cast<std::int64_t>(i))); break;
+            default: array.emplace_back(static_cast<std::int64_t>(t.at(static_cast<std::int64_t>(i))));  // 8 to 32-bit integers
         }
     return data;
 }
@@ -293,6 +329,15 @@ std::string_view datatype_name(DType dtype) {
         case DType::float64: return "FP64";
         case DType::int64: return "INT64";
         case DType::boolean: return "BOOL";
+        case DType::int32: return "INT32";
+        case DType::int16: return "INT16";
+        case DType::int8: return "INT8";
+        case DType::uint64: return "UINT64";
+        case DType::uint32: return "UINT32";
+        case DType::uint16: return "UINT16";
+        case DType::uint8: return "UINT8";
+        case DType::float16: return "FP16";
+        case DType::bfloat16: return "BF16";  // Triton's name; the v2 protocol lists no bfloat16
     }
     return "?";
 }

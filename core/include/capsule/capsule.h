@@ -38,7 +38,9 @@
  *
  * Tensors. Element types are the plugin ABI's capsule_dtype (capsule/plugin_abi.h):
  * CAPSULE_DTYPE_FLOAT32 (float), CAPSULE_DTYPE_FLOAT64 (double), CAPSULE_DTYPE_INT64 (int64_t),
- * CAPSULE_DTYPE_BOOL (one byte, 0 or 1). Data is row-major (C order) and contiguous, in the host's
+ * CAPSULE_DTYPE_BOOL (one byte, 0 or 1), and since ABI 1.1 INT32, INT16, INT8, UINT64, UINT32,
+ * UINT16, UINT8 (the <stdint.h> types), FLOAT16 (IEEE binary16 bits) and BFLOAT16 (a float32's
+ * upper 16 bits). Data is row-major (C order) and contiguous, in the host's
  * byte order: element (i0, ..., ik) of a tensor of shape (d0, ..., dk) is at index
  * ((i0 * d1 + i1) * d2 + ...) * dk + ik. Rank 0 is a scalar with one element; a dimension may be 0.
  *
@@ -128,7 +130,8 @@ CAPSULE_C_API const char* capsule_version(void);
  * Either pointer may be NULL. */
 CAPSULE_C_API void capsule_c_api_version(uint32_t* major, uint32_t* minor);
 
-/* The dtype's spelling ("float32", "float64", "int64", "bool"), or NULL for a value that is not a
+/* The dtype's spelling ("float32", "float64", "int64", "bool", "int32", "int8", "uint8", "int16",
+ * "uint16", "uint32", "uint64", "float16", "bfloat16"), or NULL for a value that is not a
  * capsule_dtype. Static storage. */
 CAPSULE_C_API const char* capsule_dtype_name(capsule_dtype dtype);
 

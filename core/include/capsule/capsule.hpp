@@ -6,6 +6,7 @@
 // config; they return the reasons for a refusal so planning errors can list them.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,9 @@ struct ContractDescriptor {
     bool operator==(const ContractDescriptor&) const = default;
 };
 
+/// float32, float64, int64 and bool as a dtype mask (CAPSULE_DTYPES_1_0).
+inline constexpr std::uint64_t kDTypes1_0 = 0b1111;
+
 struct KernelCapsule {
     std::string name;
     BackendOp op = BackendOp::add;
@@ -103,6 +107,11 @@ struct KernelCapsule {
     RuntimeSupport runtime = RuntimeSupport::eager;
     ContractDescriptor shape, layout, value, vjp;
     std::string notes;
+    /// The dtypes its kernel accepts, as a capsule_dtype bit mask (CAPSULE_DTYPE_BIT: bit d for
+    /// DType value d); ABI 1.0's four (float32, float64, int64, bool) unless the manifest's
+    /// `dtypes` says otherwise. The planner admits the capsule only for nodes whose parents and
+    /// output all have one of these dtypes.
+    std::uint64_t dtypes = kDTypes1_0;
 
     const ContractDescriptor& contract(Obligation o) const;
     /// Capsule identity used by coalesced lowering: name, op, provider, device.

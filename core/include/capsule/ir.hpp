@@ -19,12 +19,21 @@
 
 namespace capsule {
 
-/// Element types. Spelled `float32`, `float64`, `int64`, `bool`.
-enum class DType : std::uint8_t { float32, float64, int64, boolean };
+/// Element types; the values match capsule_dtype (plugin_abi.h). Spelled `float32`, `float64`,
+/// `int64`, `bool`, and since ABI 1.1 `int32`, `int8`, `uint8`, `int16`, `uint16`, `uint32`,
+/// `uint64`, `float16` (IEEE binary16) and `bfloat16` (capsule/float16.hpp has their conversions).
+enum class DType : std::uint8_t {
+    float32, float64, int64, boolean,
+    int32, int8, uint8, int16, uint16, uint32, uint64, float16, bfloat16
+};
 template <> struct Spellings<DType> {
     static constexpr std::string_view kind = "dtype";
-    static const std::array<std::pair<DType, std::string_view>, 4> values;
+    static const std::array<std::pair<DType, std::string_view>, 13> values;
 };
+/// float32, float64, float16 or bfloat16.
+bool is_floating(DType dtype);
+/// One of the eight integer dtypes (int8 ... uint64); bool is not an integer dtype.
+bool is_integer(DType dtype);
 /// Size of one element in bytes.
 std::size_t dtype_size(DType dtype);
 

@@ -28,10 +28,13 @@ struct ExecutionPlan {
 using GraphExecutionPlan = ExecutionPlan;
 
 /// Why each capsule of `op` in the registry was refused under `availability` and `config`, one
-/// line per capsule: `<name> (provider P, device D): reason; reason`.
+/// line per capsule: `<name> (provider P, device D): reason; reason`. `dtypes` (a capsule_dtype bit
+/// mask, 0 for none) are the node's: a capsule that does not accept one of them is refused with
+/// `does not accept dtype int32 (it accepts float32, float64, int64, bool)`.
 std::vector<std::string> refusal_lines(const CapsuleRegistry& registry,
                                        const Availability& availability,
-                                       const ExecutionConfig& config, BackendOp op);
+                                       const ExecutionConfig& config, BackendOp op,
+                                       std::uint64_t dtypes = 0);
 
 /// The plugins refused at discovery that could have served `op` under `config`: those that
 /// declare the op, serve the config's device, or supply its preferred provider (and those whose
@@ -40,14 +43,16 @@ std::vector<std::string> refusal_lines(const CapsuleRegistry& registry,
 std::vector<std::string> failed_plugin_lines(const CapsuleRegistry& registry,
                                              const ExecutionConfig& config, BackendOp op);
 
-/// Plans each op in order. Raises Error(planning)
+/// Plans each op in order, with no dtype requirement. Raises Error(planning)
 /// `no admissible backend capsule for op <op> on device <device>` followed by one line per refused
 /// capsule of that op, then one line per relevant plugin that failed to load. Cost: one registry scan per distinct op, then a lookup per node.
 ExecutionPlan plan_ops(const CapsuleRegistry& registry, const Availability& availability,
                        const ExecutionConfig& config, std::span<const BackendOp> ops);
 
 /// Checks the graph (check_graph: ids, parent order, arity, shapes; raises Error(input)), then plans
-/// every runtime node, keeping its id. A planning failure names the node:
+/// every runtime node, keeping its id: the first admissible capsule of its op (in preference order)
+/// that accepts the dtypes of the node's parents and output (KernelCapsule::dtypes). A planning
+/// failure names the node:
 /// `no admissible backend capsule for op <op> on device <device> (node <id>)` plus refusals.
 GraphExecutionPlan plan_graph(const CapsuleRegistry& registry, const Availability& availability,
                               const ExecutionConfig& config, const Graph& graph);

@@ -319,8 +319,9 @@ void dispatch_float(capsule_dtype dtype, F&& f) {
 constexpr capsule_kernel kernel(const char* name, capsule_forward_fn forward,
                                 capsule_backward_fn backward = nullptr,
                                 capsule_prepare_fn prepare = nullptr,
-                                capsule_release_fn release = nullptr) {
-    return capsule_kernel{sizeof(capsule_kernel), name, forward, backward, prepare, release};
+                                capsule_release_fn release = nullptr,
+                                std::uint64_t dtypes = 0) {
+    return capsule_kernel{sizeof(capsule_kernel), name, forward, backward, prepare, release, dtypes};
 }
 
 }  // namespace capsule::plugin

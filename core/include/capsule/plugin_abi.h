@@ -75,8 +75,25 @@ typedef enum capsule_dtype {
     CAPSULE_DTYPE_FLOAT32 = 0,
     CAPSULE_DTYPE_FLOAT64 = 1,
     CAPSULE_DTYPE_INT64 = 2,
-    CAPSULE_DTYPE_BOOL = 3 /* one byte, 0 or 1 */
+    CAPSULE_DTYPE_BOOL = 3, /* one byte, 0 or 1 */
+    /* ABI 1.1 (appended; a kernel receives them only when its entry's `dtypes` lists them): */
+    CAPSULE_DTYPE_INT32 = 4,
+    CAPSULE_DTYPE_INT8 = 5,
+    CAPSULE_DTYPE_UINT8 = 6,
+    CAPSULE_DTYPE_INT16 = 7,
+    CAPSULE_DTYPE_UINT16 = 8,
+    CAPSULE_DTYPE_UINT32 = 9,
+    CAPSULE_DTYPE_UINT64 = 10,
+    CAPSULE_DTYPE_FLOAT16 = 11,  /* IEEE 754 binary16, stored as its 16 bits */
+    CAPSULE_DTYPE_BFLOAT16 = 12  /* the upper 16 bits of a float32 */
 } capsule_dtype;
+
+/* A set of dtypes as a bit mask: bit (1 << dtype) per member. */
+#define CAPSULE_DTYPE_BIT(dtype) (UINT64_C(1) << (dtype))
+/* The dtypes of ABI 1.0: what a kernel entry without a `dtypes` mask (or with 0) accepts. */
+#define CAPSULE_DTYPES_1_0                                                                        \
+    (CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FLOAT32) | CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FLOAT64) |         \
+     CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_INT64) | CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_BOOL))
 
 /* Devices; values match capsule::Device. */
 typedef enum capsule_device {
@@ -214,6 +231,12 @@ typedef struct capsule_kernel {
     capsule_backward_fn backward; /* NULL when the capsule has no backward kernel */
     capsule_prepare_fn prepare;   /* ABI 1.1, optional: per-node state made once per session */
     capsule_release_fn release;   /* ABI 1.1: required when `prepare` is set */
+    /* ABI 1.1: the dtypes the kernel accepts in its inputs, parameters and outputs, as
+     * CAPSULE_DTYPE_BIT flags; 0 (or an entry that predates the field) means CAPSULE_DTYPES_1_0.
+     * The manifest generator writes it into the capsule's manifest entry, and the planner admits
+     * the capsule only for nodes whose every tensor has one of these dtypes, so a kernel is never
+     * handed a dtype it did not declare. */
+    uint64_t dtypes;
 } capsule_kernel;
 
 /* Memory and copies for a non-CPU device. All sizes in bytes. */

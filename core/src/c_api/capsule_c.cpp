@@ -277,13 +277,10 @@ void capsule_c_api_version(uint32_t* major, uint32_t* minor) {
 }
 
 const char* capsule_dtype_name(capsule_dtype dtype) {
-    switch (raw_dtype(dtype)) {
-        case CAPSULE_DTYPE_FLOAT32: return "float32";
-        case CAPSULE_DTYPE_FLOAT64: return "float64";
-        case CAPSULE_DTYPE_INT64: return "int64";
-        case CAPSULE_DTYPE_BOOL: return "bool";
-        default: return nullptr;
-    }
+    const int value = raw_dtype(dtype);
+    const auto& spellings = capsule::Spellings<capsule::DType>::values;
+    if (value < 0 || static_cast<size_t>(value) >= spellings.size()) return nullptr;
+    return spellings[static_cast<size_t>(value)].second.data();  // string literals: NUL-terminated
 }
 
 // ---- Plugin host -----------------------------------------------------------------------------

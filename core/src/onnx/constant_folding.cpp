@@ -10,7 +10,9 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <set>
 
+#include "capsule/float16.hpp"
 #include "import_context.hpp"
 
 namespace capsule::onnx_import {
@@ -23,9 +25,9 @@ namespace {
 struct CT {
     DType dtype = DType::float32;
     Shape shape;
-    std::vector<double> f;        // float32 / float64 (a float32 value is always a float's value)
-    std::vector<std::int64_t> i;  // int64 / bool
-    bool is_float() const { return dtype == DType::float32 || dtype == DType::float64; }
+    std::vector<double> f;        // float dtypes (a float32 value is always a float's value)
+    std::vector<std::int64_t> i;  // integers and bool (uint64 as its two's-complement bits)
+    bool is_float() const { return is_floating(dtype); }
     std::int64_t size() const { return element_count(shape); }
     double get(std::int64_t k) const { return is_float() ? f[k] : static_cast<double>(i[k]); }
 };
@@ -39,8 +41,21 @@ CT from_tensor(const Tensor& t) {
         case DType::float64: for (auto v : t.values<double>()) c.f.push_back(v); break;
         case DType::int64: for (auto v : t.values<std::int64_t>()) c.i.push_back(v); break;
         case DType::boolean: for (auto v : t.values<unsigned char>()) c.i.push_back(v != 0); break;
+        case DType::uint64: for (auto v : t.values<std::uint64_t>()) c.i.push_back(static_cast<std::int64_t>(v)); break;
+        default:  // float16 / bfloat16 and integers of at most 32 bits: exact as double
+            for (std::int64_t k = 0; k < t.numel(); ++k) {
+                if (c.is_float()) c.f.push_back(t.at(k));
+                else c.i.push_back(static_cast<std::int64_t>(t.at(k)));
+            }
     }
     return c;
+}
+
+/// Whether `dtype` is one of ABI 1.1's added dtypes. The folder computes only with float32,
+/// float64, int64 and bool; a node computing on another dtype is left to its kernel, which wraps,
+/// rounds and refuses as that dtype requires (data movement folds for every dtype).
+bool computes_only_on_1_0_dtypes(DType dtype) {
+    return dtype == DType::float32 || dtype == DType::float64 || dtype == DType::int64 || dtype == DType::boolean;
 }
 
 Tensor to_tensor(const CT& c) {
@@ -52,6 +67,15 @@ Tensor to_tensor(const CT& c) {
             case DType::float64: t.values<double>()[k] = c.f[k]; break;
             case DType::int64: t.values<std::int64_t>()[k] = c.i[k]; break;
             case DType::boolean: t.values<unsigned char>()[k] = c.i[k] != 0; break;
+            case DType::uint64: t.values<std::uint64_t>()[k] = static_cast<std::uint64_t>(c.i[k]); break;
+            case DType::int32: t.values<std::int32_t>()[k] = static_cast<std::int32_t>(c.i[k]); break;
+            case DType::int16: t.values<std::int16_t>()[k] = static_cast<std::int16_t>(c.i[k]); break;
+            case DType::int8: t.values<std::int8_t>()[k] = static_cast<std::int8_t>(c.i[k]); break;
+            case DType::uint32: t.values<std::uint32_t>()[k] = static_cast<std::uint32_t>(c.i[k]); break;
+            case DType::uint16: t.values<std::uint16_t>()[k] = static_cast<std::uint16_t>(c.i[k]); break;
+            case DType::uint8: t.values<std::uint8_t>()[k] = static_cast<std::uint8_t>(c.i[k]); break;
+            case DType::float16: t.values<std::uint16_t>()[k] = float16_from_double(c.f[k]); break;
+            case DType::bfloat16: t.values<std::uint16_t>()[k] = bfloat16_from_double(c.f[k]); break;
         }
     }
     return t;
@@ -134,6 +158,11 @@ CT reshaped(CT c, Shape shape) {
 /// target type (int64 → float32 rounds once, as static_cast<float>(int64_t): 2^60 + 2^36 + 1
 /// becomes 2^60 + 2^37, where a detour through double would give 2^60); float → int64 truncates
 /// toward zero and refuses a NaN, infinite or out-of-range value; anything → bool is x != 0.
+/// try_fold leaves casts into ABI 1.1's dtypes to the kernel; reaching here is a bug.
+[[noreturn]] void not_folded_cast(DType to) {
+    throw Error(ErrorCode::other, "constant folding: a cast to " + string(to_string(to)) + " is not folded");
+}
+
 CT cast(const CT& c, DType to) {
     CT out = make(to, c.shape);
     for (std::int64_t k = 0; k < c.size(); ++k) {
@@ -150,6 +179,7 @@ CT cast(const CT& c, DType to) {
                                     " to int64: the value has no int64 value (NaN, infinite or out of range)");
                     out.i[k] = static_cast<std::int64_t>(v);
                     break;
+                default: not_folded_cast(to);
             }
         } else {
             const std::int64_t v = c.i[k];
@@ -158,6 +188,7 @@ CT cast(const CT& c, DType to) {
                 case DType::float64: out.f[k] = static_cast<double>(v); break;
                 case DType::boolean: out.i[k] = v != 0; break;
                 case DType::int64: out.i[k] = v; break;
+                default: not_folded_cast(to);
             }
         }
     }
@@ -405,7 +436,7 @@ std::optional<CT> constant_attribute(const onnx::NodeProto& node) {
             return c;
         }
         if (a.name() == "sparse_value") unsupported("sparse Constant values are not supported");
-        if (a.name() == "value_string" || a.name() == "value_strings") unsupported("dtype string (supported: float, double, int64, bool)");
+        if (a.name() == "value_string" || a.name() == "value_strings") unsupported(string("dtype string") + kSupportedOnnxDtypes);
     }
     unsupported("Constant has no value attribute");
 }
@@ -423,7 +454,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         DType dtype = t.dtype;
         if (const auto* a = find_attr(node, "dtype")) {
             auto d = dtype_of_onnx(static_cast<int>(a->i()));
-            if (!d) unsupported("dtype " + onnx_type_name(static_cast<int>(a->i())) + " (supported: float, double, int64, bool)");
+            if (!d) unsupported("dtype " + onnx_type_name(static_cast<int>(a->i())) + kSupportedOnnxDtypes);
             dtype = *d;
         }
         const auto k = attr_int(node, "k", 0);
@@ -445,6 +476,23 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         for (std::int64_t k = start; k < end; ++k) c.i[k - start] = t.shape[k];
         return out(c);
     }
+    // Arithmetic and comparisons fold only on ABI 1.0's dtypes (see computes_only_on_1_0_dtypes);
+    // casts into them also from the integers a CT holds exactly (all but uint64), such as an int32
+    // window size cast to float.
+    static const std::set<string> kComputes{"Neg", "Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater"};
+    auto dtype_of_input = [&](int k) { return ctx.type(node.input(k)).dtype; };
+    if (kComputes.count(op)) {
+        for (int k = 0; k < node.input_size(); ++k)
+            if (!node.input(k).empty() && !computes_only_on_1_0_dtypes(dtype_of_input(k))) return false;
+    }
+    if ((op == "Cast" || op == "CastLike") && node.input_size() >= 1 && !node.input(0).empty()) {
+        const DType from = dtype_of_input(0);
+        const bool exact_source = computes_only_on_1_0_dtypes(from) || (is_integer(from) && from != DType::uint64);
+        std::optional<DType> to;
+        if (op == "Cast") to = dtype_of_onnx(static_cast<int>(attr_int(node, "to", 0)));
+        else if (node.input_size() >= 2 && !node.input(1).empty()) to = dtype_of_input(1);
+        if (!exact_source || (to && !computes_only_on_1_0_dtypes(*to))) return false;
+    }
     if (op == "CastLike" && node.input_size() >= 2 && !node.input(1).empty() && ctx.is_constant(node.input(0))) {
         // Only target_type's dtype matters (static by construction), not its values.
         return out(cast(from_tensor(*ctx.value(node.input(0)).constant), ctx.type(node.input(1)).dtype));
@@ -458,7 +506,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     if (op == "Identity") return out(arg(0));
     if (op == "Cast") {
         auto to = dtype_of_onnx(static_cast<int>(attr_int(node, "to", 0)));
-        if (!to) unsupported("Cast to " + onnx_type_name(static_cast<int>(attr_int(node, "to", 0))) + " (supported: float, double, int64, bool)");
+        if (!to) unsupported("Cast to " + onnx_type_name(static_cast<int>(attr_int(node, "to", 0))) + kSupportedOnnxDtypes);
         return out(cast(arg(0), *to));
     }
     if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") {

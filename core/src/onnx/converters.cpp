@@ -143,7 +143,7 @@ void convert_mod(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("mod", {a, b}, {{"fmod", fmod}}, out0(n)));
 }
 
-/// ONNX Pow: `pow` when base and exponent share a float dtype. Otherwise (an int64 operand, or
+/// ONNX Pow: `pow` when base and exponent share a float dtype. Otherwise (an integer operand, or
 /// float32 with float64) as ONNX Runtime computes it, static_cast<T>(std::pow(double(x),
 /// double(y))): both cast to float64, `pow`, and the result cast to the base's dtype T (an int64
 /// result truncated toward zero; exact while it is below 2^53; one without an int64 value fails the
@@ -152,7 +152,7 @@ void convert_pow(ImportContext& c, const onnx::NodeProto& n) {
     legacy_broadcast_check(c, n);
     Id x = c.runtime(n.input(0)), y = c.runtime(n.input(1));
     const DType base = c.node_type(x).dtype, exponent = c.node_type(y).dtype;
-    if (base == exponent && base != DType::int64) {
+    if (base == exponent && is_floating(base)) {
         c.define_node(out0(n), c.add("pow", {x, y}, {}, out0(n)));
         return;
     }
@@ -918,7 +918,7 @@ void convert_pad(ImportContext& c, const onnx::NodeProto& n) {
     vector<std::int64_t> pads;
     double value = 0;
     std::int64_t int_value = 0;  // an int64 tensor's value, read without a detour through double
-    const bool int_data = c.node_type(x).dtype == DType::int64;
+    const bool int_data = is_integer(c.node_type(x).dtype);
     if (c.opset() < 11) {
         pads = attr_ints(n, c.opset() < 2 ? "paddings" : "pads").value_or(vector<std::int64_t>{});
         value = attr_float(n, "value", 0.0f);  // a float attribute: shape inference checks it for int64 data
@@ -944,7 +944,7 @@ void convert_pad(ImportContext& c, const onnx::NodeProto& n) {
 void convert_cast(ImportContext& c, const onnx::NodeProto& n) {
     const int to = static_cast<int>(attr_int(n, "to", 0));
     auto dtype = dtype_of_onnx(to);
-    if (!dtype) unsupported("Cast to " + onnx_type_name(to) + " (supported: float, double, int64, bool)");
+    if (!dtype) unsupported("Cast to " + onnx_type_name(to) + kSupportedOnnxDtypes);
     Id x = x0(c, n);
     if (c.node_type(x).dtype == *dtype) return alias(c, out0(n), n.input(0));
     c.define_node(out0(n), c.add("cast", {x}, {{"to", string(to_string(*dtype))}}, out0(n)));

@@ -34,6 +34,8 @@ struct Unsupported {
 /// ONNX element type → DType, or nullopt.
 std::optional<DType> dtype_of_onnx(int elem_type);
 /// "float16", "int32", ... for messages.
+/// " (supported: float, double, ...)": the ONNX element types dtype_of_onnx maps, for messages.
+extern const char* const kSupportedOnnxDtypes;
 std::string onnx_type_name(int elem_type);
 /// TensorProto → host tensor. Raises Unsupported for other element types and Error(input) for
 /// malformed data.

@@ -27,9 +27,21 @@ std::optional<DType> dtype_of_onnx(int elem_type) {
         case onnx::TensorProto::DOUBLE: return DType::float64;
         case onnx::TensorProto::INT64: return DType::int64;
         case onnx::TensorProto::BOOL: return DType::boolean;
+        case onnx::TensorProto::INT32: return DType::int32;
+        case onnx::TensorProto::INT8: return DType::int8;
+        case onnx::TensorProto::UINT8: return DType::uint8;
+        case onnx::TensorProto::INT16: return DType::int16;
+        case onnx::TensorProto::UINT16: return DType::uint16;
+        case onnx::TensorProto::UINT32: return DType::uint32;
+        case onnx::TensorProto::UINT64: return DType::uint64;
+        case onnx::TensorProto::FLOAT16: return DType::float16;
+        case onnx::TensorProto::BFLOAT16: return DType::bfloat16;
         default: return std::nullopt;
     }
 }
+
+const char* const kSupportedOnnxDtypes =
+    " (supported: float, double, float16, bfloat16, int64, int32, int16, int8, uint64, uint32, uint16, uint8, bool)";
 
 string onnx_type_name(int elem_type) {
     if (onnx::TensorProto::DataType_IsValid(elem_type)) {
@@ -59,7 +71,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
     if (proto.data_location() == onnx::TensorProto::EXTERNAL)
         unsupported(what + " keeps its data in an external file (external data is not supported)");
     auto dtype = dtype_of_onnx(proto.data_type());
-    if (!dtype) unsupported("dtype " + onnx_type_name(proto.data_type()) + " (supported: float, double, int64, bool)");
+    if (!dtype) unsupported("dtype " + onnx_type_name(proto.data_type()) + kSupportedOnnxDtypes);
     Shape shape(proto.dims().begin(), proto.dims().end());
     for (auto d : shape)
         if (d < 0) throw Error(ErrorCode::input, what + ": negative dimension in " + to_string(shape));
@@ -67,7 +79,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
     const auto available = proto.has_raw_data()
                                ? static_cast<std::int64_t>(proto.raw_data().size() / dtype_size(*dtype))
                                : static_cast<std::int64_t>(proto.float_data_size() + proto.double_data_size() +
-                                                           proto.int64_data_size() + proto.int32_data_size());
+                                                           proto.int64_data_size() + proto.int32_data_size() +
+                                                           proto.uint64_data_size());
     if (count != available)
         throw Error(ErrorCode::input, what + ": shape " + to_string(shape) + " needs " + std::to_string(count) +
                          " values, the tensor holds " + std::to_string(available));
@@ -92,6 +105,17 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
             for (auto& b : t.values<unsigned char>()) b = b != 0;
             break;
         }
+        // onnx.proto: int32_data holds the narrow integers and the 16 bits of float16/bfloat16;
+        // uint64_data holds uint32 and uint64.
+        case DType::int32: copy_typed<std::int32_t>(t, proto.int32_data(), what); break;
+        case DType::int16: copy_typed<std::int16_t>(t, proto.int32_data(), what); break;
+        case DType::int8: copy_typed<std::int8_t>(t, proto.int32_data(), what); break;
+        case DType::uint16:
+        case DType::float16:
+        case DType::bfloat16: copy_typed<std::uint16_t>(t, proto.int32_data(), what); break;
+        case DType::uint8: copy_typed<std::uint8_t>(t, proto.int32_data(), what); break;
+        case DType::uint32: copy_typed<std::uint32_t>(t, proto.uint64_data(), what); break;
+        case DType::uint64: copy_typed<std::uint64_t>(t, proto.uint64_data(), what); break;
     }
     return t;
 }
@@ -305,8 +329,13 @@ std::vector<std::int64_t> int_values(const Tensor& t) {
     if (t.dtype() == DType::int64) {
         auto v = t.values<std::int64_t>();
         out.assign(v.begin(), v.end());
-    } else if (t.dtype() == DType::boolean) {
-        for (auto b : t.values<unsigned char>()) out.push_back(b);
+    } else if (t.dtype() == DType::uint64) {
+        for (auto v : t.values<std::uint64_t>()) {
+            if (v > static_cast<std::uint64_t>(INT64_MAX)) unsupported("uint64 value " + std::to_string(v) + " beyond int64");
+            out.push_back(static_cast<std::int64_t>(v));
+        }
+    } else if (is_integer(t.dtype()) || t.dtype() == DType::boolean) {
+        for (std::int64_t i = 0; i < t.numel(); ++i) out.push_back(static_cast<std::int64_t>(t.at(i)));
     } else {
         unsupported("expected an integer tensor, got " + string(to_string(t.dtype())));
     }
@@ -526,7 +555,7 @@ void define_graph_inputs(ImportContext& ctx, ImportedModel& out, onnx::GraphProt
         if (!dtype) {
             ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' has dtype " +
                                                 onnx_type_name(type.tensor_type().elem_type()) +
-                                                " (supported: float, double, int64, bool)");
+                                                kSupportedOnnxDtypes);
             continue;
         }
         ctx.define(input.name(), input_value(input.name(), *dtype, *shape, options, src));

@@ -39,10 +39,10 @@ TensorType binary_broadcast(Context& c) {
 }
 
 namespace {
-/// The broadcast of two parents of one dtype: float32, float64 or int64.
+/// The broadcast of two parents of one numeric dtype (any but bool).
 TensorType numeric_broadcast(Context& c) {
     const DType dtype = c.same_dtype({0, 1});
-    if (dtype == DType::boolean) fail("parents have dtype bool; expected float32, float64 or int64");
+    if (dtype == DType::boolean) fail("parents have dtype bool; expected a float or integer dtype");
     return {broadcast(c.shape(0), c.shape(1)), dtype};
 }
 }  // namespace
@@ -73,7 +73,8 @@ TensorType clamp(Context& c) {
     const auto lo = c.opt_double("min");
     const auto hi = c.opt_double("max");
     if (!lo && !hi) fail("needs attribute 'min' or 'max' (or both)");
-    return {c.shape(0), c.floats({0})};
+    if (c.in(0).dtype == DType::boolean) fail("parent 0 has dtype bool; expected a float or integer dtype");
+    return {c.shape(0), c.in(0).dtype};
 }
 
 TensorType gelu(Context& c) {
@@ -155,7 +156,9 @@ TensorType cast(Context& c) {
     c.arity(1);
     c.attributes({"to"});
     if (!c.find("to")) Context::missing("to", "string");
-    return {c.shape(0), parse<DType>(c.string_or("to", "", {"float32", "float64", "int64", "bool"}))};
+    return {c.shape(0), parse<DType>(c.string_or("to", "", {"float32", "float64", "float16", "bfloat16", "int64",
+                                                            "int32", "int16", "int8", "uint64", "uint32", "uint16",
+                                                            "uint8", "bool"}))};
 }
 
 }  // namespace capsule::shape_inference

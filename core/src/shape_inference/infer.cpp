@@ -26,8 +26,8 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::sub:
         case BackendOp::mul:
         case BackendOp::max:
-        case BackendOp::min: return binary_broadcast_numeric(c);
-        case BackendOp::div:
+        case BackendOp::min:
+        case BackendOp::div: return binary_broadcast_numeric(c);
         case BackendOp::pow: return binary_broadcast(c);
         case BackendOp::mod: return mod(c);
         case BackendOp::scale: return scale(c);

@@ -49,7 +49,7 @@ TensorType arg_reduce(Context& c) {
     c.arity(1);
     c.attributes({"axis", "keepdims", "select_last_index"});
     const DType dtype = c.in(0).dtype;
-    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected float32, float64 or int64");
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected a float or integer dtype");
     const auto& in = c.shape(0);
     const auto axis = size_t(axis_for("axis", c.int_or("axis", 0), in.size()));
     const bool keep = c.bool_or("keepdims", true);
@@ -69,7 +69,7 @@ TensorType cumsum(Context& c) {
     c.arity(1);
     c.attributes({"axis", "exclusive", "reverse"});
     const DType dtype = c.in(0).dtype;
-    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected float32, float64 or int64");
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected a float or integer dtype");
     axis_for("axis", c.req_int("axis"), c.rank(0));
     c.bool_or("exclusive", false);
     c.bool_or("reverse", false);

@@ -13,6 +13,21 @@
 
 namespace capsule::shape_inference {
 
+namespace {
+/// The smallest and largest value of an integer dtype narrower than 64 bits, or uint64's.
+std::pair<double, double> integer_range(DType dtype) {
+    switch (dtype) {
+        case DType::int8: return {-128.0, 127.0};
+        case DType::uint8: return {0.0, 255.0};
+        case DType::int16: return {-32768.0, 32767.0};
+        case DType::uint16: return {0.0, 65535.0};
+        case DType::int32: return {-2147483648.0, 2147483647.0};
+        case DType::uint32: return {0.0, 4294967295.0};
+        default: return {0.0, 18446744073709549568.0};  // uint64: the largest double below 2^64
+    }
+}
+}  // namespace
+
 TensorType flatten(Context& c) {
     c.arity(1);
     c.attributes({"start_dim", "end_dim"});
@@ -265,6 +280,12 @@ TensorType pad(Context& c) {
     if (dtype == DType::int64 && !integer_attr &&
         (value != std::trunc(value) || !(value >= -9223372036854775808.0 && value < 9223372036854775808.0)))
         fail("attribute 'value' = " + num(value) + " is not an int64 value (the input is int64)");
+    if (is_integer(dtype) && dtype != DType::int64) {
+        // A narrower integer dtype: the value must be one of its values (the kernel stores it as is).
+        const auto [low, high] = integer_range(dtype);
+        if (value != std::trunc(value) || value < low || value > high)
+            fail("attribute 'value' = " + num(value) + " is not a " + string(to_string(dtype)) + " value");
+    }
     if (dtype == DType::boolean && value != 0 && value != 1)
         fail("attribute 'value' = " + num(value) + " must be 0 or 1 for a bool input");
     Shape out(in.size());

@@ -58,6 +58,9 @@ bool is_channels_last(const Tensor& t);
 /// Raises CAPSULE_ERROR_UNSUPPORTED unless `t` is float32: oneDNN on CPU has no float64
 /// primitives, so a float64 node must be planned on another provider (e.g. reference).
 void require_float32(const char* capsule, const Tensor& t, const char* what);
+/// The dtypes of every capsule but concat (kernel table `dtypes`): the planner plans a node of
+/// another dtype onto another provider, and require_float32 stays as the kernel's own guard.
+inline constexpr std::uint64_t kFloat32Only = CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FLOAT32);
 
 /// "[2, 3, 4]"
 std::string shape_string(std::span<const int64_t> shape);

@@ -336,18 +336,18 @@ bool computes_in_bf16(const capsule_kernel* kernel, const void* state) {
 
 const capsule_kernel conv2d_kernel = plugin::kernel(
     "onednn.conv2d", forward_entry<conv2d>, nullptr, prepare_entry<ConvState, prepare_conv2d>,
-    release_entry<ConvState>);
+    release_entry<ConvState>, kFloat32Only);
 const capsule_kernel max_pool2d_kernel = plugin::kernel(
     "onednn.max_pool2d", forward_entry<pool<true, false>>, nullptr,
-    prepare_entry<PoolState, prepare_pool<true, false>>, release_entry<PoolState>);
+    prepare_entry<PoolState, prepare_pool<true, false>>, release_entry<PoolState>, kFloat32Only);
 const capsule_kernel max_pool2d_pad_kernel = plugin::kernel(
     "onednn.max_pool2d_pad", forward_entry<pool<true, true>>, nullptr,
-    prepare_entry<PoolState, prepare_pool<true, true>>, release_entry<PoolState>);
+    prepare_entry<PoolState, prepare_pool<true, true>>, release_entry<PoolState>, kFloat32Only);
 const capsule_kernel avg_pool2d_kernel = plugin::kernel(
     "onednn.avg_pool2d", forward_entry<pool<false, false>>, nullptr,
-    prepare_entry<PoolState, prepare_pool<false, false>>, release_entry<PoolState>);
+    prepare_entry<PoolState, prepare_pool<false, false>>, release_entry<PoolState>, kFloat32Only);
 const capsule_kernel avg_pool2d_pad_kernel = plugin::kernel(
     "onednn.avg_pool2d_pad", forward_entry<pool<false, true>>, nullptr,
-    prepare_entry<PoolState, prepare_pool<false, true>>, release_entry<PoolState>);
+    prepare_entry<PoolState, prepare_pool<false, true>>, release_entry<PoolState>, kFloat32Only);
 
 }  // namespace capsule::onednn

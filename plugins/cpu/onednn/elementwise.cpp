@@ -338,7 +338,7 @@ template <typename State, std::unique_ptr<State> (*Prepare)(const PrepareCall&),
           void (*Forward)(const ForwardCall&)>
 constexpr capsule_kernel entry(const char* name) {
     return plugin::kernel(name, forward_entry<Forward>, nullptr, prepare_entry<State, Prepare>,
-                          release_entry<State>);
+                          release_entry<State>, kFloat32Only);
 }
 
 }  // namespace

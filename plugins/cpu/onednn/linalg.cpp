@@ -215,9 +215,9 @@ bool linear_computes_in_bf16(const capsule_kernel* kernel, const void* state) {
 
 const capsule_kernel linear_kernel = plugin::kernel(
     "onednn.linear", forward_entry<linear>, nullptr, prepare_entry<LinearState, prepare_linear>,
-    release_entry<LinearState>);
+    release_entry<LinearState>, kFloat32Only);
 const capsule_kernel matmul_kernel = plugin::kernel(
     "onednn.matmul", forward_entry<matmul>, nullptr, prepare_entry<MatmulState, prepare_matmul>,
-    release_entry<MatmulState>);
+    release_entry<MatmulState>, kFloat32Only);
 
 }  // namespace capsule::onednn

@@ -1,10 +1,11 @@
 // Reference kernels of the unary ops added for ONNX import: rounding and sign (floor, ceil, sign),
 // trigonometric and hyperbolic functions (tan, asin, acos, atan, sinh, cosh, asinh, acosh,
 // atanh) and activations (leaky_relu, elu, selu, celu, hardsigmoid, hardswish, softsign,
-// thresholded_relu, mish). float32 and float64; values and gradients follow PyTorch's op of the
+// thresholded_relu, mish). float32 and float64 (sign also integers); values and gradients follow PyTorch's op of the
 // same name (derivatives.yaml), or ONNX's where PyTorch has none (docs/ops.md states which).
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "elementwise_kernels.hpp"
 
@@ -48,9 +49,15 @@ void ceil_forward(const ForwardCall& call) {
 void ceil_backward(const BackwardCall& call) {
     unary_backward(call, "ceil", [](auto, auto g) { return decltype(g)(0); });
 }
-// sign: -1, 0 or 1; NaN stays NaN (torch.sign).
+// sign: -1, 0 or 1; NaN stays NaN (torch.sign). Also every integer dtype (ONNX Sign; unsigned:
+// 0 or 1).
 void sign_forward(const ForwardCall& call) {
-    unary_forward(call, "sign", [](auto x) { return std::isnan(x) ? x : sign_of(x); });
+    unary_forward<kFloatDtypes | kIntegerDtypes>(call, "sign", [](auto x) {
+        using T = decltype(x);
+        if constexpr (std::is_unsigned_v<T>) return T(x != 0);
+        else if constexpr (std::is_integral_v<T>) return sign_of(x);
+        else return std::isnan(x) ? x : sign_of(x);
+    });
 }
 void sign_backward(const BackwardCall& call) {
     unary_backward(call, "sign", [](auto, auto g) { return decltype(g)(0); });

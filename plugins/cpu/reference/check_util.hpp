@@ -170,6 +170,15 @@ inline const char* dtype_name(capsule_dtype d) {
         case CAPSULE_DTYPE_FLOAT64: return "float64";
         case CAPSULE_DTYPE_INT64: return "int64";
         case CAPSULE_DTYPE_BOOL: return "bool";
+        case CAPSULE_DTYPE_INT32: return "int32";
+        case CAPSULE_DTYPE_INT8: return "int8";
+        case CAPSULE_DTYPE_UINT8: return "uint8";
+        case CAPSULE_DTYPE_INT16: return "int16";
+        case CAPSULE_DTYPE_UINT16: return "uint16";
+        case CAPSULE_DTYPE_UINT32: return "uint32";
+        case CAPSULE_DTYPE_UINT64: return "uint64";
+        case CAPSULE_DTYPE_FLOAT16: return "float16";
+        case CAPSULE_DTYPE_BFLOAT16: return "bfloat16";
     }
     return "unknown";
 }

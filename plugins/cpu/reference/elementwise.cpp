@@ -1,11 +1,15 @@
 // Reference kernels of the elementwise ops: binary ops with NumPy broadcasting (add, sub, mul,
 // max, min, div, pow) and unary ops (scale, abs, sqrt, clamp, relu, gelu, sigmoid, tanh, softplus,
 // exp, log, sin, cos, inv, safe_log, neg, erf). float32 and float64; values follow PyTorch
-// (docs/ops.md), each computed in the tensor's own dtype as PyTorch's CPU kernels do.
+// (docs/ops.md), each computed in the tensor's own dtype as PyTorch's CPU kernels do. The ops ONNX
+// defines on integers (add, sub, mul, div, mod, pow, max, min, abs, neg, clamp) also take every
+// integer dtype (integer_ops.hpp: wrap-around), and max, min, mod, abs and neg float16 and
+// bfloat16 (computed in float; their results are exact, so rounding back changes nothing).
 //
 // Backward kernels overwrite grad_inputs; a binary op's gradient for a broadcast operand is summed
 // over the broadcast dimensions (accumulated in double). Tie and edge conventions follow
 // PyTorch's derivatives.yaml and are stated at each kernel.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -14,6 +18,7 @@
 #include <type_traits>
 
 #include "elementwise_kernels.hpp"
+#include "integer_ops.hpp"
 
 namespace capsule::reference {
 namespace {
@@ -96,25 +101,35 @@ T min_of(T a, T b) {  // torch.minimum: NaN if either is NaN
     return b < a ? b : a;
 }
 
-/// a + b, a − b, a · b; for int64 modulo 2^64 (two's complement wrap-around, as PyTorch and
-/// NumPy compute it; signed overflow is undefined in C++, unsigned arithmetic is not).
-template <typename T, typename Op>
-T wrapping(T a, T b, Op op) {
-    if constexpr (std::is_integral_v<T>) {
-        using U = std::make_unsigned_t<T>;
-        return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
-    } else {
-        return op(a, b);
+constexpr uint64_t kArithmetic = kFloatDtypes | kIntegerDtypes;
+constexpr uint64_t kOrdered = kFloatDtypes | kIntegerDtypes | kHalfDtypes;
+
+/// A clamp bound for integer dtype T: rounded into the integers (up for the lower bound, down
+/// for the upper one, which keeps the integers of [lo, hi]) and saturated to T's range. An
+/// integer attribute is read exactly (a double holds int64 values only up to 2^53).
+template <typename T>
+T integer_bound(const capsule_attribute* attr, double value, bool lower) {
+    using L = std::numeric_limits<T>;
+    if (attr != nullptr && attr->kind == CAPSULE_ATTR_INT) {
+        const int64_t i = attr->int_value;
+        if constexpr (std::is_signed_v<T>) return T(std::clamp<int64_t>(i, L::min(), L::max()));
+        else return i < 0 ? T(0) : (uint64_t(i) > L::max() ? L::max() : T(i));
     }
+    value = lower ? std::ceil(value) : std::floor(value);
+    const double top = std::ldexp(1.0, L::digits);  // the first integer above T's range
+    if (value >= top) return L::max();
+    if (value < (std::is_signed_v<T> ? -top : 0.0)) return L::min();
+    return static_cast<T>(value);
 }
 
 }  // namespace
 
 // ---- binary ----
 
-// add, sub, mul, max, min: float32, float64 and int64 (ONNX allows integers; int64 wraps).
+// add, sub, mul, max, min: float32, float64 and every integer dtype (ONNX allows integers;
+// integers wrap around); max and min also float16 and bfloat16.
 void add_forward(const ForwardCall& call) {
-    binary_forward(call, "add", [](auto a, auto b) { return wrapping(a, b, std::plus<>{}); }, true);
+    binary_forward<kArithmetic>(call, "add", [](auto a, auto b) { return wrapping(a, b, std::plus<>{}); });
 }
 void add_backward(const BackwardCall& call) {
     binary_backward(call, "add", [](auto, auto, auto g) { return g; },
@@ -122,7 +137,7 @@ void add_backward(const BackwardCall& call) {
 }
 
 void sub_forward(const ForwardCall& call) {
-    binary_forward(call, "sub", [](auto a, auto b) { return wrapping(a, b, std::minus<>{}); }, true);
+    binary_forward<kArithmetic>(call, "sub", [](auto a, auto b) { return wrapping(a, b, std::minus<>{}); });
 }
 void sub_backward(const BackwardCall& call) {
     binary_backward(call, "sub", [](auto, auto, auto g) { return g; },
@@ -130,7 +145,7 @@ void sub_backward(const BackwardCall& call) {
 }
 
 void mul_forward(const ForwardCall& call) {
-    binary_forward(call, "mul", [](auto a, auto b) { return wrapping(a, b, std::multiplies<>{}); }, true);
+    binary_forward<kArithmetic>(call, "mul", [](auto a, auto b) { return wrapping(a, b, std::multiplies<>{}); });
 }
 void mul_backward(const BackwardCall& call) {
     binary_backward(call, "mul", [](auto, auto b, auto g) { return g * b; },
@@ -140,7 +155,7 @@ void mul_backward(const BackwardCall& call) {
 // torch.maximum backward (derivatives.yaml): at a == b each side gets g / 2; otherwise the larger
 // side gets g. With a NaN operand neither `<` nor `>` holds, so both sides get g, as in PyTorch.
 void max_forward(const ForwardCall& call) {
-    binary_forward(call, "max", [](auto a, auto b) { return max_of(a, b); }, true);
+    binary_forward<kOrdered>(call, "max", [](auto a, auto b) { return max_of(a, b); });
 }
 void max_backward(const BackwardCall& call) {
     binary_backward(
@@ -151,7 +166,7 @@ void max_backward(const BackwardCall& call) {
 
 // torch.minimum backward: the mirror image of max.
 void min_forward(const ForwardCall& call) {
-    binary_forward(call, "min", [](auto a, auto b) { return min_of(a, b); }, true);
+    binary_forward<kOrdered>(call, "min", [](auto a, auto b) { return min_of(a, b); });
 }
 void min_backward(const BackwardCall& call) {
     binary_backward(
@@ -173,9 +188,12 @@ void scale_backward(const BackwardCall& call) {
     unary_backward(call, "scale", [factor](auto, auto g) { return g * decltype(g)(factor); });
 }
 
-// abs: gradient g * sign(x), 0 at x == 0 (PyTorch).
+// abs: gradient g * sign(x), 0 at x == 0 (PyTorch). Integers: abs(INT_MIN) = INT_MIN (numpy).
 void abs_forward(const ForwardCall& call) {
-    unary_forward(call, "abs", [](auto x) { return std::abs(x); });
+    unary_forward<kOrdered>(call, "abs", [](auto x) {
+        if constexpr (std::is_integral_v<decltype(x)>) return wrapping_abs(x);
+        else return std::abs(x);
+    });
 }
 void abs_backward(const BackwardCall& call) {
     unary_backward(call, "abs", [](auto x, auto g) { return g * sign_of(x); });
@@ -191,9 +209,23 @@ void sqrt_backward(const BackwardCall& call) {
 
 // clamp: torch.clamp(x, min, max) = min(max(x, lo), hi), so with lo > hi every value is hi; NaN
 // stays NaN. Gradient passes where lo <= x <= hi (bounds inclusive), else 0 (PyTorch). The bounds
-// are converted to the tensor's dtype first.
+// are converted to the tensor's dtype first; for an integer dtype by integer_bound (ONNX Clip of
+// integers, whose bounds are of the input's type).
 void clamp_forward(const ForwardCall& call) {
     const auto b = clamp_bounds(call.attrs());
+    if (call.num_inputs() == 1 && call.input(0).view != nullptr &&
+        in_set(kIntegerDtypes, call.input(0).dtype())) {
+        dispatch<kIntegerDtypes>(call.input(0).dtype(), [&]<typename T>(T) {
+            using L = std::numeric_limits<T>;
+            const T lo = b.has_lo ? integer_bound<T>(call.attrs().find("min"), b.lo, true) : L::min();
+            const T hi = b.has_hi ? integer_bound<T>(call.attrs().find("max"), b.hi, false) : L::max();
+            unary_forward<dtype_bit(dtype_of<T>())>(call, "clamp", [lo, hi](T x) {
+                const T y = x < lo ? lo : x;
+                return y > hi ? hi : y;
+            });
+        });
+        return;
+    }
     // A missing bound is an infinite one; the bounds are converted once per dtype, and the
     // comparisons (false for NaN, which so passes through) compile to vector min/max blends.
     constexpr double inf = std::numeric_limits<double>::infinity();
@@ -378,9 +410,12 @@ void safe_log_backward(const BackwardCall& call) {
 // ---- ONNX import: div, pow, neg, erf ----
 
 // div: torch.div(a, b) true division (IEEE: x/0 = ±inf, 0/0 = NaN). Gradients g / b and
-// -g * a / b^2 (derivatives.yaml).
+// -g * a / b^2 (derivatives.yaml). Integers: truncated toward zero, b = 0 refused (integer_div).
 void div_forward(const ForwardCall& call) {
-    binary_forward(call, "div", [](auto a, auto b) { return a / b; });
+    binary_forward<kArithmetic>(call, "div", [](auto a, auto b) {
+        if constexpr (std::is_integral_v<decltype(a)>) return integer_div(a, b);
+        else return a / b;
+    });
 }
 void div_backward(const BackwardCall& call) {
     binary_backward(call, "div", [](auto, auto b, auto g) { return g / b; },
@@ -389,9 +424,11 @@ void div_backward(const BackwardCall& call) {
 
 // mod: ONNX Mod. fmod: C fmod (the sign of a); otherwise torch.remainder, computed as PyTorch's
 // CPU kernel does: r = fmod(a, b), plus b where r != 0 and the signs of r and b differ (so -0.0
-// stays -0.0, and x mod inf for a negative x is inf). int64: b = 0 raises (the C operation is
-// undefined), and a mod -1 is 0 (INT64_MIN % -1 overflows in C). Gradients as derivatives.yaml:
-// g w.r.t. a; -g * trunc(a / b) (fmod) or -g * floor(a / b) w.r.t. b.
+// stays -0.0, and x mod inf for a negative x is inf). Integers (every integer dtype): b = 0
+// raises (the C operation is undefined), and a mod -1 is 0 (INT_MIN % -1 overflows in C);
+// unsigned operands have no signs to reconcile. float16 / bfloat16 compute in float (fmod is
+// exact). Gradients as derivatives.yaml: g w.r.t. a; -g * trunc(a / b) (fmod) or -g * floor(a / b)
+// w.r.t. b.
 template <bool Fmod>
 struct Mod {
     template <typename T>
@@ -400,13 +437,17 @@ struct Mod {
         if constexpr (std::is_integral_v<T>) {
             if (b == 0) [[unlikely]]
                 plugin::fail(CAPSULE_ERROR_INVALID_DATA,
-                             "mod: int64 division by zero (input 1 holds 0; ONNX Mod leaves it undefined)");
-            if (b == -1) return 0;
-            r = a % b;
+                             std::string("mod: ") + dtype_name(dtype_of<T>()) +
+                                 " division by zero (input 1 holds 0; ONNX Mod leaves it undefined)");
+            if constexpr (std::is_unsigned_v<T>) return static_cast<T>(a % b);
+            else {
+                if (b == -1) return 0;
+                r = static_cast<T>(a % b);
+            }
         } else {
             r = std::fmod(a, b);
         }
-        if (!Fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+        if (!Fmod && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
         return r;
     }
 };
@@ -418,9 +459,9 @@ bool fmod_attr(const plugin::Attributes& attrs) { return attrs.get_bool("fmod", 
 // where b == 0; w.r.t. b, g * a^b * log(a), and 0 where a == 0 and b >= 0.
 void mod_forward(const ForwardCall& call) {
     if (fmod_attr(call.attrs()))
-        binary_forward(call, "mod", Mod<true>{}, true);
+        binary_forward<kOrdered>(call, "mod", Mod<true>{});
     else
-        binary_forward(call, "mod", Mod<false>{}, true);
+        binary_forward<kOrdered>(call, "mod", Mod<false>{});
 }
 void mod_backward(const BackwardCall& call) {
     const bool fmod = fmod_attr(call.attrs());
@@ -428,8 +469,12 @@ void mod_backward(const BackwardCall& call) {
                     [fmod](auto a, auto b, auto g) { return -g * (fmod ? std::trunc(a / b) : std::floor(a / b)); });
 }
 
+// Integers (base and exponent of one integer dtype): integer_pow, exact with wrap-around.
 void pow_forward(const ForwardCall& call) {
-    binary_forward(call, "pow", [](auto a, auto b) { return std::pow(a, b); });
+    binary_forward<kArithmetic>(call, "pow", [](auto a, auto b) {
+        if constexpr (std::is_integral_v<decltype(a)>) return integer_pow(a, b);
+        else return std::pow(a, b);
+    });
 }
 void pow_backward(const BackwardCall& call) {
     binary_backward(
@@ -444,8 +489,12 @@ void pow_backward(const BackwardCall& call) {
         });
 }
 
+// neg: also signed integers (-INT_MIN = INT_MIN, numpy) and float16 / bfloat16 (exact).
 void neg_forward(const ForwardCall& call) {
-    unary_forward(call, "neg", [](auto x) { return -x; });
+    unary_forward<kFloatDtypes | kSignedDtypes | kHalfDtypes>(call, "neg", [](auto x) {
+        if constexpr (std::is_integral_v<decltype(x)>) return wrapping_neg(x);
+        else return -x;
+    });
 }
 void neg_backward(const BackwardCall& call) {
     unary_backward(call, "neg", [](auto, auto g) { return -g; });

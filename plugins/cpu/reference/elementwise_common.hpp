@@ -1,6 +1,6 @@
 // Shared helpers of the reference kernels for elementwise, random, reduction, shape and
 // gather/scatter ops: tensor validation, NumPy broadcasting index math, strided loops with
-// dimension coalescing, and dtype dispatch by element size.
+// dimension coalescing (dtype sets and dispatch: dtypes.hpp).
 //
 // Everything lives in namespace capsule::reference::ew so that it cannot collide with helpers of
 // the other kernel families. Nothing here holds mutable state: every function is reentrant.
@@ -16,6 +16,7 @@
 
 #include "capsule/plugin.hpp"
 #include "check_util.hpp"
+#include "dtypes.hpp"
 
 namespace capsule::reference::ew {
 
@@ -30,17 +31,6 @@ using reference::shape_string;
 
 /// A shape, stride or permutation: at most kMaxRank entries, stored inline (no allocation).
 using Dims = InlineVec<int64_t>;
-
-/// Size in bytes of one element; raises for an unknown dtype.
-inline std::size_t element_size(capsule_dtype d) {
-    switch (d) {
-        case CAPSULE_DTYPE_FLOAT32: return 4;
-        case CAPSULE_DTYPE_FLOAT64: return 8;
-        case CAPSULE_DTYPE_INT64: return 8;
-        case CAPSULE_DTYPE_BOOL: return 1;
-    }
-    plugin::fail(CAPSULE_ERROR_UNSUPPORTED, "unknown dtype " + std::to_string(static_cast<int>(d)));
-}
 
 inline bool is_float(capsule_dtype d) {
     return d == CAPSULE_DTYPE_FLOAT32 || d == CAPSULE_DTYPE_FLOAT64;
@@ -125,6 +115,16 @@ inline void check_float(const Tensor& t, const Label& what) {
         plugin::fail(CAPSULE_ERROR_UNSUPPORTED, what.str() + " has dtype " +
                                                     dtype_name(t.dtype()) +
                                                     "; expected float32 or float64");
+}
+
+/// check_view, and the dtype must be in `set` (the dtypes the kernel declares; a float-only set
+/// keeps check_float's message).
+inline void check_dtype_in(const Tensor& t, const Label& what, uint64_t set) {
+    if (set == kFloatDtypes) return check_float(t, what);
+    check_view(t, what);
+    if (!in_set(set, t.dtype())) [[unlikely]]
+        plugin::fail(CAPSULE_ERROR_UNSUPPORTED, what.str() + " has dtype " + dtype_name(t.dtype()) +
+                                                    "; expected one of " + dtype_list(set));
 }
 
 inline void require_arity(std::size_t got, std::size_t want, const char* op) {
@@ -225,20 +225,6 @@ void for_each_strided(std::span<const int64_t> shape, const std::array<const int
     }
 }
 
-/// Calls `f(U{})` with an unsigned integer type U of the element size of `dtype` (for kernels that
-/// only move elements: shape ops and gathers work for every dtype).
-template <typename F>
-void dispatch_bytes(capsule_dtype dtype, F&& f) {
-    switch (element_size(dtype)) {
-        case 1: f(uint8_t{}); return;
-        case 4: f(uint32_t{}); return;
-        case 8: f(uint64_t{}); return;
-        default:
-            plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
-                         std::string("dtype ") + dtype_name(dtype) + " is not supported");
-    }
-}
-
 /// dst[o] = src[s] for every index of `shape`, where o and s are the index's element offsets under
 /// `dst_strides` and `src_strides` (each aligned to `shape`; negative and 0 strides allowed), for
 /// every dtype. For slices, tiles and other strided views.
@@ -254,19 +240,6 @@ inline void copy_strided(capsule_dtype dtype, std::span<const int64_t> shape, vo
                                     d[off[0] + i * st[0]] = s[off[1] + i * st[1]];
                             });
     });
-}
-
-/// Calls `f(T{})` with the element type of `dtype`: float, double, int64_t or bool (one byte).
-template <typename F>
-void dispatch_all(capsule_dtype dtype, F&& f) {
-    switch (dtype) {
-        case CAPSULE_DTYPE_FLOAT32: f(float{}); return;
-        case CAPSULE_DTYPE_FLOAT64: f(double{}); return;
-        case CAPSULE_DTYPE_INT64: f(int64_t{}); return;
-        case CAPSULE_DTYPE_BOOL: f(bool{}); return;
-    }
-    plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
-                 "unknown dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
 /// Copies `src` (contiguous, shape `src_shape`) into `dst` laid out as the permutation `perm` of

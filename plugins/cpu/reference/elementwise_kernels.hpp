@@ -1,6 +1,7 @@
 // The elementwise kernel templates of the reference plugin: unary ops y = f(x) and binary ops
-// with NumPy broadcasting, forward and backward, for float32 and float64, plus the number
-// attribute readers they use. Each elementwise family (elementwise.cpp, activation.cpp, ...)
+// with NumPy broadcasting, forward and backward, plus the number attribute readers they use.
+// Forward kernels take a dtype set (dtypes.hpp; float32 and float64 by default) and compute
+// float16 / bfloat16 in float (load / store); backward kernels take float32 and float64. Each elementwise family (elementwise.cpp, activation.cpp, ...)
 // instantiates them with its formulas, so the validation and the broadcast loops exist once.
 //
 // Forward loops over same-shaped operands are split between the node's granted threads
@@ -25,20 +26,21 @@ using plugin::ForwardCall;
 // ---------------------------------------------------------------------------------------------
 // Unary
 
-/// y = f(x) elementwise; `f` is a generic callable evaluated in the tensor's dtype.
-template <typename F>
+/// y = f(x) elementwise for x of a dtype in `Dtypes`; `f` is a generic callable evaluated in
+/// the dtype's compute type (compute_t).
+template <uint64_t Dtypes = kFloatDtypes, typename F>
 void unary_forward(const ForwardCall& call, const char* op, F f) {
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
-    check_float(x, {op, ": input"});
+    check_dtype_in(x, {op, ": input"}, Dtypes);
     const Tensor y = call.output(0);
     check_like(y, {op, ": output"}, x, "the input");
     const int64_t n = x.numel();
-    dispatch_float(x.dtype(), [&]<typename T>(T) {
+    dispatch<Dtypes>(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
         T* yp = y.data<T>();
         parallel_ranges(granted_threads(call), n, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i) yp[i] = f(xp[i]);
+            for (int64_t i = begin; i < end; ++i) yp[i] = store<T>(f(load(xp[i])));
         });
     });
 }
@@ -89,40 +91,32 @@ struct BinaryShapes {
     Dims out;
 };
 
-/// The operands of a binary op: float32 or float64 (or int64 when `with_int64`), both of one
-/// dtype, with NumPy-broadcastable shapes.
+/// The operands of a binary op: both of one dtype, in `dtypes`, with NumPy-broadcastable shapes.
 inline BinaryShapes binary_inputs(std::size_t num_inputs, const Tensor& a, const Tensor& b,
-                                  const char* op, bool with_int64 = false) {
+                                  const char* op, uint64_t dtypes = kFloatDtypes) {
     require_arity(num_inputs, 2, op);
-    if (!(with_int64 && a.view != nullptr && a.dtype() == CAPSULE_DTYPE_INT64)) check_float(a, {op, ": input 0"});
+    check_dtype_in(a, {op, ": input 0"}, dtypes);
     check_view(b, {op, ": input 1"}, a.dtype());
     return {a, b, broadcast_shapes(a.shape(), b.shape(), op)};
 }
 
-/// Calls `f(T{})` with T = float, double or (when `with_int64`) int64_t for the dtype; other
-/// dtypes raise UNSUPPORTED.
-template <typename F>
-void dispatch_numeric(capsule_dtype dtype, bool with_int64, F&& f) {
-    if (with_int64 && dtype == CAPSULE_DTYPE_INT64) return f(int64_t{});
-    dispatch_float(dtype, std::forward<F>(f));
-}
-
-/// out = f(a, b) with NumPy broadcasting, in the operands' dtype: float32 or float64, and int64
-/// when `with_int64` (the operands' dtypes must agree).
-template <typename F>
-void binary_forward(const ForwardCall& call, const char* op, F f, bool with_int64 = false) {
+/// out = f(a, b) with NumPy broadcasting for operands of one dtype in `Dtypes`; `f` is
+/// evaluated in the dtype's compute type (compute_t).
+template <uint64_t Dtypes = kFloatDtypes, typename F>
+void binary_forward(const ForwardCall& call, const char* op, F f) {
     const auto s = binary_inputs(call.num_inputs(), call.input(0),
-                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op, with_int64);
+                                 call.num_inputs() > 1 ? call.input(1) : call.input(0), op, Dtypes);
     const Tensor out = call.output(0);
     check_view(out, {op, ": output"}, s.a.dtype());
     check_shape(out, {op, ": output"}, s.out);
-    dispatch_numeric(s.a.dtype(), with_int64, [&]<typename T>(T) {
+    dispatch<Dtypes>(s.a.dtype(), [&]<typename T>(T) {
         const T* ap = s.a.template data<const T>();
         const T* bp = s.b.template data<const T>();
         T* op_ = out.data<T>();
+        auto fn = [&f](T a, T b) { return store<T>(f(load(a), load(b))); };
         if (std::ranges::equal(s.a.shape(), s.out) && std::ranges::equal(s.b.shape(), s.out)) {
             parallel_ranges(granted_threads(call), out.numel(), [&](int64_t begin, int64_t end) {
-                for (int64_t i = begin; i < end; ++i) op_[i] = f(ap[i], bp[i]);
+                for (int64_t i = begin; i < end; ++i) op_[i] = fn(ap[i], bp[i]);
             });
             return;
         }
@@ -137,14 +131,14 @@ void binary_forward(const ForwardCall& call, const char* op, F f, bool with_int6
                                 const int64_t so = st[0], sa = st[1], sb = st[2];
                                 if (so == 1 && sa == 1 && sb == 0) {
                                     const T yv = *y;
-                                    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                                    for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], yv);
                                 } else if (so == 1 && sa == 0 && sb == 1) {
                                     const T xv = *x;
-                                    for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+                                    for (int64_t i = 0; i < n; ++i) o[i] = fn(xv, y[i]);
                                 } else if (so == 1 && sa == 1 && sb == 1) {
-                                    for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                                    for (int64_t i = 0; i < n; ++i) o[i] = fn(x[i], y[i]);
                                 } else {
-                                    for (int64_t i = 0; i < n; ++i) o[i * so] = f(x[i * sa], y[i * sb]);
+                                    for (int64_t i = 0; i < n; ++i) o[i * so] = fn(x[i * sa], y[i * sb]);
                                 }
                             });
     });

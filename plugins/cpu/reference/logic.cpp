@@ -1,7 +1,8 @@
 // Reference kernels of the ops on bool tensors, all with NumPy broadcasting: where(condition, x,
 // y) (torch.where / ONNX Where; x and y of any one dtype; the backward kernel needs a float dtype
-// and sums each gradient over its broadcast dimensions), the comparisons (bool results) and the
-// logical ops (bool inputs and results).
+// and sums each gradient over its broadcast dimensions), the comparisons (any dtype; float16 and
+// bfloat16 compare their float values; bool results) and the logical ops (bool inputs and
+// results).
 #include <cmath>
 #include <string>
 
@@ -46,14 +47,15 @@ void predicate_forward(const ForwardCall& call, const char* op, bool bool_only, 
     const Dims os = contiguous_strides(shape);
     const Dims as = broadcast_strides(a.shape(), shape);
     const Dims bs = broadcast_strides(b.shape(), shape);
-    dispatch_all(a.dtype(), [&]<typename T>(T) {
+    dispatch<kAllDtypes>(a.dtype(), [&]<typename T>(T) {
         const T* ap = a.data<const T>();
         const T* bp = b.data<const T>();
         bool* op_ = out.data<bool>();
         for_each_strided<3>(shape, {os.data(), as.data(), bs.data()},
                             [&](const int64_t* off, int64_t n, const int64_t* s) {
                                 for (int64_t i = 0; i < n; ++i)
-                                    op_[off[0] + i * s[0]] = f(ap[off[1] + i * s[1]], bp[off[2] + i * s[2]]);
+                                    op_[off[0] + i * s[0]] =
+                                        f(load(ap[off[1] + i * s[1]]), load(bp[off[2] + i * s[2]]));
                             });
     });
 }

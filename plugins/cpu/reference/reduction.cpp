@@ -1,7 +1,8 @@
 // Reference kernels of softmax, log_softmax, sum, reduce_sum, reduce_mean, reduce_max,
-// reduce_min, reduce_prod, argmax, argmin, cumsum and mse_loss (float32 and float64;
-// argmax/argmin/cumsum also int64). Softmax subtracts the maximum along the axis before
-// exponentiating, so large inputs do not overflow; sums accumulate in double.
+// reduce_min, reduce_prod, argmax, argmin, cumsum and mse_loss (float32 and float64; argmax and
+// argmin also every integer dtype, float16 and bfloat16; cumsum also every integer dtype).
+// Softmax subtracts the maximum along the axis before exponentiating, so large inputs do not
+// overflow; sums accumulate in double.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -346,7 +347,7 @@ ArgPlan arg_plan(const ForwardCall& call, const char* op) {
     const Tensor x = call.input(0);
     check_view(x, {op, ": input"});
     require(x.dtype() != CAPSULE_DTYPE_BOOL, [&] {
-        return std::string(op) + ": input has dtype bool; expected float32, float64 or int64";
+        return std::string(op) + ": input has dtype bool; expected a number dtype";
     });
     const auto attrs = call.attrs();
     const int64_t axis = normalize_axis(attrs.get_int("axis", 0), x.rank(), "axis", op);
@@ -375,11 +376,12 @@ void arg_extremum_forward(const ForwardCall& call, const char* op, bool max) {
     const Tensor y = call.output(0);
     check_view(y, {op, ": output"}, CAPSULE_DTYPE_INT64);
     check_shape(y, {op, ": output"}, p.out_shape);
-    dispatch_all(x.dtype(), [&]<typename T>(T) {
+    dispatch<kFloatDtypes | kIntegerDtypes | kHalfDtypes>(x.dtype(), [&]<typename T>(T) {
+        using C = compute_t<T>;
         const T* xp = x.data<const T>();
         int64_t* out = y.data<int64_t>();
-        auto is_nan = [](T v) {
-            if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+        auto is_nan = [](C v) {
+            if constexpr (std::is_floating_point_v<C>) return std::isnan(v);
             else return false;
         };
         for (int64_t o = 0; o < p.outer; ++o)
@@ -387,7 +389,7 @@ void arg_extremum_forward(const ForwardCall& call, const char* op, bool max) {
                 const T* row = xp + o * p.len * p.inner + j;
                 int64_t best = 0;
                 for (int64_t k = 1; k < p.len; ++k) {
-                    const T v = row[k * p.inner], b = row[best * p.inner];
+                    const C v = load(row[k * p.inner]), b = load(row[best * p.inner]);
                     const bool wins = p.last ? is_nan(v) || (!is_nan(b) && (max ? v >= b : v <= b))
                                              : !is_nan(b) && (is_nan(v) || (max ? v > b : v < b));
                     if (wins) best = k;
@@ -652,20 +654,22 @@ void argmax_forward(const ForwardCall& call) { arg_extremum_forward(call, "argma
 void argmin_forward(const ForwardCall& call) { arg_extremum_forward(call, "argmin", false); }
 
 
-// cumsum: ONNX CumSum / torch.cumsum along `axis`; floats accumulate in double, int64 wraps
-// around on overflow (as torch). The gradient is the cumsum of g run the other way with the same
+// cumsum: ONNX CumSum / torch.cumsum along `axis`; floats accumulate in double, integers wrap
+// around on overflow (as torch; summed modulo 2^64, then reduced modulo 2^bits). The gradient is the cumsum of g run the other way with the same
 // `exclusive`.
 void cumsum_forward(const ForwardCall& call) {
     require_arity(call.num_inputs(), 1, "cumsum");
     const Tensor x = call.input(0);
     check_view(x, "cumsum: input");
     require(x.dtype() != CAPSULE_DTYPE_BOOL,
-            "cumsum: input has dtype bool; expected float32, float64 or int64");
+            "cumsum: input has dtype bool; expected float32, float64 or an integer dtype");
     const ScanPlan p = scan_plan(x, call.attrs());
     const Tensor y = call.output(0);
     check_like(y, "cumsum: output", x, "the input");
-    if (x.dtype() == CAPSULE_DTYPE_INT64) {
-        running_sums<uint64_t>(p, x.data<const int64_t>(), y.data<int64_t>(), p.reverse);
+    if (in_set(kIntegerDtypes, x.dtype())) {
+        dispatch<kIntegerDtypes>(x.dtype(), [&]<typename T>(T) {
+            running_sums<uint64_t>(p, x.data<const T>(), y.data<T>(), p.reverse);
+        });
         return;
     }
     dispatch_float(x.dtype(), [&]<typename T>(T) {

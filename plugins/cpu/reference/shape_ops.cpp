@@ -1,7 +1,7 @@
 // Reference kernels of the shape ops: flatten, reshape, permute and its fixed forms (transpose2d,
 // swapAdjacentAtDepth, transpose3d_*), broadcastTo, concat_vectors, concat_leading_axis and
-// slice_leading_axis_range. They only move elements, so they work for every dtype (float32,
-// float64, int64, bool); broadcastTo's backward sums and needs a float dtype.
+// slice_leading_axis_range. They only move elements, so they work for every dtype (by element
+// size); broadcastTo's backward sums and needs a float dtype.
 //
 // Each forward recomputes the output shape from the attributes as shape inference does
 // (docs/ops.md) and refuses an output of any other shape.

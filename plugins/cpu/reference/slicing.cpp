@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -150,16 +151,50 @@ SlicePlan slice_plan(const Tensor& x, const plugin::Attributes& attrs) {
 // ---------------------------------------------------------------------------------------------
 // pad(pads, mode, value): ONNX Pad.
 
+/// The fill of an integer input: the attribute (exact when it is an integer one) must be an
+/// integer in the dtype's range; returned as int64 bits (static_cast<T> recovers the value).
+int64_t integer_fill(capsule_dtype dtype, const capsule_attribute* attr, double value) {
+    int64_t bits = 0;
+    dispatch<kIntegerDtypes>(dtype, [&]<typename T>(T) {
+        using L = std::numeric_limits<T>;
+        bool ok;
+        if (attr != nullptr && attr->kind == CAPSULE_ATTR_INT) {
+            bits = attr->int_value;
+            if constexpr (std::is_signed_v<T>) ok = bits >= int64_t(L::min()) && bits <= int64_t(L::max());
+            else ok = bits >= 0 && uint64_t(bits) <= uint64_t(L::max());
+        } else {
+            const double top = std::ldexp(1.0, L::digits);  // the first integer above T's range
+            ok = value == std::trunc(value) && value >= (std::is_signed_v<T> ? -top : 0.0) && value < top;
+            if (ok) bits = static_cast<int64_t>(static_cast<T>(value));
+        }
+        require(ok, [&] {
+            return std::string("pad: attribute 'value' is not an integer in the range of ") +
+                   dtype_name(dtype) + " (the input's dtype)";
+        });
+    });
+    return bits;
+}
+
 enum class PadMode { constant, reflect, edge };
 
 struct PadPlan {
     Dims out_shape;
     PadMode mode = PadMode::constant;
     double value = 0;
-    int64_t int_value = 0;  // an int64 input's fill, exact (an integer attribute is not read as double)
+    int64_t int_value = 0;  // an integer input's fill, exact (an integer attribute is not read as
+                            // double); a uint64 fill above 2^63 as its two's complement bits
     std::vector<int64_t> source;  // per output dimension, the input index of each position or -1
     Dims source_begin;            // where each dimension's entries start in `source`
 };
+
+/// The constant fill converted to T as cast would convert it (cast.cpp).
+template <typename T>
+T pad_fill(const PadPlan& p) {
+    if constexpr (is_half_v<T>) return half_from<T>(p.value);
+    else if constexpr (std::is_same_v<T, bool>) return p.value != 0;
+    else if constexpr (std::is_integral_v<T>) return static_cast<T>(p.int_value);
+    else return static_cast<T>(p.value);
+}
 
 PadPlan pad_plan(const Tensor& x, const plugin::Attributes& attrs) {
     const auto rank = std::size_t(x.rank());
@@ -180,18 +215,7 @@ PadPlan pad_plan(const Tensor& x, const plugin::Attributes& attrs) {
             "pad: attribute 'value' is only valid with mode 'constant'");
     p.value = attrs.get_float("value", 0.0);
     require(!std::isnan(p.value), "pad: attribute 'value' must not be NaN");
-    const capsule_attribute* v = attrs.find("value");
-    if (v && v->kind == CAPSULE_ATTR_INT) {
-        p.int_value = v->int_value;
-    } else {
-        // A number: an int64 input needs an integer in int64's range (2^63 is the first double
-        // above it).
-        require(x.dtype() != CAPSULE_DTYPE_INT64 ||
-                    (p.value == std::trunc(p.value) && p.value >= -9223372036854775808.0 &&
-                     p.value < 9223372036854775808.0),
-                "pad: attribute 'value' is not an int64 value (the input is int64)");
-        if (x.dtype() == CAPSULE_DTYPE_INT64) p.int_value = static_cast<int64_t>(p.value);
-    }
+    if (in_set(kIntegerDtypes, x.dtype())) p.int_value = integer_fill(x.dtype(), attrs.find("value"), p.value);
     require(x.dtype() != CAPSULE_DTYPE_BOOL || p.value == 0 || p.value == 1,
             "pad: attribute 'value' must be 0 or 1 for a bool input");
     for (std::size_t d = 0; d < rank; ++d) {
@@ -340,10 +364,10 @@ void pad_forward(const ForwardCall& call) {
     check_shape(y, "pad: output", p.out_shape);
     if (y.numel() == 0) return;
     pad_sources(p, x, call.attrs().get_ints_view("pads"));
-    dispatch_all(x.dtype(), [&]<typename T>(T) {
+    dispatch<kAllDtypes>(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
         T* yp = y.data<T>();
-        const T fill = std::is_same_v<T, int64_t> ? static_cast<T>(p.int_value) : static_cast<T>(p.value);
+        const T fill = pad_fill<T>(p);
         for_each_padded(p, x.shape(), [&](int64_t o, int64_t s) { yp[o] = s < 0 ? fill : xp[s]; });
     });
 }

@@ -84,7 +84,8 @@ void tri_forward(const ForwardCall& call, bool upper, const char* op) {
     const TriPlan p = tri_plan(x, call.attrs(), upper, op);
     const Tensor y = call.output(0);
     check_like(y, {op, ": output"}, x, "the input");
-    dispatch_all(x.dtype(), [&]<typename T>(T) { masked_copy(p, x.data<const T>(), y.data<T>()); });
+    // By element size: a zero of every dtype is all zero bits.
+    dispatch_bytes(x.dtype(), [&]<typename U>(U) { masked_copy(p, x.data<const U>(), y.data<U>()); });
 }
 
 void tri_backward(const BackwardCall& call, bool upper, const char* op) {
