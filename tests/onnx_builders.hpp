@@ -77,7 +77,7 @@ inline void add_constant(onnx::ModelProto& m, const std::string& name, const Ten
             p->set_data_type(onnx::TensorProto::INT64);
             for (auto v : t.values<std::int64_t>()) p->add_int64_data(v);
             break;
-        case DType::boolean: FAIL() << "bool constants are not used here";
+        default: FAIL() << to_string(t.dtype()) << " constants are not used here";
     }
 }
 

@@ -350,8 +350,7 @@ TEST(ShapeInference, EveryBackendOpHasACase) {
 
 TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("div", {F({2}), F64({2})}), "parents have different dtypes");
-    EXPECT_CONTAINS(infer_error("pow", {I64({2}), I64({2})}),
-                    "parent 0 has dtype int64; expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("pow", {Bool({2}), Bool({2})}), "expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("mod", {I64({2}), F({2})}), "parents have different dtypes");
     EXPECT_CONTAINS(infer_error("mod", {Bool({2}), Bool({2})}), "expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("mod", {F({2}), F({3})}), "shapes [2] and [3] do not broadcast");
@@ -642,11 +641,11 @@ TEST(ShapeInference, ShapeErrors) {
     EXPECT_CONTAINS(infer_error("relu", {F({2, -1})}), "parent 0 has a negative dimension");
 }
 
-// add, sub, mul, div, max and min are defined on every integer dtype too (ONNX allows integers);
-// pow stays floating point (the importer computes integer Pow in float64, as ONNX Runtime), and
-// bool operands are refused by all of them.
+// add, sub, mul, div, pow, max and min are defined on every integer dtype too (ONNX allows
+// integers; the importer still computes integer Pow in float64, as ONNX Runtime), and bool
+// operands are refused by all of them; so are abs, neg and sign.
 TEST(ShapeInference, IntegerArithmeticKeepsTheIntegerDtype) {
-    for (const char* op : {"add", "sub", "mul", "div", "max", "min"}) {
+    for (const char* op : {"add", "sub", "mul", "div", "pow", "max", "min"}) {
         SCOPED_TRACE(op);
         EXPECT_EQ(infer_type(op_node(op, {}), {I64({2, 3}), I64({3})}), I64({2, 3}));
         for (DType d : {DType::int32, DType::uint8, DType::int8, DType::uint64})
@@ -655,7 +654,11 @@ TEST(ShapeInference, IntegerArithmeticKeepsTheIntegerDtype) {
         EXPECT_CONTAINS(infer_error(op, {I64({2}), F({2})}), "parents have different dtypes");
         EXPECT_CONTAINS(infer_error(op, {TensorType{{2}, DType::int32}, I64({2})}), "parents have different dtypes");
     }
-    EXPECT_CONTAINS(infer_error("pow", {I64({2}), I64({2})}), "parent 0 has dtype int64; expected float32 or float64");
+    for (const char* op : {"abs", "neg", "sign"}) {
+        SCOPED_TRACE(op);
+        EXPECT_EQ(infer_type(op_node(op, {}), {TensorType{{2}, DType::int16}}), (TensorType{{2}, DType::int16}));
+        EXPECT_CONTAINS(infer_error(op, {Bool({2})}), "parent 0 has dtype bool; expected a float or integer dtype");
+    }
     EXPECT_EQ(infer_type(op_node("clamp", {{"min", n(0)}}), {TensorType{{2}, DType::int8}}), (TensorType{{2}, DType::int8}));
     EXPECT_CONTAINS(infer_error("clamp", {Bool({2})}, {{"min", n(0)}}), "parent 0 has dtype bool; expected a float or integer dtype");
 }

@@ -820,3 +820,65 @@ TEST(OnnxImport, PowWithInt64OperandsComputesInDoubleAsOnnxRuntime) {
     // A result with no int64 value (3^40 > 2^63) fails the run, naming it.
     EXPECT_THROW(run(model(I64, I64, I64), {{"x", int64s({3, 1, 1, 1})}, {"y", int64s({40, 1, 1, 1})}}), Error);
 }
+
+// ---- ABI 1.1 dtypes through the importer ---------------------------------------------------
+
+namespace {
+/// x (elem, [n]) and a constant bound b (elem, []) -> op -> y; the bound as a typed initializer.
+onnx::ModelProto clip_model(int elem, std::int64_t n, std::int64_t max_bits) {
+    auto m = new_model(13);
+    set_type(m.mutable_graph()->add_input(), "x", elem, {n});
+    set_type(m.mutable_graph()->add_output(), "y", elem, {n});
+    auto* b = m.mutable_graph()->add_initializer();
+    b->set_name("hi");
+    b->set_data_type(elem);
+    if (elem == onnx::TensorProto::INT64) b->add_int64_data(max_bits);
+    else b->add_int32_data(static_cast<std::int32_t>(max_bits));
+    add_node(m, "Clip", {"x", "", "hi"}, {"y"});
+    return m;
+}
+}  // namespace
+
+// Integer Clip bounds are read exactly: 2^53 + 1 survives (through a double it would round to 2^53).
+TEST(OnnxImport, IntegerClipBoundsAreExact) {
+    const std::int64_t big = (std::int64_t{1} << 53) + 1;
+    Tensor x = Tensor::zeros(DType::int64, {3});
+    x.values<std::int64_t>()[0] = big;
+    x.values<std::int64_t>()[1] = big + 2;
+    x.values<std::int64_t>()[2] = 5;
+    const auto y = run(import(clip_model(onnx::TensorProto::INT64, 3, big)), {{"x", x}})[0];
+    EXPECT_EQ(std::vector<std::int64_t>(y.values<std::int64_t>().begin(), y.values<std::int64_t>().end()),
+              (std::vector<std::int64_t>{big, big, 5}));
+    // int8: 100 clipped to the bound 7, -128 kept.
+    const auto z = run(import(clip_model(onnx::TensorProto::INT8, 2, 7)),
+                       {{"x", Tensor::from_values(DType::int8, {2}, {100, -128})}})[0];
+    EXPECT_EQ(z.dtype(), DType::int8);
+    EXPECT_EQ(z.to_doubles(), (std::vector<double>{7, -128}));
+}
+
+// A typed field holding a value outside its element type's range is a malformed model, not a
+// wrapped value (int8 300 would read as 44).
+TEST(OnnxImport, NarrowTypedFieldsOutOfRangeAreRefused) {
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(clip_model(onnx::TensorProto::INT8, 2, 300)); },
+                       "tensor 'hi': value 0 (300) is outside its element type's range"));
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(clip_model(onnx::TensorProto::UINT8, 2, -1)); },
+                       "tensor 'hi': value 0 (-1) is outside its element type's range"));
+}
+
+// Neg of an integer is `neg` (modulo 2^bits); Mod with fmod = 0 stays refused on float16 as on
+// every float dtype (invalid ONNX).
+TEST(OnnxImport, IntegerNegAndFloat16ModRules) {
+    auto neg = new_model(13);
+    set_type(neg.mutable_graph()->add_input(), "x", onnx::TensorProto::INT32, {3});
+    set_type(neg.mutable_graph()->add_output(), "y", onnx::TensorProto::INT32, {3});
+    add_node(neg, "Neg", {"x"}, {"y"});
+    const auto y = run(import(neg), {{"x", Tensor::from_values(DType::int32, {3}, {5, -7, -2147483648.0})}})[0];
+    EXPECT_EQ(y.to_doubles(), (std::vector<double>{-5, 7, -2147483648.0}));  // -INT_MIN wraps to INT_MIN
+
+    auto mod = new_model(13);
+    set_type(mod.mutable_graph()->add_input(), "a", onnx::TensorProto::FLOAT16, {2});
+    set_type(mod.mutable_graph()->add_input(), "b", onnx::TensorProto::FLOAT16, {2});
+    set_type(mod.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT16, {2});
+    add_node(mod, "Mod", {"a", "b"}, {"y"});
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import(mod); }, "Mod on floating-point inputs needs fmod = 1"));
+}

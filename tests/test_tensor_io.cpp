@@ -211,6 +211,10 @@ TEST(Safetensors, MalformedFilesNameTheProblem) {
         {safetensors_bytes(R"({"w": )", ""), "malformed JSON"},
         {safetensors_bytes(R"({"w": {"dtype": "F32", "shape": [1], "offsets": [0, 4]}})", "abcd"),
          "$.w: unknown key 'offsets'"},
+        {safetensors_bytes(R"({"b": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}})", std::string("\x02\x01\x00", 3)),
+         "$.b.dtype: BOOL tensor holds a byte other than 0 or 1"},
+        {safetensors_bytes(R"({"h": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 3]}})", "abc"),
+         "offsets cover 3 bytes, shape [2] of BF16 needs 4"},
     };
     for (const auto& c : cases) {
         write_bytes(p, c.bytes);

@@ -88,6 +88,9 @@ void Optimizer::step(const ParameterMap& parameters, const ParameterMap& gradien
                              to_string(grad.shape()) + ", its parameter " +
                              string(to_string(p.dtype())) + to_string(p.shape()) +
                              " (both must be host tensors of one dtype and shape)");
+        if (!(m.capsule->dtypes >> static_cast<unsigned>(p.dtype()) & 1))
+            throw Error(ErrorCode::input, "parameter '" + key + "' is " + string(to_string(p.dtype())) + ", which " +
+                                              m.capsule->name + " does not accept (its manifest's dtypes)");
     }
     ++steps_;
     const AttributeViews attrs(step_attributes(m.options, steps_));

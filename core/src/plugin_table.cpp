@@ -50,9 +50,7 @@ capsule_kernel read_kernel(const capsule_plugin* t, std::size_t stride, std::siz
     return k;
 }
 
-/// Whether every page of [begin, begin + size) is mapped in this process: mincore fails with
-/// ENOMEM for a range with an unmapped page, without touching the memory.
-/// "float32, int32" for a dtype mask (bits past the known dtypes as "dtype N").
+/// "{float32, int32}" for a dtype mask (bits past the known dtypes as "dtype N").
 string dtype_list(std::uint64_t mask) {
     string out;
     for (unsigned d = 0; d < 64; ++d) {
@@ -64,6 +62,8 @@ string dtype_list(std::uint64_t mask) {
     return "{" + out + "}";
 }
 
+/// Whether every page of [begin, begin + size) is mapped in this process: mincore fails with
+/// ENOMEM for a range with an unmapped page, without touching the memory.
 bool mapped(const void* begin, std::size_t size) {
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto first = reinterpret_cast<std::uintptr_t>(begin) & ~(page - 1);

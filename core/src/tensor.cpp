@@ -15,14 +15,12 @@ namespace {
 constexpr std::size_t kAlignment = 64;
 
 /// `v` truncated toward zero and wrapped modulo 2^bits into integer type T (as numpy's astype);
-/// NaN and values beyond ±2^64 give 0 rather than undefined behaviour.
+/// NaN, ±inf and |v| >= 2^64 give 0 rather than undefined behaviour.
 template <typename T>
 T integer_value(double v) {
     if (!(std::fabs(v) < 18446744073709551616.0)) return T{0};
-    const double t = std::trunc(v);
-    const auto wide = t < 0 ? static_cast<std::uint64_t>(static_cast<std::int64_t>(t))
-                            : static_cast<std::uint64_t>(t);
-    return static_cast<T>(wide);
+    const auto magnitude = static_cast<std::uint64_t>(std::fabs(std::trunc(v)));  // < 2^64: defined
+    return static_cast<T>(v < 0 ? std::uint64_t{0} - magnitude : magnitude);
 }
 
 std::shared_ptr<unsigned char> host_allocate(std::size_t bytes) {

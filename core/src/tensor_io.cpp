@@ -276,6 +276,9 @@ std::map<string, Tensor> read_safetensors(const fs::path& path) {
                    " of " + dt + " needs " + (needed ? std::to_string(*needed) : string("more than 2^63-1 bytes")));
         Tensor t = Tensor::zeros(found->second, shape);
         if (t.nbytes()) std::memcpy(t.data(), bytes.data() + data_start + begin, t.nbytes());
+        if (t.dtype() == DType::boolean)  // as .npy: a bool is one byte, 0 or 1
+            for (auto b : t.values<unsigned char>())
+                if (b > 1) c.at("dtype").fail("BOOL tensor holds a byte other than 0 or 1");
         ranges.emplace_back(begin, end);
         out.emplace(name, std::move(t));
     }

@@ -9,6 +9,7 @@
  * Input values: element i is ((i % 5) - 2) * 0.5 for float inputs, i % 5 for int64, i % 2 for bool.
  * Exit status: 0, or the status code of the call that failed (the `capsule` tool's exit codes).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +34,30 @@ static void print_shape(size_t rank, const int64_t* shape) {
 
 static size_t dtype_size(capsule_dtype dtype) {
     switch (dtype) {
-        case CAPSULE_DTYPE_FLOAT32: return sizeof(float);
-        case CAPSULE_DTYPE_FLOAT64: return sizeof(double);
-        case CAPSULE_DTYPE_INT64: return sizeof(int64_t);
-        case CAPSULE_DTYPE_BOOL: return 1;
+        case CAPSULE_DTYPE_FLOAT64:
+        case CAPSULE_DTYPE_INT64:
+        case CAPSULE_DTYPE_UINT64: return 8;
+        case CAPSULE_DTYPE_FLOAT32:
+        case CAPSULE_DTYPE_INT32:
+        case CAPSULE_DTYPE_UINT32: return 4;
+        case CAPSULE_DTYPE_INT16:
+        case CAPSULE_DTYPE_UINT16:
+        case CAPSULE_DTYPE_FLOAT16:
+        case CAPSULE_DTYPE_BFLOAT16: return 2;
+        case CAPSULE_DTYPE_BOOL:
+        case CAPSULE_DTYPE_INT8:
+        case CAPSULE_DTYPE_UINT8: return 1;
     }
     return 0;
+}
+
+/* A float16's value (IEEE binary16: 1 sign, 5 exponent, 10 fraction bits). */
+static double float16_value(uint16_t h) {
+    const int exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+    const double sign = (h & 0x8000) ? -1.0 : 1.0;
+    if (exponent == 0x1f) return fraction ? NAN : sign * INFINITY;
+    if (exponent == 0) return sign * ldexp(fraction, -24);
+    return sign * ldexp(fraction + 1024, exponent - 25);
 }
 
 /* Element i of a tensor's data, as double. */
@@ -48,6 +67,20 @@ static double element(capsule_dtype dtype, const void* data, int64_t i) {
         case CAPSULE_DTYPE_FLOAT64: return ((const double*)data)[i];
         case CAPSULE_DTYPE_INT64: return (double)((const int64_t*)data)[i];
         case CAPSULE_DTYPE_BOOL: return ((const unsigned char*)data)[i];
+        case CAPSULE_DTYPE_INT32: return ((const int32_t*)data)[i];
+        case CAPSULE_DTYPE_INT16: return ((const int16_t*)data)[i];
+        case CAPSULE_DTYPE_INT8: return ((const int8_t*)data)[i];
+        case CAPSULE_DTYPE_UINT64: return (double)((const uint64_t*)data)[i];
+        case CAPSULE_DTYPE_UINT32: return ((const uint32_t*)data)[i];
+        case CAPSULE_DTYPE_UINT16: return ((const uint16_t*)data)[i];
+        case CAPSULE_DTYPE_UINT8: return ((const uint8_t*)data)[i];
+        case CAPSULE_DTYPE_FLOAT16: return float16_value(((const uint16_t*)data)[i]);
+        case CAPSULE_DTYPE_BFLOAT16: {  /* the upper half of a float32 */
+            const uint32_t bits = (uint32_t)((const uint16_t*)data)[i] << 16;
+            float f;
+            memcpy(&f, &bits, sizeof f);
+            return f;
+        }
     }
     return 0.0;
 }
@@ -71,6 +104,17 @@ static capsule_status_t* make_input(capsule_dtype dtype, size_t rank, const int6
             case CAPSULE_DTYPE_FLOAT64: ((double*)data)[i] = (double)((i % 5) - 2) * 0.5; break;
             case CAPSULE_DTYPE_INT64: ((int64_t*)data)[i] = i % 5; break;
             case CAPSULE_DTYPE_BOOL: ((unsigned char*)data)[i] = (unsigned char)(i % 2); break;
+            case CAPSULE_DTYPE_INT32: ((int32_t*)data)[i] = (int32_t)(i % 5); break;
+            case CAPSULE_DTYPE_INT16: ((int16_t*)data)[i] = (int16_t)(i % 5); break;
+            case CAPSULE_DTYPE_INT8: ((int8_t*)data)[i] = (int8_t)(i % 5); break;
+            case CAPSULE_DTYPE_UINT64: ((uint64_t*)data)[i] = (uint64_t)(i % 5); break;
+            case CAPSULE_DTYPE_UINT32: ((uint32_t*)data)[i] = (uint32_t)(i % 5); break;
+            case CAPSULE_DTYPE_UINT16: ((uint16_t*)data)[i] = (uint16_t)(i % 5); break;
+            case CAPSULE_DTYPE_UINT8: ((uint8_t*)data)[i] = (uint8_t)(i % 5); break;
+            case CAPSULE_DTYPE_FLOAT16: /* (i % 5 - 2) / 2: -1, -0.5, 0, 0.5, 1 as binary16 bits */
+                ((uint16_t*)data)[i] = (uint16_t[]){0xbc00, 0xb800, 0x0000, 0x3800, 0x3c00}[i % 5]; break;
+            case CAPSULE_DTYPE_BFLOAT16:
+                ((uint16_t*)data)[i] = (uint16_t[]){0xbf80, 0xbf00, 0x0000, 0x3f00, 0x3f80}[i % 5]; break;
         }
     }
     return NULL;

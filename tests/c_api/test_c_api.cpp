@@ -741,6 +741,10 @@ TEST(CApi, TensorErrors) {
     EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_FLOAT32, shape, 2, values, 12, &t), CAPSULE_STATUS_INPUT,
                       "byte_size is 12, a float32[2, 2] tensor has 16 bytes"));
     EXPECT_EQ(t, nullptr);
+    // A forged shape is compared with byte_size before anything is allocated (not 1 TiB, then OTHER).
+    const int64_t forged[] = {int64_t{1} << 40};
+    EXPECT_TRUE(Fails(capsule_tensor_create(CAPSULE_DTYPE_UINT8, forged, 1, values, 3, &t), CAPSULE_STATUS_INPUT,
+                      "byte_size is 3, a uint8[1099511627776] tensor has 1099511627776 bytes"));
     EXPECT_TRUE(Fails(tensor_create_with_int_dtype(13, shape, 2, values, 16, &t),
                       CAPSULE_STATUS_INPUT, "dtype 13 is not a capsule_dtype"));
     EXPECT_TRUE(Fails(tensor_create_with_int_dtype(-1, shape, 2, values, 16, &t),

@@ -72,7 +72,7 @@ echo "C API CMake consumer: ok"
 if command -v pkg-config >/dev/null 2>&1; then
     flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs capsule-c)
     # shellcheck disable=SC2086
-    "$cc" -std=c99 $c_flags $linker_flags "$c_consumer/main.c" -o "$work/c_embed_pc" $flags -Wl,-rpath,"$prefix/lib" \
+    "$cc" -std=c99 $c_flags $linker_flags "$c_consumer/main.c" -o "$work/c_embed_pc" $flags -lm -Wl,-rpath,"$prefix/lib" \
         || fail "main.c does not build with pkg-config's flags: $flags"
     check_c_embed "c_embed (pkg-config)" "$work/c_embed_pc"
     echo "C API pkg-config consumer: ok"

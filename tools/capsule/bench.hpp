@@ -37,7 +37,8 @@ struct LatencySummary {
 LatencySummary summarize(std::vector<double> ms);
 
 /// Deterministic pseudo-random host values for every runtime input of `model` (float: uniform in
-/// [-1, 1); int64: 0; bool: uniform), and for its ONNX inputs that supply parameters. When the
+/// [-1, 1); integers: 1, an index of any axis longer than 1 and never a zero divisor; bool:
+/// uniform), and for its ONNX inputs that supply parameters. When the
 /// model is JSON IR without a parameters file, its parameters are drawn the same way (weights
 /// uniform in ±1/sqrt(fan-in), batch-norm running variances 1) and added to `parameters`.
 /// Returns the values by input name, ready for bind_model_inputs. `drawn_parameters` counts the

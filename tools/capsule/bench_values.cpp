@@ -16,7 +16,8 @@ Tensor random_tensor(const TensorType& type, double scale, std::mt19937& rng) {
     for (auto& v : values) {
         switch (type.dtype) {
             case DType::boolean: v = coin(rng) ? 1 : 0; break;
-            default: v = is_floating(type.dtype) ? uniform(rng) : 0; break;  // 0: a valid index of any axis
+            // Integers: 1, an index of any axis longer than 1 and never a zero divisor.
+            default: v = is_floating(type.dtype) ? uniform(rng) : 1; break;
         }
     }
     return Tensor::from_values(type.dtype, type.shape, values);

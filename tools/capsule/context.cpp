@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 #include <spdlog/spdlog.h>
 
@@ -65,6 +66,22 @@ BackendProfile Context::profile(const std::string& name) const {
     for (const auto& p : profiles_) names += (names.empty() ? "" : ", ") + p.name;
     throw Error(ErrorCode::input, "unknown profile '" + name + "'; valid: " + names +
                           " (or a profile .json file)");
+}
+
+namespace {
+Tensor retagged(const Tensor& t, DType dtype) {
+    Tensor out = Tensor::zeros(dtype, t.shape());
+    std::memcpy(out.data(), t.data(), t.nbytes());
+    return out;
+}
+}  // namespace
+
+Tensor bfloat16_from_bits(const Tensor& t, DType declared) {
+    return t.dtype() == DType::uint16 && declared == DType::bfloat16 ? retagged(t, DType::bfloat16) : t;
+}
+
+Tensor bfloat16_as_bits(const Tensor& t) {
+    return t.dtype() == DType::bfloat16 ? retagged(t, DType::uint16) : t;
 }
 
 const BackendProfile& Context::warn_if_preference_unusable(const BackendProfile& profile) const {

@@ -13,6 +13,7 @@
 #include "capsule/error.hpp"
 #include "capsule/profile.hpp"
 #include "capsule/registry.hpp"
+#include "capsule/tensor.hpp"
 
 namespace capsule::cli {
 
@@ -64,6 +65,13 @@ private:
 /// `--input-shape` values: `NAME=1,3,224,224` or `NAME=1x3x224x224` → {NAME, [1, 3, 224, 224]}.
 /// Raises Error(input) for a missing `=`, a dimension that is not an integer, or a repeated NAME.
 std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs);
+
+/// .npy has no bfloat16 type: its bits travel as uint16 (numpy's `x.view(np.uint16)`; onnx 1.12's
+/// test data does the same). A uint16 tensor given where `declared` is bfloat16 is read as those
+/// bits; any other tensor is returned unchanged.
+Tensor bfloat16_from_bits(const Tensor& t, DType declared);
+/// A bfloat16 tensor's bits as uint16, for .npy; any other tensor unchanged.
+Tensor bfloat16_as_bits(const Tensor& t);
 
 /// Directory of the running executable (for plugin discovery next to the binaries).
 std::filesystem::path executable_dir();

@@ -72,16 +72,6 @@ const std::map<string, string>& disputed_cases() {
     return table;
 }
 
-/// onnx 1.12 wrote the test data of bfloat16 values as uint16 tensors of their bits (its
-/// numpy_helper had no bfloat16; onnx/onnx#4193): such a tensor is read as the bfloat16 the model
-/// declares. Any other tensor is returned as it is.
-Tensor as_declared(const Tensor& t, DType declared) {
-    if (t.dtype() != DType::uint16 || declared != DType::bfloat16) return t;
-    Tensor bits = Tensor::zeros(DType::bfloat16, t.shape());
-    std::memcpy(bits.data(), t.data(), t.nbytes());
-    return bits;
-}
-
 /// The dtype of the imported graph's input node `name` (float32 when no input node has it, e.g.
 /// an input that only feeds parameters).
 DType input_dtype(const ImportedModel& model, const string& name) {
@@ -280,7 +270,7 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
                                             std::to_string(model.input_names.size()));
             std::map<string, Tensor> values;
             for (std::size_t k = 0; k < inputs[s].size(); ++k)
-                values[model.input_names[k]] = as_declared(inputs[s][k], input_dtype(model, model.input_names[k]));
+                values[model.input_names[k]] = bfloat16_from_bits(inputs[s][k], input_dtype(model, model.input_names[k]));
             ParameterMap parameters = model.parameters;
             auto runtime_inputs = bind_onnx_inputs(model, values, parameters);
             auto session = Session::create(profile, *accepted.accepted, model.graph, host, parameters);
@@ -289,7 +279,7 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
                 return finish("failed", "produced " + std::to_string(got.size()) + " outputs, expected " +
                                             std::to_string(outputs[s].size()));
             for (std::size_t k = 0; k < got.size(); ++k) {
-                auto m = compare(got[k], as_declared(outputs[s][k], got[k].dtype()), r.tolerance, r,
+                auto m = compare(got[k], bfloat16_from_bits(outputs[s][k], got[k].dtype()), r.tolerance, r,
                                  sets[s].filename().string() + " output " + std::to_string(k) + " (" +
                                      model.output_names[k] + ")");
                 if (!m.ok) return finish("failed", "wrong values", m.message);

@@ -91,12 +91,15 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
     return [&options, args]() {
         Context ctx(options);
         const auto profile = ctx.profile(args->profile);
-        const auto given = read_inputs(args->inputs);
+        auto given = read_inputs(args->inputs);
         // ONNX inputs take their static shapes from the given arrays (dynamic dims are fixed).
         OnnxImportOptions import_options;
         for (const auto& [name, t] : given) import_options.input_shapes[name] = t.shape();
         LoadedModel model = load_model(args->graph, import_options);
         const Graph& graph = model.graph;
+        for (const auto& node : graph.nodes)  // a bfloat16 input arrives as its uint16 bits
+            if (auto it = given.find(node.parameter_prefix()); node.kind == NodeKind::input && it != given.end())
+                it->second = bfloat16_from_bits(it->second, node.dtype);
         ParameterMap parameters = std::move(model.parameters);
         const auto inputs = bind_model_inputs(model, given, parameters);
         auto result = profile.accept_graph(ctx.host(), graph);
@@ -119,9 +122,11 @@ Command add_run_command(CLI::App& app, const GlobalOptions& options) {
         std::filesystem::create_directories(args->output_dir);
         for (std::size_t i = 0; i < outputs.size(); ++i) {
             const auto& path = files[i];
-            write_npy(path, outputs[i]);
+            write_npy(path, bfloat16_as_bits(outputs[i]));
             std::cout << "wrote " << path.string() << " " << to_string(outputs[i].dtype())
-                      << to_string(outputs[i].shape()) << "\n";
+                      << to_string(outputs[i].shape())
+                      << (outputs[i].dtype() == DType::bfloat16 ? " (its bits as uint16: .npy has no bfloat16)" : "")
+                      << "\n";
         }
         return int(kOk);
     };

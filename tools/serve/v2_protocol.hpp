@@ -2,7 +2,8 @@
 // parsing and response building for infer, model metadata and errors, with the binary tensor data
 // extension (Triton's `binary_tensor_data`). No HTTP here: bodies in, bodies out.
 //
-// Tensors: datatypes FP32, FP64, INT64 and BOOL (the runtime's dtypes), row-major. JSON `data` is
+// Tensors: datatypes FP32, FP64, FP16, BF16, INT64, INT32, INT16, INT8, UINT64, UINT32, UINT16, UINT8
+// and BOOL (the runtime's dtypes; BF16 is Triton's name), row-major. JSON `data` is
 // the flattened tensor or the same values as nested arrays. With the binary extension, the body
 // is the JSON header (its length in the Inference-Header-Content-Length HTTP header) followed by
 // each binary input's bytes, in the order of `inputs`, sized by its
@@ -33,7 +34,7 @@ struct ProtocolError : std::runtime_error {
     int status;
 };
 
-/// The protocol's name of a dtype (FP32, FP64, INT64, BOOL).
+/// The protocol's name of a dtype (FP32, FP64, FP16, BF16, INT64 ... INT8, UINT64 ... UINT8, BOOL).
 std::string_view datatype_name(DType dtype);
 
 /// A parsed, validated infer request for one model version.

@@ -73,7 +73,7 @@ extern "C" {
 /* Version of this C API. A newer minor version only adds functions or enum values; a different
  * major version changes or removes something. Compare with capsule_c_api_version at run time. */
 #define CAPSULE_C_API_MAJOR 1
-#define CAPSULE_C_API_MINOR 0
+#define CAPSULE_C_API_MINOR 1
 
 /* The opaque handles (see the sections below). */
 typedef struct capsule_host_t capsule_host_t;
@@ -361,13 +361,16 @@ CAPSULE_C_API capsule_status_t* capsule_tensor_get_data(const capsule_tensor_t* 
 CAPSULE_C_API capsule_status_t* capsule_tensor_get_mutable_data(capsule_tensor_t* tensor, void** out_data,
                                                                 size_t* out_byte_size);
 
-/* Reads a NumPy .npy file (float32 `<f4`, float64 `<f8`, int64 `<i8`, bool `|b1`; C order).
+/* Reads a NumPy .npy file (float32 `<f4`, float64 `<f8`, float16 `<f2`, int64 `<i8`, int32 `<i4`,
+ * int16 `<i2`, int8 `|i1`, uint64 `<u8`, uint32 `<u4`, uint16 `<u2`, uint8 `|u1`, bool `|b1`; C
+ * order; numpy has no bfloat16).
  * INPUT: NULL argument, missing file, bad header, truncated data, Fortran order, another dtype.
  * Ownership: *out_tensor belongs to the caller (capsule_tensor_release). */
 CAPSULE_C_API capsule_status_t* capsule_tensor_read_npy(const char* path, capsule_tensor_t** out_tensor);
 
 /* Writes the tensor as a NumPy .npy file (format 1.0).
- * INPUT: NULL argument. OTHER: the file cannot be written. */
+ * INPUT: NULL argument, a bfloat16 tensor (numpy has no such type). OTHER: the file cannot be
+ * written. */
 CAPSULE_C_API capsule_status_t* capsule_tensor_write_npy(const capsule_tensor_t* tensor, const char* path);
 
 /* Releases a tensor. NULL: does nothing. */

@@ -114,8 +114,9 @@ std::vector<std::string> onnx_graph_inputs(const std::filesystem::path& path);
 std::vector<std::string> onnx_non_tensor_values(const std::filesystem::path& path);
 
 /// Reads a serialised ONNX TensorProto (the `input_K.pb` / `output_K.pb` files of the ONNX
-/// backend test data). Supported element types: float, double, int64, bool. Raises Error(input)
-/// for a missing or malformed file or another element type.
+/// backend test data). Supported element types: float, double, float16, bfloat16, int64, int32,
+/// int16, int8, uint64, uint32, uint16, uint8, bool. Raises Error(input) for a missing or
+/// malformed file (a value outside its element type's range included) or another element type.
 Tensor read_onnx_tensor(const std::filesystem::path& path);
 /// read_onnx_tensor, returning another element type as OnnxUnsupported instead of raising it.
 std::variant<Tensor, OnnxUnsupported> try_read_onnx_tensor(const std::filesystem::path& path);

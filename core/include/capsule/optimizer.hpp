@@ -52,7 +52,8 @@ public:
 
     /// One step (PyTorch's update rule) for every parameter that has a gradient: `parameters`
     /// are updated in place (the tensors a CPU Session reads, see Session::parameters()).
-    /// Raises Error(input) when a gradient names no parameter or differs in dtype/shape,
+    /// Raises Error(input) when a gradient names no parameter or differs in dtype/shape, or a
+    /// parameter's dtype is not among the capsule's (KernelCapsule::dtypes),
     /// Error(other) when the capsule fails (its message kept).
     void step(const ParameterMap& parameters, const ParameterMap& gradients);
 

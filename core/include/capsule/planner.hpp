@@ -53,7 +53,9 @@ ExecutionPlan plan_ops(const CapsuleRegistry& registry, const Availability& avai
 /// every runtime node, keeping its id: the first admissible capsule of its op (in preference order)
 /// that accepts the dtypes of the node's parents and output (KernelCapsule::dtypes). A planning
 /// failure names the node:
-/// `no admissible backend capsule for op <op> on device <device> (node <id>)` plus refusals.
+/// `no admissible backend capsule for op <op> on device <device> (node <id>)`, then
+/// ` with dtypes <dtypes>` when the node has a dtype beyond float32, float64, int64 and bool, plus
+/// refusals.
 GraphExecutionPlan plan_graph(const CapsuleRegistry& registry, const Availability& availability,
                               const ExecutionConfig& config, const Graph& graph);
 

@@ -139,8 +139,9 @@ public:
     /// Builds a session. `plan` must come from `profile` gating `graph`.
     /// Raises Error(probe) (host OS/arch not the target's, plugin stub/failed/unusable, capsule
     /// planner-only/not-wired), Error(input) (graph/plan mismatch, missing, extra or mistyped
-    /// parameters, options.threads negative or above SessionOptions::kMaxThreads), Error (device
-    /// allocation or upload failure).
+    /// parameters, options.threads negative or above SessionOptions::kMaxThreads),
+    /// Error(planning) (the plan puts a node on a capsule whose `dtypes` lack one of the node's
+    /// dtypes), Error (device allocation or upload failure).
     static Session create(const BackendProfile& profile, const AcceptedPlan& plan,
                           const Graph& graph, const PluginHost& host,
                           const ParameterMap& parameters, const SessionOptions& options = {});

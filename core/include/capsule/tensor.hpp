@@ -23,7 +23,8 @@ public:
     /// a size past 2^63-1 elements or bytes (checked_byte_size), Error when memory is exhausted.
     static Tensor zeros(DType dtype, Shape shape);
     /// A host tensor holding `values` converted to `dtype`: integers truncated toward zero and
-    /// wrapped to the dtype's width, bool as value != 0, float16/bfloat16 rounded to nearest even.
+    /// wrapped to the dtype's width (NaN, ±inf and |value| >= 2^64 give 0), bool as value != 0,
+    /// float16/bfloat16 rounded to nearest even.
     /// Raises Error(input) when the count differs from the shape's element count.
     static Tensor from_values(DType dtype, Shape shape, const std::vector<double>& values);
     /// An uninitialised tensor on a non-CPU device, allocated through `device`. Raises Error(input)

@@ -635,16 +635,17 @@ capsule_status_t* capsule_tensor_create(capsule_dtype dtype, const int64_t* shap
         if (rank > kMaxRank)
             invalid(fn, "rank is " + std::to_string(rank) + "; at most " + std::to_string(kMaxRank) + " is accepted");
         capsule::Shape dims(shape, shape + rank);
+        // Sizes are compared before anything is allocated: a forged shape with a few bytes of data
+        // is the caller's mistake, not an allocation failure.
+        const auto nbytes = capsule::byte_size(dims, type);  // Error(input) for a bad shape
+        if (data == nullptr && byte_size != 0)
+            invalid(fn, "data is NULL but byte_size is " + std::to_string(byte_size) +
+                            " (give 0 for a zero-filled tensor)");
+        if (data != nullptr && byte_size != nbytes)
+            invalid(fn, "byte_size is " + std::to_string(byte_size) + ", a " + std::string(capsule::to_string(type)) +
+                            capsule::to_string(dims) + " tensor has " + std::to_string(nbytes) + " bytes");
         auto tensor = capsule::Tensor::zeros(type, dims);
-        if (data == nullptr) {
-            if (byte_size != 0)
-                invalid(fn, "data is NULL but byte_size is " + std::to_string(byte_size) +
-                                " (give 0 for a zero-filled tensor)");
-        } else {
-            if (byte_size != tensor.nbytes())
-                invalid(fn, "byte_size is " + std::to_string(byte_size) + ", a " +
-                                std::string(capsule::to_string(type)) + capsule::to_string(dims) + " tensor has " +
-                                std::to_string(tensor.nbytes()) + " bytes");
+        if (data != nullptr) {
             if (type == capsule::DType::boolean) {
                 const auto* bytes = static_cast<const unsigned char*>(data);
                 for (size_t i = 0; i < byte_size; ++i)

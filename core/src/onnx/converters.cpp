@@ -137,13 +137,14 @@ void convert_mod(ImportContext& c, const onnx::NodeProto& n) {
     const bool fmod = attr_int(n, "fmod", 0) != 0;
     Id a = c.runtime(n.input(0)), b = c.runtime(n.input(1));
     const DType dtype = c.node_type(a).dtype;
-    if (!fmod && (dtype == DType::float32 || dtype == DType::float64))
+    if (!fmod && is_floating(dtype))
         unsupported("Mod on floating-point inputs needs fmod = 1 (ONNX: 'If the input type is floating point, then "
                     "fmod attribute must be set to 1')");
     c.define_node(out0(n), c.add("mod", {a, b}, {{"fmod", fmod}}, out0(n)));
 }
 
-/// ONNX Pow: `pow` when base and exponent share a float dtype. Otherwise (an integer operand, or
+/// ONNX Pow: `pow` when base and exponent share dtype float32 or float64. Otherwise (an integer or
+/// 16-bit float operand, or
 /// float32 with float64) as ONNX Runtime computes it, static_cast<T>(std::pow(double(x),
 /// double(y))): both cast to float64, `pow`, and the result cast to the base's dtype T (an int64
 /// result truncated toward zero; exact while it is below 2^53; one without an int64 value fails the
@@ -152,7 +153,7 @@ void convert_pow(ImportContext& c, const onnx::NodeProto& n) {
     legacy_broadcast_check(c, n);
     Id x = c.runtime(n.input(0)), y = c.runtime(n.input(1));
     const DType base = c.node_type(x).dtype, exponent = c.node_type(y).dtype;
-    if (base == exponent && is_floating(base)) {
+    if (base == exponent && (base == DType::float32 || base == DType::float64)) {
         c.define_node(out0(n), c.add("pow", {x, y}, {}, out0(n)));
         return;
     }
@@ -198,16 +199,25 @@ void convert_clip(ImportContext& c, const onnx::NodeProto& n) {
         if (find_attr(n, "min")) attrs["min"] = double(attr_float(n, "min", 0));
         if (find_attr(n, "max")) attrs["max"] = double(attr_float(n, "max", 0));
     } else {
-        if (!input_name(n, 1).empty()) attrs["min"] = scalar_value(c, n.input(1), "Clip's min");
-        if (!input_name(n, 2).empty()) attrs["max"] = scalar_value(c, n.input(2), "Clip's max");
+        // Integer bounds are read exactly (through double, int64 bounds beyond 2^53 would round);
+        // a uint64 bound beyond int64 is refused by scalar_int.
+        const bool integer = is_integer(c.node_type(x0(c, n)).dtype);
+        auto bound = [&](int k, const char* what) -> AttrValue {
+            if (integer) return scalar_int(c, n.input(k), what);
+            return scalar_value(c, n.input(k), what);
+        };
+        if (!input_name(n, 1).empty()) attrs["min"] = bound(1, "Clip's min");
+        if (!input_name(n, 2).empty()) attrs["max"] = bound(2, "Clip's max");
     }
     if (attrs.empty()) return alias(c, out0(n), n.input(0));
     c.define_node(out0(n), c.add("clamp", {x0(c, n)}, attrs, out0(n)));
 }
 
 void convert_neg(ImportContext& c, const onnx::NodeProto& n) {
-    // -x is exact as x * -1 in IEEE arithmetic.
-    c.define_node(out0(n), c.add("scale", {x0(c, n)}, {{"factor", -1.0}}, out0(n)));
+    // Floats: -x is exact as x * -1 in IEEE arithmetic. Integers: `neg`, modulo 2^bits.
+    const Id x = x0(c, n);
+    if (is_integer(c.node_type(x).dtype)) return c.define_node(out0(n), c.add("neg", {x}, {}, out0(n)));
+    c.define_node(out0(n), c.add("scale", {x}, {{"factor", -1.0}}, out0(n)));
 }
 
 void convert_prelu(ImportContext& c, const onnx::NodeProto& n) {

@@ -1,6 +1,8 @@
 // ONNX model loading: protobuf parsing, onnx::checker, static input shapes, onnx shape inference,
 // initializers, the node-by-node import loop, and the tensor-file and model-loading entry points.
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -60,7 +62,16 @@ void copy_typed(Tensor& t, const Field& field, const string& what) {
         throw Error(ErrorCode::input, what + ": holds " + std::to_string(field.size()) + " values, shape " +
                          to_string(t.shape()) + " needs " + std::to_string(t.numel()));
     auto out = t.values<T>();
-    for (int i = 0; i < field.size(); ++i) out[i] = static_cast<T>(field.Get(i));
+    for (int i = 0; i < field.size(); ++i) {
+        const auto v = field.Get(i);
+        // A wider field (int32_data for int8 ... uint16 and the 16-bit floats' bits, uint64_data for
+        // uint32) must hold values of T: anything else is a malformed tensor, not a wrapped value.
+        if constexpr (std::is_integral_v<T> && std::is_integral_v<decltype(v)>)
+            if (!std::in_range<T>(v))
+                throw Error(ErrorCode::input, what + ": value " + std::to_string(i) + " (" + std::to_string(v) +
+                                                  ") is outside its element type's range");
+        out[i] = static_cast<T>(v);
+    }
 }
 
 }  // namespace

@@ -121,6 +121,8 @@ private:
 TensorType rand_uniform(Context& c);
 TensorType bernoulli_mask(Context& c);
 TensorType unary_float(Context& c);
+/// One parent of any dtype but bool (abs, neg, sign), kept by the output.
+TensorType unary_numeric(Context& c);
 TensorType binary_broadcast(Context& c);
 /// binary_broadcast for ops defined on int64 too (add, sub, mul, max, min): the parents share
 /// one dtype, float32, float64 or int64.

@@ -31,6 +31,13 @@ TensorType unary_float(Context& c) {
     return {c.shape(0), c.floats({0})};
 }
 
+TensorType unary_numeric(Context& c) {
+    c.arity(1);
+    c.attributes({});
+    if (c.in(0).dtype == DType::boolean) fail("parent 0 has dtype bool; expected a float or integer dtype");
+    return {c.shape(0), c.in(0).dtype};
+}
+
 TensorType binary_broadcast(Context& c) {
     c.arity(2);
     c.attributes({});

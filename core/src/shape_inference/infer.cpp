@@ -27,12 +27,14 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::mul:
         case BackendOp::max:
         case BackendOp::min:
-        case BackendOp::div: return binary_broadcast_numeric(c);
-        case BackendOp::pow: return binary_broadcast(c);
+        case BackendOp::div:
+        case BackendOp::pow: return binary_broadcast_numeric(c);
         case BackendOp::mod: return mod(c);
         case BackendOp::scale: return scale(c);
         case BackendOp::clamp: return clamp(c);
         case BackendOp::abs:
+        case BackendOp::neg:
+        case BackendOp::sign: return unary_numeric(c);
         case BackendOp::sqrt:
         case BackendOp::relu:
         case BackendOp::sigmoid:
@@ -42,11 +44,9 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::sin:
         case BackendOp::cos:
         case BackendOp::inv:
-        case BackendOp::neg:
         case BackendOp::erf:
         case BackendOp::floor:
         case BackendOp::ceil:
-        case BackendOp::sign:
         case BackendOp::tan:
         case BackendOp::asin:
         case BackendOp::acos:
