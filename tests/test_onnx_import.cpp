@@ -366,6 +366,76 @@ TEST_P(OnnxModels, MatchPyTorchReference) {
 INSTANTIATE_TEST_SUITE_P(Real, OnnxModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
 
 namespace {
+void add_float_vector(onnx::GraphProto& g, const std::string& name, std::vector<std::int64_t> dims,
+                      const std::vector<float>& values) {
+    auto* t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (auto v : values) t->add_float_data(v);
+}
+}  // namespace
+
+// A uint8-input image classifier, as deployed models take camera frames: an NHWC uint8 image is
+// Cast to float, scaled to [0, 1], normalised with ImageNet's mean and std (torchvision's
+// Normalize) and transposed to NCHW in front of squeezenet1_1. Its output must be the float
+// model's on the same preprocessing done here in float32, in the same order (that model matches
+// PyTorch's recorded output, MatchPyTorchReference), bit for bit: the same kernels run.
+TEST(OnnxModels, Uint8ImageClassifierMatchesItsFloatModel) {
+    const fs::path file = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / "squeezenet1_1" / "model.onnx";
+    onnx::ModelProto m;
+    std::ifstream in(file, std::ios::binary);
+    ASSERT_TRUE(m.ParseFromIstream(&in)) << file;
+    onnx::GraphProto& g = *m.mutable_graph();
+    ASSERT_EQ(g.input(0).name(), "input");
+    g.mutable_input(0)->Clear();
+    set_type(g.mutable_input(0), "image", onnx::TensorProto::UINT8, {2, 224, 224, 3});
+    const std::vector<float> mean{0.485f, 0.456f, 0.406f}, std_dev{0.229f, 0.224f, 0.225f};
+    add_float_vector(g, "scale", {}, {255.0f});
+    add_float_vector(g, "mean", {3}, mean);
+    add_float_vector(g, "std", {3}, std_dev);
+    onnx::GraphProto pre;
+    auto node = [&](const std::string& op, std::vector<std::string> ins, const std::string& out) {
+        auto* n = pre.add_node();
+        n->set_op_type(op);
+        n->set_name(out + "_node");
+        for (auto& i : ins) n->add_input(i);
+        n->add_output(out);
+        return n;
+    };
+    auto* cast = node("Cast", {"image"}, "pixels");
+    auto* to = cast->add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(onnx::TensorProto::FLOAT);
+    node("Div", {"pixels", "scale"}, "unit");
+    node("Sub", {"unit", "mean"}, "centred");
+    node("Div", {"centred", "std"}, "normalised");
+    auto* perm = node("Transpose", {"normalised"}, "input")->add_attribute();
+    perm->set_name("perm");
+    perm->set_type(onnx::AttributeProto::INTS);
+    for (auto p : {0, 3, 1, 2}) perm->add_ints(p);
+    for (const auto& n : g.node()) *pre.add_node() = n;  // the classifier after the preprocessing
+    g.mutable_node()->Swap(pre.mutable_node());
+    const auto uint8_model = import(m);
+    EXPECT_EQ(uint8_model.graph.nodes[0].dtype, DType::uint8);
+
+    const std::int64_t n = 2 * 224 * 224 * 3;
+    Tensor image = Tensor::zeros(DType::uint8, {2, 224, 224, 3});
+    Tensor nchw = Tensor::zeros(DType::float32, {2, 3, 224, 224});
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto u = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
+        image.values<std::uint8_t>()[i] = u;
+        const std::int64_t c = i % 3, x = (i / 3) % 224, y = (i / (3 * 224)) % 224, b = i / (3 * 224 * 224);
+        nchw.values<float>()[((b * 3 + c) * 224 + y) * 224 + x] = (static_cast<float>(u) / 255.0f - mean[c]) / std_dev[c];
+    }
+    const Tensor got = run(uint8_model, {{"image", image}})[0];
+    const Tensor want = run(import_onnx(file), {{"input", nchw}})[0];
+    ASSERT_EQ(got.shape(), (Shape{2, 1000}));
+    EXPECT_TRUE(got.bitwise_equal(want));
+}
+
+namespace {
 
 /// numpy.einsum by brute force, the independent check of the Einsum converter: every assignment
 /// of the labels' indices, multiplying the operands' entries into the output entry. `output` is

@@ -1,8 +1,9 @@
 // The elementwise kernel templates of the reference plugin: unary ops y = f(x) and binary ops
 // with NumPy broadcasting, forward and backward, plus the number attribute readers they use.
 // Forward kernels take a dtype set (dtypes.hpp; float32 and float64 by default) and compute
-// float16 / bfloat16 in float (load / store); backward kernels take float32 and float64. Each elementwise family (elementwise.cpp, activation.cpp, ...)
-// instantiates them with its formulas, so the validation and the broadcast loops exist once.
+// float16 / bfloat16 in float (load / store); backward kernels take float32 and float64. Each
+// elementwise family (elementwise.cpp, activation.cpp, ...) instantiates them with its formulas,
+// so the validation and the broadcast loops exist once.
 //
 // Forward loops over same-shaped operands are split between the node's granted threads
 // (parallel.hpp; the kernels are registered with kThreadGrant). Backward kernels overwrite
