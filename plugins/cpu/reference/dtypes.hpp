@@ -25,6 +25,10 @@ constexpr uint64_t kUnsignedDtypes = dtype_bit(CAPSULE_DTYPE_UINT8) | dtype_bit(
 constexpr uint64_t kIntegerDtypes = kSignedDtypes | kUnsignedDtypes;
 constexpr uint64_t kBoolDtype = dtype_bit(CAPSULE_DTYPE_BOOL);
 constexpr uint64_t kAllDtypes = kFloatDtypes | kHalfDtypes | kIntegerDtypes | kBoolDtype;
+// The sets several kernels share: a kernel's dispatch and its table entry's mask use the same one.
+constexpr uint64_t kArithmetic = kFloatDtypes | kIntegerDtypes;               // add, div, clamp, ...
+constexpr uint64_t kOrdered = kFloatDtypes | kIntegerDtypes | kHalfDtypes;    // max, min, mod, abs
+constexpr uint64_t kNegates = kFloatDtypes | kSignedDtypes | kHalfDtypes;     // neg
 
 constexpr bool in_set(uint64_t set, capsule_dtype d) {
     return d >= 0 && d < 64 && (set & dtype_bit(d)) != 0;

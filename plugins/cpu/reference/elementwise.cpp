@@ -101,9 +101,6 @@ T min_of(T a, T b) {  // torch.minimum: NaN if either is NaN
     return b < a ? b : a;
 }
 
-constexpr uint64_t kArithmetic = kFloatDtypes | kIntegerDtypes;
-constexpr uint64_t kOrdered = kFloatDtypes | kIntegerDtypes | kHalfDtypes;
-
 /// A clamp bound for integer dtype T: rounded into the integers (up for the lower bound, down
 /// for the upper one, which keeps the integers of [lo, hi]) and saturated to T's range. An
 /// integer attribute is read exactly (a double holds int64 values only up to 2^53).
@@ -491,7 +488,7 @@ void pow_backward(const BackwardCall& call) {
 
 // neg: also signed integers (-INT_MIN = INT_MIN, numpy) and float16 / bfloat16 (exact).
 void neg_forward(const ForwardCall& call) {
-    unary_forward<kFloatDtypes | kSignedDtypes | kHalfDtypes>(call, "neg", [](auto x) {
+    unary_forward<kNegates>(call, "neg", [](auto x) {
         if constexpr (std::is_integral_v<decltype(x)>) return wrapping_neg(x);
         else return -x;
     });

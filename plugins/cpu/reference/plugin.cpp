@@ -19,9 +19,6 @@ constexpr capsule_release_fn kReleaseGrant = plugin::release_entry<ThreadGrant>;
 // without a mask take ABI 1.0's float32, float64, int64 and bool.
 constexpr uint64_t kMoves = kAllDtypes;  // they move elements: every dtype (index tensors int64)
 constexpr uint64_t kCompares = kAllDtypes;  // any operand dtype, bool result
-constexpr uint64_t kArithmetic = kFloatDtypes | kIntegerDtypes;
-constexpr uint64_t kOrdered = kFloatDtypes | kIntegerDtypes | kHalfDtypes;  // argmax: int64 result
-constexpr uint64_t kNegates = kFloatDtypes | kSignedDtypes | kHalfDtypes;
 
 constexpr capsule_kernel kKernels[] = {
     kernel("reference.rand_uniform", forward_entry<rand_uniform_forward>),
