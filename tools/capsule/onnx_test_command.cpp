@@ -63,6 +63,10 @@ const std::map<string, string>& disputed_cases() {
         {"node/test_maxunpool_export_with_output_shape",
          "disputed test data: its indices address the unpooled shape, padded to output_shape; ONNX Runtime "
          "(microsoft/onnxruntime#2193) and PyTorch's max_unpool2d write them into output_shape (onnx/onnx#2398)"},
+        {"node/test_adam_multiple",
+         "disputed test data: the node leaves epsilon at its default (1e-6, the Adam-1 schema's), but its "
+         "expected outputs were computed with epsilon = 1e-2 (onnx's adam.py gives epsilon to apply_adam only, "
+         "not to make_node); with 1e-6 Capsule matches onnx's apply_adam"},
         {"node/test_cast_FLOAT_to_BFLOAT16", bfloat16},
         {"node/test_castlike_FLOAT_to_BFLOAT16", bfloat16},
         {"node/test_castlike_FLOAT_to_BFLOAT16_expanded", bfloat16},

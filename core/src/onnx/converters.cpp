@@ -168,6 +168,29 @@ void convert_pow(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("cast", {c.add("pow", {x, y})}, {{"to", string(to_string(base))}}, out0(n)));
 }
 
+/// ONNX BitShift (unsigned integers): x << y as x · 2^y and x >> y as x / 2^y (truncating), with the
+/// integer `pow` and `mul` wrapping modulo 2^bits, so a left shift by the width or more is 0; a
+/// right shift by the width or more is 0 too (the divisor's exponent is clamped below the width,
+/// where 2^y would wrap to 0, and such elements are then replaced by 0).
+void convert_bit_shift(ImportContext& c, const onnx::NodeProto& n) {
+    const string direction = attr_string(n, "direction", "");
+    if (direction != "LEFT" && direction != "RIGHT") unsupported("BitShift direction '" + direction + "' (LEFT or RIGHT)");
+    const Id x = c.runtime(n.input(0)), y = c.runtime(n.input(1));
+    const DType dtype = c.node_type(x).dtype;
+    if (dtype != DType::uint8 && dtype != DType::uint16 && dtype != DType::uint32 && dtype != DType::uint64)
+        unsupported("BitShift of " + string(to_string(dtype)) + " (ONNX allows unsigned integers)");
+    const Id two = scalar_constant(c, n, "two", dtype, 2);
+    if (direction == "LEFT") {
+        c.define_node(out0(n), c.add("mul", {x, c.add("pow", {two, y})}, {}, out0(n)));
+        return;
+    }
+    const double width = 8.0 * static_cast<double>(dtype_size(dtype));
+    const Id divisor = c.add("pow", {two, c.add("clamp", {y}, {{"max", static_cast<std::int64_t>(width) - 1}})});
+    const Id shifted_out = c.add("greater_equal", {y, scalar_constant(c, n, "width", dtype, width)});
+    c.define_node(out0(n), c.add("where", {shifted_out, scalar_constant(c, n, "zero", dtype, 0), c.add("div", {x, divisor})},
+                                 {}, out0(n)));
+}
+
 void convert_mean(ImportContext& c, const onnx::NodeProto& n) {
     Id acc = c.runtime(n.input(0));
     for (int k = 1; k < n.input_size(); ++k) acc = c.add("add", {acc, c.runtime(n.input(k))});
@@ -1573,6 +1596,7 @@ const std::map<string, Converter>& converters() {
         t["Cast"] = convert_cast;
         t["CastLike"] = convert_cast_like;
         t["Mod"] = convert_mod;
+        t["BitShift"] = convert_bit_shift;
         t["Einsum"] = convert_einsum;
         t["GatherND"] = convert_gather_nd;
         t["ScatterND"] = convert_scatter_nd;
@@ -1645,6 +1669,7 @@ const std::map<string, Converter>& converters() {
         t["ReduceL2"] = convert_reduce_l2;
         t["ReduceLogSum"] = reduce("reduce_sum", {}, "log");
         t["ReduceLogSumExp"] = convert_reduce_log_sum_exp;
+        add_quantization_converters(t);
         return t;
     }();
     return table;
@@ -1660,15 +1685,11 @@ string known_unsupported_reason(const string& op) {
             r[o] = "sequence and optional values are not supported (tensors only)";
         for (auto o : {"StringNormalizer", "TfIdfVectorizer", "RegexFullMatch", "StringConcat"})
             r[o] = "string tensors are not supported";
-        for (auto o : {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
-                       "QLinearMatMul", "ConvInteger", "MatMulInteger"})
-            r[o] = "quantized (8-bit integer) ops are not supported";
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
         for (auto o : {"RoiAlign", "MaxRoiPool"}) r[o] = "region-of-interest pooling is not supported";
         for (auto o : {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
             r[o] = "no BackendOp for signal processing";
-        for (auto o : {"Adam", "Adagrad", "Momentum", "Gradient"}) r[o] = "training ops (ai.onnx.preview.training) are not supported";
         return r;
     }();
     auto it = reasons.find(op);

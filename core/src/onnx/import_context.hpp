@@ -116,6 +116,12 @@ private:
 using Converter = std::function<void(ImportContext&, const onnx::NodeProto&)>;
 /// The converter table (converters.cpp): ONNX op type (default domain) → converter.
 const std::map<std::string, Converter>& converters();
+/// ONNX's training domain, whose optimizer ops (Adagrad, Adam, Momentum) are imported.
+inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+/// The converters of that domain's optimizer ops (training_ops.cpp).
+const std::map<std::string, Converter>& training_converters();
+/// Adds the converters of ONNX's quantization ops (quantization.cpp) to `table`.
+void add_quantization_converters(std::map<std::string, Converter>& table);
 /// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
 /// (resize.cpp).
 void convert_resize(ImportContext& c, const onnx::NodeProto& n);

@@ -441,8 +441,15 @@ namespace {
 /// build's libonnx knows: its semantics are unchecked here.
 std::int64_t default_opset(const onnx::ModelProto& model, const string& src) {
     std::int64_t opset = -1;
-    for (const auto& imp : model.opset_import())
+    bool training = false;
+    for (const auto& imp : model.opset_import()) {
         if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
+        training = training || imp.domain() == kTrainingDomain;
+    }
+    const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+    // A model of optimizer ops alone imports only the training domain; its nodes have no
+    // default-domain semantics to version.
+    if (opset < 0 && training) return newest;
     if (opset < 0) {
         string domains;
         for (const auto& imp : model.opset_import()) domains += (domains.empty() ? "" : ", ") + imp.domain();
@@ -450,7 +457,6 @@ std::int64_t default_opset(const onnx::ModelProto& model, const string& src) {
                    "; ops outside ai.onnx are not supported",
                "", "op domain " + domains + " (only ai.onnx is supported)");
     }
-    const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
     if (opset > newest)
         refuse(src + ": the model imports ai.onnx opset " + std::to_string(opset) +
                    ", newer than the newest this build's libonnx knows (" + std::to_string(newest) +
@@ -620,8 +626,16 @@ void record_folded(ImportContext& ctx, const onnx::NodeProto& node) {
 
 /// Folds `node` into constants where it can, else converts it; Unsupported when neither.
 void convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
+    if (node.domain() == kTrainingDomain) {
+        auto it = training_converters().find(node.op_type());
+        if (it == training_converters().end())
+            unsupported("op " + node.op_type() + " of domain '" + node.domain() + "' is not supported (of that domain: "
+                        "Adagrad, Adam, Momentum)");
+        return it->second(ctx, node);
+    }
     if (!node.domain().empty() && node.domain() != "ai.onnx")
-        unsupported("op domain '" + node.domain() + "' is not supported (only the default ai.onnx domain)");
+        unsupported("op domain '" + node.domain() + "' is not supported (only the default ai.onnx domain and " +
+                    kTrainingDomain + "'s optimizers)");
     if (try_fold(ctx, node)) {
         record_folded(ctx, node);
         return;
