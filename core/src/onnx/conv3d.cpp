@@ -29,7 +29,7 @@ Tensor depth_slice(const Tensor& weight, std::int64_t kd) {
 
 }  // namespace
 
-Id conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, Id x, const Window& w, std::int64_t groups,
+Id conv3d_by_depth_slices(ImportContext& c, Id x, const Window& w, std::int64_t groups,
                           const string& weight_name, const string& bias, const string& name) {
     const Shape in = c.node_type(x).shape;
     const Tensor& weight = c.constant(weight_name, "3-D Conv weight (a constant: its depth slices become conv2d weights)");

@@ -461,7 +461,7 @@ void convert_conv(ImportContext& c, const onnx::NodeProto& n) {
         unsupported("kernel_shape differs from the weight's shape");
     Window w = window(n, in, kernel);
     if (in.size() == 5) {
-        c.define_node(out0(n), conv3d_by_depth_slices(c, n, x, w, attr_int(n, "group", 1), n.input(1), input_name(n, 2), out0(n)));
+        c.define_node(out0(n), conv3d_by_depth_slices(c, x, w, attr_int(n, "group", 1), n.input(1), input_name(n, 2), out0(n)));
         return;
     }
     if (!symmetric(w)) {
@@ -1670,6 +1670,7 @@ const std::map<string, Converter>& converters() {
         t["ReduceLogSum"] = reduce("reduce_sum", {}, "log");
         t["ReduceLogSumExp"] = convert_reduce_log_sum_exp;
         add_quantization_converters(t);
+        add_signal_converters(t);
         return t;
     }();
     return table;
@@ -1688,8 +1689,6 @@ string known_unsupported_reason(const string& op) {
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
         for (auto o : {"RoiAlign", "MaxRoiPool"}) r[o] = "region-of-interest pooling is not supported";
-        for (auto o : {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"})
-            r[o] = "no BackendOp for signal processing";
         return r;
     }();
     auto it = reasons.find(op);

@@ -48,8 +48,11 @@ public:
     std::int64_t opset() const { return opset_; }
     /// The ONNX node being converted (for names of helper nodes).
     const onnx::NodeProto* current = nullptr;
-    /// Set when an import fails because a graph input must be a constant.
+    /// Set when an import fails because a value must be a constant: the graph input it is, or
+    /// one it is computed from (specialising the model to that input may make it foldable).
     std::string needed_constant_input;
+    /// A graph input that node `id` is computed from ("" when none: e.g. only from parameters).
+    std::string graph_input_feeding(std::int64_t id) const;
 
     bool has(const std::string& name) const { return values_.count(name) != 0; }
     Value& value(const std::string& name);
@@ -122,6 +125,8 @@ inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 const std::map<std::string, Converter>& training_converters();
 /// Adds the converters of ONNX's quantization ops (quantization.cpp) to `table`.
 void add_quantization_converters(std::map<std::string, Converter>& table);
+/// Adds the converters of ONNX's signal-processing ops (signal.cpp) to `table`.
+void add_signal_converters(std::map<std::string, Converter>& table);
 /// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
 /// (resize.cpp).
 void convert_resize(ImportContext& c, const onnx::NodeProto& n);
@@ -147,7 +152,7 @@ std::pair<std::int64_t, std::int64_t> max_pool_with_indices(ImportContext& c, co
 /// A 3-D convolution of `x` [N, C, D, H, W] with the constant weight `weight` [M, C/groups, kD,
 /// kH, kW] (and bias [M] when `bias` is not empty) as Σ over kd of `conv2d`s of depth slices
 /// (conv3d.cpp); the last node is named `name`. Unsupported when the weight is not a constant.
-std::int64_t conv3d_by_depth_slices(ImportContext& c, const onnx::NodeProto& n, std::int64_t x, const Window& w,
+std::int64_t conv3d_by_depth_slices(ImportContext& c, std::int64_t x, const Window& w,
                                     std::int64_t groups, const std::string& weight, const std::string& bias,
                                     const std::string& name);
 /// ONNX RNN, GRU and LSTM unrolled over their static sequence length (recurrent.cpp): each

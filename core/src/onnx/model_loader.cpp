@@ -216,9 +216,23 @@ std::int64_t ImportContext::runtime(const string& name) {
     unsupported("value '" + name + "' has no producer");
 }
 
+string ImportContext::graph_input_feeding(std::int64_t id) const {
+    std::vector<std::int64_t> pending{id};
+    std::set<std::int64_t> seen{id};
+    while (!pending.empty()) {
+        const Node& n = node(pending.back());
+        pending.pop_back();
+        if (n.kind == NodeKind::input) return n.name;
+        for (auto p : n.parents)
+            if (seen.insert(p).second) pending.push_back(p);
+    }
+    return {};
+}
+
 const Tensor& ImportContext::constant(const string& name, const string& what) {
     Value& v = value(name);
     if (!v.constant && !v.graph_input.empty()) needed_constant_input = v.graph_input;
+    if (!v.constant && v.node) needed_constant_input = graph_input_feeding(*v.node);
     if (!v.constant)
         unsupported(what + " ('" + name + "') must be a constant (an initializer or computable at "
                     "import), but it is computed at run time");
