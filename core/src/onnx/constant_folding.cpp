@@ -51,11 +51,28 @@ CT from_tensor(const Tensor& t) {
     return c;
 }
 
-/// Whether `dtype` is one of ABI 1.1's added dtypes. The folder computes only with float32,
-/// float64, int64 and bool; a node computing on another dtype is left to its kernel, which wraps,
-/// rounds and refuses as that dtype requires (data movement folds for every dtype).
+/// Whether `dtype` is one of ABI 1.0's dtypes (float32, float64, int64, bool), which casts fold
+/// into; float16, bfloat16 and uint64 results are left to the cast kernel, which rounds and wraps
+/// as those dtypes require (data movement folds for every dtype).
 bool computes_only_on_1_0_dtypes(DType dtype) {
     return dtype == DType::float32 || dtype == DType::float64 || dtype == DType::int64 || dtype == DType::boolean;
+}
+
+/// Whether the folder computes exactly in `dtype`: ABI 1.0's dtypes, and the integers a CT holds
+/// exactly (all but uint64), computed in int64 (a result must then fit the dtype, see fits).
+bool computes_exactly(DType dtype) {
+    return computes_only_on_1_0_dtypes(dtype) || (is_integer(dtype) && dtype != DType::uint64);
+}
+
+/// Whether every value of an integer CT lies in its dtype's range (int64, bool, floats: true).
+bool fits(const CT& c) {
+    if (c.is_float() || c.dtype == DType::int64 || c.dtype == DType::boolean || c.dtype == DType::uint64) return true;
+    const int bits = static_cast<int>(8 * dtype_size(c.dtype));
+    const bool is_signed = c.dtype == DType::int8 || c.dtype == DType::int16 || c.dtype == DType::int32;
+    const std::int64_t lo = is_signed ? -(std::int64_t(1) << (bits - 1)) : 0;
+    const std::int64_t hi = is_signed ? (std::int64_t(1) << (bits - 1)) - 1 : (std::int64_t(1) << bits) - 1;
+    for (auto v : c.i) if (v < lo || v > hi) return false;
+    return true;
 }
 
 Tensor to_tensor(const CT& c) {
@@ -445,7 +462,12 @@ std::optional<CT> constant_attribute(const onnx::NodeProto& node) {
 
 bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     const string& op = node.op_type();
-    auto out = [&](const CT& c) { ctx.define_constant(node.output(0), to_tensor(c)); return true; };
+    auto out = [&](const CT& c) {
+        // An integer result outside a narrower dtype would wrap: left to the kernel, which wraps.
+        if (!fits(c)) return false;
+        ctx.define_constant(node.output(0), to_tensor(c));
+        return true;
+    };
     if (op == "Constant") return out(*constant_attribute(node));
     if (op == "EyeLike") {
         // Depends only on the input's static shape: ones on diagonal k.
@@ -476,18 +498,19 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         for (std::int64_t k = start; k < end; ++k) c.i[k - start] = t.shape[k];
         return out(c);
     }
-    // Arithmetic and comparisons fold only on ABI 1.0's dtypes (see computes_only_on_1_0_dtypes);
-    // casts into them also from the integers a CT holds exactly (all but uint64), such as an int32
-    // window size cast to float.
-    static const std::set<string> kComputes{"Neg", "Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater"};
+    // Arithmetic and comparisons fold on the dtypes computes_exactly names (an integer result
+    // must fit its dtype, else the kernel wraps it); casts into ABI 1.0's dtypes also from those
+    // integers, such as an int32 window size cast to float.
+    static const std::set<string> kComputes{"Neg", "Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater",
+                                            "Ceil", "Floor", "Relu", "Abs"};
     auto dtype_of_input = [&](int k) { return ctx.type(node.input(k)).dtype; };
     if (kComputes.count(op)) {
         for (int k = 0; k < node.input_size(); ++k)
-            if (!node.input(k).empty() && !computes_only_on_1_0_dtypes(dtype_of_input(k))) return false;
+            if (!node.input(k).empty() && !computes_exactly(dtype_of_input(k))) return false;
     }
     if ((op == "Cast" || op == "CastLike") && node.input_size() >= 1 && !node.input(0).empty()) {
         const DType from = dtype_of_input(0);
-        const bool exact_source = computes_only_on_1_0_dtypes(from) || (is_integer(from) && from != DType::uint64);
+        const bool exact_source = computes_exactly(from);
         std::optional<DType> to;
         if (op == "Cast") to = dtype_of_onnx(static_cast<int>(attr_int(node, "to", 0)));
         else if (node.input_size() >= 2 && !node.input(1).empty()) to = dtype_of_input(1);
@@ -563,6 +586,18 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         CT x = arg(0);
         for (auto& v : x.f) v = -v;
         for (auto& v : x.i) v = checked_int('-', 0, v);
+        return out(x);
+    }
+    if (op == "Ceil" || op == "Floor" || op == "Relu" || op == "Abs") {
+        // Exact on the host, with the kernels' expressions (Relu: x < 0 ? 0 : x, which keeps -0
+        // and NaN).
+        CT x = arg(0);
+        if (x.dtype == DType::boolean) return false;
+        for (auto& v : x.f) v = op == "Ceil" ? std::ceil(v) : op == "Floor" ? std::floor(v) : op == "Relu" ? (v < 0 ? 0.0 : v) : std::fabs(v);
+        for (auto& v : x.i) {
+            if (op == "Relu") v = std::max<std::int64_t>(v, 0);
+            else if (op == "Abs") v = v < 0 ? checked_int('-', 0, v) : v;
+        }
         return out(x);
     }
     auto checked = [](char o) { return [o](std::int64_t x, std::int64_t y) { return checked_int(o, x, y); }; };

@@ -1671,6 +1671,7 @@ const std::map<string, Converter>& converters() {
         t["ReduceLogSumExp"] = convert_reduce_log_sum_exp;
         add_quantization_converters(t);
         add_signal_converters(t);
+        add_control_flow_converters(t);
         return t;
     }();
     return table;
@@ -1679,7 +1680,6 @@ const std::map<string, Converter>& converters() {
 string known_unsupported_reason(const string& op) {
     static const std::map<string, string> reasons = [] {
         std::map<string, string> r;
-        for (auto o : {"Loop", "If", "Scan"}) r[o] = "control flow (subgraphs) has no BackendOp";
         for (auto o : {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
                        "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
                        "Optional", "OptionalHasElement", "OptionalGetElement"})

@@ -127,6 +127,9 @@ const std::map<std::string, Converter>& training_converters();
 void add_quantization_converters(std::map<std::string, Converter>& table);
 /// Adds the converters of ONNX's signal-processing ops (signal.cpp) to `table`.
 void add_signal_converters(std::map<std::string, Converter>& table);
+/// Adds the converters of ONNX's control flow, If, Loop and Scan, inlined and unrolled
+/// (control_flow.cpp), to `table`.
+void add_control_flow_converters(std::map<std::string, Converter>& table);
 /// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
 /// (resize.cpp).
 void convert_resize(ImportContext& c, const onnx::NodeProto& n);
@@ -184,6 +187,9 @@ std::int64_t scalar_constant(ImportContext& c, const onnx::NodeProto& n, const s
 /// Reason an op type has no converter (e.g. control flow, training ops), or "" when unknown.
 std::string known_unsupported_reason(const std::string& op_type);
 
+/// Folds `node` into constants where it can, else converts it by its converter; Unsupported when
+/// neither (model_loader.cpp). Control-flow converters call it for the nodes of a subgraph.
+void convert_node(ImportContext& ctx, const onnx::NodeProto& node);
 /// Tries to fold `node` on the host (constant_folding.cpp): when every input it needs is a
 /// constant (Shape and Size only need a static input shape) and the op is foldable, defines the
 /// outputs as constants and returns true.

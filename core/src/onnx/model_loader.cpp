@@ -638,8 +638,9 @@ void record_folded(ImportContext& ctx, const onnx::NodeProto& node) {
     ctx.model().folded.push_back(std::move(line));
 }
 
-/// Folds `node` into constants where it can, else converts it; Unsupported when neither.
-void convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
+}  // namespace
+
+void onnx_import::convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
     if (node.domain() == kTrainingDomain) {
         auto it = training_converters().find(node.op_type());
         if (it == training_converters().end())
@@ -662,6 +663,8 @@ void convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
     }
     it->second(ctx, node);
 }
+
+namespace {
 
 /// Every output of `node` is produced, with the dtype and shape ONNX shape inference gave it.
 void check_outputs(ImportContext& ctx, const onnx::NodeProto& node,

@@ -1,0 +1,334 @@
+// ONNX control flow (If, Loop, Scan) without a control-flow BackendOp: the graph stays a static
+// DAG, so subgraphs are inlined. A Loop or Scan is unrolled over a trip count known at import (a
+// constant M and constant conditions; a Scan's static sequence length), each iteration's body
+// inlined with its own names; an If whose condition is a constant inlines the branch taken, and
+// one whose condition is computed at run time computes both branches and selects with `where`
+// (its outputs must then have the same dtype and shape in both branches). docs/onnx.md states
+// the conditions.
+#include "import_context.hpp"
+
+namespace capsule::onnx_import {
+
+using std::string;
+using std::vector;
+using Id = std::int64_t;
+
+namespace {
+
+constexpr std::int64_t kMaxIterations = 4096;  // bounds the unrolled graph
+
+const onnx::GraphProto& graph_attr(const onnx::NodeProto& n, const string& name) {
+    const auto* a = find_attr(n, name);
+    if (!a || !a->has_g()) unsupported("attribute '" + name + "' (a graph) is missing");
+    return a->g();
+}
+
+/// Renames, in `g` and the graphs nested in it, every reference to a name of `names` (a body's
+/// local names, which nested graphs may read from their outer scope).
+void rename_references(onnx::GraphProto& g, const std::map<string, string>& names) {
+    auto renamed = [&](const string& s) {
+        auto it = names.find(s);
+        return it == names.end() ? s : it->second;
+    };
+    for (auto& node : *g.mutable_node()) {
+        for (auto& in : *node.mutable_input()) in = renamed(in);
+        for (auto& a : *node.mutable_attribute()) {
+            if (a.has_g()) rename_references(*a.mutable_g(), names);
+            for (auto& sub : *a.mutable_graphs()) rename_references(sub, names);
+        }
+    }
+    for (auto& o : *g.mutable_output()) o.set_name(renamed(o.name()));
+}
+
+/// A value bound to a new name: a graph input is materialised first, so that the new name
+/// refers to the same input node.
+Value bound_value(ImportContext& c, const string& name) {
+    Value& v = c.value(name);
+    if (!v.constant && !v.node) c.runtime(name);
+    return c.value(name);
+}
+
+/// Inlines `body`: its inputs are bound to `inputs`, its initializers and node outputs get fresh
+/// names (so that a body inlined many times defines each value once), and its nodes are folded or
+/// converted in order. Returns the names of the body's outputs in the importer's scope.
+vector<string> inline_body(ImportContext& c, const onnx::NodeProto& owner, const onnx::GraphProto& body,
+                           const vector<Value>& inputs, const string& tag) {
+    if (body.input_size() != static_cast<int>(inputs.size()))
+        unsupported(owner.op_type() + " body takes " + std::to_string(body.input_size()) + " inputs, given " +
+                    std::to_string(inputs.size()));
+    std::map<string, string> names;
+    auto local = [&](const string& s) {
+        if (!s.empty() && !names.count(s)) names[s] = c.fresh_value_name(s + "#" + tag);
+    };
+    for (const auto& in : body.input()) local(in.name());
+    for (const auto& init : body.initializer()) local(init.name());
+    for (const auto& node : body.node())
+        for (const auto& o : node.output()) local(o);
+    onnx::GraphProto copy = body;
+    rename_references(copy, names);
+    for (int k = 0; k < body.input_size(); ++k) c.define(names.at(body.input(k).name()), inputs[static_cast<std::size_t>(k)]);
+    for (const auto& init : body.initializer()) c.define_constant(names.at(init.name()), tensor_from_proto(init));
+    const onnx::NodeProto* outer = c.current;
+    for (auto& node : *copy.mutable_node()) {
+        for (auto& o : *node.mutable_output()) if (!o.empty()) o = names.at(o);
+        c.current = &node;
+        try {
+            convert_node(c, node);
+        } catch (const Unsupported& u) {
+            c.current = outer;
+            unsupported("in its body, " + node.op_type() + ": " + u.reason);
+        }
+    }
+    c.current = outer;
+    vector<string> outputs;
+    for (const auto& o : copy.output()) {
+        if (!c.has(o.name())) unsupported(owner.op_type() + " body output '" + o.name() + "' is not produced");
+        outputs.push_back(o.name());
+    }
+    return outputs;
+}
+
+/// Binds the node's output k to the value named `from`.
+void define_output(ImportContext& c, const onnx::NodeProto& n, int k, const string& from) {
+    if (k < n.output_size() && !n.output(k).empty()) c.define(n.output(k), bound_value(c, from));
+}
+
+void define_output_node(ImportContext& c, const onnx::NodeProto& n, int k, Id id) {
+    if (k < n.output_size() && !n.output(k).empty()) c.define_node(n.output(k), id);
+}
+
+/// A scalar bool or integer constant's truth, read at import.
+bool constant_truth(ImportContext& c, const string& name, const string& what) {
+    const Tensor& t = c.constant(name, what);
+    if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
+    return t.at(0) != 0;
+}
+
+Value constant_value(Tensor t) {
+    Value v;
+    v.type = {t.shape(), t.dtype()};
+    v.constant = std::move(t);
+    return v;
+}
+
+/// `values` (each of one shape) stacked along a new axis `axis`; the node is named `name`.
+Id stack(ImportContext& c, const vector<Id>& values, std::int64_t axis, const string& name) {
+    vector<Id> parts;
+    for (Id v : values) {
+        Shape s = c.node_type(v).shape;
+        if (axis < 0 || axis > static_cast<std::int64_t>(s.size())) unsupported("scan output axis " + std::to_string(axis) + " out of range");
+        s.insert(s.begin() + axis, 1);
+        parts.push_back(c.add("reshape", {v}, {{"shape", s}}));
+    }
+    return c.add("concat", parts, {{"axis", axis}}, name);
+}
+
+/// x[..., t, ...] along `axis`, that axis removed.
+Id element_at(ImportContext& c, Id x, std::int64_t axis, std::int64_t t) {
+    Shape s = c.node_type(x).shape;
+    s.erase(s.begin() + axis);
+    return c.add("reshape", {slice_axis(c, x, axis, t, t + 1)}, {{"shape", s}});
+}
+
+/// ONNX If: the branch a constant condition selects, inlined; with a run-time condition, both
+/// branches and a `where` per output (the untaken branch is computed too, so a failure in it,
+/// e.g. an index out of range, fails the run).
+void convert_if(ImportContext& c, const onnx::NodeProto& n) {
+    const string cond = n.input(0);
+    const auto& then_branch = graph_attr(n, "then_branch");
+    const auto& else_branch = graph_attr(n, "else_branch");
+    const string tag = n.output(0);
+    if (c.is_constant(cond)) {
+        const bool taken = constant_truth(c, cond, "If's cond");
+        const auto outs = inline_body(c, n, taken ? then_branch : else_branch, {}, tag + (taken ? "#then" : "#else"));
+        for (int k = 0; k < n.output_size() && k < static_cast<int>(outs.size()); ++k) define_output(c, n, k, outs[k]);
+        return;
+    }
+    if (element_count(c.type(cond).shape) != 1) unsupported("If's cond must hold one value");
+    const auto then_outs = inline_body(c, n, then_branch, {}, tag + "#then");
+    const auto else_outs = inline_body(c, n, else_branch, {}, tag + "#else");
+    if (then_outs.size() != else_outs.size() || static_cast<int>(then_outs.size()) < n.output_size())
+        unsupported("If branches give different numbers of outputs");
+    const Id selector = c.add("reshape", {c.runtime(cond)}, {{"shape", Shape{}}});
+    for (int k = 0; k < n.output_size(); ++k) {
+        if (n.output(k).empty()) continue;
+        const auto &a = c.type(then_outs[k]), &b = c.type(else_outs[k]);
+        if (a.dtype != b.dtype || a.shape != b.shape)
+            unsupported("If output " + std::to_string(k) + " is " + string(to_string(a.dtype)) + to_string(a.shape) +
+                        " in then_branch and " + string(to_string(b.dtype)) + to_string(b.shape) +
+                        " in else_branch: with a run-time condition its type would depend on data");
+        c.define_node(n.output(k), c.add("where", {selector, c.runtime(then_outs[k]), c.runtime(else_outs[k])}, {}, n.output(k)));
+    }
+}
+
+/// ONNX Loop(M, cond, v_initial...) unrolled: M and cond (and the body's cond_out in every
+/// iteration) must be known at import; the iteration number is a constant in each copy of the
+/// body, so index arithmetic on it folds. Scan outputs are stacked along a new first axis.
+void convert_loop(ImportContext& c, const onnx::NodeProto& n) {
+    const auto& body = graph_attr(n, "body");
+    std::optional<std::int64_t> trips;
+    if (!input_name(n, 0).empty()) {
+        const Tensor& m = c.constant(n.input(0), "Loop's trip count M");
+        if (m.numel() != 1) unsupported("Loop's M must hold one value");
+        trips = int_values(m).at(0);
+    }
+    bool running = input_name(n, 1).empty() || constant_truth(c, n.input(1), "Loop's cond");
+    vector<Value> state;
+    for (int k = 2; k < n.input_size(); ++k) {
+        if (n.input(k).empty()) unsupported("an absent loop-carried value (optional) is not supported");
+        state.push_back(bound_value(c, n.input(k)));
+    }
+    const auto carried = static_cast<int>(state.size());
+    const int scans = body.output_size() - 1 - carried;
+    if (scans < 0) unsupported("Loop body has fewer outputs than loop-carried values");
+    vector<vector<Id>> scanned(static_cast<std::size_t>(scans));
+    std::int64_t k = 0;
+    for (; running && (!trips || k < *trips); ++k) {
+        if (k >= kMaxIterations) unsupported("Loop runs over " + std::to_string(kMaxIterations) + " iterations (the unroll bound)");
+        vector<Value> inputs{constant_value(Tensor::from_values(DType::int64, {}, {double(k)})),
+                             constant_value(Tensor::from_values(DType::boolean, {}, {1.0}))};
+        inputs.insert(inputs.end(), state.begin(), state.end());
+        const auto outs = inline_body(c, n, body, inputs, n.output(0) + "#" + std::to_string(k));
+        running = constant_truth(c, outs[0], "the Loop body's cond_out (the number of iterations must be known at import)");
+        for (int i = 0; i < carried; ++i) state[static_cast<std::size_t>(i)] = bound_value(c, outs[static_cast<std::size_t>(1 + i)]);
+        for (int j = 0; j < scans; ++j) scanned[static_cast<std::size_t>(j)].push_back(c.runtime(outs[static_cast<std::size_t>(1 + carried + j)]));
+    }
+    for (int i = 0; i < carried && i < n.output_size(); ++i)
+        if (!n.output(i).empty()) c.define(n.output(i), state[static_cast<std::size_t>(i)]);
+    for (int j = 0; j < scans && carried + j < n.output_size(); ++j) {
+        const string& name = n.output(carried + j);
+        if (name.empty()) continue;
+        if (k == 0) unsupported("a Loop of zero iterations with scan outputs (their element shape is unknown)");
+        c.define_node(name, stack(c, scanned[static_cast<std::size_t>(j)], 0, name));
+    }
+}
+
+/// One Scan over `length` steps: states carried through the body, scan input j read at step t
+/// along in_axes[j] (from the end when reversed), scan output j stacked along out_axes[j]
+/// (reversed likewise). Returns the final states and the stacked outputs (named `out_names`).
+struct ScanSpec {
+    vector<std::int64_t> in_axes, in_reverse, out_axes, out_reverse;
+};
+std::pair<vector<Value>, vector<Id>> unroll_scan(ImportContext& c, const onnx::NodeProto& n, const onnx::GraphProto& body,
+                                                vector<Value> state, const vector<Id>& inputs, const ScanSpec& spec,
+                                                const vector<string>& out_names, const string& tag) {
+    std::int64_t length = -1;
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+        const Shape& s = c.node_type(inputs[j]).shape;
+        const std::int64_t axis = spec.in_axes[j];
+        if (axis < 0 || axis >= static_cast<std::int64_t>(s.size())) unsupported("scan input axis out of range");
+        if (length >= 0 && s[static_cast<std::size_t>(axis)] != length) unsupported("scan inputs differ in sequence length");
+        length = s[static_cast<std::size_t>(axis)];
+    }
+    if (length <= 0) unsupported("a Scan over an empty sequence");
+    if (length > kMaxIterations) unsupported("Scan over " + std::to_string(length) + " steps (the unroll bound is " + std::to_string(kMaxIterations) + ")");
+    const auto carried = state.size();
+    const auto outputs = static_cast<std::size_t>(body.output_size()) - carried;
+    vector<vector<Id>> scanned(outputs, vector<Id>(static_cast<std::size_t>(length)));
+    for (std::int64_t t = 0; t < length; ++t) {
+        vector<Value> in = state;
+        for (std::size_t j = 0; j < inputs.size(); ++j) {
+            const std::int64_t at = spec.in_reverse[j] ? length - 1 - t : t;
+            const string name = c.fresh_value_name(tag + "#element");
+            c.define_node(name, element_at(c, inputs[j], spec.in_axes[j], at));
+            in.push_back(c.value(name));
+        }
+        const auto outs = inline_body(c, n, body, in, tag + "#" + std::to_string(t));
+        for (std::size_t i = 0; i < carried; ++i) state[i] = bound_value(c, outs[i]);
+        for (std::size_t j = 0; j < outputs; ++j)
+            scanned[j][static_cast<std::size_t>(spec.out_reverse[j] ? length - 1 - t : t)] = c.runtime(outs[carried + j]);
+    }
+    vector<Id> stacked;
+    for (std::size_t j = 0; j < outputs; ++j) stacked.push_back(stack(c, scanned[j], spec.out_axes[j], out_names[j]));
+    return {state, stacked};
+}
+
+vector<std::int64_t> ints_or(const onnx::NodeProto& n, const string& name, std::size_t count, std::int64_t fallback) {
+    auto v = attr_ints(n, name).value_or(vector<std::int64_t>(count, fallback));
+    if (v.size() != count) unsupported(name + " lists " + std::to_string(v.size()) + " values for " + std::to_string(count));
+    return v;
+}
+
+/// ONNX Scan (opset 8, with its leading batch axis, and 9+ with scan axes and directions),
+/// unrolled over the static sequence length.
+void convert_scan(ImportContext& c, const onnx::NodeProto& n) {
+    const auto& body = graph_attr(n, "body");
+    const bool batched = c.opset() < 9;
+    const int first = batched ? 1 : 0;
+    if (batched && !input_name(n, 0).empty()) unsupported("Scan's sequence_lens (opset 8) is not supported");
+    const auto scan_inputs = static_cast<std::size_t>(attr_int(n, "num_scan_inputs", 0));
+    const auto total = static_cast<std::size_t>(n.input_size() - first);
+    if (scan_inputs == 0 || scan_inputs > total) unsupported("num_scan_inputs out of range");
+    const std::size_t carried = total - scan_inputs;
+    const auto outputs = static_cast<std::size_t>(body.output_size()) - carried;
+    ScanSpec spec;
+    spec.in_reverse = ints_or(n, batched ? "directions" : "scan_input_directions", scan_inputs, 0);
+    spec.in_axes = ints_or(n, "scan_input_axes", scan_inputs, 0);
+    spec.out_reverse = ints_or(n, "scan_output_directions", outputs, 0);
+    spec.out_axes = ints_or(n, "scan_output_axes", outputs, 0);
+    vector<Value> state;
+    vector<Id> inputs;
+    for (std::size_t k = 0; k < total; ++k) {
+        const string& name = n.input(static_cast<int>(first + k));
+        if (k < carried) state.push_back(bound_value(c, name));
+        else inputs.push_back(c.runtime(name));
+    }
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+        const auto rank = static_cast<std::int64_t>(c.node_type(inputs[j]).shape.size()) - (batched ? 1 : 0);
+        spec.in_axes[j] = normalize_axis(spec.in_axes[j], rank);
+    }
+    vector<string> out_names;
+    for (std::size_t j = 0; j < outputs; ++j) {
+        const auto k = static_cast<int>(carried + j);
+        out_names.push_back(k < n.output_size() && !batched ? n.output(k) : string());
+    }
+    if (!batched) {
+        for (std::size_t j = 0; j < outputs; ++j) {
+            // A scan output's rank is its body output's plus one; negative axes count from its end.
+            if (spec.out_axes[j] < 0) spec.out_axes[j] += static_cast<std::int64_t>(body.output(static_cast<int>(carried + j)).type().tensor_type().shape().dim_size()) + 1;
+        }
+        auto [final_state, stacked] = unroll_scan(c, n, body, state, inputs, spec, out_names, n.output(0));
+        for (std::size_t i = 0; i < carried && static_cast<int>(i) < n.output_size(); ++i)
+            if (!n.output(static_cast<int>(i)).empty()) c.define(n.output(static_cast<int>(i)), final_state[i]);
+        for (std::size_t j = 0; j < outputs; ++j) define_output_node(c, n, static_cast<int>(carried + j), stacked[j]);
+        return;
+    }
+    // Opset 8: every tensor has a leading batch axis; each batch element is scanned on its own
+    // (scan axis 1 of the input is axis 0 of the element) and the results are stacked again.
+    std::int64_t batch = -1;
+    for (Id v : inputs) batch = c.node_type(v).shape.at(0);
+    vector<vector<Id>> states_out(carried), scans_out(outputs);
+    for (std::int64_t b = 0; b < batch; ++b) {
+        vector<Value> s;
+        for (std::size_t i = 0; i < carried; ++i) {
+            const string name = c.fresh_value_name(n.output(0) + "#state");
+            c.define_node(name, element_at(c, c.runtime(n.input(static_cast<int>(first + i))), 0, b));
+            s.push_back(c.value(name));
+        }
+        vector<Id> xs;
+        for (Id v : inputs) xs.push_back(element_at(c, v, 0, b));
+        auto [final_state, stacked] = unroll_scan(c, n, body, s, xs, spec, vector<string>(outputs), n.output(0) + "#" + std::to_string(b));
+        for (std::size_t i = 0; i < carried; ++i) {
+            const string name = c.fresh_value_name(n.output(0) + "#final");
+            c.define(name, final_state[i]);
+            states_out[i].push_back(c.runtime(name));
+        }
+        for (std::size_t j = 0; j < outputs; ++j) scans_out[j].push_back(stacked[j]);
+    }
+    for (std::size_t i = 0; i < carried; ++i)
+        define_output_node(c, n, static_cast<int>(i), stack(c, states_out[i], 0, n.output(static_cast<int>(i))));
+    for (std::size_t j = 0; j < outputs; ++j) {
+        const auto k = static_cast<int>(carried + j);
+        define_output_node(c, n, k, stack(c, scans_out[j], 0, k < n.output_size() ? n.output(k) : string()));
+    }
+}
+
+}  // namespace
+
+void add_control_flow_converters(std::map<string, Converter>& table) {
+    table["If"] = convert_if;
+    table["Loop"] = convert_loop;
+    table["Scan"] = convert_scan;
+}
+
+}  // namespace capsule::onnx_import
