@@ -44,14 +44,16 @@ void rename_references(onnx::GraphProto& g, const std::map<string, string>& name
 /// refers to the same input node.
 Value bound_value(ImportContext& c, const string& name) {
     Value& v = c.value(name);
-    if (!v.constant && !v.node) c.runtime(name);
+    if (v.is_tensor() && !v.constant && !v.node) c.runtime(name);
     return c.value(name);
 }
+
+}  // namespace
 
 /// Inlines `body`: its inputs are bound to `inputs`, its initializers and node outputs get fresh
 /// names (so that a body inlined many times defines each value once), and its nodes are folded or
 /// converted in order. Returns the names of the body's outputs in the importer's scope.
-vector<string> inline_body(ImportContext& c, const onnx::NodeProto& owner, const onnx::GraphProto& body,
+vector<string> inline_subgraph(ImportContext& c, const onnx::NodeProto& owner, const onnx::GraphProto& body,
                            const vector<Value>& inputs, const string& tag) {
     if (body.input_size() != static_cast<int>(inputs.size()))
         unsupported(owner.op_type() + " body takes " + std::to_string(body.input_size()) + " inputs, given " +
@@ -87,6 +89,8 @@ vector<string> inline_body(ImportContext& c, const onnx::NodeProto& owner, const
     }
     return outputs;
 }
+
+namespace {
 
 /// Binds the node's output k to the value named `from`.
 void define_output(ImportContext& c, const onnx::NodeProto& n, int k, const string& from) {
@@ -140,13 +144,13 @@ void convert_if(ImportContext& c, const onnx::NodeProto& n) {
     const string tag = n.output(0);
     if (c.is_constant(cond)) {
         const bool taken = constant_truth(c, cond, "If's cond");
-        const auto outs = inline_body(c, n, taken ? then_branch : else_branch, {}, tag + (taken ? "#then" : "#else"));
+        const auto outs = inline_subgraph(c, n, taken ? then_branch : else_branch, {}, tag + (taken ? "#then" : "#else"));
         for (int k = 0; k < n.output_size() && k < static_cast<int>(outs.size()); ++k) define_output(c, n, k, outs[k]);
         return;
     }
     if (element_count(c.type(cond).shape) != 1) unsupported("If's cond must hold one value");
-    const auto then_outs = inline_body(c, n, then_branch, {}, tag + "#then");
-    const auto else_outs = inline_body(c, n, else_branch, {}, tag + "#else");
+    const auto then_outs = inline_subgraph(c, n, then_branch, {}, tag + "#then");
+    const auto else_outs = inline_subgraph(c, n, else_branch, {}, tag + "#else");
     if (then_outs.size() != else_outs.size() || static_cast<int>(then_outs.size()) < n.output_size())
         unsupported("If branches give different numbers of outputs");
     const Id selector = c.add("reshape", {c.runtime(cond)}, {{"shape", Shape{}}});
@@ -188,7 +192,7 @@ void convert_loop(ImportContext& c, const onnx::NodeProto& n) {
         vector<Value> inputs{constant_value(Tensor::from_values(DType::int64, {}, {double(k)})),
                              constant_value(Tensor::from_values(DType::boolean, {}, {1.0}))};
         inputs.insert(inputs.end(), state.begin(), state.end());
-        const auto outs = inline_body(c, n, body, inputs, n.output(0) + "#" + std::to_string(k));
+        const auto outs = inline_subgraph(c, n, body, inputs, n.output(0) + "#" + std::to_string(k));
         running = constant_truth(c, outs[0], "the Loop body's cond_out (the number of iterations must be known at import)");
         for (int i = 0; i < carried; ++i) state[static_cast<std::size_t>(i)] = bound_value(c, outs[static_cast<std::size_t>(1 + i)]);
         for (int j = 0; j < scans; ++j) scanned[static_cast<std::size_t>(j)].push_back(c.runtime(outs[static_cast<std::size_t>(1 + carried + j)]));
@@ -233,7 +237,7 @@ std::pair<vector<Value>, vector<Id>> unroll_scan(ImportContext& c, const onnx::N
             c.define_node(name, element_at(c, inputs[j], spec.in_axes[j], at));
             in.push_back(c.value(name));
         }
-        const auto outs = inline_body(c, n, body, in, tag + "#" + std::to_string(t));
+        const auto outs = inline_subgraph(c, n, body, in, tag + "#" + std::to_string(t));
         for (std::size_t i = 0; i < carried; ++i) state[i] = bound_value(c, outs[i]);
         for (std::size_t j = 0; j < outputs; ++j)
             scanned[j][static_cast<std::size_t>(spec.out_reverse[j] ? length - 1 - t : t)] = c.runtime(outs[carried + j]);

@@ -75,7 +75,7 @@ std::int64_t rank_of(ImportContext& c, Id id) { return static_cast<std::int64_t>
 /// same input node (constants stay constants and keep folding).
 void alias(ImportContext& c, const string& out, const string& in) {
     auto& v = c.value(in);
-    if (!v.constant && !v.node) c.runtime(in);
+    if (v.is_tensor() && !v.constant && !v.node) c.runtime(in);
     c.define(out, c.value(in));
 }
 Id reshape(ImportContext& c, Id x, const Shape& shape, const string& name = {}) {
@@ -1672,6 +1672,7 @@ const std::map<string, Converter>& converters() {
         add_quantization_converters(t);
         add_signal_converters(t);
         add_control_flow_converters(t);
+        add_sequence_converters(t);
         return t;
     }();
     return table;
@@ -1680,10 +1681,6 @@ const std::map<string, Converter>& converters() {
 string known_unsupported_reason(const string& op) {
     static const std::map<string, string> reasons = [] {
         std::map<string, string> r;
-        for (auto o : {"SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
-                       "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
-                       "Optional", "OptionalHasElement", "OptionalGetElement"})
-            r[o] = "sequence and optional values are not supported (tensors only)";
         for (auto o : {"StringNormalizer", "TfIdfVectorizer", "RegexFullMatch", "StringConcat"})
             r[o] = "string tensors are not supported";
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})

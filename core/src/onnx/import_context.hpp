@@ -23,6 +23,13 @@ struct Value {
     std::optional<std::int64_t> node;   // graph node computing it (runtime value)
     std::optional<Tensor> constant;     // host value known at import (initializer, folded)
     std::string graph_input;            // the ONNX graph input this value is ("" otherwise)
+    /// An ONNX sequence known at import: the names of its tensors, in order (`type` holds the
+    /// element dtype). Sequences exist only during import: each element is a tensor value.
+    std::optional<std::vector<std::string>> sequence;
+    /// An empty ONNX optional (no value).
+    bool none = false;
+    /// Neither a tensor nor a sequence: the value has no tensor to give.
+    bool is_tensor() const { return !sequence && !none; }
 };
 
 /// Raised by converters for a variant they do not map; the loader adds op, node and opset.
@@ -61,6 +68,11 @@ public:
     void define_constant(const std::string& name, Tensor t);
     /// Binds an ONNX output name to an existing node.
     void define_node(const std::string& name, std::int64_t id);
+    /// Binds an ONNX output name to a sequence of the tensor values `elements` (element dtype
+    /// `dtype`).
+    void define_sequence(const std::string& name, std::vector<std::string> elements, DType dtype);
+    /// The element names of sequence `name`; Unsupported naming `what` when it is not a sequence.
+    const std::vector<std::string>& sequence(const std::string& name, const std::string& what);
     /// A name that exists but cannot be used (unsupported dtype or type); using it raises
     /// Unsupported with `reason`.
     void mark_unusable(const std::string& name, std::string reason);
@@ -130,6 +142,15 @@ void add_signal_converters(std::map<std::string, Converter>& table);
 /// Adds the converters of ONNX's control flow, If, Loop and Scan, inlined and unrolled
 /// (control_flow.cpp), to `table`.
 void add_control_flow_converters(std::map<std::string, Converter>& table);
+/// Inlines subgraph `body` of node `owner` (control_flow.cpp): binds its inputs to `inputs`, gives
+/// its initializers and node outputs fresh names tagged with `tag` (a body inlined many times
+/// defines each value once), folds or converts its nodes in order, and returns the names of its
+/// outputs. A refusal inside names the body's node.
+std::vector<std::string> inline_subgraph(ImportContext& c, const onnx::NodeProto& owner, const onnx::GraphProto& body,
+                                         const std::vector<Value>& inputs, const std::string& tag);
+/// Adds the converters of ONNX's sequence and optional ops, resolved at import (sequences.cpp),
+/// to `table`.
+void add_sequence_converters(std::map<std::string, Converter>& table);
 /// ONNX Resize (opsets 10-13) and Upsample (7, 9) as per-axis gathers and weighted sums
 /// (resize.cpp).
 void convert_resize(ImportContext& c, const onnx::NodeProto& n);

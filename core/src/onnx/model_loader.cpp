@@ -193,9 +193,24 @@ string ImportContext::fresh_value_name(const string& base) {
     return name;
 }
 
+void ImportContext::define_sequence(const string& name, std::vector<string> elements, DType dtype) {
+    Value v;
+    v.type.dtype = dtype;
+    v.sequence = std::move(elements);
+    define(name, std::move(v));
+}
+
+const std::vector<string>& ImportContext::sequence(const string& name, const string& what) {
+    Value& v = value(name);
+    if (!v.sequence) unsupported(what + " ('" + name + "') must be a sequence");
+    return *v.sequence;
+}
+
 std::int64_t ImportContext::runtime(const string& name) {
     Value& v = value(name);
     if (v.node) return *v.node;
+    if (v.sequence) unsupported("'" + name + "' is a sequence, read where a tensor is needed");
+    if (v.none) unsupported("'" + name + "' is an empty optional, read where a tensor is needed");
     Node n;
     if (v.constant) {
         n.kind = NodeKind::constant;
@@ -231,6 +246,7 @@ string ImportContext::graph_input_feeding(std::int64_t id) const {
 
 const Tensor& ImportContext::constant(const string& name, const string& what) {
     Value& v = value(name);
+    if (!v.is_tensor()) unsupported(what + " ('" + name + "') must be a tensor, not a sequence or optional");
     if (!v.constant && !v.graph_input.empty()) needed_constant_input = v.graph_input;
     if (!v.constant && v.node) needed_constant_input = graph_input_feeding(*v.node);
     if (!v.constant)
@@ -673,7 +689,7 @@ void check_outputs(ImportContext& ctx, const onnx::NodeProto& node,
         if (o.empty()) continue;
         if (!ctx.has(o)) unsupported("output '" + o + "' is not produced (the converter does not map this output)");
         auto found = inferred.find(o);
-        if (found == inferred.end()) continue;
+        if (found == inferred.end() || !ctx.value(o).is_tensor()) continue;
         const auto& ours = ctx.type(o);
         if (found->second.dtype && *found->second.dtype != ours.dtype)
             unsupported("converted dtype " + string(to_string(ours.dtype)) + " of '" + o +
