@@ -105,12 +105,9 @@ std::vector<std::string> onnx_graph_inputs(const fs::path& path) {
     return onnx_module(path).onnx_graph_inputs(path);
 }
 
-std::vector<std::string> onnx_non_tensor_values(const fs::path& path) {
-    return onnx_module(path).onnx_non_tensor_values(path);
-}
-
-std::variant<Tensor, OnnxUnsupported> try_read_onnx_tensor(const fs::path& path) {
-    return onnx_module(path).try_read_onnx_tensor(path);
+std::variant<OnnxValue, OnnxUnsupported> try_read_onnx_value(const fs::path& file, const fs::path& model, bool output,
+                                                             std::size_t index) {
+    return onnx_module(model).try_read_onnx_value(file, model, output, index);
 }
 
 std::map<std::string, Tensor> bind_onnx_inputs(const ImportedModel& model,

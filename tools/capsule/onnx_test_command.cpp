@@ -213,9 +213,6 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
         return finish("unsupported", "no model.onnx in the case directory (a download-only case)");
     if (auto it = disputed_cases().find(id); it != disputed_cases().end()) return finish("unsupported", it->second);
     try {
-        if (auto non_tensor = onnx_non_tensor_values(dir / "model.onnx"); !non_tensor.empty())
-            return finish("unsupported", "graph inputs/outputs that are not tensors (sequence, map, optional)",
-                          "not a tensor: " + non_tensor.front());
         const auto sets = data_sets(dir);
         if (sets.empty()) return finish("unsupported", "no test_data_set_N directory");
         // What the importer does not map makes the case unsupported, not failed.
@@ -223,38 +220,57 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
             r.op = u.op_type;
             return finish("unsupported", u.op_type.empty() ? u.reason : u.op_type + ": " + u.reason, u.message);
         };
-        // Input shapes come from the first data set (the files give the static shapes).
-        std::vector<std::vector<Tensor>> inputs, outputs;
+        // Each data file holds the value of one graph input or output as the model types it: a
+        // tensor, a sequence of tensors, or an optional.
+        const fs::path model_path = dir / "model.onnx";
+        std::vector<std::vector<OnnxValue>> inputs, outputs;
         for (const auto& set : sets) {
             for (auto [prefix, into] : {std::pair{"input_", &inputs}, std::pair{"output_", &outputs}}) {
                 into->emplace_back();
+                std::size_t index = 0;
                 for (const auto& p : numbered(set, prefix)) {
-                    auto tensor = try_read_onnx_tensor(p);
-                    if (auto* u = std::get_if<OnnxUnsupported>(&tensor)) return unsupported(*u);
-                    into->back().push_back(std::get<Tensor>(std::move(tensor)));
+                    auto value = try_read_onnx_value(p, model_path, into == &outputs, index++);
+                    if (auto* u = std::get_if<OnnxUnsupported>(&value)) return unsupported(*u);
+                    into->back().push_back(std::get<OnnxValue>(std::move(value)));
                 }
             }
         }
-        // Static shapes come from the data set's inputs. An input the importer must know as a
-        // constant (Reshape's shape, Clip's bounds, axes fed as inputs) is bound from the data
-        // set's value: the model is specialised to it (OnnxImportOptions::constant_inputs).
+        const auto input_names = onnx_graph_inputs(model_path);
+        // Static shapes come from the data set's inputs, sequence lengths and element types too,
+        // and which optionals are empty. An input the importer must know as a constant
+        // (Reshape's shape, Clip's bounds, axes fed as inputs) is bound from the data set's value:
+        // the model is specialised to it (OnnxImportOptions::constant_inputs).
         std::set<std::string> constant_names;
         auto import_for = [&](std::size_t s) -> OnnxImportResult {
             OnnxImportOptions options;
-            for (const auto& t : inputs[s]) options.positional_input_shapes.push_back(t.shape());
+            for (std::size_t k = 0; k < inputs[s].size(); ++k) {
+                const OnnxValue& v = inputs[s][k];
+                const string name = k < input_names.size() ? input_names[k] : string();
+                options.positional_input_shapes.push_back(v.kind == OnnxValue::Kind::tensor ? v.tensors[0].shape() : Shape{});
+                if (v.kind == OnnxValue::Kind::none) options.absent_inputs.insert(name);
+                if (v.kind != OnnxValue::Kind::sequence) continue;
+                auto& types = options.sequence_inputs[name];
+                for (const auto& t : v.tensors) types.push_back({t.shape(), t.dtype()});
+            }
             for (int attempt = 0;; ++attempt) {
-                auto result = try_import_onnx(dir / "model.onnx", options);
+                auto result = try_import_onnx(model_path, options);
                 const auto* u = std::get_if<OnnxUnsupported>(&result);
                 if (!u || u->constant_input.empty() || attempt > 16) return result;
-                std::size_t position = 0;
-                bool found = false;
-                for (const auto& name : onnx_graph_inputs(dir / "model.onnx"))
-                    if (name == u->constant_input) { found = true; break; } else ++position;
-                if (!found || position >= inputs[s].size() || options.constant_inputs.count(u->constant_input))
+                const auto at = std::find(input_names.begin(), input_names.end(), u->constant_input);
+                const auto position = static_cast<std::size_t>(at - input_names.begin());
+                if (at == input_names.end() || position >= inputs[s].size() ||
+                    inputs[s][position].kind != OnnxValue::Kind::tensor || options.constant_inputs.count(u->constant_input))
                     return result;
-                options.constant_inputs[u->constant_input] = inputs[s][position];
+                options.constant_inputs[u->constant_input] = inputs[s][position].tensors[0];
                 constant_names.insert(u->constant_input);
             }
+        };
+        // The data set's tensors in the order of ImportedModel::input_names / output_names, where
+        // a sequence stands as its elements and an empty optional as nothing.
+        auto flat = [](const std::vector<OnnxValue>& values) {
+            std::vector<Tensor> out;
+            for (const auto& v : values) out.insert(out.end(), v.tensors.begin(), v.tensors.end());
+            return out;
         };
         auto imported = import_for(0);
         if (auto* u = std::get_if<OnnxUnsupported>(&imported)) return unsupported(*u);
@@ -269,21 +285,22 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
             }
             auto accepted = profile.accept_graph(host, model.graph);
             if (!accepted.accepted) return finish("unsupported", "the gate rejects the plan under " + profile.name);
-            if (inputs[s].size() != model.input_names.size())
-                return finish("failed", "data set has " + std::to_string(inputs[s].size()) + " inputs, the model " +
+            const auto given = flat(inputs[s]), expected = flat(outputs[s]);
+            if (given.size() != model.input_names.size())
+                return finish("failed", "data set has " + std::to_string(given.size()) + " input tensors, the model " +
                                             std::to_string(model.input_names.size()));
             std::map<string, Tensor> values;
-            for (std::size_t k = 0; k < inputs[s].size(); ++k)
-                values[model.input_names[k]] = bfloat16_from_bits(inputs[s][k], input_dtype(model, model.input_names[k]));
+            for (std::size_t k = 0; k < given.size(); ++k)
+                values[model.input_names[k]] = bfloat16_from_bits(given[k], input_dtype(model, model.input_names[k]));
             ParameterMap parameters = model.parameters;
             auto runtime_inputs = bind_onnx_inputs(model, values, parameters);
             auto session = Session::create(profile, *accepted.accepted, model.graph, host, parameters);
             auto got = session.run(runtime_inputs);
-            if (got.size() != outputs[s].size())
-                return finish("failed", "produced " + std::to_string(got.size()) + " outputs, expected " +
-                                            std::to_string(outputs[s].size()));
+            if (got.size() != expected.size())
+                return finish("failed", "produced " + std::to_string(got.size()) + " output tensors, expected " +
+                                            std::to_string(expected.size()));
             for (std::size_t k = 0; k < got.size(); ++k) {
-                auto m = compare(got[k], bfloat16_from_bits(outputs[s][k], got[k].dtype()), r.tolerance, r,
+                auto m = compare(got[k], bfloat16_from_bits(expected[k], got[k].dtype()), r.tolerance, r,
                                  sets[s].filename().string() + " output " + std::to_string(k) + " (" +
                                      model.output_names[k] + ")");
                 if (!m.ok) return finish("failed", "wrong values", m.message);

@@ -13,8 +13,7 @@ const capsule::cli::OnnxImportModule kModule{
     static_cast<capsule::OnnxImportResult (*)(const std::filesystem::path&,
                                               const capsule::OnnxImportOptions&)>(&capsule::try_import_onnx),
     &capsule::onnx_graph_inputs,
-    &capsule::onnx_non_tensor_values,
-    &capsule::try_read_onnx_tensor,
+    &capsule::try_read_onnx_value,
     &capsule::bind_onnx_inputs,
 };
 

@@ -28,8 +28,8 @@ struct OnnxImportModule {
                                                        ParameterMap&);
     OnnxImportResult (*try_import_onnx)(const std::filesystem::path&, const OnnxImportOptions&);
     std::vector<std::string> (*onnx_graph_inputs)(const std::filesystem::path&);
-    std::vector<std::string> (*onnx_non_tensor_values)(const std::filesystem::path&);
-    std::variant<Tensor, OnnxUnsupported> (*try_read_onnx_tensor)(const std::filesystem::path&);
+    std::variant<OnnxValue, OnnxUnsupported> (*try_read_onnx_value)(const std::filesystem::path&,
+                                                                    const std::filesystem::path&, bool, std::size_t);
     std::map<std::string, Tensor> (*bind_onnx_inputs)(const ImportedModel&,
                                                       const std::map<std::string, Tensor>&,
                                                       ParameterMap&);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -55,6 +56,16 @@ struct OnnxImportOptions {
     /// each such input is replaced by the constant, its shape and dtype must be the declared ones,
     /// and the imported model lists it among `unused_inputs`.
     std::map<std::string, Tensor> constant_inputs;
+    /// Element types of graph inputs that are sequences of tensors (or optionals holding one), by
+    /// ONNX input name. Such an input is imported as one runtime input per element, named
+    /// `<name>[k]` and listed in that order in ImportedModel::input_names in the sequence's place
+    /// (positions in `positional_input_shapes` still count the sequence as one input). Without an
+    /// entry, a node reading the sequence is refused (Unsupported). An element whose dtype differs
+    /// from the declared one is Error(input).
+    std::map<std::string, std::vector<TensorType>> sequence_inputs;
+    /// Graph inputs of optional type given no value (empty optionals): OptionalHasElement is false
+    /// for them, and they are not listed in ImportedModel::input_names.
+    std::set<std::string> absent_inputs;
 };
 
 /// An imported ONNX model.
@@ -76,9 +87,13 @@ struct ImportedModel {
     /// in model order, one line each: `<op type> '<node name>' -> <output> <dtype>[<shape>], ...`.
     /// Plan reports and lockfiles list them, so nothing runs unseen.
     std::vector<std::string> folded;
-    /// ONNX graph input names in model order (initializers excluded), and output names.
+    /// ONNX graph input names in model order (initializers excluded), and output names; a
+    /// sequence input or output appears as its elements `<name>[k]`.
     std::vector<std::string> input_names;
     std::vector<std::string> output_names;
+    /// Graph outputs that are sequences (known at import): ONNX output name → the outputs holding
+    /// its tensors, in order (`<name>[k]`).
+    std::map<std::string, std::vector<std::string>> sequence_outputs;
     /// The default-domain opset the model imports (e.g. 13), and its IR version.
     std::int64_t opset = 0;
     std::int64_t ir_version = 0;
@@ -109,9 +124,6 @@ OnnxImportResult try_import_onnx_bytes(std::string_view bytes, const std::filesy
 /// The graph input names of an ONNX model file in model order (initializers excluded), without
 /// importing it. Raises Error(input) for a missing or malformed file.
 std::vector<std::string> onnx_graph_inputs(const std::filesystem::path& path);
-/// Graph inputs and outputs of an ONNX model file whose type is not a tensor (sequence, map,
-/// optional), as "input 'x' (sequence)"; empty when every one is a tensor.
-std::vector<std::string> onnx_non_tensor_values(const std::filesystem::path& path);
 
 /// Reads a serialised ONNX TensorProto (the `input_K.pb` / `output_K.pb` files of the ONNX
 /// backend test data). Supported element types: float, double, float16, bfloat16, int64, int32,
@@ -120,6 +132,21 @@ std::vector<std::string> onnx_non_tensor_values(const std::filesystem::path& pat
 Tensor read_onnx_tensor(const std::filesystem::path& path);
 /// read_onnx_tensor, returning another element type as OnnxUnsupported instead of raising it.
 std::variant<Tensor, OnnxUnsupported> try_read_onnx_tensor(const std::filesystem::path& path);
+/// A value of a backend test data file as ONNX types it: a tensor, a sequence of tensors, or an
+/// empty optional (an optional holding a value reads as that value).
+struct OnnxValue {
+    enum class Kind { tensor, sequence, none };
+    Kind kind = Kind::tensor;
+    std::vector<Tensor> tensors;  // tensor: one; sequence: its elements in order; none: empty
+};
+/// Reads the data file of graph input (`output` false) or output `index` of `model` (initializers
+/// excluded from the inputs) as the type the model declares for it: a TensorProto, a
+/// SequenceProto of tensors, or an OptionalProto. Raises Error(input) for a missing or malformed
+/// file or model, or an index out of range; returns a map, a sequence of non-tensors or an
+/// unsupported element type as OnnxUnsupported.
+std::variant<OnnxValue, OnnxUnsupported> try_read_onnx_value(const std::filesystem::path& file,
+                                                             const std::filesystem::path& model, bool output,
+                                                             std::size_t index);
 /// The tensor's `name` field in such a file ("" when absent).
 std::string read_onnx_tensor_name(const std::filesystem::path& path);
 

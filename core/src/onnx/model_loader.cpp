@@ -10,11 +10,13 @@
 #include <sstream>
 
 #include <onnx/checker.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include "capsule/shape_math.hpp"
 #include "capsule/tensor_io.hpp"
+
 #include "import_context.hpp"
 
 namespace capsule::onnx_import {
@@ -577,35 +579,86 @@ Value input_value(const string& name, DType dtype, const onnx::TensorShapeProto&
     return v;
 }
 
-/// Graph inputs: static shapes (fixed by options where dynamic), supported dtypes. An input
-/// that is not a tensor of a supported dtype is only an error where a node reads it.
+/// A sequence graph input given by `options` as `elements` tensors: one runtime input per element,
+/// named `<name>[k]` (listed in input_names in the sequence's place).
+void define_sequence_input(ImportContext& ctx, ImportedModel& out, const string& name,
+                           const std::vector<TensorType>& elements, DType declared, const string& src) {
+    std::vector<string> names;
+    for (std::size_t k = 0; k < elements.size(); ++k) {
+        const string element = name + "[" + std::to_string(k) + "]";
+        if (ctx.has(element)) throw Error(ErrorCode::input, src + ": sequence input '" + name + "' element name '" +
+                                                               element + "' is also a value of the model");
+        if (elements[k].dtype != declared)
+            throw Error(ErrorCode::input, src + ": sequence input '" + name + "' element " + std::to_string(k) +
+                                              " is " + string(to_string(elements[k].dtype)) + ", the model declares " +
+                                              string(to_string(declared)));
+        Value v;
+        v.graph_input = element;
+        v.type = elements[k];
+        ctx.define(element, v);
+        out.input_names.push_back(element);
+        names.push_back(element);
+    }
+    ctx.define_sequence(name, names, declared);
+}
+
+/// Graph inputs: static shapes (fixed by options where dynamic), supported dtypes. A sequence
+/// input (or an optional holding one) is expanded into its elements when `options` give their
+/// types; an optional `options` list as absent is an empty optional; an optional holding a tensor
+/// is that tensor. An input that is not a tensor or sequence of a supported dtype is only an
+/// error where a node reads it.
 void define_graph_inputs(ImportContext& ctx, ImportedModel& out, onnx::GraphProto& g,
                          const std::set<string>& initializers, const OnnxImportOptions& options,
                          const string& src) {
+    std::size_t position = 0;  // among the graph inputs that are not initializers
     for (auto& input : *g.mutable_input()) {
         if (initializers.count(input.name())) continue;  // an initializer's default (IR < 4)
-        out.input_names.push_back(input.name());
-        const auto& type = input.type();
-        if (!type.has_tensor_type()) {
-            ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' is not a tensor (sequences, maps and optionals are not supported)");
+        const string& name = input.name();
+        onnx::TypeProto* type = input.mutable_type();
+        const std::size_t at = position++;
+        if (type->has_optional_type()) {
+            if (options.absent_inputs.count(name)) {
+                Value none;
+                none.none = true;
+                ctx.define(name, none);
+                continue;
+            }
+            type = type->mutable_optional_type()->mutable_elem_type();
+        }
+        if (type->has_sequence_type() && type->sequence_type().elem_type().has_tensor_type()) {
+            const int elem = type->sequence_type().elem_type().tensor_type().elem_type();
+            auto given = options.sequence_inputs.find(name);
+            auto dtype = dtype_of_onnx(elem);
+            if (given == options.sequence_inputs.end() || !dtype) {
+                out.input_names.push_back(name);
+                ctx.mark_unusable(name, "graph input '" + name + "' is a sequence" +
+                                            (dtype ? string(": give its element types (OnnxImportOptions::sequence_inputs)")
+                                                   : " of " + onnx_type_name(elem) + kSupportedOnnxDtypes));
+                continue;
+            }
+            define_sequence_input(ctx, out, name, given->second, *dtype, src);
             continue;
         }
-        auto dtype = dtype_of_onnx(type.tensor_type().elem_type());
+        out.input_names.push_back(name);
+        if (!type->has_tensor_type()) {
+            ctx.mark_unusable(name, "graph input '" + name + "' is not a tensor or a sequence of tensors (maps are not supported)");
+            continue;
+        }
+        auto dtype = dtype_of_onnx(type->tensor_type().elem_type());
         // Read before mutable_shape(), which marks the shape present (a shapeless input would
         // otherwise pass as a scalar).
-        const bool declared = type.tensor_type().has_shape();
-        auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
-        if (const Shape* given = given_shape(options, input.name(), out.input_names.size() - 1))
-            fix_input_shape(*shape, declared, *given, input.name(), src);
+        const bool declared = type->tensor_type().has_shape();
+        auto* shape = type->mutable_tensor_type()->mutable_shape();
+        if (const Shape* given = given_shape(options, name, at))
+            fix_input_shape(*shape, declared, *given, name, src);
         else
-            require_static_shape(*shape, declared, input.name(), src);
+            require_static_shape(*shape, declared, name, src);
         if (!dtype) {
-            ctx.mark_unusable(input.name(), "graph input '" + input.name() + "' has dtype " +
-                                                onnx_type_name(type.tensor_type().elem_type()) +
-                                                kSupportedOnnxDtypes);
+            ctx.mark_unusable(name, "graph input '" + name + "' has dtype " +
+                                        onnx_type_name(type->tensor_type().elem_type()) + kSupportedOnnxDtypes);
             continue;
         }
-        ctx.define(input.name(), input_value(input.name(), *dtype, *shape, options, src));
+        ctx.define(name, input_value(name, *dtype, *shape, options, src));
     }
 }
 
@@ -728,6 +781,21 @@ std::vector<string> convert_nodes(ImportContext& ctx, const onnx::GraphProto& g,
 void bind_outputs(ImportContext& ctx, ImportedModel& out, const onnx::GraphProto& g, const string& src) {
     try {
         for (const auto& o : g.output()) {
+            if (ctx.value(o.name()).sequence) {
+                // A sequence output: one output per element, `<name>[k]`.
+                const auto elements = *ctx.value(o.name()).sequence;
+                auto& names = out.sequence_outputs[o.name()];
+                for (std::size_t k = 0; k < elements.size(); ++k) {
+                    const string element = o.name() + "[" + std::to_string(k) + "]";
+                    std::int64_t id = ctx.runtime(elements[k]);
+                    if (ctx.name_used(element)) unsupported("sequence output element name '" + element + "' is taken");
+                    id = ctx.add_identity(id, element);
+                    out.output_names.push_back(element);
+                    names.push_back(element);
+                    out.graph.outputs.push_back(id);
+                }
+                continue;
+            }
             out.output_names.push_back(o.name());
             std::int64_t id = ctx.runtime(o.name());
             if (ctx.node(id).name != o.name() && !ctx.name_used(o.name()))
@@ -737,7 +805,9 @@ void bind_outputs(ImportContext& ctx, ImportedModel& out, const onnx::GraphProto
     } catch (const Unsupported& u) {
         refuse(src + ": graph outputs: " + u.reason, "", u.reason);
     }
-    if (out.graph.outputs.empty()) throw Error(ErrorCode::input, src + ": the graph has no outputs");
+    if (out.graph.outputs.empty())
+        throw Error(ErrorCode::input, src + ": the graph has no outputs" +
+                                          (out.sequence_outputs.empty() ? string() : string(" (its sequence outputs are empty)")));
 }
 
 /// Graph inputs no node reads, and those bound to constants by `options`, each once, in model
@@ -820,23 +890,6 @@ std::vector<string> onnx_graph_inputs(const std::filesystem::path& path) {
     return out;
 }
 
-std::vector<string> onnx_non_tensor_values(const std::filesystem::path& path) {
-    const auto model = parse_model(read_file(path), path.string());
-    std::vector<string> out;
-    auto kind = [](const onnx::TypeProto& t) -> string {
-        if (t.has_sequence_type()) return "sequence";
-        if (t.has_map_type()) return "map";
-        if (t.has_optional_type()) return "optional";
-        if (t.has_sparse_tensor_type()) return "sparse tensor";
-        return t.has_tensor_type() ? "" : "unknown type";
-    };
-    for (const auto& v : model.graph().input())
-        if (auto k = kind(v.type()); !k.empty()) out.push_back("input '" + v.name() + "' (" + k + ")");
-    for (const auto& v : model.graph().output())
-        if (auto k = kind(v.type()); !k.empty()) out.push_back("output '" + v.name() + "' (" + k + ")");
-    return out;
-}
-
 namespace {
 onnx::TensorProto read_tensor_proto(const std::filesystem::path& path) {
     const string bytes = read_file(path);
@@ -863,6 +916,62 @@ Tensor read_onnx_tensor(const std::filesystem::path& path) {
     auto result = try_read_onnx_tensor(path);
     if (auto* refused = std::get_if<OnnxUnsupported>(&result)) throw Error(ErrorCode::input, refused->message);
     return std::get<Tensor>(std::move(result));
+}
+
+std::variant<OnnxValue, OnnxUnsupported> try_read_onnx_value(const std::filesystem::path& file,
+                                                             const std::filesystem::path& model_path, bool output,
+                                                             std::size_t index) {
+    const auto model = parse_model(read_file(model_path), model_path.string());
+    std::vector<const onnx::ValueInfoProto*> values;
+    std::set<string> initializers;
+    for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+    if (output) for (const auto& v : model.graph().output()) values.push_back(&v);
+    else for (const auto& v : model.graph().input()) if (!initializers.count(v.name())) values.push_back(&v);
+    if (index >= values.size())
+        throw Error(ErrorCode::input, model_path.string() + ": has no graph " + (output ? "output " : "input ") +
+                                          std::to_string(index) + " (it has " + std::to_string(values.size()) + ")");
+    const onnx::TypeProto& type = values[index]->type();
+    const string bytes = read_file(file);
+    auto refused = [&](const string& reason) { return OnnxUnsupported{file.string() + ": " + reason, "", reason, ""}; };
+    auto tensor = [&](const onnx::TensorProto& proto) -> Tensor {
+        try {
+            return tensor_from_proto(proto);
+        } catch (const Error& e) {
+            if (e.code() != ErrorCode::input) throw;
+            throw Error(ErrorCode::input, file.string() + ": " + e.what());
+        }
+    };
+    auto sequence = [&](const onnx::SequenceProto& seq) -> std::variant<OnnxValue, OnnxUnsupported> {
+        if (seq.elem_type() != onnx::SequenceProto::TENSOR && seq.elem_type() != onnx::SequenceProto::UNDEFINED)
+            return refused("a sequence of non-tensors (sequences, maps or optionals) is not supported");
+        OnnxValue v{OnnxValue::Kind::sequence, {}};
+        for (const auto& t : seq.tensor_values()) v.tensors.push_back(tensor(t));
+        return v;
+    };
+    try {
+        if (type.has_tensor_type()) {
+            onnx::TensorProto proto;
+            if (!proto.ParseFromString(bytes)) throw Error(ErrorCode::input, file.string() + ": not a serialised ONNX TensorProto");
+            return OnnxValue{OnnxValue::Kind::tensor, {tensor(proto)}};
+        }
+        if (type.has_sequence_type()) {
+            onnx::SequenceProto proto;
+            if (!proto.ParseFromString(bytes)) throw Error(ErrorCode::input, file.string() + ": not a serialised ONNX SequenceProto");
+            return sequence(proto);
+        }
+        if (type.has_optional_type()) {
+            onnx::OptionalProto proto;
+            if (!proto.ParseFromString(bytes)) throw Error(ErrorCode::input, file.string() + ": not a serialised ONNX OptionalProto");
+            if (proto.has_tensor_value()) return OnnxValue{OnnxValue::Kind::tensor, {tensor(proto.tensor_value())}};
+            if (proto.has_sequence_value()) return sequence(proto.sequence_value());
+            if (proto.has_optional_value() || proto.has_map_value() || proto.has_sparse_tensor_value())
+                return refused("an optional holding a map, an optional or a sparse tensor is not supported");
+            return OnnxValue{OnnxValue::Kind::none, {}};
+        }
+    } catch (const Unsupported& u) {
+        return refused(u.reason);
+    }
+    return refused("graph value '" + values[index]->name() + "' is a map or sparse tensor (not supported)");
 }
 
 string read_onnx_tensor_name(const std::filesystem::path& path) { return read_tensor_proto(path).name(); }
