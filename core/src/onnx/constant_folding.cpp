@@ -502,7 +502,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     // must fit its dtype, else the kernel wraps it); casts into ABI 1.0's dtypes also from those
     // integers, such as an int32 window size cast to float.
     static const std::set<string> kComputes{"Neg", "Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater",
-                                            "Ceil", "Floor", "Relu", "Abs"};
+                                            "Ceil", "Floor", "Relu", "Abs", "Not", "And", "Or", "Xor"};
     auto dtype_of_input = [&](int k) { return ctx.type(node.input(k)).dtype; };
     if (kComputes.count(op)) {
         for (int k = 0; k < node.input_size(); ++k)
@@ -587,6 +587,19 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         for (auto& v : x.f) v = -v;
         for (auto& v : x.i) v = checked_int('-', 0, v);
         return out(x);
+    }
+    if (op == "Not") {
+        CT x = arg(0);
+        if (x.dtype != DType::boolean) return false;
+        for (auto& v : x.i) v = v == 0;
+        return out(x);
+    }
+    if (op == "And" || op == "Or" || op == "Xor") {
+        if (arg(0).dtype != DType::boolean) return false;
+        return out(binary(arg(0), arg(1), DType::boolean, [](auto, auto) { return 0.0; },
+                          [&op](std::int64_t x, std::int64_t y) {
+                              return std::int64_t(op == "And" ? (x && y) : op == "Or" ? (x || y) : (x != y));
+                          }));
     }
     if (op == "Ceil" || op == "Floor" || op == "Relu" || op == "Abs") {
         // Exact on the host, with the kernels' expressions (Relu: x < 0 ? 0 : x, which keeps -0

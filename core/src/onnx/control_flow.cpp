@@ -134,9 +134,29 @@ Id element_at(ImportContext& c, Id x, std::int64_t axis, std::int64_t t) {
     return c.add("reshape", {slice_axis(c, x, axis, t, t + 1)}, {{"shape", s}});
 }
 
+/// "" when values `a` and `b` have one type (tensors of one dtype and shape, or sequences of as
+/// many such tensors), else what differs, for messages.
+string branch_type_mismatch(ImportContext& c, const string& a, const string& b) {
+    const Value &va = c.value(a), &vb = c.value(b);
+    auto describe = [&](const Value& v, const string& name) {
+        if (v.none) return string("an empty optional");
+        if (v.sequence) return "a sequence of " + std::to_string(v.sequence->size()) + " tensors";
+        return string(to_string(c.type(name).dtype)) + to_string(c.type(name).shape);
+    };
+    const string in_both = describe(va, a) + " in then_branch and " + describe(vb, b) + " in else_branch";
+    if (va.none || vb.none) return in_both;
+    if (static_cast<bool>(va.sequence) != static_cast<bool>(vb.sequence)) return in_both;
+    if (!va.sequence) return c.type(a) == c.type(b) ? string() : in_both;
+    if (va.sequence->size() != vb.sequence->size()) return in_both;
+    for (std::size_t i = 0; i < va.sequence->size(); ++i)
+        if (c.type((*va.sequence)[i]) != c.type((*vb.sequence)[i])) return in_both + " (element " + std::to_string(i) + " differs)";
+    return {};
+}
+
 /// ONNX If: the branch a constant condition selects, inlined; with a run-time condition, both
-/// branches and a `where` per output (the untaken branch is computed too, so a failure in it,
-/// e.g. an index out of range, fails the run).
+/// branches and a `where` per output tensor (the untaken branch is computed too, so a failure in
+/// it, e.g. an index out of range, fails the run); outputs whose type differs between the
+/// branches need the condition at import.
 void convert_if(ImportContext& c, const onnx::NodeProto& n) {
     const string cond = n.input(0);
     const auto& then_branch = graph_attr(n, "then_branch");
@@ -153,15 +173,34 @@ void convert_if(ImportContext& c, const onnx::NodeProto& n) {
     const auto else_outs = inline_subgraph(c, n, else_branch, {}, tag + "#else");
     if (then_outs.size() != else_outs.size() || static_cast<int>(then_outs.size()) < n.output_size())
         unsupported("If branches give different numbers of outputs");
+    // Each output must have one type whichever branch runs: the same tensor type, or sequences of
+    // as many tensors of the same types. Otherwise the condition must be known at import (asking
+    // for it names the graph input it comes from, so a caller may specialise the model to it).
+    for (int k = 0; k < n.output_size(); ++k)
+        if (!n.output(k).empty()) {
+            const string mismatch = branch_type_mismatch(c, then_outs[k], else_outs[k]);
+            if (!mismatch.empty())
+                c.constant(cond, "If's cond (output " + std::to_string(k) + " is " + mismatch +
+                                     ", so the branch must be chosen at import)");
+        }
     const Id selector = c.add("reshape", {c.runtime(cond)}, {{"shape", Shape{}}});
+    auto select = [&](const string& a, const string& b, const string& name) {
+        return c.add("where", {selector, c.runtime(a), c.runtime(b)}, {}, name);
+    };
     for (int k = 0; k < n.output_size(); ++k) {
         if (n.output(k).empty()) continue;
-        const auto &a = c.type(then_outs[k]), &b = c.type(else_outs[k]);
-        if (a.dtype != b.dtype || a.shape != b.shape)
-            unsupported("If output " + std::to_string(k) + " is " + string(to_string(a.dtype)) + to_string(a.shape) +
-                        " in then_branch and " + string(to_string(b.dtype)) + to_string(b.shape) +
-                        " in else_branch: with a run-time condition its type would depend on data");
-        c.define_node(n.output(k), c.add("where", {selector, c.runtime(then_outs[k]), c.runtime(else_outs[k])}, {}, n.output(k)));
+        if (!c.value(then_outs[k]).sequence) {
+            c.define_node(n.output(k), select(then_outs[k], else_outs[k], n.output(k)));
+            continue;
+        }
+        const auto a = *c.value(then_outs[k]).sequence, b = *c.value(else_outs[k]).sequence;
+        vector<string> elements;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const string name = c.fresh_value_name(n.output(k) + "#" + std::to_string(i));
+            c.define_node(name, select(a[i], b[i], name));
+            elements.push_back(name);
+        }
+        c.define_sequence(n.output(k), elements, c.type(then_outs[k]).dtype);
     }
 }
 
