@@ -142,14 +142,14 @@ TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
 TEST(OnnxImport, UnsupportedOpNamesOpTypeNodeAndOpset) {
     auto m = new_model(16);
     set_type(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {3, 3});
-    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {});
-    add_node(m, "Det", {"x"}, {"y"}, "my_det");
-    const std::string message = "ONNX op Det (node 'my_det', opset 16) is not supported: no converter for this ONNX op";
+    set_type(m.mutable_graph()->add_output(), "y", onnx::TensorProto::FLOAT, {3, 3});
+    add_node(m, "LpNormalization", {"x"}, {"y"}, "my_lp");
+    const std::string message = "ONNX op LpNormalization (node 'my_lp', opset 16) is not supported: no converter for this ONNX op";
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import(m); }, message));
     auto result = try_import_onnx_bytes(m.SerializeAsString(), "test.onnx");
     const auto* refused = std::get_if<OnnxUnsupported>(&result);
     ASSERT_TRUE(refused);
-    EXPECT_EQ(refused->op_type, "Det");
+    EXPECT_EQ(refused->op_type, "LpNormalization");
     EXPECT_NE(refused->message.find(message), std::string::npos) << refused->message;
     EXPECT_FALSE(refused->reason.empty());
     EXPECT_EQ(refused->constant_input, "");

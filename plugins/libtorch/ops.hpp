@@ -57,6 +57,7 @@
     X(scatter_add_row, backward) \
     X(matmul, backward) \
     X(bmm, backward) \
+    X(det, forward_only) \
     X(linear, backward) \
     X(mse_loss, backward) \
     X(layer_norm, backward) \
@@ -95,6 +96,7 @@
     X(argmax, forward_only) \
     X(argmin, forward_only) \
     X(hardmax, backward) \
+    X(top_k, forward_only) \
     X(floor, backward) \
     X(ceil, backward) \
     X(sign, backward) \

@@ -201,6 +201,24 @@ static at::Tensor arg_extremum(const OpArgs& a, bool is_max) {
 at::Tensor op_argmax(const OpArgs& a) { return arg_extremum(a, true); }
 at::Tensor op_argmin(const OpArgs& a) { return arg_extremum(a, false); }
 
+// ONNX TopK's indices: a stable sort along `axis` (equal values in index order, NaN the largest,
+// as torch.sort) cut to the first k.
+at::Tensor op_top_k(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    if (x.dim() == 0) plugin::fail("top_k: input is a scalar; top_k needs an axis");
+    const int64_t axis = axis_of(a.attrs, "axis", x.dim(), -1);
+    const int64_t k = a.attrs.get_int("k", -1);
+    if (k < 0 || k > x.size(axis))
+        plugin::fail("top_k: k " + std::to_string(k) + " is outside [0, " + std::to_string(x.size(axis)) + "]");
+    const bool largest = a.attrs.get_bool("largest", true);
+    return std::get<1>(at::sort(x, /*stable=*/true, axis, /*descending=*/largest)).narrow(axis, 0, k).contiguous();
+}
+
+// ONNX Det / torch.linalg.det over the last two axes. Forward only: LibTorch 1.13's backward of
+// linalg_det gives 0 at a singular matrix where Jacobi's formula gives its cofactors (the
+// conformance case det/batch_with_singular), so gradients of det run on the reference capsule.
+at::Tensor op_det(const OpArgs& a) { return at::linalg_det(x0(a)); }
+
 // ONNX Hardmax: a one-hot of torch.argmax along `axis` (the first largest, NaN counting as the
 // largest); piecewise constant, so its autograd gradient is 0.
 at::Tensor op_hardmax(const OpArgs& a) {

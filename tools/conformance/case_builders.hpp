@@ -18,6 +18,7 @@ namespace capsule::conformance::builders {
 using V = std::vector<double>;
 using Ints = std::vector<std::int64_t>;
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// Number of elements of a shape.
 inline std::int64_t count(const Shape& s) {

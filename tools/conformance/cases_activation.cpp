@@ -19,12 +19,12 @@ namespace capsule::conformance {
 namespace {
 
 using builders::kInf;
+using builders::kNaN;
 using builders::make;
 using builders::seen;
 using builders::V;
 using builders::with_grad;
 using S = std::string;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kPi = std::numbers::pi;
 
 /// The case `op(x)` with the expected output f applied to each value as the kernel sees it.

@@ -25,10 +25,10 @@ namespace {
 using builders::count;
 using builders::Ints;
 using builders::kInf;
+using builders::kNaN;
 using builders::make;
 using builders::V;
 using builders::with_grad;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// The value as the kernel sees it: float32 inputs are rounded to float.
 double seen(const CaseTensor& t, std::size_t i) {
@@ -855,6 +855,29 @@ void extremum_cases(std::vector<KernelCase>& out) {
     out.push_back(make("argmin/empty_other_axis", BackendOp::argmin, {f32({0, 2}, {})},
                        i64({0}, {}), {{"axis", I(1)}, {"keepdims", false}}));
 
+    // top_k (ONNX TopK's indices): ONNX's test_top_k (0..11 as [3, 4], k = 3 along axis 1).
+    out.push_back(make("top_k/onnx_example", BackendOp::top_k,
+                       {f32({3, 4}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})},
+                       i64({3, 3}, {3, 2, 1, 3, 2, 1, 3, 2, 1}), {{"k", I(3)}, {"axis", I(1)}}));
+    // Smallest: 1 (index 1) and 1 (index 3) tie and keep index order, then 3 (index 0).
+    out.push_back(make("top_k/smallest_ties_in_index_order", BackendOp::top_k, {f32({1, 5}, {3, 1, 4, 1, 5})},
+                       i64({1, 3}, {1, 3, 0}), {{"k", I(3)}, {"largest", false}}));
+    out.push_back(make("top_k/largest_ties_in_index_order", BackendOp::top_k, {f32({4}, {2, 5, 5, 1})},
+                       i64({2}, {1, 2}), {{"k", I(2)}}));
+    // NaN counts as the largest: first when largest (in index order), never among the smallest.
+    out.push_back(make("top_k/nan_largest", BackendOp::top_k, {f64({4}, {1, kNaN, 3, kNaN})},
+                       i64({3}, {1, 3, 2}), {{"k", I(3)}}));
+    out.push_back(make("top_k/nan_not_smallest", BackendOp::top_k, {f64({4}, {1, kNaN, 3, kNaN})},
+                       i64({2}, {0, 2}), {{"k", I(2)}, {"largest", false}}));
+    // Axis 0 of [3, 2]: column 0 is 1, 5, 3 (top 2 at rows 1, 2); column 1 is 6, 2, 4 (rows 0, 2).
+    out.push_back(make("top_k/axis0", BackendOp::top_k, {f32({3, 2}, {1, 6, 5, 2, 3, 4})},
+                       i64({2, 2}, {1, 0, 2, 2}), {{"k", I(2)}, {"axis", I(0)}}));
+    out.push_back(make("top_k/int64_negative", BackendOp::top_k, {i64({5}, {-7, 3, -1, 3, 0})},
+                       i64({4}, {1, 3, 4, 2}), {{"k", I(4)}}));
+    out.push_back(make("top_k/k0", BackendOp::top_k, {f32({2, 3}, {1, 2, 3, 4, 5, 6})}, i64({2, 0}, {}),
+                       {{"k", I(0)}}));
+    out.push_back(error_case("top_k/error_k_too_large", BackendOp::top_k, {f32({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})},
+                             "top_k: k 5 is outside [0, 4] (the size of axis 1)", i64({2, 5}, {}), {{"k", I(5)}}));
     out.push_back(error_case("argmax/error_empty_axis", BackendOp::argmax, {f32({0, 2}, {})},
                              "argmax: axis 0 has size 0 (input shape [0, 2])", i64({1, 2}, {})));
     out.push_back(error_case("argmin/error_bool", BackendOp::argmin, {boolean({2}, {1, 0})},

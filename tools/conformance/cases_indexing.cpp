@@ -17,12 +17,12 @@ namespace capsule::conformance {
 namespace {
 
 using builders::Ints;
+using builders::kNaN;
 using builders::make;
 using builders::V;
 using builders::with_grad;
 using I = std::int64_t;
 using S = std::string;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr I kMax = std::numeric_limits<I>::max();
 constexpr I kMin = std::numeric_limits<I>::min();
 

@@ -20,6 +20,7 @@ namespace {
 using builders::count;
 using builders::Ints;
 using builders::kInf;
+using builders::kNaN;
 using builders::seen;
 using builders::V;
 constexpr auto& grad = builders::with_grad;
@@ -295,6 +296,26 @@ void bmm_cases(std::vector<KernelCase>& out) {
                            random(DType::float32, {2, 3, 2}, 36))));
 }
 
+// det: hand values by cofactor expansion; gradients (Jacobi's formula) checked against finite
+// differences, at an invertible and at a singular matrix.
+void det_cases(std::vector<KernelCase>& out) {
+    const auto op = BackendOp::det;
+    out.push_back(grad(builders::make("det/hand_2x2", op, {f32({2, 2}, {1, 2, 3, 4})}, f32({}, {-2}))));
+    // A zero first pivot needs a row swap: [[0, 1], [1, 0]] -> -1.
+    out.push_back(grad(builders::make("det/pivot_swap", op, {f64({2, 2}, {0, 1, 1, 0})}, f64({}, {-1}))));
+    // 6(−2·7 − 5·8) − 1(4·7 − 5·2) + 1(4·8 + 2·2) = −324 − 18 + 36 = −306.
+    out.push_back(grad(builders::make("det/hand_3x3", op, {f64({3, 3}, {6, 1, 1, 4, -2, 5, 2, 8, 7})}, f64({}, {-306}))));
+    // A batch: 2·I (det 8) and a singular matrix (row 3 = (row 1 + row 2) / 3: det 0), whose
+    // gradient is the cofactor matrix.
+    out.push_back(grad(builders::make("det/batch_with_singular", op,
+                            {f64({2, 3, 3}, {2, 0, 0, 0, 2, 0, 0, 0, 2, 2, 0, 1, 1, 3, 2, 1, 1, 1})},
+                            f64({2}, {8, 0}))));
+    out.push_back(builders::make("det/order0_is_one", op, {f32({3, 0, 0}, {})}, f32({3}, {1, 1, 1})));
+    out.push_back(builders::make("det/nan", op, {f32({2, 2}, {1, kNaN, 0, 0})}, f32({}, {kNaN})));
+    out.push_back(error_case("det/error_not_square", op, {f32({2, 3}, {1, 2, 3, 4, 5, 6})},
+                             "det: input [2, 3] is not square", f32({}, {})));
+}
+
 void linear_cases(std::vector<KernelCase>& out) {
     const auto op = BackendOp::linear;
     auto lin = [&](std::string name, CaseTensor x, std::int64_t outf, bool bias, std::uint64_t seed) {
@@ -568,6 +589,7 @@ std::vector<KernelCase> linalg_cases() {
     std::vector<KernelCase> out;
     matmul_cases(out);
     bmm_cases(out);
+    det_cases(out);
     linear_cases(out);
     layer_norm_cases(out);
     batch_norm_cases(out, BackendOp::batch_norm, "batch_norm");

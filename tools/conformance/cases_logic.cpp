@@ -15,10 +15,10 @@ namespace capsule::conformance {
 namespace {
 
 using builders::kInf;
+using builders::kNaN;
 using builders::make;
 using builders::with_grad;
 using S = std::string;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void comparison_cases(std::vector<KernelCase>& out) {
     // [2, 1] against [3]: row r compares r + 1 with 1, 2, 3

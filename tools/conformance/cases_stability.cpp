@@ -19,6 +19,7 @@ namespace capsule::conformance {
 namespace {
 
 using builders::kInf;
+using builders::kNaN;
 using builders::make;
 using builders::V;
 using builders::with_grad;
@@ -184,7 +185,6 @@ void attention_cases(std::vector<KernelCase>& out) {
 // of x/T, attention rows with no attended position, and shapes with a zero dimension whose output
 // is not empty (a convolution over 0 input channels is its bias) or is (a pool over 0 channels).
 void accumulation_and_degenerate_cases(std::vector<KernelCase>& out) {
-    const double kNaN = std::numeric_limits<double>::quiet_NaN();
     out.push_back(make("stability/cumsum_exclusive_small_after_large", BackendOp::cumsum,
                        {f64({3}, {3, 1e20, 0})}, f64({3}, {0, 3, 1e20}),
                        {{"axis", std::int64_t(0)}, {"exclusive", true}}));

@@ -31,12 +31,12 @@ namespace capsule {
 /// Something the model (or a tensor file) uses that the importer does not map: an ONNX op, an op
 /// variant (attribute value, input count, output count), a dtype, an op domain or opset.
 struct OnnxUnsupported {
-    /// The full message, e.g. `model.onnx: ONNX op Loop (node 'loop_1', opset 16) is not
-    /// supported: no BackendOp for control flow`; import_onnx raises Error(input) with it.
+    /// The full message, e.g. `model.onnx: ONNX op LpNormalization (node 'lp_1', opset 16) is not
+    /// supported: no converter for this ONNX op`; import_onnx raises Error(input) with it.
     std::string message;
     /// The ONNX op type ("" for a model-level problem such as a dtype of a graph input).
     std::string op_type;
-    /// The short, groupable reason (`no BackendOp for control flow`).
+    /// The short, groupable reason (`no converter for this ONNX op`).
     std::string reason;
     /// When the import failed because a graph input must be known at import (Reshape's shape,
     /// Clip's bounds, reduction axes fed by an input): that input's name; else "". Importing again

@@ -191,6 +191,26 @@ void convert_bit_shift(ImportContext& c, const onnx::NodeProto& n) {
                                  {}, out0(n)));
 }
 
+/// ONNX TopK: Indices = `top_k` (k from the K input, opset ≥ 10, or the `k` attribute), Values =
+/// gather_elements(X, Indices) along axis. `sorted` = 0 allows any order; the sorted one is given.
+void convert_top_k(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    const auto rank = rank_of(c, x);
+    if (rank == 0) unsupported("TopK of a scalar");
+    const std::int64_t axis = normalize_axis(attr_int(n, "axis", -1), rank);
+    const std::int64_t k = c.opset() >= 10 ? scalar_int(c, n.input(1), "TopK's K") : attr_int(n, "k", -1);
+    const Id indices = c.add("top_k", {x}, {{"k", k}, {"axis", axis}, {"largest", attr_int(n, "largest", 1) != 0}},
+                             n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : string());
+    if (n.output_size() > 1 && !n.output(1).empty()) c.define_node(n.output(1), indices);
+    if (!n.output(0).empty())
+        c.define_node(out0(n), c.add("gather_elements", {x, indices}, {{"axis", axis}}, out0(n)));
+}
+
+/// ONNX Det: BackendOp `det` over the last two axes.
+void convert_det(ImportContext& c, const onnx::NodeProto& n) {
+    c.define_node(out0(n), c.add("det", {x0(c, n)}, {}, out0(n)));
+}
+
 void convert_mean(ImportContext& c, const onnx::NodeProto& n) {
     Id acc = c.runtime(n.input(0));
     for (int k = 1; k < n.input_size(); ++k) acc = c.add("add", {acc, c.runtime(n.input(k))});
@@ -1597,6 +1617,8 @@ const std::map<string, Converter>& converters() {
         t["CastLike"] = convert_cast_like;
         t["Mod"] = convert_mod;
         t["BitShift"] = convert_bit_shift;
+        t["TopK"] = convert_top_k;
+        t["Det"] = convert_det;
         t["Einsum"] = convert_einsum;
         t["GatherND"] = convert_gather_nd;
         t["ScatterND"] = convert_scatter_nd;
@@ -1686,6 +1708,8 @@ string known_unsupported_reason(const string& op) {
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
         for (auto o : {"RoiAlign", "MaxRoiPool"}) r[o] = "region-of-interest pooling is not supported";
+        for (auto o : {"NonMaxSuppression", "NonZero", "Unique"})
+            r[o] = "its output's length depends on the input's values, which a graph of static shapes cannot give";
         return r;
     }();
     auto it = reasons.find(op);

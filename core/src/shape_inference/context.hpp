@@ -150,6 +150,7 @@ TensorType softmax_like(Context& c);
 TensorType sum(Context& c);
 TensorType reduce(Context& c);
 TensorType arg_reduce(Context& c);
+TensorType top_k(Context& c);
 TensorType cumsum(Context& c);
 
 // shape_ops.cpp
@@ -185,6 +186,7 @@ TensorType scatter_elements(Context& c);
 // linalg.cpp
 TensorType matmul(Context& c);
 TensorType bmm(Context& c);
+TensorType det(Context& c);
 TensorType linear(Context& c);
 
 // nn.cpp

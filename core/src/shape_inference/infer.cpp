@@ -92,6 +92,7 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::reduce_prod: return reduce(c);
         case BackendOp::argmax:
         case BackendOp::argmin: return arg_reduce(c);
+        case BackendOp::top_k: return top_k(c);
         case BackendOp::cumsum: return cumsum(c);
 
         case BackendOp::flatten: return flatten(c);
@@ -127,6 +128,7 @@ TensorType infer_op(Context& c, BackendOp op) {
 
         case BackendOp::matmul: return matmul(c);
         case BackendOp::bmm: return bmm(c);
+        case BackendOp::det: return det(c);
         case BackendOp::linear: return linear(c);
 
         case BackendOp::mse_loss: return mse_loss(c);

@@ -50,6 +50,18 @@ TensorType bmm(Context& c) {
     return {{a[0], a[1], b[2]}, dtype};
 }
 
+TensorType det(Context& c) {
+    c.arity(1);
+    c.attributes({});
+    const auto dtype = c.floats({0});
+    c.rank_at_least(0, 2);
+    Shape out = c.shape(0);
+    const int64_t n = out.back();
+    if (out[out.size() - 2] != n) fail("the last two axes of " + to_string(out) + " are not square");
+    out.resize(out.size() - 2);
+    return {out, dtype};
+}
+
 TensorType linear(Context& c) {
     c.arity(1);
     c.attributes({"out_features", "bias"});

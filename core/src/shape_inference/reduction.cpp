@@ -65,6 +65,23 @@ TensorType arg_reduce(Context& c) {
     return {out, DType::int64};
 }
 
+TensorType top_k(Context& c) {
+    c.arity(1);
+    c.attributes({"k", "axis", "largest"});
+    const DType dtype = c.in(0).dtype;
+    if (dtype == DType::boolean) fail("parent 0 has dtype bool; expected a float or integer dtype");
+    Shape out = c.shape(0);
+    if (out.empty()) fail("parent 0 is a scalar; top_k needs an axis");
+    const auto axis = size_t(axis_for("axis", c.int_or("axis", -1), out.size()));
+    const int64_t k = c.req_int("k");
+    if (k < 0 || k > out[axis])
+        fail("k " + str(k) + " is outside [0, " + str(out[axis]) + "] (axis " + str(int64_t(axis)) + " of " +
+             to_string(c.shape(0)) + ")");
+    c.bool_or("largest", true);
+    out[axis] = k;
+    return {out, DType::int64};
+}
+
 TensorType cumsum(Context& c) {
     c.arity(1);
     c.attributes({"axis", "exclusive", "reverse"});
