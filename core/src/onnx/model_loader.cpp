@@ -673,11 +673,31 @@ void define_initializers(ImportContext& ctx, const onnx::GraphProto& g) {
     }
 }
 
+/// Spells out attribute defaults that libonnx 1.12's shape inference reads wrongly, in `g` and
+/// its subgraphs: STFT's inference takes an absent `onesided` as 0 while the schema's default is
+/// 1, so with a constant window or frame_length it would infer frame_length bins instead of
+/// frame_length / 2 + 1 and refuse a model declaring the spec's shape.
+void spell_out_misread_defaults(onnx::GraphProto& g) {
+    for (auto& node : *g.mutable_node()) {
+        if (node.op_type() == "STFT" && (node.domain().empty() || node.domain() == "ai.onnx") && !find_attr(node, "onesided")) {
+            auto* a = node.add_attribute();
+            a->set_name("onesided");
+            a->set_type(onnx::AttributeProto::INT);
+            a->set_i(1);
+        }
+        for (auto& a : *node.mutable_attribute()) {
+            if (a.has_g()) spell_out_misread_defaults(*a.mutable_g());
+            for (auto& sub : *a.mutable_graphs()) spell_out_misread_defaults(sub);
+        }
+    }
+}
+
 /// ONNX shape inference with the static input shapes: every value's type, for cross-checks.
 /// libonnx is not trusted with unchecked attributes: the guard refuses bad ones, and nodes it
 /// cannot check are held back from inference (their outputs are then not cross-checked).
 std::map<string, InferredType> infer_onnx_types(onnx::ModelProto& model, std::int64_t opset, const string& src) {
     auto& g = *model.mutable_graph();
+    spell_out_misread_defaults(g);
     std::map<string, InferredType> inferred;
     const int checked = nodes_safe_for_inference(g, opset, src);
     std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
