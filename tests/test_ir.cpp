@@ -258,6 +258,10 @@ const std::vector<ShapeCase>& shape_cases() {
         {"gather", {I64({7}), I64({})}, {}, I64({})},
         {"gather_elements", {F({3, 3}), I64({2, 3})}, {}, F({2, 3})},
         {"hardmax", {F({2, 3})}, {{"axis", n(0)}}, F({2, 3})},
+        {"top_k", {F({2, 5})}, {{"k", n(3)}}, I64({2, 3})},
+        {"top_k", {I64({4, 2})}, {{"k", n(0)}, {"axis", n(0)}, {"largest", b(false)}}, I64({0, 2})},
+        {"det", {F({3, 3})}, {}, F({})},
+        {"det", {F64({2, 4, 0, 0})}, {}, F64({2, 4})},
         {"pad", {I64({2})}, {{"pads", l({1, 1})}, {"value", n(std::numeric_limits<int64_t>::max())}}, I64({4})},
         {"shrink", {F64({4})}, {}, F64({4})},
         {"is_inf", {F({2, 3})}, {}, Bool({2, 3})},
@@ -420,6 +424,11 @@ TEST(ShapeInference, OnnxImportOpErrors) {
                     "attribute 'axes' is empty; omit it to reduce over every axis");
     EXPECT_CONTAINS(infer_error("argmax", {F({2, 0})}, {{"axis", n(1)}}),
                     "axis 1 has size 0 (input shape [2, 0]); there is no element to pick");
+    EXPECT_CONTAINS(infer_error("top_k", {F({2, 4})}, {{"k", n(5)}}), "k 5 is outside [0, 4] (axis 1 of [2, 4])");
+    EXPECT_CONTAINS(infer_error("top_k", {F({})}, {{"k", n(0)}}), "parent 0 is a scalar; top_k needs an axis");
+    EXPECT_CONTAINS(infer_error("top_k", {F({3})}), "missing attribute 'k' (integer)");
+    EXPECT_CONTAINS(infer_error("det", {F({2, 3})}), "the last two axes of [2, 3] are not square");
+    EXPECT_CONTAINS(infer_error("det", {I64({2, 2})}), "expected float32 or float64");
     EXPECT_CONTAINS(infer_error("argmin", {Bool({2})}),
                     "parent 0 has dtype bool; expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("argmax", {F({2})}, {{"axes", l({0})}}),

@@ -330,7 +330,9 @@ TEST(OnnxImport, LoadModelChoosesByExtension) {
 }
 
 // Real architectures exported by PyTorch (tests/data/models/<name>: model.onnx, input.npy,
-// output.npy, meta.json with rtol/atol): import, plan under checked_cpu, run, compare.
+// output.npy, meta.json with rtol/atol): import, plan under checked_cpu, run, compare. The
+// detection head (Resize, TopK post-processing), the LSTM text classifier (int64 ids) and the
+// uint8 image classifier are defined and exported by tests/data/models/export.py.
 class OnnxModels : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OnnxModels, MatchPyTorchReference) {
@@ -363,7 +365,8 @@ TEST_P(OnnxModels, MatchPyTorchReference) {
     EXPECT_LE(max_abs, 1e-4 * scale) << "error relative to the output scale";
 }
 
-INSTANTIATE_TEST_SUITE_P(Real, OnnxModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
+INSTANTIATE_TEST_SUITE_P(Real, OnnxModels, ::testing::Values("mobilenet_v2", "squeezenet1_1", "detection_head",
+                                                          "lstm_text_classifier", "uint8_classifier"));
 
 namespace {
 void add_float_vector(onnx::GraphProto& g, const std::string& name, std::vector<std::int64_t> dims,

@@ -57,7 +57,7 @@
     X(scatter_add_row, backward) \
     X(matmul, backward) \
     X(bmm, backward) \
-    X(det, forward_only) \
+    X(det, backward) \
     X(linear, backward) \
     X(mse_loss, backward) \
     X(layer_norm, backward) \

@@ -214,10 +214,32 @@ at::Tensor op_top_k(const OpArgs& a) {
     return std::get<1>(at::sort(x, /*stable=*/true, axis, /*descending=*/largest)).narrow(axis, 0, k).contiguous();
 }
 
-// ONNX Det / torch.linalg.det over the last two axes. Forward only: LibTorch 1.13's backward of
-// linalg_det gives 0 at a singular matrix where Jacobi's formula gives its cofactors (the
-// conformance case det/batch_with_singular), so gradients of det run on the reference capsule.
-at::Tensor op_det(const OpArgs& a) { return at::linalg_det(x0(a)); }
+// ONNX Det / torch.linalg.det over the last two axes, with its own backward: LibTorch 1.13's
+// linalg_det backward gives 0 at a singular matrix, where Jacobi's formula, d det / dx = adj(x)ᵀ,
+// gives the cofactors (the conformance case det/batch_with_singular). adj(x)ᵀ is taken from the
+// SVD x = U·diag(s)·Vᵀ as det(U)·det(V)·U·diag(Π_{j≠i} s_j)·Vᵀ, defined for every x (as later
+// PyTorch releases do).
+struct Determinant : torch::autograd::Function<Determinant> {
+    static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+        ctx->save_for_backward({x});
+        return at::linalg_det(x);
+    }
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const at::Tensor x = ctx->get_saved_variables()[0];
+        const int64_t n = x.size(-1);
+        if (n == 0) return {at::zeros_like(x)};
+        const auto [u, s, vh] = at::linalg_svd(x, /*full_matrices=*/true);
+        // Π_{j≠i} s_j as the products before and after i (no division by a zero s_i).
+        const at::Tensor ones = at::ones_like(s.narrow(-1, 0, 1));
+        const at::Tensor before = at::cat({ones, at::cumprod(s, -1).narrow(-1, 0, n - 1)}, -1);
+        const at::Tensor after = at::cat({at::cumprod(s.flip(-1), -1).flip(-1).narrow(-1, 1, n - 1), ones}, -1);
+        const at::Tensor sign = (at::linalg_det(u) * at::linalg_det(vh)).unsqueeze(-1).unsqueeze(-1);
+        const at::Tensor adjugate_t = sign * at::matmul(u * (before * after).unsqueeze(-2), vh);
+        return {grads[0].unsqueeze(-1).unsqueeze(-1) * adjugate_t};
+    }
+};
+at::Tensor op_det(const OpArgs& a) { return Determinant::apply(x0(a)); }
 
 // ONNX Hardmax: a one-hot of torch.argmax along `axis` (the first largest, NaN counting as the
 // largest); piecewise constant, so its autograd gradient is 0.
