@@ -419,7 +419,7 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("pad", {F({2})}, {{"pads", l({INT64_MAX, 1})}}),
                     "integer overflow in shape arithmetic");
     EXPECT_CONTAINS(infer_error("reduce_max", {I64({2})}),
-                    "parent 0 has dtype int64; expected float32 or float64");
+                    "parent 0 has dtype int64; expected a floating-point dtype (float32, float64, float16, bfloat16)");
     EXPECT_CONTAINS(infer_error("reduce_prod", {F({2, 3})}, {{"axes", l({})}}),
                     "attribute 'axes' is empty; omit it to reduce over every axis");
     EXPECT_CONTAINS(infer_error("argmax", {F({2, 0})}, {{"axis", n(1)}}),
@@ -428,7 +428,7 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("top_k", {F({})}, {{"k", n(0)}}), "parent 0 is a scalar; top_k needs an axis");
     EXPECT_CONTAINS(infer_error("top_k", {F({3})}), "missing attribute 'k' (integer)");
     EXPECT_CONTAINS(infer_error("det", {F({2, 3})}), "the last two axes of [2, 3] are not square");
-    EXPECT_CONTAINS(infer_error("det", {I64({2, 2})}), "expected float32 or float64");
+    EXPECT_CONTAINS(infer_error("det", {I64({2, 2})}), "expected a floating-point dtype");
     EXPECT_CONTAINS(infer_error("argmin", {Bool({2})}),
                     "parent 0 has dtype bool; expected a float or integer dtype");
     EXPECT_CONTAINS(infer_error("argmax", {F({2})}, {{"axes", l({0})}}),
@@ -440,7 +440,7 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("leaky_relu", {F({2})}, {{"alpha", x(0.1)}}),
                     "unknown attribute 'alpha'; valid: negative_slope");
     EXPECT_CONTAINS(infer_error("floor", {I64({2})}),
-                    "parent 0 has dtype int64; expected float32 or float64");
+                    "parent 0 has dtype int64; expected a floating-point dtype (float32, float64, float16, bfloat16)");
     EXPECT_CONTAINS(infer_error("equal", {F({2}), I64({2})}),
                     "parents have different dtypes: parent 0 is float32, parent 1 is int64");
     EXPECT_CONTAINS(infer_error("logical_and", {Bool({2}), F({2})}),
@@ -674,7 +674,7 @@ TEST(ShapeInference, IntegerArithmeticKeepsTheIntegerDtype) {
 
 TEST(ShapeInference, DtypeErrors) {
     EXPECT_CONTAINS(infer_error("relu", {I64({2})}),
-                    "parent 0 has dtype int64; expected float32 or float64");
+                    "parent 0 has dtype int64; expected a floating-point dtype (float32, float64, float16, bfloat16)");
     EXPECT_CONTAINS(infer_error("add", {F({2}), F64({2})}),
                     "parents have different dtypes: parent 0 is float32, parent 1 is float64");
     EXPECT_CONTAINS(infer_error("matmul", {Bool({2, 2}), Bool({2, 2})}), "parent 0 has dtype bool");
@@ -1178,7 +1178,7 @@ TEST(GraphCheck, WrongDtype) {
         "graph.json: node 1 (relu): declared dtype float64 but inferred float32");
     EXPECT_EQ(graph_error(doc(R"({"id": 0, "op": "input", "shape": [2], "dtype": "int64"},
                                  {"id": 1, "op": "relu", "parents": [0], "shape": [2], "dtype": "int64"})")),
-              "graph.json: node 1 (relu): parent 0 has dtype int64; expected float32 or float64");
+              "graph.json: node 1 (relu): parent 0 has dtype int64; expected a floating-point dtype (float32, float64, float16, bfloat16)");
     EXPECT_EQ(
         graph_error(doc(R"({"id": 0, "op": "input", "shape": [5]},
                                  {"id": 1, "op": "input", "shape": [3]},

@@ -1,8 +1,8 @@
 // The reference plugin's kernels on the dtypes of ABI 1.1 (int8 ... uint64, float16, bfloat16),
 // run through checked_cpu sessions, against hand-computed values: integer arithmetic wraps modulo
 // 2^bits (numpy), division truncates and refuses 0, Mod follows Python (fmod 0) or C (fmod 1),
-// cast rounds to float16 and bfloat16 to nearest even, and data movement works on 2-byte
-// elements.
+// cast rounds to float16 and bfloat16 to nearest even, float16 / bfloat16 arithmetic and
+// activations round once from float, and data movement works on 2-byte elements.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -184,4 +184,55 @@ TEST(ReferenceDtypes, Int32PadReflects) {
     // pads [x1_begin, x2_begin, x1_end, x2_end]: two columns before, one after.
     EXPECT_EQ(elements<std::int32_t>(run_op("pad", R"({"pads": [0, 2, 0, 1], "mode": "reflect"})", {x}, DType::int32, {2, 6})),
               (std::vector<std::int32_t>{3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5}));
+}
+
+// float16 / bfloat16 elementwise arithmetic and activations: each value computed in float and
+// rounded once to nearest even. Expected bit patterns from numpy's float16 arithmetic and
+// torch's bfloat16 (torch.exp(x.float()).bfloat16()), computed when the test was written.
+TEST(ReferenceDtypes, Float16ArithmeticRoundsOnceToNearestEven) {
+    // 1 + 2^-11 and 2048 + 1 are ties that stay on the even neighbour; 0.1 + 0.2 rounds;
+    // 65504 + 32 rounds past the largest finite value to inf.
+    const Tensor a = exact<std::uint16_t>(DType::float16, {4}, {0x3c00, 0x6800, 0x2e66, 0x7bff});
+    const Tensor b = exact<std::uint16_t>(DType::float16, {4}, {0x1000, 0x3c00, 0x3266, 0x5000});
+    EXPECT_EQ(elements<std::uint16_t>(run_op("add", "{}", {a, b}, DType::float16, {4})),
+              (std::vector<std::uint16_t>{0x3c00, 0x6800, 0x34cc, 0x7c00}));
+    // 1/3, -3/7, 0/0 = NaN, 7/0 = inf.
+    const Tensor c = exact<std::uint16_t>(DType::float16, {4}, {0x3c00, 0xc200, 0x0000, 0x4700});
+    const Tensor d = exact<std::uint16_t>(DType::float16, {4}, {0x4200, 0x4700, 0x0000, 0x0000});
+    const auto q = elements<std::uint16_t>(run_op("div", "{}", {c, d}, DType::float16, {4}));
+    EXPECT_EQ(q[0], 0x3555);
+    EXPECT_EQ(q[1], 0xb6db);
+    EXPECT_TRUE((q[2] & 0x7c00) == 0x7c00 && (q[2] & 0x03ff) != 0) << q[2];
+    EXPECT_EQ(q[3], 0x7c00);
+    // sigmoid(0, 2, -10) = 0.5, 0.8809, 4.54e-5 (a subnormal float16).
+    const Tensor x = exact<std::uint16_t>(DType::float16, {3}, {0x0000, 0x4000, 0xc900});
+    EXPECT_EQ(elements<std::uint16_t>(run_op("sigmoid", "{}", {x}, DType::float16, {3})),
+              (std::vector<std::uint16_t>{0x3800, 0x3b0c, 0x02fa}));
+}
+
+TEST(ReferenceDtypes, Bfloat16ArithmeticRoundsOnceToNearestEven) {
+    // exp(1, -1.5, 10) = 2.71875, 0.22266, 22016 in bfloat16.
+    const Tensor x = exact<std::uint16_t>(DType::bfloat16, {3}, {0x3f80, 0xbfc0, 0x4120});
+    EXPECT_EQ(elements<std::uint16_t>(run_op("exp", "{}", {x}, DType::bfloat16, {3})),
+              (std::vector<std::uint16_t>{0x402e, 0x3e64, 0x46ac}));
+    // 1 + 2^-8 is a tie kept on 1; 256 + 1 is below half a step (2) and stays 256.
+    const Tensor a = exact<std::uint16_t>(DType::bfloat16, {2}, {0x3f80, 0x4380});
+    const Tensor b = exact<std::uint16_t>(DType::bfloat16, {2}, {0x3b80, 0x3f80});
+    EXPECT_EQ(elements<std::uint16_t>(run_op("add", "{}", {a, b}, DType::bfloat16, {2})),
+              (std::vector<std::uint16_t>{0x3f80, 0x4380}));
+    EXPECT_EQ(elements<std::uint16_t>(run_op("mul", "{}", {a, b}, DType::bfloat16, {2})),
+              (std::vector<std::uint16_t>{0x3b80, 0x4380}));
+}
+
+// A float16 node whose op the reference capsules run on float32 and float64 only (matmul) fails
+// planning, naming the dtype, instead of reaching a kernel.
+TEST(ReferenceDtypes, Float16MatmulIsAPlanningRefusalNamingTheDtype) {
+    const Tensor a = exact<std::uint16_t>(DType::float16, {2, 2}, {0x3c00, 0x3c00, 0x3c00, 0x3c00});
+    try {
+        run_op("matmul", "{}", {a, a}, DType::float16, {2, 2});
+        ADD_FAILURE() << "a float16 matmul was planned";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::planning) << e.what();
+        EXPECT_NE(std::string(e.what()).find("float16"), std::string::npos) << e.what();
+    }
 }

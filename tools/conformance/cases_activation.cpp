@@ -160,7 +160,7 @@ void error_cases(std::vector<KernelCase>& out) {
                              "leaky_relu: attribute 'negative_slope' must not be NaN", f32({2}, {}),
                              {{"negative_slope", kNaN}}));
     out.push_back(error_case("floor/error_int64", BackendOp::floor, {i64({2}, {1, 2})},
-                             "floor: input has dtype int64; expected float32 or float64",
+                             "floor: input has dtype int64; expected one of float32, float64, float16, bfloat16",
                              i64({2}, {})));
     out.push_back(error_case("hardsigmoid/error_infinite_alpha", BackendOp::hardsigmoid,
                              {f32({2}, {1, 2})},

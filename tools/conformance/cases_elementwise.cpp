@@ -894,7 +894,7 @@ void error_cases(std::vector<KernelCase>& out) {
     using S = std::string;
     // dtypes
     out.push_back(error_case("relu/error_int64_input", BackendOp::relu, {i64({3}, {1, -2, 3})},
-                             "relu: input has dtype int64; expected float32 or float64",
+                             "relu: input has dtype int64; expected one of float32, float64, float16, bfloat16",
                              i64({3}, {})));
     out.push_back(error_case("abs/error_bool_input", BackendOp::abs, {boolean({2}, {1, 0})},
                              "abs: input has dtype bool; expected one of float32, float64",

@@ -68,7 +68,11 @@ string attr_to_string(const AttrValue& value) {
     }
 }
 
-bool is_float(DType d) { return d == DType::float32 || d == DType::float64; }
+/// The floating-point dtypes (*F* in docs/ops.md): float32, float64 and ABI 1.1's float16 and
+/// bfloat16. Which of them a node runs on is its capsule's mask.
+bool is_float(DType d) {
+    return d == DType::float32 || d == DType::float64 || d == DType::float16 || d == DType::bfloat16;
+}
 
 string parents_word(size_t n) {
     if (n == 0) return "no parents";
@@ -274,7 +278,7 @@ DType Context::floats(std::initializer_list<size_t> which) const {
     for (auto i : which) {
         if (!is_float(in_[i].dtype))
             fail(parent_label(i) + " has dtype " + string(to_string(in_[i].dtype)) +
-                 "; expected float32 or float64");
+                 "; expected a floating-point dtype (float32, float64, float16, bfloat16)");
         keep_dtype(dtype, first, i);
     }
     return dtype.value_or(DType::float32);

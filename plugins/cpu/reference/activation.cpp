@@ -52,7 +52,7 @@ void ceil_backward(const BackwardCall& call) {
 // sign: -1, 0 or 1; NaN stays NaN (torch.sign). Also every integer dtype (ONNX Sign; unsigned:
 // 0 or 1).
 void sign_forward(const ForwardCall& call) {
-    unary_forward<kFloatDtypes | kIntegerDtypes>(call, "sign", [](auto x) {
+    unary_forward<kArithmetic>(call, "sign", [](auto x) {
         using T = decltype(x);
         if constexpr (std::is_unsigned_v<T>) return T(x != 0);
         else if constexpr (std::is_integral_v<T>) return sign_of(x);

@@ -26,7 +26,8 @@ constexpr uint64_t kIntegerDtypes = kSignedDtypes | kUnsignedDtypes;
 constexpr uint64_t kBoolDtype = dtype_bit(CAPSULE_DTYPE_BOOL);
 constexpr uint64_t kAllDtypes = kFloatDtypes | kHalfDtypes | kIntegerDtypes | kBoolDtype;
 // The sets several kernels share: a kernel's dispatch and its table entry's mask use the same one.
-constexpr uint64_t kArithmetic = kFloatDtypes | kIntegerDtypes;               // add, div, clamp, ...
+constexpr uint64_t kFloating = kFloatDtypes | kHalfDtypes;                    // exp, sigmoid, ... (halves in float)
+constexpr uint64_t kArithmetic = kFloating | kIntegerDtypes;                  // add, div, clamp, ...
 constexpr uint64_t kOrdered = kFloatDtypes | kIntegerDtypes | kHalfDtypes;    // max, min, mod, abs
 constexpr uint64_t kNegates = kFloatDtypes | kSignedDtypes | kHalfDtypes;     // neg
 

@@ -1,7 +1,8 @@
 // The elementwise kernel templates of the reference plugin: unary ops y = f(x) and binary ops
 // with NumPy broadcasting, forward and backward, plus the number attribute readers they use.
-// Forward kernels take a dtype set (dtypes.hpp; float32 and float64 by default) and compute
-// float16 / bfloat16 in float (load / store); backward kernels take float32 and float64. Each
+// Forward kernels take a dtype set (dtypes.hpp; by default kFloating: float32, float64, and
+// float16 / bfloat16 computed in float with one rounding back, load / store); backward kernels
+// take float32 and float64. Each
 // elementwise family (elementwise.cpp, activation.cpp, ...) instantiates them with its formulas,
 // so the validation and the broadcast loops exist once.
 //
@@ -29,7 +30,7 @@ using plugin::ForwardCall;
 
 /// y = f(x) elementwise for x of a dtype in `Dtypes`; `f` is a generic callable evaluated in
 /// the dtype's compute type (compute_t).
-template <uint64_t Dtypes = kFloatDtypes, typename F>
+template <uint64_t Dtypes = kFloating, typename F>
 void unary_forward(const ForwardCall& call, const char* op, F f) {
     require_arity(call.num_inputs(), 1, op);
     const Tensor x = call.input(0);
@@ -103,7 +104,7 @@ inline BinaryShapes binary_inputs(std::size_t num_inputs, const Tensor& a, const
 
 /// out = f(a, b) with NumPy broadcasting for operands of one dtype in `Dtypes`; `f` is
 /// evaluated in the dtype's compute type (compute_t).
-template <uint64_t Dtypes = kFloatDtypes, typename F>
+template <uint64_t Dtypes = kFloating, typename F>
 void binary_forward(const ForwardCall& call, const char* op, F f) {
     const auto s = binary_inputs(call.num_inputs(), call.input(0),
                                  call.num_inputs() > 1 ? call.input(1) : call.input(0), op, Dtypes);
