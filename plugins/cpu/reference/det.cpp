@@ -122,16 +122,23 @@ Dims batch_shape(const Tensor& x) {
     return s;
 }
 
+/// Checks x [..., n, n] (float32 or float64) and `per_matrix` (the output, or its gradient: one
+/// value per matrix, of x's dtype); returns the batch count and n.
+std::pair<int64_t, int64_t> checked_operands(const Tensor& x, const Tensor& per_matrix, const char* what) {
+    check_float(x, "det: input");
+    const auto batch_n = square_batch(x);
+    check_view(per_matrix, {"det: ", what}, x.dtype());
+    check_shape(per_matrix, {"det: ", what}, batch_shape(x));
+    return batch_n;
+}
+
 }  // namespace
 
 void det_forward(const ForwardCall& call) {
     require_arity(call.num_inputs(), 1, "det");
     const Tensor x = call.input(0);
-    check_float(x, "det: input");
-    const auto [batch, n] = square_batch(x);
     const Tensor y = call.output(0);
-    check_view(y, "det: output", x.dtype());
-    check_shape(y, "det: output", batch_shape(x));
+    const auto [batch, n] = checked_operands(x, y, "output");
     dispatch_float(x.dtype(), [&]<typename T>(T) {
         const T* xp = x.data<const T>();
         T* yp = y.data<T>();
@@ -143,11 +150,8 @@ void det_forward(const ForwardCall& call) {
 void det_backward(const BackwardCall& call) {
     require_arity(call.num_inputs(), 1, "det");
     const Tensor x = call.input(0);
-    check_float(x, "det: input");
-    const auto [batch, n] = square_batch(x);
     const Tensor g = call.grad_output(0);
-    check_view(g, "det: grad output", x.dtype());
-    check_shape(g, "det: grad output", batch_shape(x));
+    const auto [batch, n] = checked_operands(x, g, "grad output");
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
     check_like(gx, "det: grad input", x, "the input");
