@@ -977,3 +977,138 @@ TEST(OnnxCoverage, DftAlongTheLastAxisIsRefused) {
     EXPECT_EQ(refused->op_type, "DFT");
     EXPECT_EQ(refused->reason, "axis 2 for a rank-3 signal");
 }
+
+// ---------------------------------------------------------------------------------------------
+// 11. Inputs found by attacking the converters (each once a crash, a silently wrong value or an
+// unbounded import): the right value, or a refusal naming the cause.
+
+TEST(OnnxCoverage, QLinearMatMulPerRowScalesFollowTheRowsOfA) {
+    // a [3, 2] with a_scale per row [0.1, 0.2, 0.5], b [2, 2] with b_scale 0.5, y_scale per row
+    // [1, 2, 4], zero points 0. Hand: a·b = [[70, 100], [150, 220], [230, 340]], multipliers per row
+    // 0.05, 0.05, 0.0625 -> round(3.5000001, 5.0000001, 7.5000001, 11.0000002, 14.375, 21.25) =
+    // [[4, 5], [8, 11], [14, 21]].
+    auto m = model(13);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "a", {3, 2}, onnx::TensorProto::UINT8);
+    typed(g->add_output(), "y", {3, 2}, onnx::TensorProto::UINT8);
+    initializer(g, "a_scale", onnx::TensorProto::FLOAT, {3}, {0.1, 0.2, 0.5});
+    initializer(g, "zp", onnx::TensorProto::UINT8, {}, {0});
+    initializer(g, "b", onnx::TensorProto::UINT8, {2, 2}, {1, 2, 3, 4});
+    initializer(g, "b_scale", onnx::TensorProto::FLOAT, {}, {0.5});
+    initializer(g, "y_scale", onnx::TensorProto::FLOAT, {3}, {1, 2, 4});
+    node(g, "QLinearMatMul", {"a", "a_scale", "zp", "b", "b_scale", "zp", "y_scale", "zp"}, {"y"});
+    const auto y = run(m, {{"a", tensor(DType::uint8, {3, 2}, {10, 20, 30, 40, 50, 60})}});
+    expect_tensor(y.at(0), DType::uint8, {3, 2}, {4, 5, 8, 11, 14, 21});
+}
+
+TEST(OnnxCoverage, DynamicQuantizeLinearOfZerosHasScaleOne) {
+    // A range of 0 would divide 0 by 0; ONNX Runtime gives scale 1, zero point 0, y 0.
+    auto m = model(13);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "x", {2, 2});
+    typed(g->add_output(), "y", {2, 2}, onnx::TensorProto::UINT8);
+    typed(g->add_output(), "s", {});
+    typed(g->add_output(), "z", {}, onnx::TensorProto::UINT8);
+    node(g, "DynamicQuantizeLinear", {"x"}, {"y", "s", "z"});
+    const auto out = run(m, {{"x", tensor(DType::float32, {2, 2}, {0, 0, 0, 0})}});
+    expect_tensor(out.at(0), DType::uint8, {2, 2}, {0, 0, 0, 0});
+    expect_tensor(out.at(1), DType::float32, {}, {1});
+    expect_tensor(out.at(2), DType::uint8, {}, {0});
+}
+
+TEST(OnnxCoverage, FoldsRefuseOperandsOfTheWrongKind) {
+    {  // Where with a float condition (the folder read its bool values out of bounds)
+        auto m = model(13);
+        auto* g = m.mutable_graph();
+        typed(g->add_output(), "y", {2});
+        initializer(g, "c", onnx::TensorProto::FLOAT, {2}, {1, 0});
+        initializer(g, "a", onnx::TensorProto::FLOAT, {2}, {1, 2});
+        node(g, "Where", {"c", "a", "a"}, {"y"});
+        const auto r = refusal(m);
+        ASSERT_TRUE(r);
+        EXPECT_NE(r->reason.find("Where's condition must be bool"), std::string::npos) << r->reason;
+    }
+    {  // ConstantOfShape whose value holds no element
+        auto m = model(13);
+        auto* g = m.mutable_graph();
+        typed(g->add_output(), "y", {2});
+        initializer(g, "shape", onnx::TensorProto::INT64, {1}, {2});
+        auto* n = node(g, "ConstantOfShape", {"shape"}, {"y"});
+        auto* value = attribute(n, "value", onnx::AttributeProto::TENSOR)->mutable_t();
+        value->set_data_type(onnx::TensorProto::FLOAT);
+        value->add_dims(0);
+        const auto r = refusal(m);
+        ASSERT_TRUE(r);
+        EXPECT_NE(r->reason.find("value must hold one element"), std::string::npos) << r->reason;
+    }
+}
+
+TEST(OnnxCoverage, SequenceInputElementNamesMustBeNew) {
+    // A sequence input `s` expands to `s[0]`; a later graph input literally named `s[0]` would
+    // have been bound to the same value.
+    auto m = model(13);
+    auto* g = m.mutable_graph();
+    auto* s = g->add_input();
+    s->set_name("s");
+    s->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    typed(g->add_input(), "s[0]", {1});
+    typed(g->add_output(), "y", {1});
+    initializer(g, "zero", onnx::TensorProto::INT64, {}, {0});
+    node(g, "SequenceAt", {"s", "zero"}, {"e"});
+    node(g, "Add", {"e", "s[0]"}, {"y"});
+    OnnxImportOptions options;
+    options.sequence_inputs["s"] = {TensorType{{1}, DType::float32}};
+    EXPECT_TRUE(raises(ErrorCode::input, [&] { import_with(m, options); }, "element name 's[0]' is also a value of the model"));
+}
+
+TEST(OnnxCoverage, ShapeAndCountErrorsInSequencesAndScansAreRefused) {
+    {  // SplitToSequence lengths that overflow int64 to the axis length
+        auto m = model(13);
+        auto* g = m.mutable_graph();
+        typed(g->add_input(), "x", {3});
+        typed(g->add_output(), "n", {}, onnx::TensorProto::INT64);
+        initializer(g, "split", onnx::TensorProto::INT64, {2}, {4611686018427387904.0, -4611686018427387901.0});
+        node(g, "SplitToSequence", {"x", "split"}, {"seq"});
+        node(g, "SequenceLength", {"seq"}, {"n"});
+        const auto r = refusal(m);
+        ASSERT_TRUE(r);
+        EXPECT_NE(r->reason.find("split lengths sum past the axis length 3"), std::string::npos) << r->reason;
+    }
+    {  // an opset-8 Scan whose state has no batch axis
+        auto m = model(8);
+        auto* g = m.mutable_graph();
+        typed(g->add_input(), "s", {});
+        typed(g->add_input(), "x", {1, 3});
+        typed(g->add_output(), "sf", {});
+        onnx::GraphProto body;
+        body.set_name("body");
+        typed(body.add_input(), "si", {});
+        typed(body.add_input(), "xi", {});
+        typed(body.add_output(), "so", {});
+        body_node(body, "Add", {"si", "xi"}, {"so"});
+        auto* n = node(g, "Scan", {"", "s", "x"}, {"sf"});
+        set_int(n, "num_scan_inputs", 1);
+        set_graph(n, "body", body);
+        const auto r = refusal(m);
+        ASSERT_TRUE(r);
+        EXPECT_NE(r->reason.find("state has no batch axis"), std::string::npos) << r->reason;
+    }
+}
+
+TEST(OnnxCoverage, StftOfASpeechFrontEndImportsDespiteLibonnxsFrameCount) {
+    // 1000 samples, a 400-sample window every 160: (1000 - 400) / 160 + 1 = 4 frames of 201
+    // bins (libonnx 1.12 infers another frame count; the declared, spec-correct shape imports).
+    auto m = model(17);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "x", {1, 1000, 1});
+    typed(g->add_output(), "y", {1, 4, 201, 2});
+    initializer(g, "step", onnx::TensorProto::INT64, {}, {160});
+    initializer(g, "length", onnx::TensorProto::INT64, {}, {400});
+    node(g, "STFT", {"x", "step", "", "length"}, {"y"});
+    std::vector<double> ones(1000, 1.0);
+    const auto y = run(m, {{"x", tensor(DType::float32, {1, 1000, 1}, ones)}});
+    ASSERT_EQ(y.at(0).shape(), (Shape{1, 4, 201, 2}));
+    // A constant signal's frames hold only the DC bin: 400 + 0i; every other bin is 0.
+    EXPECT_NEAR(y[0].at(0), 400.0, 1e-3);
+    EXPECT_NEAR(y[0].at(2), 0.0, 1e-3);
+}

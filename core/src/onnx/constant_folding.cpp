@@ -388,7 +388,7 @@ CT concat(const std::vector<CT>& xs, std::int64_t axis) {
 }
 
 CT gather(const CT& x, const CT& idx, std::int64_t axis) {
-    if (x.is_float() && idx.is_float()) unsupported("Gather indices must be integers");
+    if (idx.is_float() || idx.dtype == DType::boolean) unsupported("Gather indices must be integers");
     const auto rank = static_cast<std::int64_t>(x.shape.size());
     axis = normalize_axis(axis, rank);
     Shape shape(x.shape.begin(), x.shape.begin() + axis);
@@ -551,6 +551,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         auto shape = present(0) ? int_values(*ctx.value(node.input(0)).constant) : std::vector<std::int64_t>{};
         CT value = make(DType::float32, {1});
         if (const auto* a = find_attr(node, "value")) value = from_tensor(tensor_from_proto(a->t()));
+        if (value.size() != 1) unsupported("ConstantOfShape's value must hold one element, got shape " + to_string(value.shape));
         CT c = make(value.dtype, shape);
         for (std::int64_t k = 0; k < c.size(); ++k) set(c, k, value.get(0), value.is_float() ? 0 : value.i[0]);
         return out(c);
@@ -577,9 +578,13 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         }
         std::int64_t start = s.i[0], limit = l.i[0], delta = d.i[0];
         if (delta == 0) unsupported("Range delta 0");
-        auto n = std::max<std::int64_t>(0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+        // ceil((limit - start) / delta) in 128 bits: limit - start may exceed int64.
+        const __int128 span = static_cast<__int128>(limit) - start;
+        const __int128 count = (span + delta + (delta > 0 ? -1 : 1)) / delta;
+        if (count > kMaxFoldedElements) unsupported("Range of " + std::to_string(static_cast<double>(count)) + " elements");
+        const auto n = static_cast<std::int64_t>(std::max<__int128>(0, count));
         CT c = make(s.dtype, {n});
-        for (std::int64_t k = 0; k < n; ++k) c.i[k] = start + k * delta;
+        for (std::int64_t k = 0; k < n; ++k) c.i[k] = static_cast<std::int64_t>(start + static_cast<__int128>(k) * delta);
         return out(c);
     }
     if (op == "Neg") {
@@ -632,6 +637,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     if (op == "Greater") return out(binary(arg(0), arg(1), DType::boolean, [](auto x, auto y) { return double(x > y); }, [](std::int64_t x, std::int64_t y) { return std::int64_t(x > y); }));
     if (op == "Where") {
         CT c = arg(0), a = arg(1), b = arg(2);
+        if (c.dtype != DType::boolean) unsupported("Where's condition must be bool, got " + string(to_string(c.dtype)));
         if (a.dtype != b.dtype) unsupported("Where operands differ in dtype");
         Shape shape = broadcast_shapes(broadcast_shapes(c.shape, a.shape), b.shape);
         CT r = make(a.dtype, shape);

@@ -115,12 +115,17 @@ Value constant_value(Tensor t) {
     return v;
 }
 
-/// `values` (each of one shape) stacked along a new axis `axis`; the node is named `name`.
+/// `values` (each of one shape) stacked along a new axis `axis` (in [-r - 1, r] for values of rank
+/// r); the node is named `name`.
 Id stack(ImportContext& c, const vector<Id>& values, std::int64_t axis, const string& name) {
     vector<Id> parts;
     for (Id v : values) {
         Shape s = c.node_type(v).shape;
-        if (axis < 0 || axis > static_cast<std::int64_t>(s.size())) unsupported("scan output axis " + std::to_string(axis) + " out of range");
+        const auto slots = static_cast<std::int64_t>(s.size()) + 1;
+        if (axis < -slots || axis >= slots)
+            unsupported("scan output axis " + std::to_string(axis) + " out of range for outputs of rank " +
+                        std::to_string(slots - 1));
+        if (axis < 0) axis += slots;
         s.insert(s.begin() + axis, 1);
         parts.push_back(c.add("reshape", {v}, {{"shape", s}}));
     }
@@ -130,6 +135,8 @@ Id stack(ImportContext& c, const vector<Id>& values, std::int64_t axis, const st
 /// x[..., t, ...] along `axis`, that axis removed.
 Id element_at(ImportContext& c, Id x, std::int64_t axis, std::int64_t t) {
     Shape s = c.node_type(x).shape;
+    if (axis < 0 || axis >= static_cast<std::int64_t>(s.size()))
+        unsupported("axis " + std::to_string(axis) + " of a rank-" + std::to_string(s.size()) + " scanned value");
     s.erase(s.begin() + axis);
     return c.add("reshape", {slice_axis(c, x, axis, t, t + 1)}, {{"shape", s}});
 }
@@ -277,7 +284,14 @@ std::pair<vector<Value>, vector<Id>> unroll_scan(ImportContext& c, const onnx::N
             in.push_back(c.value(name));
         }
         const auto outs = inline_subgraph(c, n, body, in, tag + "#" + std::to_string(t));
-        for (std::size_t i = 0; i < carried; ++i) state[i] = bound_value(c, outs[i]);
+        for (std::size_t i = 0; i < carried; ++i) {
+            // A Scan's states keep their type from step to step (the spec; ONNX Runtime checks too).
+            if (state[i].is_tensor() && c.value(outs[i]).is_tensor() && c.type(outs[i]) != state[i].type)
+                unsupported("Scan state " + std::to_string(i) + " changes from " + string(to_string(state[i].type.dtype)) +
+                            to_string(state[i].type.shape) + " to " + string(to_string(c.type(outs[i]).dtype)) +
+                            to_string(c.type(outs[i]).shape) + " in step " + std::to_string(t));
+            state[i] = bound_value(c, outs[i]);
+        }
         for (std::size_t j = 0; j < outputs; ++j)
             scanned[j][static_cast<std::size_t>(spec.out_reverse[j] ? length - 1 - t : t)] = c.runtime(outs[carried + j]);
     }
@@ -303,6 +317,9 @@ void convert_scan(ImportContext& c, const onnx::NodeProto& n) {
     const auto total = static_cast<std::size_t>(n.input_size() - first);
     if (scan_inputs == 0 || scan_inputs > total) unsupported("num_scan_inputs out of range");
     const std::size_t carried = total - scan_inputs;
+    if (static_cast<std::size_t>(body.output_size()) < carried)
+        unsupported("Scan body has " + std::to_string(body.output_size()) + " outputs for " + std::to_string(carried) +
+                    " loop-carried states");
     const auto outputs = static_cast<std::size_t>(body.output_size()) - carried;
     ScanSpec spec;
     spec.in_reverse = ints_or(n, batched ? "directions" : "scan_input_directions", scan_inputs, 0);
@@ -326,10 +343,6 @@ void convert_scan(ImportContext& c, const onnx::NodeProto& n) {
         out_names.push_back(k < n.output_size() && !batched ? n.output(k) : string());
     }
     if (!batched) {
-        for (std::size_t j = 0; j < outputs; ++j) {
-            // A scan output's rank is its body output's plus one; negative axes count from its end.
-            if (spec.out_axes[j] < 0) spec.out_axes[j] += static_cast<std::int64_t>(body.output(static_cast<int>(carried + j)).type().tensor_type().shape().dim_size()) + 1;
-        }
         auto [final_state, stacked] = unroll_scan(c, n, body, state, inputs, spec, out_names, n.output(0));
         for (std::size_t i = 0; i < carried && static_cast<int>(i) < n.output_size(); ++i)
             if (!n.output(static_cast<int>(i)).empty()) c.define(n.output(static_cast<int>(i)), final_state[i]);
@@ -339,7 +352,15 @@ void convert_scan(ImportContext& c, const onnx::NodeProto& n) {
     // Opset 8: every tensor has a leading batch axis; each batch element is scanned on its own
     // (scan axis 1 of the input is axis 0 of the element) and the results are stacked again.
     std::int64_t batch = -1;
-    for (Id v : inputs) batch = c.node_type(v).shape.at(0);
+    auto batch_of = [&](Id v, const string& what) {
+        const Shape& s = c.node_type(v).shape;
+        if (s.empty()) unsupported("opset-8 Scan " + what + " has no batch axis (rank 0)");
+        if (batch >= 0 && s[0] != batch)
+            unsupported("opset-8 Scan " + what + " has batch " + std::to_string(s[0]) + ", another has " + std::to_string(batch));
+        batch = s[0];
+    };
+    for (Id v : inputs) batch_of(v, "scan input");
+    for (std::size_t i = 0; i < carried; ++i) batch_of(c.runtime(n.input(static_cast<int>(first + i))), "state");
     vector<vector<Id>> states_out(carried), scans_out(outputs);
     for (std::int64_t b = 0; b < batch; ++b) {
         vector<Value> s;

@@ -48,6 +48,10 @@ std::string onnx_type_name(int elem_type);
 /// malformed data.
 Tensor tensor_from_proto(const onnx::TensorProto& proto);
 
+/// The most nodes an imported graph may have: bounds what unrolling (Loop, Scan, RNN, nested in
+/// one another) and SequenceMap can make, so a small model cannot exhaust memory at import.
+inline constexpr std::size_t kMaxImportedNodes = std::size_t(1) << 18;
+
 class ImportContext {
 public:
     ImportContext(ImportedModel& model, std::int64_t opset) : model_(model), opset_(opset) {}

@@ -168,6 +168,9 @@ void ImportContext::define_node(const string& name, std::int64_t id) {
 void ImportContext::mark_unusable(const string& name, string reason) { unusable_[name] = std::move(reason); }
 
 std::int64_t ImportContext::push(Node node, TensorType type) {
+    if (graph().nodes.size() >= kMaxImportedNodes)
+        unsupported("the imported graph would exceed " + std::to_string(kMaxImportedNodes) +
+                    " nodes (unrolled loops and scans, or a model of that size)");
     node.id = next_id_++;
     node.shape = type.shape;
     node.dtype = type.dtype;
@@ -476,6 +479,10 @@ std::int64_t default_opset(const onnx::ModelProto& model, const string& src) {
     bool training = false;
     for (const auto& imp : model.opset_import()) {
         if (imp.domain().empty() || imp.domain() == "ai.onnx") opset = imp.version();
+        if (imp.domain() == kTrainingDomain && imp.version() != 1)
+            refuse(src + ": the model imports " + kTrainingDomain + " version " + std::to_string(imp.version()) +
+                       "; only version 1 (Adagrad, Adam, Momentum) is supported",
+                   "", string("op domain ") + kTrainingDomain + " version " + std::to_string(imp.version()));
         training = training || imp.domain() == kTrainingDomain;
     }
     const int newest = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
@@ -582,11 +589,12 @@ Value input_value(const string& name, DType dtype, const onnx::TensorShapeProto&
 /// A sequence graph input given by `options` as `elements` tensors: one runtime input per element,
 /// named `<name>[k]` (listed in input_names in the sequence's place).
 void define_sequence_input(ImportContext& ctx, ImportedModel& out, const string& name,
-                           const std::vector<TensorType>& elements, DType declared, const string& src) {
+                           const std::vector<TensorType>& elements, DType declared, const std::set<string>& taken,
+                           const string& src) {
     std::vector<string> names;
     for (std::size_t k = 0; k < elements.size(); ++k) {
         const string element = name + "[" + std::to_string(k) + "]";
-        if (ctx.has(element)) throw Error(ErrorCode::input, src + ": sequence input '" + name + "' element name '" +
+        if (ctx.has(element) || taken.count(element)) throw Error(ErrorCode::input, src + ": sequence input '" + name + "' element name '" +
                                                                element + "' is also a value of the model");
         if (elements[k].dtype != declared)
             throw Error(ErrorCode::input, src + ": sequence input '" + name + "' element " + std::to_string(k) +
@@ -602,6 +610,19 @@ void define_sequence_input(ImportContext& ctx, ImportedModel& out, const string&
     ctx.define_sequence(name, names, declared);
 }
 
+/// Every value name `g` and its subgraphs define (inputs, initializers, node outputs).
+void collect_value_names(const onnx::GraphProto& g, std::set<string>& names) {
+    for (const auto& v : g.input()) names.insert(v.name());
+    for (const auto& t : g.initializer()) names.insert(t.name());
+    for (const auto& node : g.node()) {
+        for (const auto& o : node.output()) names.insert(o);
+        for (const auto& a : node.attribute()) {
+            if (a.has_g()) collect_value_names(a.g(), names);
+            for (const auto& sub : a.graphs()) collect_value_names(sub, names);
+        }
+    }
+}
+
 /// Graph inputs: static shapes (fixed by options where dynamic), supported dtypes. A sequence
 /// input (or an optional holding one) is expanded into its elements when `options` give their
 /// types; an optional `options` list as absent is an empty optional; an optional holding a tensor
@@ -611,6 +632,8 @@ void define_graph_inputs(ImportContext& ctx, ImportedModel& out, onnx::GraphProt
                          const std::set<string>& initializers, const OnnxImportOptions& options,
                          const string& src) {
     std::size_t position = 0;  // among the graph inputs that are not initializers
+    std::set<string> taken;    // a sequence input's element names must be new
+    if (!options.sequence_inputs.empty()) collect_value_names(g, taken);
     for (auto& input : *g.mutable_input()) {
         if (initializers.count(input.name())) continue;  // an initializer's default (IR < 4)
         const string& name = input.name();
@@ -636,7 +659,7 @@ void define_graph_inputs(ImportContext& ctx, ImportedModel& out, onnx::GraphProt
                                                    : " of " + onnx_type_name(elem) + kSupportedOnnxDtypes));
                 continue;
             }
-            define_sequence_input(ctx, out, name, given->second, *dtype, src);
+            define_sequence_input(ctx, out, name, given->second, *dtype, taken, src);
             continue;
         }
         out.input_names.push_back(name);
@@ -695,9 +718,28 @@ void spell_out_misread_defaults(onnx::GraphProto& g) {
 /// ONNX shape inference with the static input shapes: every value's type, for cross-checks.
 /// libonnx is not trusted with unchecked attributes: the guard refuses bad ones, and nodes it
 /// cannot check are held back from inference (their outputs are then not cross-checked).
+/// The outputs of the top-level nodes whose libonnx 1.12 inference is wrong: STFT's frame count
+/// (it disagrees with the spec's (length − frame_length) / frame_step + 1 for most frame lengths and
+/// steps). Their declared shapes are dropped before inference (libonnx would refuse a model that
+/// declares the right one) and their inferred types are not cross-checked.
+std::set<string> outputs_inferred_wrongly(onnx::GraphProto& g) {
+    std::set<string> names;
+    for (const auto& node : g.node())
+        if (node.op_type() == "STFT" && (node.domain().empty() || node.domain() == "ai.onnx"))
+            for (const auto& o : node.output()) names.insert(o);
+    if (names.empty()) return names;
+    auto* infos = g.mutable_value_info();
+    for (int k = infos->size() - 1; k >= 0; --k)
+        if (names.count(infos->Get(k).name())) infos->DeleteSubrange(k, 1);
+    for (auto& o : *g.mutable_output())
+        if (names.count(o.name()) && o.type().has_tensor_type()) o.mutable_type()->mutable_tensor_type()->clear_shape();
+    return names;
+}
+
 std::map<string, InferredType> infer_onnx_types(onnx::ModelProto& model, std::int64_t opset, const string& src) {
     auto& g = *model.mutable_graph();
     spell_out_misread_defaults(g);
+    const std::set<string> unchecked = outputs_inferred_wrongly(g);
     std::map<string, InferredType> inferred;
     const int checked = nodes_safe_for_inference(g, opset, src);
     std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
@@ -711,6 +753,7 @@ std::map<string, InferredType> infer_onnx_types(onnx::ModelProto& model, std::in
     if (error) throw Error(ErrorCode::input, src + ": ONNX shape inference fails: " + *error);
     for (const auto& vi : g.value_info()) inferred[vi.name()] = inferred_of(vi.type());
     for (const auto& vi : g.output()) inferred[vi.name()] = inferred_of(vi.type());
+    for (const auto& name : unchecked) inferred.erase(name);
     return inferred;
 }
 

@@ -5,6 +5,7 @@
 // itself would overflow (then the cast to int32 refuses the element instead of wrapping).
 // Requantization rounds half to even (std::nearbyint, numpy.rint) and saturates to the output
 // dtype's range, as ONNX Runtime does.
+#include <array>
 #include <cmath>
 
 #include "import_context.hpp"
@@ -64,6 +65,19 @@ Id zero_point_or_zero(ImportContext& c, const onnx::NodeProto& n, int k, DType d
     return name.empty() ? scalar_constant(c, n, "zero_point", dtype, 0) : c.runtime(name);
 }
 
+/// A scale (input 1) and zero point (input 2): per tensor (one element), or before opset 13 never
+/// anything else; from opset 13 also 1-D (per axis), the zero point of the scale's shape.
+void check_scale_and_zero_point(ImportContext& c, const onnx::NodeProto& n, const string& of) {
+    const Shape& scale = c.type(n.input(1)).shape;
+    const bool per_tensor = element_count(scale) == 1 && scale.size() <= 1;
+    if (!per_tensor && c.opset() < 13)
+        unsupported(of + "_scale of shape " + to_string(scale) + ": per-axis quantization needs opset 13");
+    if (!input_name(n, 2).empty() && c.type(n.input(2)).shape != scale &&
+        !(per_tensor && element_count(c.type(n.input(2)).shape) == 1))
+        unsupported(of + "_zero_point has shape " + to_string(c.type(n.input(2)).shape) + ", " + of + "_scale " +
+                    to_string(scale));
+}
+
 /// The per-axis quantization axis (opset 13's `axis`, default 1; before, per-tensor only).
 std::int64_t quantization_axis(ImportContext& c, const onnx::NodeProto& n) {
     return c.opset() >= 13 ? attr_int(n, "axis", 1) : 1;
@@ -81,6 +95,7 @@ void convert_quantize_linear(ImportContext& c, const onnx::NodeProto& n) {
     require_8bit(out, "y_zero_point");
     const auto rank = static_cast<std::int64_t>(shape_of(c, x).size());
     const std::int64_t axis = quantization_axis(c, n);
+    check_scale_and_zero_point(c, n, "y");
     const Id scale = along_axis(c, cast(c, c.runtime(n.input(1)), compute), rank, axis, "y_scale");
     const Id zp = along_axis(c, cast(c, zero_point_or_zero(c, n, 2, out), compute), rank, axis, "y_zero_point");
     const Id y = c.add("div", {cast(c, x, compute), scale});
@@ -95,19 +110,23 @@ void convert_dequantize_linear(ImportContext& c, const onnx::NodeProto& n) {
     if (xt != DType::int32) require_8bit(xt, "x");
     const auto rank = static_cast<std::int64_t>(shape_of(c, x).size());
     const std::int64_t axis = quantization_axis(c, n);
+    check_scale_and_zero_point(c, n, "x");
     const Id scale = along_axis(c, c.runtime(n.input(1)), rank, axis, "x_scale");
     if (dtype_of(c, scale) != DType::float32) unsupported("x_scale must be float32");
     Id centred = cast(c, x, DType::float32);
     if (!input_name(n, 2).empty()) {
-        const Id zp = along_axis(c, cast(c, c.runtime(n.input(2)), DType::float32), rank, axis, "x_zero_point");
-        centred = c.add("sub", {centred, zp});
+        // x - zero_point exactly (in float64: int32 operands too), then rounded once to float32
+        // as ONNX Runtime's static_cast<float>(x - zero_point).
+        const Id zp = along_axis(c, cast(c, c.runtime(n.input(2)), DType::float64), rank, axis, "x_zero_point");
+        centred = cast(c, c.add("sub", {cast(c, x, DType::float64), zp}), DType::float32);
     }
     c.define_node(n.output(0), c.add("mul", {centred, scale}, {}, n.output(0)));
 }
 
 /// ONNX DynamicQuantizeLinear (uint8): x_min = min(0, min(x)), x_max = max(0, max(x)),
 /// y_scale = (x_max - x_min) / 255, y_zero_point = saturate(round((0 - x_min) / y_scale)),
-/// y = saturate(round(x / y_scale) + y_zero_point), all in float32 as the spec's function body.
+/// y = saturate(round(x / y_scale) + y_zero_point), all in float32 as the spec's function body;
+/// scale 1 when the range is 0 (ONNX Runtime).
 void convert_dynamic_quantize_linear(ImportContext& c, const onnx::NodeProto& n) {
     const Id x = c.runtime(n.input(0));
     if (dtype_of(c, x) != DType::float32) unsupported("DynamicQuantizeLinear of " + string(to_string(dtype_of(c, x))));
@@ -117,7 +136,11 @@ void convert_dynamic_quantize_linear(ImportContext& c, const onnx::NodeProto& n)
     const Id x_min = c.add("min", {c.add("reduce_min", {x}, all), zero});
     const Id x_max = c.add("max", {c.add("reduce_max", {x}, all), zero});
     const string& scale_name = n.output_size() > 1 && !n.output(1).empty() ? n.output(1) : string();
-    const Id scale = c.add("div", {c.add("sub", {x_max, x_min}), scalar_constant(c, n, "qrange", DType::float32, 255)},
+    // A range of 0 (x all zero, or empty) gives scale 1, y 0 and zero point 0, as ONNX Runtime,
+    // instead of 0 / 0.
+    const Id range = c.add("sub", {x_max, x_min});
+    const Id scale = c.add("where", {c.add("equal", {range, zero}), scalar_constant(c, n, "one", DType::float32, 1),
+                                     c.add("div", {range, scalar_constant(c, n, "qrange", DType::float32, 255)})},
                            {}, scale_name);
     const Id zp_float = c.add("clamp", {round_half_to_even(c, n, c.add("div", {c.add("sub", {zero, x_min}), scale}))},
                               {{"min", 0.0}, {"max", 255.0}});
@@ -204,16 +227,17 @@ void convert_matmul_integer(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(n.output(0), c.add("cast", {c.add("matmul", {a64, b64})}, {{"to", string("int32")}}, n.output(0)));
 }
 
-/// a_scale · b_scale / y_scale in float32 (ONNX Runtime's requantization multiplier), as float64
-/// shaped along `axis` of a rank-`rank` accumulation (b's or w's scale may be per column or per
-/// output channel).
-Id requantization_scale(ImportContext& c, const onnx::NodeProto& n, int a_scale, int b_scale, int y_scale,
-                        std::int64_t rank, std::int64_t axis) {
-    for (int k : {a_scale, b_scale, y_scale})
+/// a_scale · b_scale / y_scale in float32 (ONNX Runtime's requantization multiplier), as float64,
+/// each scale shaped along its own axis of the rank-`rank` accumulation (QLinearMatMul: a's and
+/// y's per row, b's per column; QLinearConv: w's per output channel).
+Id requantization_scale(ImportContext& c, const onnx::NodeProto& n, std::int64_t rank,
+                        const std::array<std::pair<int, std::int64_t>, 3>& scales_and_axes) {
+    vector<Id> s;
+    for (const auto& [k, axis] : scales_and_axes) {
         if (c.type(n.input(k)).dtype != DType::float32) unsupported("scales must be float32");
-    const Id ab = c.add("mul", {c.runtime(n.input(a_scale)), c.runtime(n.input(b_scale))});
-    const Id multiplier = c.add("div", {ab, c.runtime(n.input(y_scale))});
-    return along_axis(c, cast(c, multiplier, DType::float64), rank, axis, "the scales' product");
+        s.push_back(along_axis(c, c.runtime(n.input(k)), rank, axis, n.op_type() + " input " + std::to_string(k)));
+    }
+    return cast(c, c.add("div", {c.add("mul", {s[0], s[1]}), s[2]}), DType::float64);
 }
 
 /// ONNX QLinearMatMul: y = saturate(round((a - a_zp) · (b - b_zp) · a_scale · b_scale / y_scale)
@@ -229,8 +253,8 @@ void convert_qlinear_matmul(ImportContext& c, const onnx::NodeProto& n) {
     const Id acc = c.add("matmul", {centred64(c, n, a, 2, ra, ra - 2, "a_zero_point"),
                                     centred64(c, n, b, 5, rb, rb - 1, "b_zero_point")});
     const auto rank = static_cast<std::int64_t>(shape_of(c, acc).size());
-    const Id y = c.add("mul", {acc, requantization_scale(c, n, 1, 4, 6, rank, rank - 1)});
-    const Id zp = cast(c, c.runtime(n.input(7)), DType::float64);
+    const Id y = c.add("mul", {acc, requantization_scale(c, n, rank, {{{1, rank - 2}, {4, rank - 1}, {6, rank - 2}}})});
+    const Id zp = along_axis(c, cast(c, c.runtime(n.input(7)), DType::float64), rank, rank - 2, "y_zero_point");
     c.define_node(n.output(0), requantize(c, n, y, zp, out, n.output(0)));
 }
 
@@ -246,7 +270,7 @@ void convert_qlinear_conv(ImportContext& c, const onnx::NodeProto& n) {
     }
     const DType out = c.type(n.input(7)).dtype;
     require_8bit(out, "y_zero_point");
-    const Id y = c.add("mul", {acc, requantization_scale(c, n, 1, 4, 6, rank, 1)});
+    const Id y = c.add("mul", {acc, requantization_scale(c, n, rank, {{{1, 1}, {4, 1}, {6, 1}}})});
     const Id zp = cast(c, c.runtime(n.input(7)), DType::float64);
     c.define_node(n.output(0), requantize(c, n, y, zp, out, n.output(0)));
 }

@@ -26,12 +26,13 @@ std::size_t position(ImportContext& c, const onnx::NodeProto& n, int k, std::siz
     return static_cast<std::size_t>(p);
 }
 
-/// A tensor value of the sequence's element dtype, checked.
+/// A tensor value of the sequence's element dtype (SequenceEmpty's `dtype` for an empty one),
+/// checked.
 void require_element(ImportContext& c, const string& seq, const string& tensor) {
     const Value& s = c.value(seq);
     const Value& t = c.value(tensor);
     if (!t.is_tensor()) unsupported("'" + tensor + "' is not a tensor");
-    if (s.type.dtype != t.type.dtype && !s.sequence->empty())
+    if (s.type.dtype != t.type.dtype)
         unsupported("a " + string(to_string(t.type.dtype)) + " tensor inserted into a sequence of " +
                     string(to_string(s.type.dtype)));
 }
@@ -127,7 +128,8 @@ void convert_split_to_sequence(ImportContext& c, const onnx::NodeProto& n) {
             sizes = values;
             std::int64_t total = 0;
             for (auto v : sizes) {
-                if (v < 0) unsupported("split lengths must be non-negative");
+                if (v < 0 || v > length - total)
+                    unsupported("split lengths sum past the axis length " + std::to_string(length) + " (or one is negative)");
                 total += v;
             }
             if (total != length) unsupported("split lengths sum to " + std::to_string(total) + ", the axis has " + std::to_string(length));
@@ -158,6 +160,9 @@ void convert_sequence_map(ImportContext& c, const onnx::NodeProto& n) {
     const auto* attr = find_attr(n, "body");
     if (!attr || !attr->has_g()) unsupported("SequenceMap needs its body");
     const std::size_t count = c.sequence(n.input(0), "SequenceMap's input_sequence").size();
+    if (n.output_size() > attr->g().output_size())
+        unsupported("SequenceMap has " + std::to_string(n.output_size()) + " outputs, its body " +
+                    std::to_string(attr->g().output_size()));
     vector<vector<string>> outputs(static_cast<std::size_t>(n.output_size()));
     for (std::size_t i = 0; i < count; ++i) {
         vector<Value> inputs;

@@ -1,8 +1,8 @@
 // ONNX's signal-processing ops (opset 17): HannWindow, HammingWindow, BlackmanWindow and
 // MelWeightMatrix are functions of scalar inputs alone, computed at import once those inputs are
 // constants; DFT and STFT are matmuls of the signal by constant cosine and sine matrices (the DFT
-// as a matrix product, O(N²) per transform rather than an FFT's O(N log N)), accumulated in
-// float64 and cast back to the signal's dtype.
+// as a matrix product, O(N²) per transform rather than an FFT's O(N log N); each matrix at most
+// 2^22 elements), accumulated in float64 and cast back to the signal's dtype.
 #include <cmath>
 #include <numbers>
 
@@ -16,7 +16,8 @@ using Id = std::int64_t;
 
 namespace {
 
-constexpr std::int64_t kMaxTransformLength = 1 << 14;  // bounds the [N, N] matrices built at import
+constexpr std::int64_t kMaxTransformLength = 1 << 14;  // window sizes, DFT lengths
+constexpr std::int64_t kMaxMatrixElements = std::int64_t(1) << 22;  // each matrix built at import
 
 const Shape& shape_of(ImportContext& c, Id id) { return c.node_type(id).shape; }
 
@@ -69,10 +70,14 @@ void convert_mel_weight_matrix(ImportContext& c, const onnx::NodeProto& n) {
         return t.at(0);
     };
     const double lower = hertz(3, "lower_edge_hertz"), upper = hertz(4, "upper_edge_hertz");
+    if (!(lower >= 0 && lower < upper && std::isfinite(upper)))
+        unsupported("MelWeightMatrix needs 0 <= lower_edge_hertz < upper_edge_hertz, both finite (got " +
+                    std::to_string(lower) + ", " + std::to_string(upper) + ")");
     if (bins <= 0 || bins > kMaxTransformLength || dft_length <= 0 || dft_length > kMaxTransformLength || sample_rate <= 0)
         unsupported("MelWeightMatrix needs 0 < num_mel_bins, dft_length <= " + std::to_string(kMaxTransformLength) +
                     " and sample_rate > 0");
     const std::int64_t spectrogram_bins = dft_length / 2 + 1;
+    if (spectrogram_bins * bins > kMaxMatrixElements) unsupported("MelWeightMatrix of over 2^22 elements");
     auto mel = [](double f) { return 2595 * std::log10(1 + f / 700); };
     const double low_mel = mel(lower), step = (mel(upper) - low_mel) / static_cast<double>(bins + 2);
     vector<std::int64_t> edge(static_cast<std::size_t>(bins + 2));
@@ -139,6 +144,9 @@ Id dft(ImportContext& c, const onnx::NodeProto& n, Id x, std::int64_t axis, std:
         return c.add("cast", {p}, {{"to", string("float64")}});
     };
     const std::int64_t used = std::min(in[axis], length);
+    if (used * out_bins > kMaxMatrixElements)
+        unsupported("a DFT of " + std::to_string(used) + " samples to " + std::to_string(out_bins) +
+                    " frequencies needs cosine and sine matrices of over 2^22 elements");
     const Id cosines = constant_input(c, n, "cos", twiddles(used, out_bins, length, false));
     const Id sines = constant_input(c, n, "sin", twiddles(used, out_bins, length, true));
     const Id re_in = part(0);
@@ -203,8 +211,9 @@ void convert_stft(ImportContext& c, const onnx::NodeProto& n) {
         if (w.size() != 1 || (frame >= 0 && w[0] != frame)) unsupported("the window must be 1-D of frame_length");
         frame = w[0];
     }
-    if (frame <= 0 || step <= 0 || frame > in[1])
-        unsupported("STFT needs frame_length (or a window) in [1, signal length] and frame_step > 0");
+    if (frame <= 0 || step <= 0 || frame > in[1] || frame > kMaxTransformLength)
+        unsupported("STFT needs frame_length (or a window) in [1, min(signal length, " + std::to_string(kMaxTransformLength) +
+                    ")] and frame_step > 0");
     const std::int64_t frames = (in[1] - frame) / step + 1;
     if (frames * frame > (std::int64_t(1) << 26)) unsupported("STFT of over 2^26 framed samples");
     vector<double> index(static_cast<std::size_t>(frames * frame));

@@ -32,6 +32,9 @@ OptimizerInputs read_inputs(ImportContext& c, const onnx::NodeProto& n, int grou
     const auto cast = [&](Id v) {
         return c.node_type(v).dtype == in.dtype ? v : c.add("cast", {v}, {{"to", string(to_string(in.dtype))}});
     };
+    for (int k : {0, 1})
+        if (element_count(c.type(n.input(k)).shape) != 1)
+            unsupported(string(k == 0 ? "R" : "T") + " must be a scalar, got shape " + to_string(c.type(n.input(k)).shape));
     in.r = cast(c.runtime(n.input(0)));
     in.t = cast(c.runtime(n.input(1)));
     for (int g = 0; g < groups; ++g) {
@@ -39,6 +42,10 @@ OptimizerInputs read_inputs(ImportContext& c, const onnx::NodeProto& n, int grou
         for (int i = 0; i < count; ++i) {
             const Id v = c.runtime(n.input(2 + g * count + i));
             if (c.node_type(v).dtype != in.dtype) unsupported(n.op_type() + "'s tensors must share one dtype");
+            if (g > 0 && c.node_type(v).shape != c.node_type(in.groups[0][static_cast<std::size_t>(i)]).shape)
+                unsupported(n.op_type() + " input " + std::to_string(2 + g * count + i) + " has shape " +
+                            to_string(c.node_type(v).shape) + ", the tensor it updates " +
+                            to_string(c.node_type(in.groups[0][static_cast<std::size_t>(i)]).shape));
             in.groups.back().push_back(v);
         }
     }
