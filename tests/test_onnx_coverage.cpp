@@ -1112,3 +1112,43 @@ TEST(OnnxCoverage, StftOfASpeechFrontEndImportsDespiteLibonnxsFrameCount) {
     EXPECT_NEAR(y[0].at(0), 400.0, 1e-3);
     EXPECT_NEAR(y[0].at(2), 0.0, 1e-3);
 }
+
+TEST(OnnxCoverage, OptionalOfAGraphInputIsThatInput) {
+    // Optional(x) -> OptionalGetElement and x itself: one input node for x, y = x + x.
+    auto m = model(16);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "x", {2});
+    typed(g->add_output(), "y", {2});
+    node(g, "Optional", {"x"}, {"o"});
+    node(g, "OptionalGetElement", {"o"}, {"e"});
+    node(g, "Add", {"e", "x"}, {"y"});
+    const auto y = run(m, {{"x", tensor(DType::float32, {2}, {1.5, -2})}});
+    expect_tensor(y.at(0), DType::float32, {2}, {3, -4});
+}
+
+TEST(OnnxCoverage, LoopWithTripCountAndNoConditionIgnoresCondOut) {
+    // Loop(M = 3, "") is a for loop: the spec ignores cond_out, here computed from data.
+    auto m = loop_model(3, "data", 3);
+    auto* loop = m.mutable_graph()->mutable_node(0);
+    loop->set_input(1, "");
+    const auto out = run(m, loop_inputs());
+    expect_tensor(out.at(0), DType::float32, {2}, {4, 7});
+}
+
+TEST(OnnxCoverage, ValuesComputedFromStftImport) {
+    // STFT -> Abs -> ReduceSum over bins: libonnx's frame count is not trusted downstream either.
+    // A constant signal of ones, 8 samples, frames of 4 every 2: 3 frames, whose only nonzero bin
+    // is DC = 4, so each frame's summed magnitude (re and im) is 4.
+    auto m = model(17);
+    auto* g = m.mutable_graph();
+    typed(g->add_input(), "x", {1, 8, 1});
+    typed(g->add_output(), "y", {1, 3});
+    initializer(g, "step", onnx::TensorProto::INT64, {}, {2});
+    initializer(g, "length", onnx::TensorProto::INT64, {}, {4});
+    initializer(g, "axes", onnx::TensorProto::INT64, {2}, {2, 3});
+    node(g, "STFT", {"x", "step", "", "length"}, {"s"});
+    node(g, "Abs", {"s"}, {"a"});
+    set_int(node(g, "ReduceSum", {"a", "axes"}, {"y"}), "keepdims", 0);
+    const auto y = run(m, {{"x", tensor(DType::float32, {1, 8, 1}, std::vector<double>(8, 1.0))}});
+    expect_tensor(y.at(0), DType::float32, {1, 3}, {4, 4, 4}, 1e-5);
+}

@@ -265,6 +265,14 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
                 constant_names.insert(u->constant_input);
             }
         };
+        auto signature = [](const std::vector<OnnxValue>& values) {
+            std::vector<std::pair<int, std::vector<TensorType>>> out;
+            for (const auto& v : values) {
+                out.emplace_back(static_cast<int>(v.kind), std::vector<TensorType>{});
+                for (const auto& t : v.tensors) out.back().second.push_back({t.shape(), t.dtype()});
+            }
+            return out;
+        };
         // The data set's tensors in the order of ImportedModel::input_names / output_names, where
         // a sequence stands as its elements and an empty optional as nothing.
         auto flat = [](const std::vector<OnnxValue>& values) {
@@ -278,7 +286,9 @@ CaseResult run_case(const fs::path& dir, const string& id, const BackendProfile&
         r.ops = model.op_types;
         r.tolerance = tolerance_for(r.ops);
         for (std::size_t s = 0; s < sets.size(); ++s) {
-            if (s > 0 && !constant_names.empty()) {
+            // A later data set whose inputs differ in kind or type (a sequence's length, an empty
+            // optional, a shape), or that binds constants, gets its own import.
+            if (s > 0 && (!constant_names.empty() || signature(inputs[s]) != signature(inputs[0]))) {
                 imported = import_for(s);
                 if (auto* u = std::get_if<OnnxUnsupported>(&imported)) return unsupported(*u);
                 model = std::get<ImportedModel>(std::move(imported));

@@ -471,6 +471,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
     if (op == "Constant") return out(*constant_attribute(node));
     if (op == "EyeLike") {
         // Depends only on the input's static shape: ones on diagonal k.
+        if (!ctx.value(input_name(node, 0)).is_tensor()) unsupported("EyeLike of a sequence or optional");
         const auto& t = ctx.type(input_name(node, 0));
         if (t.shape.size() != 2) unsupported("EyeLike needs a 2-D input");
         DType dtype = t.dtype;
@@ -486,6 +487,7 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         return out(c);
     }
     if (op == "Shape" || op == "Size") {
+        if (!ctx.value(input_name(node, 0)).is_tensor()) unsupported(op + " of a sequence or optional");
         const auto& t = ctx.type(input_name(node, 0));  // static by construction
         const auto rank = static_cast<std::int64_t>(t.shape.size());
         if (op == "Size") { CT c = make(DType::int64, {}); c.i[0] = element_count(t.shape); return out(c); }

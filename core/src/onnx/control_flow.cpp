@@ -40,14 +40,6 @@ void rename_references(onnx::GraphProto& g, const std::map<string, string>& name
     for (auto& o : *g.mutable_output()) o.set_name(renamed(o.name()));
 }
 
-/// A value bound to a new name: a graph input is materialised first, so that the new name
-/// refers to the same input node.
-Value bound_value(ImportContext& c, const string& name) {
-    Value& v = c.value(name);
-    if (v.is_tensor() && !v.constant && !v.node) c.runtime(name);
-    return c.value(name);
-}
-
 }  // namespace
 
 /// Inlines `body`: its inputs are bound to `inputs`, its initializers and node outputs get fresh
@@ -94,7 +86,7 @@ namespace {
 
 /// Binds the node's output k to the value named `from`.
 void define_output(ImportContext& c, const onnx::NodeProto& n, int k, const string& from) {
-    if (k < n.output_size() && !n.output(k).empty()) c.define(n.output(k), bound_value(c, from));
+    if (k < n.output_size() && !n.output(k).empty()) c.define(n.output(k), c.bound(from));
 }
 
 void define_output_node(ImportContext& c, const onnx::NodeProto& n, int k, Id id) {
@@ -226,7 +218,7 @@ void convert_loop(ImportContext& c, const onnx::NodeProto& n) {
     vector<Value> state;
     for (int k = 2; k < n.input_size(); ++k) {
         if (n.input(k).empty()) unsupported("an absent loop-carried value (optional) is not supported");
-        state.push_back(bound_value(c, n.input(k)));
+        state.push_back(c.bound(n.input(k)));
     }
     const auto carried = static_cast<int>(state.size());
     const int scans = body.output_size() - 1 - carried;
@@ -239,8 +231,10 @@ void convert_loop(ImportContext& c, const onnx::NodeProto& n) {
                              constant_value(Tensor::from_values(DType::boolean, {}, {1.0}))};
         inputs.insert(inputs.end(), state.begin(), state.end());
         const auto outs = inline_subgraph(c, n, body, inputs, n.output(0) + "#" + std::to_string(k));
-        running = constant_truth(c, outs[0], "the Loop body's cond_out (the number of iterations must be known at import)");
-        for (int i = 0; i < carried; ++i) state[static_cast<std::size_t>(i)] = bound_value(c, outs[static_cast<std::size_t>(1 + i)]);
+        // With M and no cond input the loop is a for loop: the spec ignores cond_out.
+        if (!trips || !input_name(n, 1).empty())
+            running = constant_truth(c, outs[0], "the Loop body's cond_out (the number of iterations must be known at import)");
+        for (int i = 0; i < carried; ++i) state[static_cast<std::size_t>(i)] = c.bound(outs[static_cast<std::size_t>(1 + i)]);
         for (int j = 0; j < scans; ++j) scanned[static_cast<std::size_t>(j)].push_back(c.runtime(outs[static_cast<std::size_t>(1 + carried + j)]));
     }
     for (int i = 0; i < carried && i < n.output_size(); ++i)
@@ -290,7 +284,7 @@ std::pair<vector<Value>, vector<Id>> unroll_scan(ImportContext& c, const onnx::N
                 unsupported("Scan state " + std::to_string(i) + " changes from " + string(to_string(state[i].type.dtype)) +
                             to_string(state[i].type.shape) + " to " + string(to_string(c.type(outs[i]).dtype)) +
                             to_string(c.type(outs[i]).shape) + " in step " + std::to_string(t));
-            state[i] = bound_value(c, outs[i]);
+            state[i] = c.bound(outs[i]);
         }
         for (std::size_t j = 0; j < outputs; ++j)
             scanned[j][static_cast<std::size_t>(spec.out_reverse[j] ? length - 1 - t : t)] = c.runtime(outs[carried + j]);
@@ -330,7 +324,7 @@ void convert_scan(ImportContext& c, const onnx::NodeProto& n) {
     vector<Id> inputs;
     for (std::size_t k = 0; k < total; ++k) {
         const string& name = n.input(static_cast<int>(first + k));
-        if (k < carried) state.push_back(bound_value(c, name));
+        if (k < carried) state.push_back(c.bound(name));
         else inputs.push_back(c.runtime(name));
     }
     for (std::size_t j = 0; j < inputs.size(); ++j) {

@@ -73,11 +73,7 @@ const Shape& shape_of(ImportContext& c, Id id) { return c.node_type(id).shape; }
 std::int64_t rank_of(ImportContext& c, Id id) { return static_cast<std::int64_t>(shape_of(c, id).size()); }
 /// `out` is the same value as `in`. A graph input is materialised first, so the alias names the
 /// same input node (constants stay constants and keep folding).
-void alias(ImportContext& c, const string& out, const string& in) {
-    auto& v = c.value(in);
-    if (v.is_tensor() && !v.constant && !v.node) c.runtime(in);
-    c.define(out, c.value(in));
-}
+void alias(ImportContext& c, const string& out, const string& in) { c.define(out, c.bound(in)); }
 Id reshape(ImportContext& c, Id x, const Shape& shape, const string& name = {}) {
     if (shape_of(c, x) == shape && name.empty()) return x;
     return c.add("reshape", {x}, {{"shape", shape}}, name);

@@ -48,9 +48,13 @@ std::string onnx_type_name(int elem_type);
 /// malformed data.
 Tensor tensor_from_proto(const onnx::TensorProto& proto);
 
-/// The most nodes an imported graph may have: bounds what unrolling (Loop, Scan, RNN, nested in
-/// one another) and SequenceMap can make, so a small model cannot exhaust memory at import.
+/// Bounds on what an import may make, so that a small model cannot exhaust memory or time by
+/// unrolling (Loop, Scan, RNN, nested in one another), SequenceMap or folding: the graph's nodes,
+/// the ONNX nodes converted or folded (each inlined copy counts), and the bytes of constants made
+/// at import beyond the model's own initializers.
 inline constexpr std::size_t kMaxImportedNodes = std::size_t(1) << 18;
+inline constexpr std::size_t kMaxConvertedNodes = std::size_t(1) << 20;
+inline constexpr std::size_t kMaxImportConstantBytes = std::size_t(2) << 30;
 
 class ImportContext {
 public:
@@ -68,8 +72,17 @@ public:
     bool has(const std::string& name) const { return values_.count(name) != 0; }
     Value& value(const std::string& name);
     void define(const std::string& name, Value v);
-    /// Binds an ONNX output name to a constant.
+    /// Binds an ONNX output name to a constant; Unsupported once the constants made at import
+    /// exceed kMaxImportConstantBytes (see start_counting_constants).
     void define_constant(const std::string& name, Tensor t);
+    /// The value `name` stands for, to bind to another name: a graph input gets its input node
+    /// first, so that both names refer to the same node.
+    Value bound(const std::string& name);
+    /// Counts one ONNX node converted or folded; Unsupported past kMaxConvertedNodes.
+    void count_converted_node();
+    /// Counts constant bytes from here on (after the model's initializers) against
+    /// kMaxImportConstantBytes; define_constant raises Unsupported past it.
+    void start_counting_constants() { constant_bytes_ = 0; }
     /// Binds an ONNX output name to an existing node.
     void define_node(const std::string& name, std::int64_t id);
     /// Binds an ONNX output name to a sequence of the tensor values `elements` (element dtype
@@ -128,6 +141,8 @@ private:
     std::unordered_map<std::string, int> next_suffix_;  // fresh_name: the last suffix given per base
     std::map<std::string, std::string> unusable_;
     std::int64_t next_id_ = 0;
+    std::size_t converted_nodes_ = 0;
+    std::size_t constant_bytes_ = 0;
     std::int64_t push(Node node, TensorType type);
 };
 
@@ -209,7 +224,8 @@ std::pair<std::int64_t, std::int64_t> split_padding(std::int64_t total, bool sma
 std::int64_t filled(ImportContext& c, const onnx::NodeProto& n, DType dtype, double v, const Shape& shape);
 /// A scalar constant of `dtype`, as constant_input.
 std::int64_t scalar_constant(ImportContext& c, const onnx::NodeProto& n, const std::string& suffix, DType dtype, double v);
-/// Reason an op type has no converter (e.g. control flow, training ops), or "" when unknown.
+/// Reason an op type has no converter (string ops, random ops, region-of-interest pooling,
+/// outputs of data-dependent length), or "" when unknown.
 std::string known_unsupported_reason(const std::string& op_type);
 
 /// Folds `node` into constants where it can, else converts it by its converter; Unsupported when

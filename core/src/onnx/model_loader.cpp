@@ -152,6 +152,10 @@ void ImportContext::define(const string& name, Value v) {
 }
 
 void ImportContext::define_constant(const string& name, Tensor t) {
+    constant_bytes_ += t.nbytes();
+    if (constant_bytes_ > kMaxImportConstantBytes)
+        unsupported("the constants made at import (folding, unrolled bodies, DFT matrices, ...) would exceed " +
+                    std::to_string(kMaxImportConstantBytes >> 20) + " MiB");
     Value v;
     v.type = {t.shape(), t.dtype()};
     v.constant = std::move(t);
@@ -209,6 +213,18 @@ const std::vector<string>& ImportContext::sequence(const string& name, const str
     Value& v = value(name);
     if (!v.sequence) unsupported(what + " ('" + name + "') must be a sequence");
     return *v.sequence;
+}
+
+Value ImportContext::bound(const string& name) {
+    Value& v = value(name);
+    if (v.is_tensor() && !v.constant && !v.node) runtime(name);
+    return value(name);
+}
+
+void ImportContext::count_converted_node() {
+    if (++converted_nodes_ > kMaxConvertedNodes)
+        unsupported("the model converts over " + std::to_string(kMaxConvertedNodes) +
+                    " ONNX nodes, counting every unrolled or inlined copy");
 }
 
 std::int64_t ImportContext::runtime(const string& name) {
@@ -718,15 +734,35 @@ void spell_out_misread_defaults(onnx::GraphProto& g) {
 /// ONNX shape inference with the static input shapes: every value's type, for cross-checks.
 /// libonnx is not trusted with unchecked attributes: the guard refuses bad ones, and nodes it
 /// cannot check are held back from inference (their outputs are then not cross-checked).
-/// The outputs of the top-level nodes whose libonnx 1.12 inference is wrong: STFT's frame count
-/// (it disagrees with the spec's (length − frame_length) / frame_step + 1 for most frame lengths and
-/// steps). Their declared shapes are dropped before inference (libonnx would refuse a model that
-/// declares the right one) and their inferred types are not cross-checked.
-std::set<string> outputs_inferred_wrongly(onnx::GraphProto& g) {
+/// Whether `node` (or a graph nested in it) reads a name in `names`.
+bool reads_any(const onnx::NodeProto& node, const std::set<string>& names) {
+    for (const auto& in : node.input())
+        if (names.count(in)) return true;
+    for (const auto& a : node.attribute()) {
+        auto graph_reads = [&](const onnx::GraphProto& g) {
+            for (const auto& inner : g.node())
+                if (reads_any(inner, names)) return true;
+            return false;
+        };
+        if (a.has_g() && graph_reads(a.g())) return true;
+        for (const auto& sub : a.graphs())
+            if (graph_reads(sub)) return true;
+    }
+    return false;
+}
+
+/// The values whose libonnx 1.12 inference is wrong: STFT's outputs (its frame count disagrees
+/// with the spec's (length − frame_length) / frame_step + 1 for most frame lengths and steps) and
+/// everything computed from them. Their declared shapes are dropped before inference (libonnx
+/// would refuse a model that declares the right ones) and their inferred types are not
+/// cross-checked.
+std::set<string> values_inferred_wrongly(onnx::GraphProto& g) {
     std::set<string> names;
-    for (const auto& node : g.node())
-        if (node.op_type() == "STFT" && (node.domain().empty() || node.domain() == "ai.onnx"))
+    for (const auto& node : g.node()) {
+        const bool stft = node.op_type() == "STFT" && (node.domain().empty() || node.domain() == "ai.onnx");
+        if (stft || reads_any(node, names))
             for (const auto& o : node.output()) names.insert(o);
+    }
     if (names.empty()) return names;
     auto* infos = g.mutable_value_info();
     for (int k = infos->size() - 1; k >= 0; --k)
@@ -739,7 +775,7 @@ std::set<string> outputs_inferred_wrongly(onnx::GraphProto& g) {
 std::map<string, InferredType> infer_onnx_types(onnx::ModelProto& model, std::int64_t opset, const string& src) {
     auto& g = *model.mutable_graph();
     spell_out_misread_defaults(g);
-    const std::set<string> unchecked = outputs_inferred_wrongly(g);
+    const std::set<string> unchecked = values_inferred_wrongly(g);
     std::map<string, InferredType> inferred;
     const int checked = nodes_safe_for_inference(g, opset, src);
     std::vector<onnx::NodeProto*> held_back(static_cast<std::size_t>(g.node_size() - checked));
@@ -773,6 +809,7 @@ void record_folded(ImportContext& ctx, const onnx::NodeProto& node) {
 }  // namespace
 
 void onnx_import::convert_node(ImportContext& ctx, const onnx::NodeProto& node) {
+    ctx.count_converted_node();
     if (node.domain() == kTrainingDomain) {
         auto it = training_converters().find(node.op_type());
         if (it == training_converters().end())
@@ -907,6 +944,7 @@ ImportedModel import_model(std::string_view bytes, const std::filesystem::path& 
     check_given_names(g, initializers, options, src);
     define_graph_inputs(ctx, out, g, initializers, options, src);
     define_initializers(ctx, g);
+    ctx.start_counting_constants();  // the model's own initializers are not import-time growth
     const auto inferred = infer_onnx_types(model, out.opset, src);
     out.op_types = convert_nodes(ctx, g, inferred, out.opset, src);
     bind_outputs(ctx, out, g, src);

@@ -32,14 +32,17 @@ void require_8bit(DType dtype, const string& what) {
         unsupported(what + " has dtype " + string(to_string(dtype)) + "; quantized tensors are uint8 or int8");
 }
 
-/// `v` (a scalar, or a 1-D tensor of `x_rank`'s axis `axis` length: per-axis quantization) shaped to
-/// broadcast against a rank-`x_rank` tensor along `axis` (in [-x_rank, x_rank), read only for a 1-D
+/// `v` (a scalar, or a 1-D tensor as long as axis `axis` of `like`: per-axis quantization) shaped to
+/// broadcast against a tensor of shape `like` along `axis` (in [-rank, rank), read only for a 1-D
 /// `v`: a per-tensor scale leaves the default axis unused).
-Id along_axis(ImportContext& c, Id v, std::int64_t x_rank, std::int64_t axis, const string& what) {
+Id along_axis(ImportContext& c, Id v, const Shape& like, std::int64_t axis, const string& what) {
+    const auto x_rank = static_cast<std::int64_t>(like.size());
     const Shape& s = shape_of(c, v);
     if (s.size() <= 1 && (s.empty() || s[0] == 1)) return v;
     if (s.size() != 1) unsupported(what + " must be a scalar or 1-D (per-axis), got shape " + to_string(s));
     axis = normalize_axis(axis, x_rank);
+    if (const std::int64_t along = like[static_cast<std::size_t>(axis)]; s[0] != along)
+        unsupported(what + " has " + std::to_string(s[0]) + " values for an axis of " + std::to_string(along));
     Shape target(static_cast<std::size_t>(x_rank), 1);
     target[static_cast<std::size_t>(axis)] = s[0];
     return c.add("reshape", {v}, {{"shape", target}});
@@ -93,11 +96,11 @@ void convert_quantize_linear(ImportContext& c, const onnx::NodeProto& n) {
     const DType compute = xt == DType::float32 ? DType::float32 : DType::float64;
     const DType out = input_name(n, 2).empty() ? DType::uint8 : c.type(n.input(2)).dtype;
     require_8bit(out, "y_zero_point");
-    const auto rank = static_cast<std::int64_t>(shape_of(c, x).size());
     const std::int64_t axis = quantization_axis(c, n);
     check_scale_and_zero_point(c, n, "y");
-    const Id scale = along_axis(c, cast(c, c.runtime(n.input(1)), compute), rank, axis, "y_scale");
-    const Id zp = along_axis(c, cast(c, zero_point_or_zero(c, n, 2, out), compute), rank, axis, "y_zero_point");
+    const Shape like = shape_of(c, x);
+    const Id scale = along_axis(c, cast(c, c.runtime(n.input(1)), compute), like, axis, "y_scale");
+    const Id zp = along_axis(c, cast(c, zero_point_or_zero(c, n, 2, out), compute), like, axis, "y_zero_point");
     const Id y = c.add("div", {cast(c, x, compute), scale});
     c.define_node(n.output(0), requantize(c, n, y, zp, out, n.output(0)));
 }
@@ -108,16 +111,16 @@ void convert_dequantize_linear(ImportContext& c, const onnx::NodeProto& n) {
     const Id x = c.runtime(n.input(0));
     const DType xt = dtype_of(c, x);
     if (xt != DType::int32) require_8bit(xt, "x");
-    const auto rank = static_cast<std::int64_t>(shape_of(c, x).size());
     const std::int64_t axis = quantization_axis(c, n);
     check_scale_and_zero_point(c, n, "x");
-    const Id scale = along_axis(c, c.runtime(n.input(1)), rank, axis, "x_scale");
+    const Shape like = shape_of(c, x);
+    const Id scale = along_axis(c, c.runtime(n.input(1)), like, axis, "x_scale");
     if (dtype_of(c, scale) != DType::float32) unsupported("x_scale must be float32");
     Id centred = cast(c, x, DType::float32);
     if (!input_name(n, 2).empty()) {
         // x - zero_point exactly (in float64: int32 operands too), then rounded once to float32
         // as ONNX Runtime's static_cast<float>(x - zero_point).
-        const Id zp = along_axis(c, cast(c, c.runtime(n.input(2)), DType::float64), rank, axis, "x_zero_point");
+        const Id zp = along_axis(c, cast(c, c.runtime(n.input(2)), DType::float64), like, axis, "x_zero_point");
         centred = cast(c, c.add("sub", {cast(c, x, DType::float64), zp}), DType::float32);
     }
     c.define_node(n.output(0), c.add("mul", {centred, scale}, {}, n.output(0)));
@@ -152,11 +155,12 @@ void convert_dynamic_quantize_linear(ImportContext& c, const onnx::NodeProto& n)
 }
 
 /// x - zero_point in float64 (the zero point absent: x), for an integer accumulation.
-Id centred64(ImportContext& c, const onnx::NodeProto& n, Id x, int zp_input, std::int64_t rank, std::int64_t axis,
+Id centred64(ImportContext& c, const onnx::NodeProto& n, Id x, int zp_input, std::int64_t axis,
              const string& what) {
     Id x64 = cast(c, x, DType::float64);
     if (input_name(n, zp_input).empty()) return x64;
-    const Id zp = along_axis(c, cast(c, c.runtime(n.input(zp_input)), DType::float64), rank, axis, what);
+    const Shape like = shape_of(c, x);
+    const Id zp = along_axis(c, cast(c, c.runtime(n.input(zp_input)), DType::float64), like, axis, what);
     return c.add("sub", {x64, zp});
 }
 
@@ -187,7 +191,6 @@ Tensor centred_weight(ImportContext& c, const onnx::NodeProto& n, int w_input, i
 Id integer_conv(ImportContext& c, const onnx::NodeProto& n, int x_input, int xzp_input, int w_input, int wzp_input) {
     const Id x = c.runtime(n.input(x_input));
     require_8bit(dtype_of(c, x), "x");
-    const auto rank = static_cast<std::int64_t>(shape_of(c, x).size());
     if (!input_name(n, xzp_input).empty() && c.type(n.input(xzp_input)).shape != Shape{} &&
         c.type(n.input(xzp_input)).shape != Shape{1})
         unsupported("x_zero_point must be a scalar (per-tensor)");
@@ -197,7 +200,7 @@ Id integer_conv(ImportContext& c, const onnx::NodeProto& n, int x_input, int xzp
     conv.clear_input();
     conv.clear_output();
     const string x_name = c.fresh_value_name(n.output(0) + "#x_centred");
-    c.define_node(x_name, centred64(c, n, x, xzp_input, rank, 1, "x_zero_point"));
+    c.define_node(x_name, centred64(c, n, x, xzp_input, 1, "x_zero_point"));
     const string w_name = c.fresh_value_name(n.output(0) + "#w_centred");
     c.define_constant(w_name, centred_weight(c, n, w_input, wzp_input, n.op_type()));
     const string y_name = c.fresh_value_name(n.output(0) + "#accumulated");
@@ -222,20 +225,20 @@ void convert_matmul_integer(ImportContext& c, const onnx::NodeProto& n) {
     require_8bit(dtype_of(c, b), "B");
     const auto ra = static_cast<std::int64_t>(shape_of(c, a).size()), rb = static_cast<std::int64_t>(shape_of(c, b).size());
     if (ra < 2 || rb < 2) unsupported("MatMulInteger of rank < 2 operands");
-    const Id a64 = centred64(c, n, a, 2, ra, ra - 2, "a_zero_point");
-    const Id b64 = centred64(c, n, b, 3, rb, rb - 1, "b_zero_point");
+    const Id a64 = centred64(c, n, a, 2, ra - 2, "a_zero_point");
+    const Id b64 = centred64(c, n, b, 3, rb - 1, "b_zero_point");
     c.define_node(n.output(0), c.add("cast", {c.add("matmul", {a64, b64})}, {{"to", string("int32")}}, n.output(0)));
 }
 
 /// a_scale · b_scale / y_scale in float32 (ONNX Runtime's requantization multiplier), as float64,
-/// each scale shaped along its own axis of the rank-`rank` accumulation (QLinearMatMul: a's and
+/// each scale shaped along its own axis of the accumulation of shape `like` (QLinearMatMul: a's and
 /// y's per row, b's per column; QLinearConv: w's per output channel).
-Id requantization_scale(ImportContext& c, const onnx::NodeProto& n, std::int64_t rank,
+Id requantization_scale(ImportContext& c, const onnx::NodeProto& n, const Shape& like,
                         const std::array<std::pair<int, std::int64_t>, 3>& scales_and_axes) {
     vector<Id> s;
     for (const auto& [k, axis] : scales_and_axes) {
         if (c.type(n.input(k)).dtype != DType::float32) unsupported("scales must be float32");
-        s.push_back(along_axis(c, c.runtime(n.input(k)), rank, axis, n.op_type() + " input " + std::to_string(k)));
+        s.push_back(along_axis(c, c.runtime(n.input(k)), like, axis, n.op_type() + " input " + std::to_string(k)));
     }
     return cast(c, c.add("div", {c.add("mul", {s[0], s[1]}), s[2]}), DType::float64);
 }
@@ -250,11 +253,12 @@ void convert_qlinear_matmul(ImportContext& c, const onnx::NodeProto& n) {
     require_8bit(out, "y_zero_point");
     const auto ra = static_cast<std::int64_t>(shape_of(c, a).size()), rb = static_cast<std::int64_t>(shape_of(c, b).size());
     if (ra < 2 || rb < 2) unsupported("QLinearMatMul of rank < 2 operands");
-    const Id acc = c.add("matmul", {centred64(c, n, a, 2, ra, ra - 2, "a_zero_point"),
-                                    centred64(c, n, b, 5, rb, rb - 1, "b_zero_point")});
-    const auto rank = static_cast<std::int64_t>(shape_of(c, acc).size());
-    const Id y = c.add("mul", {acc, requantization_scale(c, n, rank, {{{1, rank - 2}, {4, rank - 1}, {6, rank - 2}}})});
-    const Id zp = along_axis(c, cast(c, c.runtime(n.input(7)), DType::float64), rank, rank - 2, "y_zero_point");
+    const Id acc = c.add("matmul", {centred64(c, n, a, 2, ra - 2, "a_zero_point"),
+                                    centred64(c, n, b, 5, rb - 1, "b_zero_point")});
+    const Shape like = shape_of(c, acc);
+    const auto rank = static_cast<std::int64_t>(like.size());
+    const Id y = c.add("mul", {acc, requantization_scale(c, n, like, {{{1, rank - 2}, {4, rank - 1}, {6, rank - 2}}})});
+    const Id zp = along_axis(c, cast(c, c.runtime(n.input(7)), DType::float64), like, rank - 2, "y_zero_point");
     c.define_node(n.output(0), requantize(c, n, y, zp, out, n.output(0)));
 }
 
@@ -262,15 +266,18 @@ void convert_qlinear_matmul(ImportContext& c, const onnx::NodeProto& n) {
 /// y_scale) + y_zp); w (and its zero point) must be constants, B is int32 [M].
 void convert_qlinear_conv(ImportContext& c, const onnx::NodeProto& n) {
     Id acc = integer_conv(c, n, 0, 2, 3, 5);
-    const auto rank = static_cast<std::int64_t>(shape_of(c, acc).size());
+    const Shape like = shape_of(c, acc);
+    // x_scale, y_scale and y_zero_point are per tensor (the spec); w's scale may be per channel.
+    for (int k : {1, 6, 7})
+        if (element_count(c.type(n.input(k)).shape) != 1) unsupported("QLinearConv input " + std::to_string(k) + " must be a scalar");
     if (!input_name(n, 8).empty()) {
         const Id bias = c.runtime(n.input(8));
         if (dtype_of(c, bias) != DType::int32) unsupported("B must be int32");
-        acc = c.add("add", {acc, along_axis(c, cast(c, bias, DType::float64), rank, 1, "B")});
+        acc = c.add("add", {acc, along_axis(c, cast(c, bias, DType::float64), like, 1, "B")});
     }
     const DType out = c.type(n.input(7)).dtype;
     require_8bit(out, "y_zero_point");
-    const Id y = c.add("mul", {acc, requantization_scale(c, n, rank, {{{1, 1}, {4, 1}, {6, 1}}})});
+    const Id y = c.add("mul", {acc, requantization_scale(c, n, like, {{{1, 1}, {4, 1}, {6, 1}}})});
     const Id zp = cast(c, c.runtime(n.input(7)), DType::float64);
     c.define_node(n.output(0), requantize(c, n, y, zp, out, n.output(0)));
 }

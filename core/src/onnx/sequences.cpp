@@ -72,10 +72,7 @@ void convert_sequence_erase(ImportContext& c, const onnx::NodeProto& n) {
 
 void convert_sequence_at(ImportContext& c, const onnx::NodeProto& n) {
     const auto& elements = c.sequence(n.input(0), "SequenceAt's input_sequence");
-    const string element = elements[position(c, n, 1, elements.size(), false)];
-    Value& v = c.value(element);
-    if (!v.constant && !v.node) c.runtime(element);
-    c.define(n.output(0), c.value(element));
+    c.define(n.output(0), c.bound(elements[position(c, n, 1, elements.size(), false)]));
 }
 
 void convert_sequence_length(ImportContext& c, const onnx::NodeProto& n) {
@@ -115,7 +112,9 @@ void convert_split_to_sequence(ImportContext& c, const onnx::NodeProto& n) {
     const std::int64_t length = shape[static_cast<std::size_t>(axis)];
     vector<std::int64_t> sizes;
     bool squeeze = false;
+    constexpr std::int64_t kMaxElements = 65536;
     if (input_name(n, 1).empty()) {
+        if (length > kMaxElements) unsupported("SplitToSequence into over 65536 tensors");
         sizes.assign(static_cast<std::size_t>(length), 1);
         squeeze = attr_int(n, "keepdims", 1) == 0;
     } else {
@@ -123,8 +122,10 @@ void convert_split_to_sequence(ImportContext& c, const onnx::NodeProto& n) {
         const auto values = int_values(split);
         if (split.shape().empty()) {
             if (values.at(0) <= 0) unsupported("split must be positive");
+            if ((length + values[0] - 1) / values[0] > kMaxElements) unsupported("SplitToSequence into over 65536 tensors");
             for (std::int64_t at = 0; at < length; at += values[0]) sizes.push_back(std::min(values[0], length - at));
         } else {
+            if (static_cast<std::int64_t>(values.size()) > kMaxElements) unsupported("SplitToSequence into over 65536 tensors");
             sizes = values;
             std::int64_t total = 0;
             for (auto v : sizes) {
@@ -135,7 +136,6 @@ void convert_split_to_sequence(ImportContext& c, const onnx::NodeProto& n) {
             if (total != length) unsupported("split lengths sum to " + std::to_string(total) + ", the axis has " + std::to_string(length));
         }
     }
-    if (sizes.size() > 65536) unsupported("SplitToSequence into over 65536 tensors");
     vector<string> elements;
     std::int64_t at = 0;
     for (std::size_t k = 0; k < sizes.size(); ++k) {
@@ -169,10 +169,7 @@ void convert_sequence_map(ImportContext& c, const onnx::NodeProto& n) {
         for (const auto& in : n.input()) {
             const Value& v = c.value(in);
             if (v.sequence && v.sequence->size() != count) unsupported("SequenceMap's sequences differ in length");
-            const string& name = v.sequence ? (*v.sequence)[i] : in;
-            Value& element = c.value(name);
-            if (element.is_tensor() && !element.constant && !element.node) c.runtime(name);
-            inputs.push_back(c.value(name));
+            inputs.push_back(c.bound(v.sequence ? (*v.sequence)[i] : in));
         }
         const auto outs = inline_subgraph(c, n, attr->g(), inputs, n.output(0) + "#" + std::to_string(i));
         for (std::size_t k = 0; k < outputs.size() && k < outs.size(); ++k) outputs[k].push_back(outs[k]);
@@ -195,7 +192,7 @@ void convert_optional(ImportContext& c, const onnx::NodeProto& n) {
         c.define(n.output(0), v);
         return;
     }
-    c.define(n.output(0), c.value(n.input(0)));
+    c.define(n.output(0), c.bound(n.input(0)));
 }
 
 void convert_optional_has_element(ImportContext& c, const onnx::NodeProto& n) {
@@ -206,8 +203,7 @@ void convert_optional_has_element(ImportContext& c, const onnx::NodeProto& n) {
 void convert_optional_get_element(ImportContext& c, const onnx::NodeProto& n) {
     const Value& v = c.value(n.input(0));
     if (v.none) unsupported("OptionalGetElement of an empty optional");
-    if (v.is_tensor() && !v.constant && !v.node) c.runtime(n.input(0));
-    c.define(n.output(0), c.value(n.input(0)));
+    c.define(n.output(0), c.bound(n.input(0)));
 }
 
 }  // namespace

@@ -83,8 +83,12 @@ void convert_mel_weight_matrix(ImportContext& c, const onnx::NodeProto& n) {
     vector<std::int64_t> edge(static_cast<std::size_t>(bins + 2));
     for (std::int64_t k = 0; k < bins + 2; ++k) {
         const double f = 700 * (std::pow(10.0, (static_cast<double>(k) * step + low_mel) / 2595) - 1);
-        edge[static_cast<std::size_t>(k)] =
-            static_cast<std::int64_t>(std::floor(static_cast<double>(dft_length + 1) * f / static_cast<double>(sample_rate)));
+        const double bin = std::floor(static_cast<double>(dft_length + 1) * f / static_cast<double>(sample_rate));
+        // Checked in double: a bin outside the spectrogram has no int64 to be cast to safely.
+        if (!(bin >= 0 && bin < static_cast<double>(spectrogram_bins)))
+            unsupported("a filter edge falls on spectrogram bin " + std::to_string(bin) + ", outside [0, " +
+                        std::to_string(spectrogram_bins) + ") (upper_edge_hertz beyond sample_rate / 2?)");
+        edge[static_cast<std::size_t>(k)] = static_cast<std::int64_t>(bin);
     }
     vector<double> out(static_cast<std::size_t>(spectrogram_bins * bins), 0.0);
     auto put = [&](std::int64_t row, std::int64_t col, double v) {
@@ -215,7 +219,7 @@ void convert_stft(ImportContext& c, const onnx::NodeProto& n) {
         unsupported("STFT needs frame_length (or a window) in [1, min(signal length, " + std::to_string(kMaxTransformLength) +
                     ")] and frame_step > 0");
     const std::int64_t frames = (in[1] - frame) / step + 1;
-    if (frames * frame > (std::int64_t(1) << 26)) unsupported("STFT of over 2^26 framed samples");
+    if (frames > (std::int64_t(1) << 26) / frame) unsupported("STFT of over 2^26 framed samples");
     vector<double> index(static_cast<std::size_t>(frames * frame));
     for (std::int64_t f = 0; f < frames; ++f)
         for (std::int64_t j = 0; j < frame; ++j) index[static_cast<std::size_t>(f * frame + j)] = static_cast<double>(f * step + j);

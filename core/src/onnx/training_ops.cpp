@@ -57,7 +57,7 @@ Id scalar(ImportContext& c, const onnx::NodeProto& n, DType dtype, double v) {
 }
 
 /// Output k of the node, defined as node `id` (named after it).
-void define_output(ImportContext& c, const onnx::NodeProto& n, int k, Id id) {
+void output_node(ImportContext& c, const onnx::NodeProto& n, int k, Id id) {
     if (!n.output(k).empty()) c.define_node(n.output(k), c.add_identity(id, n.output(k)));
 }
 
@@ -79,8 +79,8 @@ void convert_adagrad(ImportContext& c, const onnx::NodeProto& n) {
         const Id x = in.groups[0][i], g = regularized(c, n, dt, x, in.groups[1][i]);
         const Id h_new = c.add("add", {in.groups[2][i], c.add("mul", {g, g})});
         const Id denominator = c.add("add", {c.add("sqrt", {h_new}), scalar(c, n, dt, attr_float(n, "epsilon", 0))});
-        define_output(c, n, i, c.add("sub", {x, c.add("div", {c.add("mul", {r, g}), denominator})}));
-        define_output(c, n, count + i, h_new);
+        output_node(c, n, i, c.add("sub", {x, c.add("div", {c.add("mul", {r, g}), denominator})}));
+        output_node(c, n, count + i, h_new);
     }
 }
 
@@ -107,9 +107,9 @@ void convert_adam(ImportContext& c, const onnx::NodeProto& n) {
         const Id denominator = c.add("add", {c.add("sqrt", {h_new}), scalar(c, n, dt, attr_float(n, "epsilon", 1e-6f))});
         const Id x_new = c.add("sub", {x, c.add("mul", {r, c.add("div", {v_new, denominator})})});
         const double post = attr_float(n, "norm_coefficient_post", 0);
-        define_output(c, n, i, c.add("mul", {scalar(c, n, dt, 1 - post), x_new}));
-        define_output(c, n, count + i, v_new);
-        define_output(c, n, 2 * count + i, h_new);
+        output_node(c, n, i, c.add("mul", {scalar(c, n, dt, 1 - post), x_new}));
+        output_node(c, n, count + i, v_new);
+        output_node(c, n, 2 * count + i, h_new);
     }
 }
 
@@ -129,8 +129,8 @@ void convert_momentum(ImportContext& c, const onnx::NodeProto& n) {
         const Id x = in.groups[0][i], g = regularized(c, n, dt, x, in.groups[1][i]);
         const Id v_new = c.add("add", {c.add("mul", {scalar(c, n, dt, alpha), in.groups[2][i]}), c.add("mul", {beta, g})});
         const Id step = mode == "standard" ? v_new : c.add("add", {g, c.add("mul", {scalar(c, n, dt, alpha), v_new})});
-        define_output(c, n, i, c.add("sub", {x, c.add("mul", {in.r, step})}));
-        define_output(c, n, count + i, v_new);
+        output_node(c, n, i, c.add("sub", {x, c.add("mul", {in.r, step})}));
+        output_node(c, n, count + i, v_new);
     }
 }
 
