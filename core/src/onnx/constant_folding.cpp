@@ -580,13 +580,20 @@ bool try_fold(ImportContext& ctx, const onnx::NodeProto& node) {
         }
         std::int64_t start = s.i[0], limit = l.i[0], delta = d.i[0];
         if (delta == 0) unsupported("Range delta 0");
-        // ceil((limit - start) / delta) in 128 bits: limit - start may exceed int64.
-        const __int128 span = static_cast<__int128>(limit) - start;
-        const __int128 count = (span + delta + (delta > 0 ? -1 : 1)) / delta;
-        if (count > kMaxFoldedElements) unsupported("Range of " + std::to_string(static_cast<double>(count)) + " elements");
-        const auto n = static_cast<std::int64_t>(std::max<__int128>(0, count));
+        // ceil((limit - start) / delta) in uint64: the distance may exceed int64 (but not 2^64).
+        const bool up = delta > 0;
+        if (up ? limit <= start : limit >= start) return out(make(s.dtype, {0}));
+        const std::uint64_t span = up ? static_cast<std::uint64_t>(limit) - static_cast<std::uint64_t>(start)
+                                      : static_cast<std::uint64_t>(start) - static_cast<std::uint64_t>(limit);
+        const std::uint64_t step = up ? static_cast<std::uint64_t>(delta) : std::uint64_t(0) - static_cast<std::uint64_t>(delta);
+        const std::uint64_t count = span / step + (span % step != 0);
+        if (count > static_cast<std::uint64_t>(kMaxFoldedElements)) unsupported("Range of " + std::to_string(count) + " elements");
+        const auto n = static_cast<std::int64_t>(count);
         CT c = make(s.dtype, {n});
-        for (std::int64_t k = 0; k < n; ++k) c.i[k] = static_cast<std::int64_t>(start + static_cast<__int128>(k) * delta);
+        // start + k·delta modulo 2^64: exact, since every element lies in [start, limit).
+        for (std::int64_t k = 0; k < n; ++k)
+            c.i[k] = static_cast<std::int64_t>(static_cast<std::uint64_t>(start) +
+                                               static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(delta));
         return out(c);
     }
     if (op == "Neg") {
