@@ -150,7 +150,7 @@ inline void valid_range(int64_t base, int64_t s, int64_t size, int64_t count, in
 /// col[(c·kh + i)·kw + j][q − q0] (row stride ldcol) = image[c][oy·sh − ph + i·dh][ox·sw − pw +
 /// j·dw] for the output positions q = oy·ow + ox in [q0, q1), zero outside the image.
 template <typename T>
-void im2col(const T* __restrict img, const Slide& s, int64_t q0, int64_t q1, T* __restrict col,
+CAPSULE_INLINE_COPIES void im2col(const T* __restrict img, const Slide& s, int64_t q0, int64_t q1, T* __restrict col,
             int64_t ldcol) {
     if (q0 >= q1) return;
     const int64_t y_first = q0 / s.ow, y_last = (q1 - 1) / s.ow;
@@ -191,7 +191,7 @@ void im2col(const T* __restrict img, const Slide& s, T* __restrict col, int64_t 
 
 /// The adjoint of im2col: image[...] += col[...] (the image must be initialised by the caller).
 template <typename T>
-void col2im(const T* __restrict col, int64_t ldcol, const Slide& s, T* __restrict img) {
+CAPSULE_INLINE_COPIES void col2im(const T* __restrict col, int64_t ldcol, const Slide& s, T* __restrict img) {
     for (int64_t c = 0; c < s.c; ++c)
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j) {
@@ -413,6 +413,110 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
     });
 }
 
+/// Whether a convolution runs as implicit_fwd: stride 1 (so that each im2col row is a shifted
+/// run of the padded image), not 1×1 unpadded (which reads the image directly), and the columns
+/// computed for nothing (wp − ow of every wp per output row) cost less than the im2col they save:
+/// each im2col value costs about as much as 16 multiply-adds of its column, and implicit_fwd
+/// spends cog·(wp − ow) on the extra columns for every ow values of im2col. So LeNet's and
+/// ResNet's 56×56 and 28×28 stages qualify, the 7×7 stage (wp 9 for ow 7, 512 channels) not.
+/// The padded copy of the input is bounded (2^28 values) like the column buffers.
+bool implicit_conv(const ConvGeom& g, const Slide& s) {
+    if (s.sh != 1 || s.sw != 1) return false;
+    if (s.kh == 1 && s.kw == 1 && s.ph == 0 && s.pw == 0) return false;
+    const int64_t cog = g.out_c / g.groups, wp = s.w + 2 * s.pw;
+    const double padded = double(g.n) * double(g.in_c) * double(s.h + 2 * s.ph) * double(wp);
+    return double(cog) * double(wp - s.ow) <= 16.0 * double(s.ow) && padded <= double(1 << 28);
+}
+
+/// Copies one [h, w] plane into a zero-padded [h + 2·ph, w + 2·pw] one.
+template <typename T>
+CAPSULE_INLINE_COPIES void pad_plane(const T* __restrict x, const Slide& s, T* __restrict xp) {
+    const int64_t wp = s.w + 2 * s.pw;
+    for (int64_t y = 0; y < s.h + 2 * s.ph; ++y) {
+        T* __restrict d = xp + y * wp;
+        const int64_t iy = y - s.ph;
+        if (iy < 0 || iy >= s.h) {
+            for (int64_t j = 0; j < wp; ++j) d[j] = T(0);
+            continue;
+        }
+        const T* __restrict r = x + iy * s.w;
+        for (int64_t j = 0; j < s.pw; ++j) d[j] = T(0);
+        for (int64_t j = 0; j < s.w; ++j) d[s.pw + j] = r[j];
+        for (int64_t j = s.pw + s.w; j < wp; ++j) d[j] = T(0);
+    }
+}
+
+/// A stride-1 convolution as a GEMM without im2col (implicit GEMM). The output is computed on
+/// the padded width wp = w + 2·pw (virtual column t = oy·wp + ox; columns ox >= ow are computed
+/// and dropped), so row (c, i, j) of the im2col matrix is the zero-padded image read from
+/// c·hp·wp + i·dh·wp + j·dw onwards, and the GEMM's packing gathers B from there
+/// (gemm_gathered_b). Tasks are (image, group, block of virtual columns [, block of output
+/// channels]); each fills a buffer with the bias, accumulates the GEMM onto it and copies the
+/// real columns out: the same operations in the same order as the im2col path, so the same bits.
+template <typename T>
+void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, const T* X,
+                  const T* Wt, const T* bias, T* Y) {
+    const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
+    const int64_t hp = s.h + 2 * s.ph, wp = s.w + 2 * s.pw, plane = hp * wp, L = s.oh * wp;
+    const int64_t planes = g.n * g.in_c, in_p = s.h * s.w;
+    // The last real output reads up to (kw − 1)·dw past its row's start plus wp − 1; dropped
+    // columns read on into the next plane, and past the last plane into this zeroed slack.
+    const int64_t slack = (s.kw - 1) * s.dw + wp;
+    const int granted = granted_threads(call);
+    Scratch<T> xp(planes * plane + slack);
+    std::fill(xp.data() + planes * plane, xp.data() + planes * plane + slack, T(0));
+    const int pad_parts = conv_parts(granted, planes, double(planes * plane), 2e5);
+    run_parts(pad_parts, [&](int part) {
+        for (int64_t p = planes * part / pad_parts; p < planes * (part + 1) / pad_parts; ++p)
+            pad_plane(X + p * in_p, s, xp.data() + p * plane);
+    });
+    std::vector<int64_t> rows(static_cast<std::size_t>(K));
+    for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t i = 0; i < s.kh; ++i)
+            for (int64_t j = 0; j < s.kw; ++j)
+                rows[std::size_t((c * s.kh + i) * s.kw + j)] = c * plane + i * s.dh * wp + j * s.dw;
+    // Blocks of virtual columns: the bias-filled buffer (cog × width) about L2-sized, and at
+    // least as many tasks as threads when the columns allow.
+    const int64_t per_image = g.groups * std::max<int64_t>(1, (L + 63) / 64);
+    const int64_t want = std::max<int64_t>(1, (granted + g.n * g.groups - 1) / (g.n * g.groups));
+    int64_t blocks = std::max<int64_t>((cog * L + (int64_t(1) << 16) - 1) >> 16, want);
+    blocks = std::min(blocks, std::max<int64_t>(1, per_image / g.groups));
+    const int64_t width = std::min(L, ((L + blocks - 1) / blocks + 15) / 16 * 16);
+    blocks = (L + width - 1) / width;
+    const int64_t col_tasks = g.n * g.groups * blocks;
+    const int64_t row_parts =
+        col_tasks >= granted ? 1 : std::max<int64_t>(1, std::min<int64_t>(granted, cog / 64));
+    const int64_t tasks = col_tasks * row_parts;
+    const double flops = 2.0 * double(g.n) * double(g.out_c) * double(L) * double(K);
+    const int parts = conv_parts(granted, tasks, flops, 2e6);
+    run_parts(parts, [&](int part) {
+        Scratch<T> buf(cog * width);
+        for (int64_t t = tasks * part / parts; t < tasks * (part + 1) / parts; ++t) {
+            const int64_t rp = t % row_parts, blk = t / row_parts % blocks;
+            const int64_t gr = t / row_parts / blocks % g.groups, img = t / row_parts / blocks / g.groups;
+            const int64_t q0 = blk * width, q1 = std::min(L, q0 + width), cols = q1 - q0;
+            const int64_t r0 = cog * rp / row_parts / 8 * 8;
+            const int64_t r1 = rp + 1 == row_parts ? cog : cog * (rp + 1) / row_parts / 8 * 8;
+            if (cols <= 0 || r0 >= r1) continue;
+            for (int64_t o = r0; o < r1; ++o)
+                std::fill(buf.data() + (o - r0) * cols, buf.data() + (o - r0 + 1) * cols,
+                          bias ? bias[gr * cog + o] : T(0));
+            const T* b = xp.data() + (img * g.in_c + gr * s.c) * plane + q0;
+            gemm_gathered_b<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, rows.data(),
+                               buf.data(), cols, true);
+            // Real columns: output row oy holds virtual columns [oy·wp, oy·wp + ow).
+            for (int64_t oy = q0 / wp; oy * wp < q1; ++oy) {
+                const int64_t a = std::max(q0, oy * wp), e = std::min(q1, oy * wp + s.ow);
+                if (a >= e) continue;
+                for (int64_t o = r0; o < r1; ++o)
+                    std::copy(buf.data() + (o - r0) * cols + (a - q0),
+                              buf.data() + (o - r0) * cols + (e - q0),
+                              Y + (img * g.out_c + gr * cog + o) * P + oy * s.ow + (a - oy * wp));
+            }
+        }
+    });
+}
+
 template <typename T>
 void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
     const Tensor x = call.input(0), out = call.output(0);
@@ -426,6 +530,7 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
     if (g.n == 0 || g.out_c == 0 || P == 0) return;
     const T* bias = g.bias ? call.param(1).data<T>() : nullptr;
     if (s.c == 1 && g.groups > 1) return depthwise_fwd(call, g, s, X, Wt, bias, Y);
+    if (implicit_conv(g, s)) return implicit_fwd(call, g, s, X, Wt, bias, Y);
     const int64_t chunk = chunk_images(s, g.n);
     // Small images are batched into one wide GEMM below; larger ones go block by block.
     if (chunk == 1) return blocked_fwd(call, g, s, X, Wt, bias, Y);

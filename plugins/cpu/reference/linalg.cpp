@@ -33,7 +33,7 @@ struct VecOf {
 /// Packs op(A)[i0 : i0+mc, p0 : p0+kc] into MR-row strips: strip s holds kc × MR values,
 /// out[s*kc*MR + p*MR + r] = op(A)[i0 + s*MR + r][p0 + p] (zero beyond mc).
 template <typename T, int MR>
-void pack_a(bool trans, const T* a, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+CAPSULE_INLINE_COPIES void pack_a(bool trans, const T* a, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
             T* __restrict out) {
     for (int64_t s = 0; s < mc; s += MR) {
         const int64_t mr = std::min<int64_t>(MR, mc - s);
@@ -58,16 +58,18 @@ void pack_a(bool trans, const T* a, int64_t lda, int64_t i0, int64_t mc, int64_t
 }
 
 /// Packs op(B)[p0 : p0+kc, j0 : j0+nc] into NR-column strips: strip s holds kc × NR values,
-/// out[s*kc*NR + p*NR + j] = op(B)[p0 + p][j0 + s*NR + j] (zero beyond nc).
+/// out[s*kc*NR + p*NR + j] = op(B)[p0 + p][j0 + s*NR + j] (zero beyond nc). With `rows` (only
+/// for an untransposed B), row p of B starts at b + rows[p] instead of b + p*ldb.
 template <typename T, int NR>
-void pack_b(bool trans, const T* b, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-            T* __restrict out) {
+CAPSULE_INLINE_COPIES void pack_b(bool trans, const T* b, int64_t ldb, const int64_t* rows,
+                                  int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                                  T* __restrict out) {
     for (int64_t s = 0; s < nc; s += NR) {
         const int64_t nr = std::min<int64_t>(NR, nc - s);
         T* __restrict dst = out + s * kc;
         if (!trans) {
             for (int64_t p = 0; p < kc; ++p) {
-                const T* __restrict src = b + (p0 + p) * ldb + j0 + s;
+                const T* __restrict src = b + (rows ? rows[p0 + p] : (p0 + p) * ldb) + j0 + s;
                 T* __restrict d = dst + p * NR;
                 if (nr == NR) {
                     for (int64_t j = 0; j < NR; ++j) d[j] = src[j];
@@ -167,6 +169,7 @@ struct GemmArgs {
     int64_t ldc;
     bool accumulate;
     bool dot;  // use dot_driver (A·Bᵀ with both operands K-contiguous)
+    const int64_t* b_rows = nullptr;  // row p of an untransposed B at b + b_rows[p] (gemm_gathered_b)
 };
 
 /// C = A·Bᵀ (or C += A·Bᵀ) for row-major A [m × k] and B [n × k]: every C entry is a dot product
@@ -259,7 +262,7 @@ template <typename T, int VB, int MR, int NV>
         for (int64_t p0 = 0; p0 < g.k; p0 += KC) {
             const int64_t kc = std::min<int64_t>(KC, g.k - p0);
             const bool add = g.accumulate || p0 > 0;
-            pack_b<T, NR>(g.trans_b, B, g.ldb, p0, kc, j0, nc, bbuf.data());
+            pack_b<T, NR>(g.trans_b, B, g.ldb, g.b_rows, p0, kc, j0, nc, bbuf.data());
             for (int64_t i0 = 0; i0 < g.m; i0 += MC) {
                 const int64_t mc = std::min<int64_t>(MC, g.m - i0);
                 // Full strips of a row-major A are read in place; only a partial last strip
@@ -415,6 +418,23 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
                           const float*, int64_t, float*, int64_t, bool, int);
+
+template <typename T>
+void gemm_gathered_b(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                     const int64_t* b_rows, T* c, int64_t ldc, bool accumulate) {
+    require(m >= 0 && n >= 0 && k >= 0, "gemm: negative size");
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+        return;
+    }
+    run_gemm<T>(GemmArgs{false, false, m, n, k, a, lda, b, 0, c, ldc, accumulate, false, b_rows});
+}
+template void gemm_gathered_b<float>(int64_t, int64_t, int64_t, const float*, int64_t,
+                                     const float*, const int64_t*, float*, int64_t, bool);
+template void gemm_gathered_b<double>(int64_t, int64_t, int64_t, const double*, int64_t,
+                                      const double*, const int64_t*, double*, int64_t, bool);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                            const double*, int64_t, double*, int64_t, bool, int);
 

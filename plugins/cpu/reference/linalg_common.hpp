@@ -25,6 +25,15 @@
 #define CAPSULE_CLONES
 #endif
 
+/// Keeps short copy and fill loops inline: GCC otherwise turns them into memmove / memset calls,
+/// which cost more than the copy for the rows of a few dozen elements that im2col, GEMM packing
+/// and pooling move (LeNet's 28-wide rows: three library calls per row were half of im2col).
+#if defined(__GNUC__) && !defined(__clang__)
+#define CAPSULE_INLINE_COPIES __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define CAPSULE_INLINE_COPIES
+#endif
+
 namespace capsule::reference {
 
 using plugin::Attributes;
@@ -57,6 +66,19 @@ extern template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const fl
                                  const float*, int64_t, float*, int64_t, bool, int);
 extern template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                                   const double*, int64_t, double*, int64_t, bool, int);
+
+/// C[m×n] = A·B (or C += A·B) as gemm with untransposed operands, on one thread, where row p
+/// of B is the n values starting at b + b_rows[p] (b_rows has k entries): B need not exist as a
+/// matrix. A stride-1 convolution reads its im2col matrix this way straight from a padded image
+/// (row (c, i, j) is the image shifted by the tap), so the GEMM's packing is the only copy.
+template <typename T>
+void gemm_gathered_b(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+                     const int64_t* b_rows, T* c, int64_t ldc, bool accumulate);
+extern template void gemm_gathered_b<float>(int64_t, int64_t, int64_t, const float*, int64_t,
+                                            const float*, const int64_t*, float*, int64_t, bool);
+extern template void gemm_gathered_b<double>(int64_t, int64_t, int64_t, const double*, int64_t,
+                                             const double*, const int64_t*, double*, int64_t,
+                                             bool);
 
 /// The micro-kernel family gemm uses on this machine: "avx512", "avx2" or "generic".
 const char* gemm_isa();

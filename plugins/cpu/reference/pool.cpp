@@ -192,19 +192,36 @@ template <typename T>
 [[gnu::always_inline]] inline void max_plane_impl(const T* __restrict plane, const PoolGeom& g,
                                                   T* __restrict hbuf, T* __restrict out) {
     constexpr T lowest = -std::numeric_limits<T>::infinity();
-    for (int64_t y = 0; y < g.h; ++y) {
-        const T* __restrict row = plane + y * g.w;
-        T* __restrict h = hbuf + y * g.ow;
-        std::fill(h, h + g.ow, lowest);
+    const int64_t n = g.h * g.ow;
+    std::fill(hbuf, hbuf + n, lowest);
+    if (g.pw == 0 && g.w == g.ow * g.sw) {
+        // The windows tile each row exactly (no padding, row length = ow·sw): tap j of entry t
+        // of the whole plane reads plane[t·sw + j], one long loop per tap instead of one short
+        // loop per row.
+        for (int64_t j = 0; j < g.kw; ++j) {
+            if (g.sw == 1)
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], plane[t + j]);
+            else if (g.sw == 2)
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], plane[2 * t + j]);
+            else
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], plane[t * g.sw + j]);
+        }
+    } else {
+        // Taps outer, rows inner: each tap's range of output columns inside the row is computed
+        // once (divisions), and every entry still combines its taps in x order.
         for (int64_t j = 0; j < g.kw; ++j) {
             // Output columns whose tap j reads inside the row: 0 <= ox·sw − pw + j < w.
             const int64_t base = j - g.pw;
-            const int64_t lo = base >= 0 ? 0 : (-base + g.sw - 1) / g.sw;
+            const int64_t lo = std::min(g.ow, base >= 0 ? 0 : (-base + g.sw - 1) / g.sw);
             const int64_t hi = std::min(g.ow, base >= g.w ? 0 : (g.w - base + g.sw - 1) / g.sw);
-            if (g.sw == 1)
-                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox]);
-            else
-                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox * g.sw]);
+            for (int64_t y = 0; y < g.h; ++y) {
+                const T* __restrict row = plane + y * g.w;
+                T* __restrict h = hbuf + y * g.ow;
+                if (g.sw == 1)
+                    for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox]);
+                else
+                    for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox * g.sw]);
+            }
         }
     }
     for (int64_t oy = 0; oy < g.oh; ++oy) {
