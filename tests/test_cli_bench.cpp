@@ -113,7 +113,20 @@ TEST(CliBench, OnnxModelWithInputShape) {
     ASSERT_EQ(r.code, 0) << r.out;
     auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["inputs"][0]["shape"], nlohmann::json::array({2, 3, 224, 224}));
-    EXPECT_GT(j["nodes"].size(), 20u);
+    // checked_cpu runs the whole model as one reference compiled group: every convolution's
+    // relu is applied as the convolution writes its output (26 of squeezenet1_1's 65 nodes).
+    ASSERT_EQ(j["nodes"].size(), 1u);
+    EXPECT_EQ(j["nodes"][0]["group_nodes"].size(), 65u);
+    EXPECT_EQ(j["nodes"][0]["fused"].get<std::string>().rfind("conv+relu x26 ", 0), 0u) << j["nodes"][0]["fused"];
+    // --node-by-node: no compiled groups, one row per node.
+    auto plain = capsule_tool_raw(std::string(CAPSULE_TOOL) +
+                                  " bench --node-by-node --iterations 1 --warmup 0 --json --input-shape input=2x3x224x224 " +
+                                  model.string() + " 2>/dev/null");
+    ASSERT_EQ(plain.code, 0) << plain.out;
+    auto p = nlohmann::json::parse(plain.out);
+    ASSERT_EQ(p["nodes"].size(), 65u);
+    EXPECT_EQ(p["nodes"][0]["capsule"], "reference.conv2d");
+    EXPECT_FALSE(p["nodes"][0].contains("group_nodes"));
     auto wrong = capsule_tool("bench --iterations 1 --input-shape input=1x3x224x224 " + model.string());
     EXPECT_EQ(wrong.code, 2) << wrong.out;
 }

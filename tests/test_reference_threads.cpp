@@ -254,6 +254,55 @@ TEST(ReferenceFastPaths, ConvolutionInBlocksOfOutputPositionsMatchesTheDefinitio
         expect_conv_matches_definition(k);
 }
 
+TEST(ReferenceFastPaths, ImplicitGemmConvolutionMatchesTheDefinition) {
+    // Stride-1 convolutions read their im2col rows from a zero-padded copy of the input, with
+    // the output computed on the padded width and the extra columns dropped: LeNet's two layers
+    // (3 images), dilation with padding, rectangular kernels and padding, groups, a padded 1x1,
+    // one output row, and 64 channels at 40 x 40 (two blocks of virtual columns per image).
+    for (const ConvCase& k : {ConvCase{3, 1, 28, 28, 6, 1, 5, 5, 1, 1, 2, 2, 1, 1},
+                              ConvCase{3, 6, 14, 14, 16, 1, 5, 5, 1, 1, 0, 0, 1, 1},
+                              ConvCase{1, 5, 17, 19, 7, 1, 3, 3, 1, 1, 2, 3, 2, 2},
+                              ConvCase{2, 4, 12, 9, 6, 1, 1, 3, 1, 1, 0, 1, 1, 1},
+                              ConvCase{2, 6, 10, 10, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{1, 3, 6, 7, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                              ConvCase{1, 3, 3, 20, 5, 1, 3, 3, 1, 1, 0, 1, 1, 1},
+                              ConvCase{2, 8, 40, 40, 64, 1, 3, 3, 1, 1, 1, 1, 1, 1}})
+        expect_conv_matches_definition(k);
+}
+
+TEST(ReferenceFastPaths, ImplicitGemmDropsTheColumnsPastEachRow) {
+    // The dropped columns of the padded width read past a row's end into the next row: a NaN in
+    // every row's first column reaches them, but must reach only the outputs whose window holds
+    // it (ox = 0, 1 with a 3-wide kernel and padding 1), never those of the row before.
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 2, 6, 8], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": 3, "kernel_size": 3, "padding": 1}, "shape": [1, 3, 6, 8]}
+    ], "outputs": [1]})");
+    auto xs = pseudo_random(96, 111, 1.0);
+    for (std::size_t row = 0; row < 12; ++row) xs[row * 8] = std::nan("");
+    const Tensor x = Tensor::from_values(DType::float32, {1, 2, 6, 8}, xs);
+    const Tensor y = same_bits_on_one_and_two_threads(
+        graph, {{"c.weight", f32({3, 2, 3, 3}, 112, 0.3)}, {"c.bias", f32({3}, 113, 0.1)}}, {{"x", x}});
+    const auto ys = y.values<float>();
+    for (std::size_t i = 0; i < ys.size(); ++i) {
+        const std::size_t ox = i % 8;
+        EXPECT_EQ(std::isnan(ys[i]), ox <= 1) << "output " << i << " (column " << ox << ") is " << ys[i];
+    }
+}
+
+TEST(ReferenceFastPaths, UnrolledDepthwiseKernelsMatchTheDefinition) {
+    // 3x3 and 5x5 kernels at stride 1 and 2 run unrolled over a zero-padded plane: no padding,
+    // padding 1 and 2, channel multiplier 2, odd sizes whose last window ends at the edge, and a
+    // plane narrower than one vector.
+    for (const ConvCase& k : {ConvCase{2, 4, 11, 13, 4, 4, 3, 3, 1, 1, 0, 0, 1, 1},
+                              ConvCase{1, 3, 15, 17, 6, 3, 3, 3, 2, 2, 0, 0, 1, 1},
+                              ConvCase{2, 5, 14, 14, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1},
+                              ConvCase{1, 4, 19, 21, 8, 4, 5, 5, 2, 2, 2, 2, 1, 1},
+                              ConvCase{1, 2, 7, 7, 2, 2, 5, 5, 2, 1, 1, 2, 1, 1},
+                              ConvCase{3, 6, 5, 3, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1}})
+        expect_conv_matches_definition(k);
+}
+
 namespace {
 
 std::uint32_t bits_of(float v) {

@@ -21,6 +21,7 @@ struct BenchArgs {
     int warmup = 3;
     int iterations = 20;
     bool json = false;
+    bool node_by_node = false;
     std::string trace;
 };
 
@@ -85,6 +86,9 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& options) {
         ->check(CLI::Range(1, 1000000))
         ->capture_default_str();
     sub->add_flag("--json", args->json, "print the results as one JSON object");
+    sub->add_flag("--node-by-node", args->node_by_node,
+                  "no compiled groups (SessionOptions::compile_groups off): every node is its own kernel "
+                  "call, timed on its own");
     sub->add_option("--trace", args->trace,
                     "write a Chrome trace (chrome://tracing, Perfetto) of every kernel call of the timed runs")
         ->check([](const std::string& path) {
@@ -128,6 +132,7 @@ Command add_bench_command(CLI::App& app, const GlobalOptions& options) {
 
         SessionOptions session_options;
         session_options.threads = options.threads;
+        session_options.compile_groups = !args->node_by_node;
         record.threads = options.threads > 0 ? options.threads
                                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
         start = std::chrono::steady_clock::now();

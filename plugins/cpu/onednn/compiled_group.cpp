@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "capsule/plugin_group.hpp"
 #include "kernels.hpp"
 #include "value_bounds.hpp"
 
@@ -89,7 +90,7 @@ bool has_non_finite(const capsule_tensor_view& t) { return !std::isfinite(max_ma
 
 /// A node of the executable: its capsule's kernel and prepared state, and where its operands
 /// are. Shapes, strides and attributes are copied: compile's arrays are borrowed for the call.
-struct Unit {
+struct Unit : plugin::NodeOperands {
     const capsule_kernel* kernel = nullptr;
     void* state = nullptr;
     std::vector<std::size_t> inputs;  // value indices
@@ -98,11 +99,6 @@ struct Unit {
     capsule_forward_fn finite_forward = nullptr;
     /// How the node-by-node result's bound follows from the inputs' (value_bounds.hpp).
     BoundTerms terms;
-    std::deque<std::vector<int64_t>> dims;  // storage of param shapes/strides and attribute ints
-    std::deque<std::string> strings;        // storage of attribute names and strings
-    std::deque<std::vector<double>> floats;
-    std::vector<capsule_tensor_view> params;
-    std::vector<capsule_attribute> attrs;
     /// With the next `fused_count` units fused in: this unit's primitive with their ops folded in
     /// or applied as post-ops, reading `fused_inputs` (its own, then a residual addend),
     /// `fused_params` and `fused_attrs`, writing `fused_output`.
@@ -137,25 +133,6 @@ struct Executable {
     }
 };
 
-void copy_operands(Unit& u, const capsule_group_node& node) {
-    for (std::size_t p = 0; p < node.num_params; ++p) {
-        capsule_tensor_view v = node.params[p];
-        const auto& shape = u.dims.emplace_back(v.shape, v.shape + v.rank);
-        const auto& strides = u.dims.emplace_back(v.strides, v.strides + v.rank);
-        v.shape = shape.data();
-        v.strides = strides.data();
-        u.params.push_back(v);
-    }
-    for (std::size_t a = 0; a < node.num_attrs; ++a) {
-        capsule_attribute attr = node.attrs[a];
-        attr.name = u.strings.emplace_back(attr.name ? attr.name : "").c_str();
-        if (attr.string_value) attr.string_value = u.strings.emplace_back(attr.string_value).c_str();
-        if (attr.ints) attr.ints = u.dims.emplace_back(attr.ints, attr.ints + attr.count).data();
-        if (attr.floats) attr.floats = u.floats.emplace_back(attr.floats, attr.floats + attr.count).data();
-        u.attrs.push_back(attr);
-    }
-}
-
 /// Prepare arguments of unit `u` reading values `operands` and writing value `output`, with
 /// shapes and layouts from `values` (compile's values, with the strides of channels-last ones).
 capsule_prepare_args prepare_args(const Unit& u, const std::vector<std::size_t>& operands,
@@ -163,40 +140,9 @@ capsule_prepare_args prepare_args(const Unit& u, const std::vector<std::size_t>&
                                   std::vector<capsule_tensor_view>& inputs, std::size_t output) {
     inputs.clear();
     for (auto i : operands) inputs.push_back(values[i]);
-    capsule_prepare_args args{};
-    args.struct_size = sizeof args;
-    args.inputs = inputs.data();
-    args.num_inputs = inputs.size();
-    args.params = u.params.data();
-    args.num_params = u.params.size();
-    args.outputs = &values[output];
-    args.num_outputs = 1;
-    args.attrs = u.attrs.data();
-    args.num_attrs = u.attrs.size();
-    args.num_threads = g.num_threads;
-    // fpmath was appended to the group arguments: absent from an older host means strict.
-    const bool has_fpmath = g.struct_size >= offsetof(capsule_group_args, fpmath) + sizeof g.fpmath;
-    args.fpmath = has_fpmath ? g.fpmath : CAPSULE_FPMATH_STRICT;
-    return args;
+    return plugin::group_prepare_args(u, inputs, &values[output], g);
 }
 
-/// Raises unless `code` is CAPSULE_OK, keeping the kernel's message.
-void check(int32_t code, const capsule_status& status, const char* stage, const char* capsule) {
-    if (code != CAPSULE_OK) plugin::fail(code, std::string(stage) + " of " + capsule + ": " + status.message);
-}
-
-const capsule_group_node& node_at(const capsule_group_args& g, std::size_t k) {
-    return *reinterpret_cast<const capsule_group_node*>(reinterpret_cast<const unsigned char*>(g.nodes) +
-                                                        k * g.node_entry_size);
-}
-
-/// How many nodes of the group read value `v`.
-std::size_t readers(const capsule_group_args& g, std::size_t v) {
-    std::size_t n = 0;
-    for (std::size_t k = 0; k < g.num_nodes; ++k)
-        for (std::size_t i = 0; i < node_at(g, k).num_inputs; ++i) n += node_at(g, k).inputs[i] == v;
-    return n;
-}
 
 plugin::Attributes attrs_of(const Unit& u) { return {u.attrs.data(), u.attrs.size()}; }
 
@@ -282,7 +228,7 @@ double fused_result_bound(const Unit& u, const ValueBounds& bounds) {
 /// after the group needs: the producer of `value` may then compute `next` too.
 bool consumes_alone(const Unit& next, const char* capsule, std::size_t value, const capsule_group_args& g) {
     return std::strcmp(next.kernel->capsule_name, capsule) == 0 && next.inputs.size() == 1 &&
-           next.inputs[0] == value && g.value_roles[value] == CAPSULE_VALUE_INTERNAL && readers(g, value) == 1;
+           next.inputs[0] == value && g.value_roles[value] == CAPSULE_VALUE_INTERNAL && plugin::group_readers(g, value) == 1;
 }
 
 /// Folds inference batch normalisation into the convolution before it (as ONNX Runtime's and
@@ -337,7 +283,7 @@ std::optional<std::size_t> residual_addend(const Unit& next, std::size_t value, 
     if (std::strcmp(next.kernel->capsule_name, "onednn.add") != 0 || next.inputs.size() != 2) return std::nullopt;
     const std::size_t a = next.inputs[0], b = next.inputs[1];
     if ((a == value) == (b == value)) return std::nullopt;  // neither, or value + value
-    if (g.value_roles[value] != CAPSULE_VALUE_INTERNAL || readers(g, value) != 1) return std::nullopt;
+    if (g.value_roles[value] != CAPSULE_VALUE_INTERNAL || plugin::group_readers(g, value) != 1) return std::nullopt;
     const std::size_t other = a == value ? b : a;
     const auto same_shape = [&](std::size_t v) {
         const auto &x = g.values[v], &y = g.values[next.output];
@@ -505,7 +451,7 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     auto exe = std::make_unique<Executable>();
     exe->num_values = g.num_values;
     for (std::size_t k = 0; k < g.num_nodes; ++k) {
-        const auto& node = node_at(g, k);
+        const auto& node = plugin::group_node(g, k);
         Unit& u = exe->units.emplace_back();
         u.kernel = find_kernel(node.capsule_name ? node.capsule_name : "");
         plugin::require(u.kernel != nullptr, [&] {
@@ -518,7 +464,7 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
         bool in_range = u.output < g.num_values;
         for (auto i : u.inputs) in_range = in_range && i < g.num_values;
         plugin::require(in_range, "compiled group: value index out of range");
-        copy_operands(u, node);
+        u.copy_from(node);
         u.terms = node_terms(u, g);
         u.finite_forward = finite_input_forward(u.kernel);
     }
@@ -530,7 +476,8 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
         const auto args = prepare_args(u, u.inputs, views, g, inputs, u.output);
         capsule_status status{sizeof status, 0, {}};
         if (u.kernel->prepare)
-            check(u.kernel->prepare(&args, &u.state, &status), status, "prepare", u.kernel->capsule_name);
+            plugin::check_call(u.kernel->prepare(&args, &u.state, &status), status, "prepare",
+                               u.kernel->capsule_name);
     }
     std::map<std::string, int> fused;
     for (std::size_t k = 0; k + 1 < exe->units.size(); ++k)
@@ -550,32 +497,6 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     if (bf16 > 0)
         description += "; " + std::to_string(bf16) + " convolutions / inner products in bfloat16 (fpmath bf16)";
     return exe;
-}
-
-/// Calls `entry` (a forward of `u`'s kernel) with `state` and `params` / `attrs`, reading values
-/// `operands` and writing value `output`.
-void forward(const Unit& u, capsule_forward_fn entry, void* state, const std::vector<std::size_t>& operands,
-             const std::vector<capsule_tensor_view>& params, const std::vector<capsule_attribute>& attrs,
-             const capsule_tensor_view* values, std::size_t output) {
-    // Views on the stack for up to 8 inputs; a wider node (a concat of many steps) on the heap.
-    capsule_tensor_view few[8];
-    std::vector<capsule_tensor_view> many;
-    if (operands.size() > 8) many.resize(operands.size());
-    capsule_tensor_view* inputs = operands.size() > 8 ? many.data() : few;
-    for (std::size_t i = 0; i < operands.size(); ++i) inputs[i] = values[operands[i]];
-    capsule_forward_args args{};
-    args.struct_size = sizeof args;
-    args.inputs = inputs;
-    args.num_inputs = operands.size();
-    args.params = params.data();
-    args.num_params = params.size();
-    args.outputs = &values[output];
-    args.num_outputs = 1;
-    args.attrs = attrs.data();
-    args.num_attrs = attrs.size();
-    args.state = state;
-    capsule_status status{sizeof status, 0, {}};
-    check(entry(&args, &status), status, "forward", u.kernel->capsule_name);
 }
 
 int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
@@ -613,15 +534,15 @@ int32_t run_group(void* executable, const capsule_tensor_view* values, size_t nu
         for (std::size_t k = 0; k < units.size(); ++k) {
             const Unit& u = units[k];
             if (u.fused_state && fused_path_safe(u, bounds, values)) {
-                forward(u, u.kernel->forward, u.fused_state, u.fused_inputs, u.fused_params, u.fused_attrs, values,
-                        u.fused_output);
+                plugin::call_forward(u.kernel->forward, u.fused_state, u.kernel->capsule_name, u.fused_inputs,
+                                     u.fused_params, u.fused_attrs, values, u.fused_output);
                 bounds.set(u.fused_output, fused_result_bound(u, bounds));
                 k += u.fused_count;
                 continue;
             }
             const bool finite = u.finite_forward && !u.inputs.empty() && bounds.finite(u.inputs[0]);
-            forward(u, finite ? u.finite_forward : u.kernel->forward, u.state, u.inputs, u.params, u.attrs, values,
-                    u.output);
+            plugin::call_forward(finite ? u.finite_forward : u.kernel->forward, u.state, u.kernel->capsule_name,
+                                 u.inputs, u.params, u.attrs, values, u.output);
             bounds.set(u.output, bounds.transfer(u.terms, u.inputs));
         }
     });

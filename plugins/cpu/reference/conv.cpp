@@ -337,6 +337,82 @@ CAPSULE_CLONES void depthwise_plane(const double* x, const double* w, double bia
     depthwise_plane_impl(x, w, bias, s, lo, hi, y);
 }
 
+/// Copies one [h, w] plane into a zero-padded [h + 2·ph, w + 2·pw] one.
+template <typename T>
+CAPSULE_INLINE_COPIES void pad_plane(const T* __restrict x, const Slide& s, T* __restrict xp) {
+    const int64_t wp = s.w + 2 * s.pw;
+    for (int64_t y = 0; y < s.h + 2 * s.ph; ++y) {
+        T* __restrict d = xp + y * wp;
+        const int64_t iy = y - s.ph;
+        if (iy < 0 || iy >= s.h) {
+            for (int64_t j = 0; j < wp; ++j) d[j] = T(0);
+            continue;
+        }
+        const T* __restrict r = x + iy * s.w;
+        for (int64_t j = 0; j < s.pw; ++j) d[j] = T(0);
+        for (int64_t j = 0; j < s.w; ++j) d[s.pw + j] = r[j];
+        for (int64_t j = s.pw + s.w; j < wp; ++j) d[j] = T(0);
+    }
+}
+
+/// One output plane of a depthwise convolution with a KH × KW kernel, column stride SW and no
+/// dilation, from a zero-padded input plane `xp` (row length wp): y[oy][ox] = bias + Σ_{i,j}
+/// w[i][j] · xp[oy·sh + i][ox·SW + j], taps in (i, j) order. The tap loops unroll, so each
+/// output is accumulated in a register across its taps and the loop over ox vectorises (the
+/// general depthwise_plane re-reads and re-writes the output row once per tap). Taps on the
+/// padding multiply a zero, as in the definition (a NaN or infinite weight makes them NaN).
+template <typename T, int KH, int KW, int SW>
+[[gnu::always_inline]] inline void depthwise_padded_impl(const T* __restrict xp, int64_t wp,
+                                                         const T* __restrict w, T bias,
+                                                         int64_t oh, int64_t ow, int64_t sh,
+                                                         T* __restrict y) {
+    T wr[KH * KW];
+#pragma GCC unroll 32
+    for (int t = 0; t < KH * KW; ++t) wr[t] = w[t];
+    for (int64_t oy = 0; oy < oh; ++oy) {
+        const T* __restrict r = xp + oy * sh * wp;
+        T* __restrict yr = y + oy * ow;
+        for (int64_t ox = 0; ox < ow; ++ox) {
+            T acc = bias;
+#pragma GCC unroll 8
+            for (int i = 0; i < KH; ++i)
+#pragma GCC unroll 8
+                for (int j = 0; j < KW; ++j) acc += wr[i * KW + j] * r[i * wp + ox * SW + j];
+            yr[ox] = acc;
+        }
+    }
+}
+
+// CAPSULE_CLONES: compiled per ISA (linalg_common.hpp); the 3×3 and 5×5 kernels at stride 1
+// and 2 of MobileNet- and EfficientNet-style networks.
+#define CAPSULE_DEPTHWISE_PADDED(T, K, SW)                                                      \
+    CAPSULE_CLONES void depthwise_padded_##K##_##SW(const T* xp, int64_t wp, const T* w, T bias, \
+                                                    int64_t oh, int64_t ow, int64_t sh, T* y) { \
+        depthwise_padded_impl<T, K, K, SW>(xp, wp, w, bias, oh, ow, sh, y);                     \
+    }
+CAPSULE_DEPTHWISE_PADDED(float, 3, 1)
+CAPSULE_DEPTHWISE_PADDED(float, 3, 2)
+CAPSULE_DEPTHWISE_PADDED(float, 5, 1)
+CAPSULE_DEPTHWISE_PADDED(float, 5, 2)
+CAPSULE_DEPTHWISE_PADDED(double, 3, 1)
+CAPSULE_DEPTHWISE_PADDED(double, 3, 2)
+CAPSULE_DEPTHWISE_PADDED(double, 5, 1)
+CAPSULE_DEPTHWISE_PADDED(double, 5, 2)
+#undef CAPSULE_DEPTHWISE_PADDED
+
+/// The unrolled depthwise kernel for this geometry, or nullptr (then depthwise_plane).
+template <typename T>
+using DepthwisePadded = void (*)(const T*, int64_t, const T*, T, int64_t, int64_t, int64_t, T*);
+template <typename T>
+DepthwisePadded<T> depthwise_padded_kernel(const Slide& s) {
+    if (s.kh != s.kw || s.dh != 1 || s.dw != 1 || (s.sw != 1 && s.sw != 2)) return nullptr;
+    if (s.kh == 3)
+        return s.sw == 1 ? DepthwisePadded<T>(depthwise_padded_3_1) : DepthwisePadded<T>(depthwise_padded_3_2);
+    if (s.kh == 5)
+        return s.sw == 1 ? DepthwisePadded<T>(depthwise_padded_5_1) : DepthwisePadded<T>(depthwise_padded_5_2);
+    return nullptr;
+}
+
 /// Depthwise-style convolution (one input channel per group, any channel multiplier) computed
 /// directly: y[n, o] = bias[o] + Σ_{i,j} w[o, 0, i, j] · x[n, o / cog, oy·sh − ph + i·dh, ox·sw −
 /// pw + j·dw], taps summed in (i, j) order. im2col + GEMM would be one 1-row GEMM per channel.
@@ -352,11 +428,33 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
     std::vector<int64_t> lo(static_cast<std::size_t>(s.kw)), hi(lo.size());
     for (int64_t j = 0; j < s.kw; ++j)
         valid_range(j * s.dw - s.pw, s.sw, s.w, s.ow, lo[std::size_t(j)], hi[std::size_t(j)]);
+    const Epilogue& epilogue = epilogue_of(call);
+    const auto padded_kernel = depthwise_padded_kernel<T>(s);
+    if (padded_kernel) {
+        // Each input plane is copied once into a zero-padded one (pad_plane), then every output
+        // plane of its channel multiplier reads it without bounds checks.
+        const int64_t wp = s.w + 2 * s.pw, hp = s.h + 2 * s.ph;
+        run_parts(parts, [&](int part) {
+            Scratch<T> xp(hp * wp);
+            int64_t padded_plane = -1;
+            for (int64_t plane = planes * part / parts; plane < planes * (part + 1) / parts; ++plane) {
+                const int64_t img = plane / g.out_c, o = plane % g.out_c;
+                const int64_t in_plane = img * g.in_c + o / cog;
+                if (in_plane != padded_plane) pad_plane(X + in_plane * in_p, s, xp.data());
+                padded_plane = in_plane;
+                padded_kernel(xp.data(), wp, Wt + o * taps, bias ? bias[o] : T(0), s.oh, s.ow, s.sh,
+                              Y + plane * P);
+                apply_epilogue(epilogue, Y + plane * P, P);
+            }
+        });
+        return;
+    }
     run_parts(parts, [&](int part) {
         for (int64_t plane = planes * part / parts; plane < planes * (part + 1) / parts; ++plane) {
             const int64_t img = plane / g.out_c, o = plane % g.out_c;
             depthwise_plane(X + (img * g.in_c + o / cog) * in_p, Wt + o * taps,
                             bias ? bias[o] : T(0), s, lo.data(), hi.data(), Y + plane * P);
+            apply_epilogue(epilogue, Y + plane * P, P);
         }
     });
 }
@@ -373,10 +471,14 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
     const int64_t in_p = g.in_h * g.in_w;
     const bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 &&
                            s.pw == 0 && s.h * s.w == P;
-    const int64_t blocks = (P + std::max<int64_t>(64, kColumnBudget / std::max<int64_t>(K, 1)) - 1) /
-                           std::max<int64_t>(64, kColumnBudget / std::max<int64_t>(K, 1));
+    // Block width: the im2col block (K × width) and the output block the GEMM accumulates onto
+    // after the bias fill (cog × width) both about L2-sized, so the fill stays in cache for it.
+    const int64_t budget_width = std::max<int64_t>(
+        64, std::min(kColumnBudget / std::max<int64_t>(K, 1), (kColumnBudget / 2) / std::max<int64_t>(cog, 1)));
+    const int64_t blocks = (P + budget_width - 1) / budget_width;
     const int64_t width = std::min(P, ((P + blocks - 1) / blocks + 15) / 16 * 16);
     const int granted = granted_threads(call);
+    const Epilogue& epilogue = epilogue_of(call);
     const int64_t col_tasks = g.n * g.groups * blocks;
     // Too few column tasks for the threads (one image's 7×7 stage): split output channels too,
     // in multiples of 8 rows.
@@ -409,6 +511,7 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
                           bias ? bias[gr * cog + o] : T(0));
             gemm<T>(false, false, r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, ldb, y, P,
                     true, 1);
+            for (int64_t o = r0; o < r1; ++o) apply_epilogue(epilogue, y + (o - r0) * P, cols);
         }
     });
 }
@@ -428,24 +531,6 @@ bool implicit_conv(const ConvGeom& g, const Slide& s) {
     return double(cog) * double(wp - s.ow) <= 16.0 * double(s.ow) && padded <= double(1 << 28);
 }
 
-/// Copies one [h, w] plane into a zero-padded [h + 2·ph, w + 2·pw] one.
-template <typename T>
-CAPSULE_INLINE_COPIES void pad_plane(const T* __restrict x, const Slide& s, T* __restrict xp) {
-    const int64_t wp = s.w + 2 * s.pw;
-    for (int64_t y = 0; y < s.h + 2 * s.ph; ++y) {
-        T* __restrict d = xp + y * wp;
-        const int64_t iy = y - s.ph;
-        if (iy < 0 || iy >= s.h) {
-            for (int64_t j = 0; j < wp; ++j) d[j] = T(0);
-            continue;
-        }
-        const T* __restrict r = x + iy * s.w;
-        for (int64_t j = 0; j < s.pw; ++j) d[j] = T(0);
-        for (int64_t j = 0; j < s.w; ++j) d[s.pw + j] = r[j];
-        for (int64_t j = s.pw + s.w; j < wp; ++j) d[j] = T(0);
-    }
-}
-
 /// A stride-1 convolution as a GEMM without im2col (implicit GEMM). The output is computed on
 /// the padded width wp = w + 2·pw (virtual column t = oy·wp + ox; columns ox >= ow are computed
 /// and dropped), so row (c, i, j) of the im2col matrix is the zero-padded image read from
@@ -459,6 +544,7 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
     const int64_t cog = g.out_c / g.groups, K = s.rows(), P = s.cols();
     const int64_t hp = s.h + 2 * s.ph, wp = s.w + 2 * s.pw, plane = hp * wp, L = s.oh * wp;
     const int64_t planes = g.n * g.in_c, in_p = s.h * s.w;
+    const Epilogue& epilogue = epilogue_of(call);
     // The last real output reads up to (kw − 1)·dw past its row's start plus wp − 1; dropped
     // columns read on into the next plane, and past the last plane into this zeroed slack.
     const int64_t slack = (s.kw - 1) * s.dw + wp;
@@ -508,10 +594,12 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
             for (int64_t oy = q0 / wp; oy * wp < q1; ++oy) {
                 const int64_t a = std::max(q0, oy * wp), e = std::min(q1, oy * wp + s.ow);
                 if (a >= e) continue;
-                for (int64_t o = r0; o < r1; ++o)
+                for (int64_t o = r0; o < r1; ++o) {
+                    T* dst = Y + (img * g.out_c + gr * cog + o) * P + oy * s.ow + (a - oy * wp);
                     std::copy(buf.data() + (o - r0) * cols + (a - q0),
-                              buf.data() + (o - r0) * cols + (e - q0),
-                              Y + (img * g.out_c + gr * cog + o) * P + oy * s.ow + (a - oy * wp));
+                              buf.data() + (o - r0) * cols + (e - q0), dst);
+                    apply_epilogue(epilogue, dst, e - a);
+                }
             }
         }
     });
@@ -546,6 +634,7 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
             for (int64_t o = 0; o < cog; ++o)
                 std::fill(dst + o * ld, dst + (o + 1) * ld, bias ? bias[gr * cog + o] : T(0));
             gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true, granted_threads(call));
+            apply_epilogue(epilogue_of(call), dst, cog * ld);
             if (nc > 1) scatter_channels(ybuf.data(), g.out_c, P, n0, nc, gr * cog, cog, Y);
         }
     }

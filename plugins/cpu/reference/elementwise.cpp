@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "elementwise_kernels.hpp"
+#include "epilogue.hpp"
 #include "integer_ops.hpp"
 
 namespace capsule::reference {
@@ -55,17 +56,6 @@ double safe_log_eps(const plugin::Attributes& attrs) {
     return eps;
 }
 
-struct ClampBounds {
-    bool has_lo, has_hi;
-    double lo, hi;
-};
-ClampBounds clamp_bounds(const plugin::Attributes& attrs) {
-    ClampBounds b{attrs.has("min"), attrs.has("max"), 0, 0};
-    require(b.has_lo || b.has_hi, "clamp: needs attribute 'min' or 'max' (or both)");
-    if (b.has_lo) b.lo = required_number(attrs, "clamp", "min");
-    if (b.has_hi) b.hi = required_number(attrs, "clamp", "max");
-    return b;
-}
 
 
 /// 1 + tanh(u) without cancellation for u < 0: 1 + tanh(u) = 2 sigmoid(2u) = 2 e^(2u) / (1 + e^(2u)).
@@ -120,6 +110,14 @@ T integer_bound(const capsule_attribute* attr, double value, bool lower) {
 }
 
 }  // namespace
+
+ClampBounds clamp_bounds(const plugin::Attributes& attrs) {
+    ClampBounds b{attrs.has("min"), attrs.has("max"), 0, 0};
+    require(b.has_lo || b.has_hi, "clamp: needs attribute 'min' or 'max' (or both)");
+    if (b.has_lo) b.lo = required_number(attrs, "clamp", "min");
+    if (b.has_hi) b.hi = required_number(attrs, "clamp", "max");
+    return b;
+}
 
 // ---- binary ----
 
@@ -216,10 +214,7 @@ void clamp_forward(const ForwardCall& call) {
             using L = std::numeric_limits<T>;
             const T lo = b.has_lo ? integer_bound<T>(call.attrs().find("min"), b.lo, true) : L::min();
             const T hi = b.has_hi ? integer_bound<T>(call.attrs().find("max"), b.hi, false) : L::max();
-            unary_forward<dtype_bit(dtype_of<T>())>(call, "clamp", [lo, hi](T x) {
-                const T y = x < lo ? lo : x;
-                return y > hi ? hi : y;
-            });
+            unary_forward<dtype_bit(dtype_of<T>())>(call, "clamp", [lo, hi](T x) { return clamp_of(x, lo, hi); });
         });
         return;
     }
@@ -238,8 +233,7 @@ void clamp_forward(const ForwardCall& call) {
             l = lo;
             h = hi;
         }
-        const T y = x < l ? l : x;
-        return y > h ? h : y;
+        return clamp_of(x, l, h);
     });
 }
 void clamp_backward(const BackwardCall& call) {
@@ -254,7 +248,7 @@ void clamp_backward(const BackwardCall& call) {
 // relu: relu(NaN) = NaN; gradient 0 where x <= 0 (so 0 at x == 0), else g. As PyTorch's
 // threshold_backward (`x <= 0 ? 0 : g`), a NaN input passes the gradient through.
 void relu_forward(const ForwardCall& call) {
-    unary_forward(call, "relu", [](auto x) { return x < decltype(x)(0) ? decltype(x)(0) : x; });
+    unary_forward(call, "relu", [](auto x) { return relu_of(x); });
 }
 void relu_backward(const BackwardCall& call) {
     unary_backward(call, "relu", [](auto x, auto g) { return x <= decltype(x)(0) ? decltype(x)(0) : g; });

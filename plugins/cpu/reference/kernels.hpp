@@ -3,6 +3,8 @@
 // source file; plugin.cpp assembles the kernel table.
 #pragma once
 
+#include <string_view>
+
 #include "capsule/plugin.hpp"
 
 namespace capsule::reference {
@@ -251,5 +253,11 @@ void cross_entropy_forward(const ForwardCall& call);
 void cross_entropy_backward(const BackwardCall& call);
 void sgd_forward(const ForwardCall& call);
 void adam_forward(const ForwardCall& call);
+
+/// The kernel of the capsule named `capsule_name` in this plugin's table, or nullptr.
+const capsule_kernel* find_kernel(std::string_view capsule_name);  // plugin.cpp
+
+/// The compiled-groups extension (compiled_group.cpp): a convolution with the relu or clamp after it.
+extern const capsule_compiled_groups_extension compiled_groups_extension;
 
 }  // namespace capsule::reference

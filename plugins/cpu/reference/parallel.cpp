@@ -23,6 +23,12 @@ int granted_threads(const plugin::ForwardCall& call) {
     return grant && grant->threads > 0 ? grant->threads : 1;
 }
 
+const Epilogue& epilogue_of(const plugin::ForwardCall& call) {
+    static constexpr Epilogue kNone{};
+    const auto* grant = call.state<ThreadGrant>();
+    return grant ? grant->epilogue : kNone;
+}
+
 namespace {
 
 /// One run_parts call: its parts are claimed one at a time, by the caller and by idle workers.

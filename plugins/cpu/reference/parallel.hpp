@@ -11,12 +11,15 @@
 #include <memory>
 
 #include "capsule/plugin.hpp"
+#include "epilogue.hpp"
 
 namespace capsule::reference {
 
-/// The prepared state of a threaded kernel: the intra-op threads granted to its node.
+/// The prepared state of a threaded kernel: the intra-op threads granted to its node, and the
+/// activation a compiled group fused into it (a convolution's; none for a node on its own).
 struct ThreadGrant {
     int threads = 1;
+    Epilogue epilogue;
 };
 
 /// prepare of the threaded kernels: records PrepareCall::threads() (at least 1).
@@ -25,6 +28,9 @@ std::unique_ptr<ThreadGrant> prepare_thread_grant(const plugin::PrepareCall& cal
 /// The threads granted to `call`'s node; 1 when the call carries no prepared state (a host of
 /// ABI 1.0 prepares nothing).
 int granted_threads(const plugin::ForwardCall& call);
+
+/// The activation `call`'s kernel applies to what it writes (none without prepared state).
+const Epilogue& epilogue_of(const plugin::ForwardCall& call);
 
 /// Runs body(part) for every part in [0, parts) and returns when all have finished: the caller
 /// runs parts itself while the plugin's process-wide workers (started on first demand, as many as

@@ -156,9 +156,15 @@ int32_t probe(capsule_status*) { return CAPSULE_OK; }  // the CPU is always usab
 const capsule_plugin kPlugin{
     sizeof(capsule_plugin), CAPSULE_ABI_MAJOR, CAPSULE_ABI_MINOR, "reference", "0.1.0",
     CAPSULE_DEVICE_CPU, nullptr, nullptr, &probe, kKernels, sizeof kKernels / sizeof kKernels[0],
-    nullptr, nullptr, sizeof(capsule_kernel)};
+    nullptr, &compiled_groups_extension.base, sizeof(capsule_kernel)};
 
 }  // namespace
+
+const capsule_kernel* find_kernel(std::string_view capsule_name) {
+    for (const auto& k : kKernels)
+        if (capsule_name == k.capsule_name) return &k;
+    return nullptr;
+}
 }  // namespace capsule::reference
 
 extern "C" CAPSULE_EXPORT const capsule_plugin* capsule_plugin_entry(uint32_t host_major, uint32_t) {

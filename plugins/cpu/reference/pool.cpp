@@ -194,8 +194,9 @@ template <typename T>
     constexpr T lowest = -std::numeric_limits<T>::infinity();
     const int64_t n = g.h * g.ow;
     std::fill(hbuf, hbuf + n, lowest);
-    if (g.pw == 0 && g.w == g.ow * g.sw) {
-        // The windows tile each row exactly (no padding, row length = ow·sw): tap j of entry t
+    if (g.pw == 0 && g.w == g.ow * g.sw && (g.ow - 1) * g.sw + g.kw <= g.w) {
+        // The windows tile each row exactly (no padding, row length = ow·sw) and stay inside it
+        // (not so in ceil mode, whose last window may run past the row's end): tap j of entry t
         // of the whole plane reads plane[t·sw + j], one long loop per tap instead of one short
         // loop per row.
         for (int64_t j = 0; j < g.kw; ++j) {

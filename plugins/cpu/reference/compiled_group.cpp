@@ -1,0 +1,164 @@
+// The reference plugin's compiled groups (ABI 1.1 extension, plugin_abi.h). A convolution
+// (reference.conv2d or reference.conv) whose result is read by one node only, a relu or a clamp
+// in the same group, applies that activation to each block of its output as it writes it
+// (epilogue.hpp), while the block is in cache: the intermediate tensor is never read back in a
+// second pass. Such passes are memory-bound on large activations (MobileNet-v2's clamps took a
+// fifth of its time). The activation is the relu or clamp kernel's own formula, element by
+// element, so the group computes the same bits as its nodes one by one. Every other node runs
+// its own kernel with its own prepared state. A group with nothing to fuse is declined, and the
+// host calls its nodes one by one.
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capsule/plugin_group.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace capsule::reference {
+namespace {
+
+/// A node of the executable: its kernel, prepared state and operands; `fused` nodes after it
+/// are computed by it (their kernels are not called).
+struct Unit : plugin::NodeOperands {
+    const capsule_kernel* kernel = nullptr;
+    void* state = nullptr;
+    std::vector<std::size_t> inputs;  // value indices
+    std::size_t output = 0;           // value index; the fused activation's output when fused
+    std::size_t fused = 0;
+};
+
+struct Executable {
+    std::deque<Unit> units;
+    std::size_t num_values = 0;
+    ~Executable() {
+        for (auto& u : units)
+            if (u.state && u.kernel->release) u.kernel->release(u.state);
+    }
+};
+
+bool is_convolution(const char* capsule) {
+    return std::strcmp(capsule, "reference.conv2d") == 0 || std::strcmp(capsule, "reference.conv") == 0;
+}
+
+/// The epilogue computing node `act` (reference.relu or reference.clamp on one input), or none.
+Epilogue activation_of(const Unit& act) {
+    Epilogue e;
+    if (act.inputs.size() != 1) return e;
+    if (std::strcmp(act.kernel->capsule_name, "reference.relu") == 0) {
+        e.kind = Epilogue::Kind::relu;
+    } else if (std::strcmp(act.kernel->capsule_name, "reference.clamp") == 0) {
+        const auto b = clamp_bounds(plugin::Attributes(act.attrs.data(), act.attrs.size()));
+        e.kind = Epilogue::Kind::clamp;
+        if (b.has_lo) e.lo = b.lo;
+        if (b.has_hi) e.hi = b.hi;
+    }
+    return e;
+}
+
+/// Fuses unit k + 1 into unit k when k is a float convolution whose result only k + 1 reads
+/// (an INTERNAL value with one reader), k + 1 is a relu or clamp of it, and the two tensors have
+/// the same dtype. The convolution then writes k + 1's output (its own value stays unwritten, as
+/// INTERNAL allows) with the activation applied. Returns whether it fused.
+bool fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g) {
+    Unit& conv = exe.units[k];
+    const Unit& act = exe.units[k + 1];
+    const std::size_t value = conv.output;
+    if (!is_convolution(conv.kernel->capsule_name) || !conv.state) return false;
+    if (act.inputs.empty() || act.inputs[0] != value || g.value_roles[value] != CAPSULE_VALUE_INTERNAL ||
+        plugin::group_readers(g, value) != 1)
+        return false;
+    const auto dtype = g.values[value].dtype;
+    if ((dtype != CAPSULE_DTYPE_FLOAT32 && dtype != CAPSULE_DTYPE_FLOAT64) || g.values[act.output].dtype != dtype)
+        return false;
+    const Epilogue e = activation_of(act);
+    if (e.kind == Epilogue::Kind::none) return false;
+    static_cast<ThreadGrant*>(conv.state)->epilogue = e;
+    conv.output = act.output;
+    conv.fused = 1;
+    return true;
+}
+
+std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& description) {
+    auto exe = std::make_unique<Executable>();
+    exe->num_values = g.num_values;
+    std::vector<capsule_tensor_view> inputs;
+    for (std::size_t k = 0; k < g.num_nodes; ++k) {
+        const auto& node = plugin::group_node(g, k);
+        Unit& u = exe->units.emplace_back();
+        u.kernel = find_kernel(node.capsule_name ? node.capsule_name : "");
+        plugin::require(u.kernel != nullptr, [&] {
+            return std::string("compiled group: node ") + std::to_string(node.node_id) + " names capsule '" +
+                   (node.capsule_name ? node.capsule_name : "(null)") + "' that this plugin does not implement";
+        });
+        u.inputs.assign(node.inputs, node.inputs + node.num_inputs);
+        u.output = node.output;
+        bool in_range = u.output < g.num_values;
+        for (auto i : u.inputs) in_range = in_range && i < g.num_values;
+        plugin::require(in_range, "compiled group: value index out of range");
+        u.copy_from(node);
+        inputs.clear();
+        for (auto i : u.inputs) inputs.push_back(g.values[i]);
+        const auto args = plugin::group_prepare_args(u, inputs, &g.values[u.output], g);
+        capsule_status status{sizeof status, 0, {}};
+        if (u.kernel->prepare)
+            plugin::check_call(u.kernel->prepare(&args, &u.state, &status), status, "prepare",
+                               u.kernel->capsule_name);
+    }
+    std::size_t relu = 0, clamp = 0;
+    for (std::size_t k = 0; k + 1 < exe->units.size(); ++k)
+        if (fuse_at(*exe, k, g)) {
+            const bool is_relu = std::strcmp(exe->units[k + 1].kernel->capsule_name, "reference.relu") == 0;
+            ++(is_relu ? relu : clamp);
+            ++k;  // that node is part of this one now
+        }
+    if (relu + clamp == 0) return nullptr;
+    auto part = [](const char* pattern, std::size_t n) {
+        return n ? std::string(pattern) + " x" + std::to_string(n) : std::string();
+    };
+    description = part("conv+relu", relu);
+    if (clamp) description += (description.empty() ? "" : ", ") + part("conv+clamp", clamp);
+    description += " (activation applied to each output block as the convolution writes it)";
+    return exe;
+}
+
+int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
+                      size_t description_size, capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        std::string text;
+        *executable = compile(*args, text).release();
+        if (description && description_size > 0) {
+            const auto n = std::min(text.size(), description_size - 1);
+            std::memcpy(description, text.data(), n);
+            description[n] = '\0';
+        }
+    });
+}
+
+int32_t run_group(void* executable, const capsule_tensor_view* values, size_t num_values, void*,
+                  capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        const auto& exe = *static_cast<const Executable*>(executable);
+        plugin::require(num_values == exe.num_values, [&] {
+            return "compiled group: run with " + std::to_string(num_values) + " values, compiled with " +
+                   std::to_string(exe.num_values);
+        });
+        for (std::size_t k = 0; k < exe.units.size(); k += 1 + exe.units[k].fused) {
+            const Unit& u = exe.units[k];
+            plugin::call_forward(u.kernel->forward, u.state, u.kernel->capsule_name, u.inputs, u.params, u.attrs,
+                                 values, u.output);
+        }
+    });
+}
+
+void release_group(void* executable) noexcept { delete static_cast<Executable*>(executable); }
+
+}  // namespace
+
+const capsule_compiled_groups_extension compiled_groups_extension{
+    {sizeof(capsule_compiled_groups_extension), CAPSULE_EXTENSION_COMPILED_GROUPS, nullptr},
+    compile_group, run_group, release_group};
+
+}  // namespace capsule::reference
