@@ -1,14 +1,15 @@
 // The reference plugin's compiled groups (ABI 1.1 extension, plugin_abi.h). A convolution
-// (reference.conv2d or reference.conv) whose result is read by one node only, a relu or a clamp
-// in the same group, applies that activation to each block of its output as it writes it
-// (epilogue.hpp), while the block is in cache: the intermediate tensor is never read back in a
-// second pass. Such passes are memory-bound on large activations (MobileNet-v2's clamps took a
-// fifth of its time). The activation is the relu or clamp kernel's own formula, element by
-// element, so the group computes the same bits as its nodes one by one. Every other node runs
-// its own kernel with its own prepared state. A group with nothing to fuse is declined, and the
-// host calls its nodes one by one.
+// (reference.conv2d or reference.conv) whose result is read by one node only, an inference
+// batch_norm, a relu or a clamp in the same group (and a batch_norm's result by a relu or clamp
+// only), applies those to each block of its output as it writes it (epilogue.hpp), while the
+// block is in cache: the intermediate tensors are never read back in a second pass. Such passes
+// are memory-bound on large activations (MobileNet-v2's clamps took a fifth of its time). Each
+// fused op is its own kernel's formula, element by element, so the group computes the same bits
+// as its nodes one by one. Every other node runs its own kernel with its own prepared state. A
+// group with nothing to fuse is declined, and the host calls its nodes one by one.
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,27 +59,69 @@ Epilogue activation_of(const Unit& act) {
     return e;
 }
 
-/// Fuses unit k + 1 into unit k when k is a float convolution whose result only k + 1 reads
-/// (an INTERNAL value with one reader), k + 1 is a relu or clamp of it, and the two tensors have
-/// the same dtype. The convolution then writes k + 1's output (its own value stays unwritten, as
-/// INTERNAL allows) with the activation applied. Returns whether it fused.
-bool fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g) {
+/// The prepare arguments of unit `u` (`inputs` holds their input views).
+capsule_prepare_args prepare_args_of(const Unit& u, const capsule_group_args& g,
+                                     std::vector<capsule_tensor_view>& inputs) {
+    inputs.clear();
+    for (auto i : u.inputs) inputs.push_back(g.values[i]);
+    return plugin::group_prepare_args(u, inputs, &g.values[u.output], g);
+}
+
+/// Whether `next` may be fused onto the node that makes `value`: its one input, read by no
+/// other node and not leaving the group (INTERNAL), and `next`'s result of the same dtype.
+bool fusable_reader(const Unit& next, std::size_t value, const capsule_group_args& g) {
+    return next.inputs.size() == 1 && next.inputs[0] == value && g.value_roles[value] == CAPSULE_VALUE_INTERNAL &&
+           plugin::group_readers(g, value) == 1 && g.values[next.output].dtype == g.values[value].dtype;
+}
+
+/// Fuses the units after unit k into it when k is a float convolution: an inference batch_norm
+/// that alone reads its result, then a relu or clamp that alone reads the result so far. The
+/// convolution then writes the last fused node's output (the values in between stay unwritten,
+/// as INTERNAL allows). Returns what it fused ("conv+batch_norm+relu"), or "" for nothing. A
+/// batch_norm whose attributes or parameters its kernel would refuse is left to that kernel,
+/// which reports it when the group runs.
+std::string fuse_at(Executable& exe, std::size_t k, const capsule_group_args& g) {
     Unit& conv = exe.units[k];
-    const Unit& act = exe.units[k + 1];
-    const std::size_t value = conv.output;
-    if (!is_convolution(conv.kernel->capsule_name) || !conv.state) return false;
-    if (act.inputs.empty() || act.inputs[0] != value || g.value_roles[value] != CAPSULE_VALUE_INTERNAL ||
-        plugin::group_readers(g, value) != 1)
-        return false;
+    if (!is_convolution(conv.kernel->capsule_name) || !conv.state) return "";
+    std::size_t value = conv.output, fused = 0;
     const auto dtype = g.values[value].dtype;
-    if ((dtype != CAPSULE_DTYPE_FLOAT32 && dtype != CAPSULE_DTYPE_FLOAT64) || g.values[act.output].dtype != dtype)
-        return false;
-    const Epilogue e = activation_of(act);
-    if (e.kind == Epilogue::Kind::none) return false;
-    static_cast<ThreadGrant*>(conv.state)->epilogue = e;
-    conv.output = act.output;
-    conv.fused = 1;
-    return true;
+    if (dtype != CAPSULE_DTYPE_FLOAT32 && dtype != CAPSULE_DTYPE_FLOAT64) return "";
+    Epilogue e;
+    std::string pattern = "conv";
+    std::vector<capsule_tensor_view> inputs;
+    if (k + 1 < exe.units.size() && std::strcmp(exe.units[k + 1].kernel->capsule_name, "reference.batch_norm") == 0 &&
+        fusable_reader(exe.units[k + 1], value, g)) {
+        const Unit& bn = exe.units[k + 1];
+        const auto args = prepare_args_of(bn, g, inputs);
+        bool folded = false;
+        try {
+            folded = batch_norm_epilogue(plugin::PrepareCall{&args}, e);
+        } catch (const plugin::KernelError&) {
+            folded = false;
+        }
+        if (folded) {
+            value = bn.output;
+            fused = 1;
+            pattern += "+batch_norm";
+        }
+    }
+    if (k + 1 + fused < exe.units.size() && fusable_reader(exe.units[k + 1 + fused], value, g)) {
+        const Unit& act = exe.units[k + 1 + fused];
+        const Epilogue a = activation_of(act);
+        if (a.kind != Epilogue::Kind::none) {
+            e.kind = a.kind;
+            e.lo = a.lo;
+            e.hi = a.hi;
+            value = act.output;
+            ++fused;
+            pattern += a.kind == Epilogue::Kind::relu ? "+relu" : "+clamp";
+        }
+    }
+    if (fused == 0) return "";
+    static_cast<ThreadGrant*>(conv.state)->epilogue = std::move(e);
+    conv.output = value;
+    conv.fused = fused;
+    return pattern;
 }
 
 std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& description) {
@@ -99,28 +142,22 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
         for (auto i : u.inputs) in_range = in_range && i < g.num_values;
         plugin::require(in_range, "compiled group: value index out of range");
         u.copy_from(node);
-        inputs.clear();
-        for (auto i : u.inputs) inputs.push_back(g.values[i]);
-        const auto args = plugin::group_prepare_args(u, inputs, &g.values[u.output], g);
+        const auto args = prepare_args_of(u, g, inputs);
         capsule_status status{sizeof status, 0, {}};
         if (u.kernel->prepare)
             plugin::check_call(u.kernel->prepare(&args, &u.state, &status), status, "prepare",
                                u.kernel->capsule_name);
     }
-    std::size_t relu = 0, clamp = 0;
+    std::map<std::string, std::size_t> fused;  // pattern -> count, listed in name order
     for (std::size_t k = 0; k + 1 < exe->units.size(); ++k)
-        if (fuse_at(*exe, k, g)) {
-            const bool is_relu = std::strcmp(exe->units[k + 1].kernel->capsule_name, "reference.relu") == 0;
-            ++(is_relu ? relu : clamp);
-            ++k;  // that node is part of this one now
+        if (auto pattern = fuse_at(*exe, k, g); !pattern.empty()) {
+            ++fused[pattern];
+            k += exe->units[k].fused;  // those nodes are part of this one now
         }
-    if (relu + clamp == 0) return nullptr;
-    auto part = [](const char* pattern, std::size_t n) {
-        return n ? std::string(pattern) + " x" + std::to_string(n) : std::string();
-    };
-    description = part("conv+relu", relu);
-    if (clamp) description += (description.empty() ? "" : ", ") + part("conv+clamp", clamp);
-    description += " (activation applied to each output block as the convolution writes it)";
+    if (fused.empty()) return nullptr;
+    for (const auto& [pattern, n] : fused)
+        description += (description.empty() ? "" : ", ") + pattern + " x" + std::to_string(n);
+    description += " (applied to each output block as the convolution writes it)";
     return exe;
 }
 

@@ -444,7 +444,7 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
                 padded_plane = in_plane;
                 padded_kernel(xp.data(), wp, Wt + o * taps, bias ? bias[o] : T(0), s.oh, s.ow, s.sh,
                               Y + plane * P);
-                apply_epilogue(epilogue, Y + plane * P, P);
+                apply_epilogue(epilogue, o, Y + plane * P, P);
             }
         });
         return;
@@ -454,7 +454,7 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
             const int64_t img = plane / g.out_c, o = plane % g.out_c;
             depthwise_plane(X + (img * g.in_c + o / cog) * in_p, Wt + o * taps,
                             bias ? bias[o] : T(0), s, lo.data(), hi.data(), Y + plane * P);
-            apply_epilogue(epilogue, Y + plane * P, P);
+            apply_epilogue(epilogue, o, Y + plane * P, P);
         }
     });
 }
@@ -511,7 +511,7 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
                           bias ? bias[gr * cog + o] : T(0));
             gemm<T>(false, false, r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, ldb, y, P,
                     true, 1);
-            for (int64_t o = r0; o < r1; ++o) apply_epilogue(epilogue, y + (o - r0) * P, cols);
+            for (int64_t o = r0; o < r1; ++o) apply_epilogue(epilogue, gr * cog + o, y + (o - r0) * P, cols);
         }
     });
 }
@@ -598,7 +598,7 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
                     T* dst = Y + (img * g.out_c + gr * cog + o) * P + oy * s.ow + (a - oy * wp);
                     std::copy(buf.data() + (o - r0) * cols + (a - q0),
                               buf.data() + (o - r0) * cols + (e - q0), dst);
-                    apply_epilogue(epilogue, dst, e - a);
+                    apply_epilogue(epilogue, gr * cog + o, dst, e - a);
                 }
             }
         }
@@ -634,7 +634,7 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
             for (int64_t o = 0; o < cog; ++o)
                 std::fill(dst + o * ld, dst + (o + 1) * ld, bias ? bias[gr * cog + o] : T(0));
             gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true, granted_threads(call));
-            apply_epilogue(epilogue_of(call), dst, cog * ld);
+            for (int64_t o = 0; o < cog; ++o) apply_epilogue(epilogue_of(call), gr * cog + o, dst + o * ld, ld);
             if (nc > 1) scatter_channels(ybuf.data(), g.out_c, P, n0, nc, gr * cog, cog, Y);
         }
     }

@@ -1,12 +1,14 @@
-// An activation that a producing kernel applies to its output as it writes it, block by block
-// while the block is in cache: the reference plugin's compiled groups (compiled_group.cpp) fuse a
-// relu or clamp that alone reads a convolution's result into the convolution this way. The
-// formulas are the ones the relu and clamp kernels use (elementwise.cpp calls relu_of and
-// clamp_of too), so a fused result is the same bits as node by node.
+// What a producing kernel applies to its output as it writes it, block by block while the block
+// is in cache: the reference plugin's compiled groups (compiled_group.cpp) fuse an inference
+// batch_norm and/or a relu or clamp that alone read a convolution's result into the convolution
+// this way. The formulas are the ones the batch_norm, relu and clamp kernels use (norm.cpp and
+// elementwise.cpp call batch_norm_of, relu_of and clamp_of too), so a fused result is the same
+// bits as node by node.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "capsule/plugin.hpp"
 
@@ -26,6 +28,13 @@ inline T clamp_of(T x, T lo, T hi) {
     return y > hi ? hi : y;
 }
 
+/// batch_norm's per-element formula, in double: (x - mean) · scale + shift, subtracting first
+/// (keeps the digits that x · scale - mean · scale would cancel when |mean| dwarfs the spread).
+template <typename T>
+inline T batch_norm_of(T x, double mean, double scale, double shift) {
+    return T((double(x) - mean) * scale + shift);
+}
+
 /// clamp's attributes: `min` and/or `max` (at least one), as doubles.
 struct ClampBounds {
     bool has_lo, has_hi;
@@ -34,17 +43,32 @@ struct ClampBounds {
 /// Reads them; KernelError when neither is given or one is not a number.
 ClampBounds clamp_bounds(const plugin::Attributes& attrs);
 
-/// What a kernel applies to each value it writes: nothing, relu, or clamp to [lo, hi] (a missing
-/// clamp bound is infinite; the bounds are converted to the tensor's dtype as clamp_forward does).
+/// What a kernel applies to each value it writes: an inference batch norm (per output channel:
+/// mean = running mean, scale = weight / sqrt(running var + eps), shift = bias, as batch_norm's
+/// kernel computes them), then nothing, relu, or clamp to [lo, hi] (a missing clamp bound is
+/// infinite; the bounds are converted to the tensor's dtype as clamp_forward does).
 struct Epilogue {
     enum class Kind : uint8_t { none, relu, clamp };
     Kind kind = Kind::none;
     double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+    bool batch_norm = false;
+    std::vector<double> mean, scale, shift;  // per channel, with batch_norm
+    bool active() const { return batch_norm || kind != Kind::none; }
 };
 
-/// Applies `e` to the n values at p (float32 or float64), in place.
+/// Sets `e`'s batch norm from a reference.batch_norm node's prepare call (its parameters with
+/// data): false, leaving `e` as it was, for training mode or a dtype other than float32 / float64.
+/// KernelError for the attributes or parameters the kernel itself refuses. (norm.cpp)
+bool batch_norm_epilogue(const plugin::PrepareCall& call, Epilogue& e);
+
+/// Applies `e` to the n values at p (float32 or float64) of output channel `channel`, in place.
 template <typename T>
-void apply_epilogue(const Epilogue& e, T* __restrict p, int64_t n) {
+void apply_epilogue(const Epilogue& e, int64_t channel, T* __restrict p, int64_t n) {
+    if (e.batch_norm) {
+        const auto c = static_cast<std::size_t>(channel);
+        const double mean = e.mean[c], scale = e.scale[c], shift = e.shift[c];
+        for (int64_t i = 0; i < n; ++i) p[i] = batch_norm_of(p[i], mean, scale, shift);
+    }
     switch (e.kind) {
         case Epilogue::Kind::none: return;
         case Epilogue::Kind::relu:

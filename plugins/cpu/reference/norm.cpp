@@ -167,8 +167,10 @@ struct BatchNormDims {
     int mean_index = 0, var_index = 1;  // parameter indices of the running statistics
 };
 
+/// The attributes and sizes of a batch_norm call; KernelError for what the kernel refuses. At
+/// prepare time (`with_data` false) the input has a shape but no data yet.
 template <typename Call>
-BatchNormDims batch_norm_dims(const Call& call, const char* op) {
+BatchNormDims batch_norm_dims(const Call& call, const char* op, bool with_data = true) {
     const auto attrs = call.attrs();
     BatchNormDims d;
     d.eps = attrs.get_float("eps", 1e-5);
@@ -183,7 +185,7 @@ BatchNormDims batch_norm_dims(const Call& call, const char* op) {
     d.mean_index = d.affine ? 2 : 0;
     d.var_index = d.mean_index + 1;
     const Tensor x = call.input(0);
-    check_view(x, {op, " input"});
+    if (with_data) check_view(x, {op, " input"});
     require(x.rank() >= 2, [&] {
         return std::string(op) + ": input must have rank >= 2 ([N, C, ...]), got " +
                shape_string(x.shape());
@@ -257,7 +259,7 @@ void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char*
             const double shift = b ? double(b[ch]) : 0.0;
             const T* p = X + plane * d.s;
             T* q = Y + plane * d.s;
-            for (int64_t i = 0; i < d.s; ++i) q[i] = T((double(p[i]) - mean[ch]) * scale + shift);
+            for (int64_t i = 0; i < d.s; ++i) q[i] = batch_norm_of(p[i], mean[ch], scale, shift);
         }
     });
 }
@@ -330,6 +332,29 @@ constexpr char kBatchNorm[] = "batch_norm";
 constexpr char kBatchNormChannelFirst[] = "batchnorm_channel_first";
 
 }  // namespace
+
+bool batch_norm_epilogue(const plugin::PrepareCall& call, Epilogue& e) {
+    const auto d = batch_norm_dims(call, kBatchNorm, false);
+    if (d.training || (call.input(0).dtype() != CAPSULE_DTYPE_FLOAT32 && call.input(0).dtype() != CAPSULE_DTYPE_FLOAT64))
+        return false;
+    const auto c = static_cast<std::size_t>(d.c);
+    e.mean.resize(c);
+    e.scale.resize(c);
+    e.shift.assign(c, 0.0);
+    std::vector<double> rstd(c);
+    plugin::dispatch_float(call.input(0).dtype(), [&](auto t) {
+        using T = decltype(t);
+        channel_stats<T>(call, d, static_cast<const T*>(nullptr), e.mean.data(), rstd.data());
+        const T* w = d.affine ? call.param(0).data<T>() : nullptr;
+        const T* b = d.affine ? call.param(1).data<T>() : nullptr;
+        for (std::size_t ch = 0; ch < c; ++ch) {
+            e.scale[ch] = rstd[ch] * (w ? double(w[ch]) : 1.0);  // as batch_norm_fwd
+            if (b) e.shift[ch] = double(b[ch]);
+        }
+    });
+    e.batch_norm = true;
+    return true;
+}
 
 void batch_norm_forward(const ForwardCall& call) { bn_forward<kBatchNorm>(call); }
 void batch_norm_backward(const BackwardCall& call) { bn_backward<kBatchNorm>(call); }
