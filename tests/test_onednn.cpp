@@ -955,6 +955,64 @@ Tensor reference_output(const Graph& graph, const ParameterMap& params, const st
 
 }  // namespace
 
+TEST(OnednnPlugin, MaxPoolOfMinusInfinityAloneIsMinusInfinity) {
+    // oneDNN's pooling_max starts from the lowest finite float: a window of -inf alone must still
+    // give -inf (torch.max_pool2d), and a window holding -FLT_MAX itself keeps it. Padded and
+    // not, node by node and inside a compiled group (nhwc).
+    REQUIRE_ONEDNN();
+    const double inf = std::numeric_limits<double>::infinity(), lowest = std::numeric_limits<float>::lowest();
+    for (const std::string attrs : {R"("kernel_size": 2, "stride": 2)", R"("kernel_size": 3, "stride": 2, "padding": 1)"}) {
+        SCOPED_TRACE(attrs);
+        const std::string op = attrs.find("padding") != std::string::npos ? "max_pool2d_pad" : "max_pool2d";
+        const std::string out_hw = "2, 2";
+        const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [1, 2, 4, 4], "dtype": "float32"},
+      {"id": 1, "op": ")" + op + R"(", "name": "p", "parents": [0], "attrs": {)" + attrs + R"(}, "shape": [1, 2, )" + out_hw + R"(]},
+      {"id": 2, "op": "relu", "name": "r", "parents": [1], "shape": [1, 2, )" + out_hw + R"(]}
+    ], "outputs": [1, 2]})");
+        std::vector<double> values(32, -inf);
+        values[16 + 5] = lowest;  // channel 1: one window holds -FLT_MAX
+        values[16 + 15] = 1.5;
+        const std::map<std::string, Tensor> inputs{{"x", Tensor::from_values(DType::float32, {1, 2, 4, 4}, values)}};
+        const Tensor want = reference_output(graph, {}, inputs);
+        for (bool grouped : {false, true}) {
+            const Tensor got = onednn_session(graph, {}, grouped).run(inputs)[0];
+            ASSERT_EQ(got.shape(), want.shape());
+            for (std::int64_t i = 0; i < want.numel(); ++i)
+                EXPECT_EQ(got.at(i), want.at(i)) << "output " << i << (grouped ? " (grouped)" : "");
+        }
+        EXPECT_EQ(want.at(0), -inf);  // channel 0 is -inf throughout
+    }
+}
+
+TEST(OnednnPlugin, NonFiniteWeightOnThePaddingGivesNaN) {
+    // F.conv2d multiplies the zero padding by the weight (0 · inf = NaN); oneDNN skips padded
+    // taps, so the plugin sets those outputs to NaN. Weight [0, 0, 0, 0] = inf reads the padding
+    // at every output of the first row or column.
+    REQUIRE_ONEDNN();
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 1, 3, 3], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": 2, "kernel_size": 3, "padding": 1, "bias": false}, "shape": [2, 2, 3, 3]}
+    ], "outputs": [1]})");
+    std::vector<double> w(18, 0.25);
+    w[0] = std::numeric_limits<double>::infinity();
+    const ParameterMap params{{"c.weight", Tensor::from_values(DType::float32, {2, 1, 3, 3}, w)}};
+    const std::map<std::string, Tensor> inputs{
+        {"x", Tensor::from_values(DType::float32, {2, 1, 3, 3}, capsule::testing::pseudo_random(18, 90, 1.0))}};
+    const Tensor want = reference_output(graph, params, inputs);
+    const Tensor got = onednn_session(graph, params, false).run(inputs)[0];
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+        const std::int64_t o = i / 9 % 2, oy = i % 9 / 3, ox = i % 3;
+        EXPECT_EQ(std::isnan(want.at(i)), o == 0 && (oy == 0 || ox == 0)) << "reference output " << i;
+        if (std::isnan(want.at(i)))
+            EXPECT_TRUE(std::isnan(got.at(i))) << "output " << i << " is " << got.at(i);
+        else if (std::isinf(want.at(i)))  // the infinite tap on the input itself
+            EXPECT_EQ(got.at(i), want.at(i)) << "output " << i;
+        else
+            EXPECT_NEAR(got.at(i), want.at(i), 1e-5 * (1 + std::fabs(want.at(i)))) << "output " << i;
+    }
+}
+
 TEST(OnednnCompiledGroups, ResidualAddIsFusedAsASumPostOpAndMatchesTheReference) {
     REQUIRE_ONEDNN();
     using capsule::testing::pseudo_random;

@@ -1,5 +1,7 @@
 // onednn.conv2d and the 2-D pools (max_pool2d, max_pool2d_pad, avg_pool2d, avg_pool2d_pad).
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -86,11 +88,44 @@ struct ConvState : NodeState {
     bool bf16 = false;  // input and weights computed in bfloat16 (fpmath bf16)
     bool sum_input1 = false;             // a fused residual add of input 1 (Fusion)
     bool reference = false;              // oneDNN's unoptimised implementation was picked
+    /// Outputs (o, oy, ox) of every image that a NaN or infinite weight on the zero padding
+    /// makes NaN (padding_nan_outputs); empty for finite weights.
+    std::vector<std::array<int64_t, 3>> padding_nan;
     Staged src, dst;
     memory weights;
     memory::desc bias_md;
     dnnl::convolution_forward primitive;
 };
+
+/// The outputs (o, oy, ox) that F.conv2d makes NaN and oneDNN does not: the definition multiplies
+/// every tap by its input, the zero padding included, so a NaN or infinite weight whose tap lands
+/// on the padding gives 0 · inf = NaN there, while oneDNN skips padded taps. Empty when every
+/// weight is finite (the usual case); otherwise only border outputs.
+std::vector<std::array<int64_t, 3>> padding_nan_outputs(const Tensor& x, const Tensor& w, const Tensor& y,
+                                                        const std::array<int64_t, 2>& stride,
+                                                        const std::array<int64_t, 2>& padding,
+                                                        const std::array<int64_t, 2>& dilation) {
+    std::vector<std::array<int64_t, 3>> outputs;
+    const int64_t O = w.dim(0), per_out = w.numel() / std::max<int64_t>(O, 1), kh = w.dim(2), kw = w.dim(3);
+    const float* wd = w.data<float>();
+    for (int64_t o = 0; o < O; ++o) {
+        std::vector<std::array<int64_t, 2>> taps;  // (i, j) with a non-finite weight
+        for (int64_t e = 0; e < per_out; ++e)
+            if (!std::isfinite(wd[o * per_out + e])) taps.push_back({e / kw % kh, e % kw});
+        if (taps.empty()) continue;
+        for (int64_t oy = 0; oy < y.dim(2); ++oy)
+            for (int64_t ox = 0; ox < y.dim(3); ++ox)
+                for (const auto& [i, j] : taps) {
+                    const int64_t iy = oy * stride[0] - padding[0] + i * dilation[0];
+                    const int64_t ix = ox * stride[1] - padding[1] + j * dilation[1];
+                    if (iy < 0 || iy >= x.dim(2) || ix < 0 || ix >= x.dim(3)) {
+                        outputs.push_back({o, oy, ox});
+                        break;
+                    }
+                }
+    }
+    return outputs;
+}
 
 /// The conv2d state of `call`, with `fusion` applied to the result inside the primitive.
 std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& fusion) {
@@ -170,6 +205,7 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& f
     s->dst.init(view_desc(y), pd.dst_desc(), false, s->sum_input1);
     s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
     s->primitive = dnnl::convolution_forward(pd);
+    s->padding_nan = padding_nan_outputs(x, w, y, stride, padding, dilation);
     return s;
 }
 
@@ -182,6 +218,13 @@ void conv2d(const ForwardCall& call) {
     if (s.has_bias) extra.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
                std::move(extra), s.sum_input1 ? call.input(1).data<float>() : nullptr);
+    if (s.padding_nan.empty()) return;
+    const Tensor y = call.output();
+    float* out = y.data<float>();
+    const int64_t* ys = y.view->strides;  // nchw, or nhwc inside a compiled group
+    for (int64_t n = 0; n < y.dim(0); ++n)
+        for (const auto& [o, oy, ox] : s.padding_nan)
+            out[n * ys[0] + o * ys[1] + oy * ys[2] + ox * ys[3]] = std::numeric_limits<float>::quiet_NaN();
 }
 
 // ---- pools ----------------------------------------------------------------------------------
@@ -189,8 +232,9 @@ void conv2d(const ForwardCall& call) {
 /// torch.nn.functional.max_pool2d / avg_pool2d(x, kernel_size, stride, padding, ceil_mode,
 /// count_include_pad) on x [N, C, H, W] (nchw). Max pooling never picks padding (PyTorch pads with
 /// -inf; oneDNN's pooling_max skips padded positions). oneDNN's pooling_max also skips NaN where
-/// torch.max_pool2d returns it: when x holds a NaN, a second pass sets each output whose window
-/// holds one to NaN. With ceil_mode, the last window may run
+/// torch.max_pool2d returns it, and gives the lowest finite float for a window of -inf alone:
+/// when x holds a NaN or -inf, a second pass corrects those outputs (fix_max_pool). With
+/// ceil_mode, the last window may run
 /// past the explicit padding: oneDNN gets the larger right padding that makes its output size
 /// equal the host's. Average pooling with count_include_pad divides by the whole window in
 /// oneDNN but, in PyTorch, only by the part within the explicitly padded input: that combination
@@ -267,13 +311,12 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     return s;
 }
 
-/// Sets each output of a max pool whose window holds a NaN to NaN (see pool_name's comment).
-/// Indexes x and y through their views' strides (nchw, or nhwc inside a compiled group).
-void propagate_nan(const PoolState& s, const Tensor& x, const Tensor& y) {
+/// Calls fix(out, any) for every output of a max pool, where any(pred) says whether pred holds
+/// for a value of the output's window (padding excluded). Indexes x and y through their views'
+/// strides (nchw, or nhwc inside a compiled group).
+template <typename Fix>
+void for_each_window(const PoolState& s, const Tensor& x, const Tensor& y, Fix&& fix) {
     const float* in = x.data<float>();
-    bool any = false;
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) any |= in[i] != in[i];
-    if (!any) return;
     float* out = y.data<float>();
     const int64_t* xs = x.view->strides;
     const int64_t* ys = y.view->strides;
@@ -283,15 +326,36 @@ void propagate_nan(const PoolState& s, const Tensor& x, const Tensor& y) {
             for (int64_t oh = 0; oh < y.dim(2); ++oh)
                 for (int64_t ow = 0; ow < y.dim(3); ++ow) {
                     const int64_t h0 = oh * s.stride[0] - s.padding[0], w0 = ow * s.stride[1] - s.padding[1];
-                    bool nan = false;
-                    for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h0 + s.kernel[0], H); ++h)
-                        for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w0 + s.kernel[1], W); ++w) {
-                            const float v = in[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]];
-                            nan |= v != v;
-                        }
-                    if (nan)
-                        out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]] = std::numeric_limits<float>::quiet_NaN();
+                    auto any = [&](auto&& pred) {
+                        for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h0 + s.kernel[0], H); ++h)
+                            for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w0 + s.kernel[1], W); ++w)
+                                if (pred(in[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]])) return true;
+                        return false;
+                    };
+                    fix(out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]], any);
                 }
+}
+
+/// Sets each output of a max pool whose window holds a NaN to NaN (see pool_name's comment), and
+/// each whose window holds -inf only to -inf: oneDNN's pooling_max starts from the lowest finite
+/// float, so it gives -3.4e38 there where torch.max_pool2d gives -inf.
+void fix_max_pool(const PoolState& s, const Tensor& x, const Tensor& y) {
+    const float* in = x.data<float>();
+    bool nan = false, negative_infinity = false;
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+        nan |= in[i] != in[i];
+        negative_infinity |= in[i] == -std::numeric_limits<float>::infinity();
+    }
+    if (nan)
+        for_each_window(s, x, y, [](float& out, auto&& any) {
+            if (any([](float v) { return v != v; })) out = std::numeric_limits<float>::quiet_NaN();
+        });
+    if (negative_infinity)
+        for_each_window(s, x, y, [](float& out, auto&& any) {
+            if (out == std::numeric_limits<float>::lowest() &&
+                !any([](float v) { return v != -std::numeric_limits<float>::infinity(); }))
+                out = -std::numeric_limits<float>::infinity();
+        });
 }
 
 /// A pool; with `FiniteInput`, for an input known to hold no NaN (see finite_input_forward).
@@ -301,7 +365,7 @@ void pool(const ForwardCall& call) {
     if (s.empty) return;
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
                {});
-    if constexpr (Max && !FiniteInput) propagate_nan(s, call.input(0), call.output());
+    if constexpr (Max && !FiniteInput) fix_max_pool(s, call.input(0), call.output());
 }
 
 }  // namespace

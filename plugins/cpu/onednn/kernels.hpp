@@ -42,7 +42,7 @@ void* prepare_matmul_fused(const PrepareCall& call, const Fusion& fusion);
 
 /// The forward entry of `kernel` for a call whose input holds no NaN (nor infinity): relu, clamp
 /// and the max pools skip the pass that gives NaN where oneDNN's primitive drops it
-/// (elementwise.cpp run_relu, conv_pool.cpp propagate_nan); nullptr for every other kernel.
+/// (elementwise.cpp run_relu, conv_pool.cpp fix_max_pool); nullptr for every other kernel.
 capsule_forward_fn finite_input_forward(const capsule_kernel* kernel);      // plugin.cpp
 capsule_forward_fn elementwise_finite_input_forward(const capsule_kernel* kernel);  // elementwise.cpp
 capsule_forward_fn pool_finite_input_forward(const capsule_kernel* kernel);         // conv_pool.cpp
