@@ -4,8 +4,10 @@
 // and oneDNN plugins' compiled groups.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <span>
 #include <string>
@@ -112,5 +114,43 @@ inline void call_forward(capsule_forward_fn entry, void* state, const char* caps
     capsule_status status{sizeof status, 0, {}};
     check_call(entry(&args, &status), status, "forward", capsule);
 }
+
+/// The compiled-groups extension of a plugin whose executables are `Executable`s, built by
+/// `Compile(const capsule_group_args&, std::string& description)` (a std::unique_ptr; nullptr
+/// declines the group) and run by `Run(const Executable&, const capsule_tensor_view* values)`.
+/// The entry points turn exceptions into status codes (guarded), write the description (cut to
+/// the buffer, NUL-terminated), refuse a run whose value count is not Executable::num_values
+/// (compile's), and delete the executable on release. Use: `const capsule_compiled_groups_extension
+/// extension = CompiledGroups<Exe, compile, run>::extension;`.
+template <typename Executable, auto Compile, auto Run>
+struct CompiledGroups {
+    static int32_t compile(const capsule_group_args* args, void** executable, char* description,
+                           size_t description_size, capsule_status* status) noexcept {
+        return guarded(status, [&] {
+            std::string text;
+            *executable = Compile(*args, text).release();
+            if (description && description_size > 0) {
+                const auto n = std::min(text.size(), description_size - 1);
+                std::memcpy(description, text.data(), n);
+                description[n] = '\0';
+            }
+        });
+    }
+    static int32_t run(void* executable, const capsule_tensor_view* values, size_t num_values, void*,
+                       capsule_status* status) noexcept {
+        return guarded(status, [&] {
+            const auto& exe = *static_cast<const Executable*>(executable);
+            require(num_values == exe.num_values, [&] {
+                return "compiled group: run with " + std::to_string(num_values) + " values, compiled with " +
+                       std::to_string(exe.num_values);
+            });
+            Run(exe, values);
+        });
+    }
+    static void release(void* executable) noexcept { delete static_cast<Executable*>(executable); }
+    static constexpr capsule_compiled_groups_extension extension{
+        {sizeof(capsule_compiled_groups_extension), CAPSULE_EXTENSION_COMPILED_GROUPS, nullptr}, compile, run,
+        release};
+};
 
 }  // namespace capsule::plugin

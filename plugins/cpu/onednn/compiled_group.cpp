@@ -499,61 +499,44 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     return exe;
 }
 
-int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
-                      size_t description_size, capsule_status* status) noexcept {
-    return plugin::guarded(status, [&] {
-        try {
-            std::string text;
-            *executable = compile(*args, text).release();
-            if (description && description_size > 0) {
-                const auto n = std::min(text.size(), description_size - 1);
-                std::memcpy(description, text.data(), n);
-                description[n] = '\0';
-            }
-        } catch (const dnnl::error& e) {
-            rethrow_dnnl("compile", e);
-        }
-    });
+/// Compiles a group (see the file comment); a oneDNN error becomes the plugin's status.
+std::unique_ptr<Executable> compile_checked(const capsule_group_args& g, std::string& description) {
+    try {
+        return compile(g, description);
+    } catch (const dnnl::error& e) {
+        rethrow_dnnl("compile", e);
+    }
 }
 
-int32_t run_group(void* executable, const capsule_tensor_view* values, size_t num_values, void*,
-                  capsule_status* status) noexcept {
-    return plugin::guarded(status, [&] {
-        const auto& exe = *static_cast<const Executable*>(executable);
-        plugin::require(num_values == exe.num_values, [&] {
-            return "compiled group: run with " + std::to_string(num_values) + " values, compiled with " +
-                   std::to_string(exe.num_values);
-        });
-        thread_local std::vector<capsule_tensor_view> local;
-        local.assign(values, values + num_values);
-        apply_layouts(exe, local);
-        values = local.data();
-        thread_local ValueBounds bounds;
-        bounds.reset(num_values);
-        const auto& units = exe.units;
-        for (std::size_t k = 0; k < units.size(); ++k) {
-            const Unit& u = units[k];
-            if (u.fused_state && fused_path_safe(u, bounds, values)) {
-                plugin::call_forward(u.kernel->forward, u.fused_state, u.kernel->capsule_name, u.fused_inputs,
-                                     u.fused_params, u.fused_attrs, values, u.fused_output);
-                bounds.set(u.fused_output, fused_result_bound(u, bounds));
-                k += u.fused_count;
-                continue;
-            }
-            const bool finite = u.finite_forward && !u.inputs.empty() && bounds.finite(u.inputs[0]);
-            plugin::call_forward(finite ? u.finite_forward : u.kernel->forward, u.state, u.kernel->capsule_name,
-                                 u.inputs, u.params, u.attrs, values, u.output);
-            bounds.set(u.output, bounds.transfer(u.terms, u.inputs));
+/// Runs the units in order, each fused one on its fused path when this run's bounds allow.
+void run(const Executable& exe, const capsule_tensor_view* values) {
+    const std::size_t num_values = exe.num_values;
+    thread_local std::vector<capsule_tensor_view> local;
+    local.assign(values, values + num_values);
+    apply_layouts(exe, local);
+    values = local.data();
+    thread_local ValueBounds bounds;
+    bounds.reset(num_values);
+    const auto& units = exe.units;
+    for (std::size_t k = 0; k < units.size(); ++k) {
+        const Unit& u = units[k];
+        if (u.fused_state && fused_path_safe(u, bounds, values)) {
+            plugin::call_forward(u.kernel->forward, u.fused_state, u.kernel->capsule_name, u.fused_inputs,
+                                 u.fused_params, u.fused_attrs, values, u.fused_output);
+            bounds.set(u.fused_output, fused_result_bound(u, bounds));
+            k += u.fused_count;
+            continue;
         }
-    });
+        const bool finite = u.finite_forward && !u.inputs.empty() && bounds.finite(u.inputs[0]);
+        plugin::call_forward(finite ? u.finite_forward : u.kernel->forward, u.state, u.kernel->capsule_name,
+                             u.inputs, u.params, u.attrs, values, u.output);
+        bounds.set(u.output, bounds.transfer(u.terms, u.inputs));
+    }
 }
-
-void release_group(void* executable) noexcept { delete static_cast<Executable*>(executable); }
 
 }  // namespace
 
-const capsule_compiled_groups_extension compiled_groups_extension{
-    {sizeof(capsule_compiled_groups_extension), CAPSULE_EXTENSION_COMPILED_GROUPS, nullptr},
-    compile_group, run_group, release_group};
+const capsule_compiled_groups_extension compiled_groups_extension =
+    plugin::CompiledGroups<Executable, compile_checked, run>::extension;
 
 }  // namespace capsule::onednn

@@ -161,41 +161,18 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     return exe;
 }
 
-int32_t compile_group(const capsule_group_args* args, void** executable, char* description,
-                      size_t description_size, capsule_status* status) noexcept {
-    return plugin::guarded(status, [&] {
-        std::string text;
-        *executable = compile(*args, text).release();
-        if (description && description_size > 0) {
-            const auto n = std::min(text.size(), description_size - 1);
-            std::memcpy(description, text.data(), n);
-            description[n] = '\0';
-        }
-    });
+/// Runs the units in order, a fused one in place of the nodes it absorbed.
+void run(const Executable& exe, const capsule_tensor_view* values) {
+    for (std::size_t k = 0; k < exe.units.size(); k += 1 + exe.units[k].fused) {
+        const Unit& u = exe.units[k];
+        plugin::call_forward(u.kernel->forward, u.state, u.kernel->capsule_name, u.inputs, u.params, u.attrs, values,
+                             u.output);
+    }
 }
-
-int32_t run_group(void* executable, const capsule_tensor_view* values, size_t num_values, void*,
-                  capsule_status* status) noexcept {
-    return plugin::guarded(status, [&] {
-        const auto& exe = *static_cast<const Executable*>(executable);
-        plugin::require(num_values == exe.num_values, [&] {
-            return "compiled group: run with " + std::to_string(num_values) + " values, compiled with " +
-                   std::to_string(exe.num_values);
-        });
-        for (std::size_t k = 0; k < exe.units.size(); k += 1 + exe.units[k].fused) {
-            const Unit& u = exe.units[k];
-            plugin::call_forward(u.kernel->forward, u.state, u.kernel->capsule_name, u.inputs, u.params, u.attrs,
-                                 values, u.output);
-        }
-    });
-}
-
-void release_group(void* executable) noexcept { delete static_cast<Executable*>(executable); }
 
 }  // namespace
 
-const capsule_compiled_groups_extension compiled_groups_extension{
-    {sizeof(capsule_compiled_groups_extension), CAPSULE_EXTENSION_COMPILED_GROUPS, nullptr},
-    compile_group, run_group, release_group};
+const capsule_compiled_groups_extension compiled_groups_extension =
+    plugin::CompiledGroups<Executable, compile, run>::extension;
 
 }  // namespace capsule::reference
