@@ -218,8 +218,11 @@ template <typename T>
             for (int64_t y = 0; y < g.h; ++y) {
                 const T* __restrict row = plane + y * g.w;
                 T* __restrict h = hbuf + y * g.ow;
+                // A stride known at compile time vectorises with permutes, not element gathers.
                 if (g.sw == 1)
                     for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox]);
+                else if (g.sw == 2)
+                    for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + 2 * ox]);
                 else
                     for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox * g.sw]);
             }
