@@ -471,8 +471,8 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
     const int64_t in_p = g.in_h * g.in_w;
     const bool pointwise = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.ph == 0 &&
                            s.pw == 0 && s.h * s.w == P;
-    // Block width: the im2col block (K × width) and the output block the GEMM accumulates onto
-    // after the bias fill (cog × width) both about L2-sized, so the fill stays in cache for it.
+    // Block width: the im2col block (K × width) and the output block the GEMM writes and adds
+    // its later k slices to (cog × width) both about L2-sized.
     const int64_t budget_width = std::max<int64_t>(
         64, std::min(kColumnBudget / std::max<int64_t>(K, 1), (kColumnBudget / 2) / std::max<int64_t>(cog, 1)));
     const int64_t blocks = (P + budget_width - 1) / budget_width;
@@ -504,13 +504,9 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
                 b = col.data();
                 ldb = cols;
             }
-            // The GEMM accumulates onto rows pre-filled with the bias (or zero).
             T* y = Y + (img * g.out_c + gr * cog + r0) * P + q0;
-            for (int64_t o = r0; o < r1; ++o)
-                std::fill(y + (o - r0) * P, y + (o - r0) * P + cols,
-                          bias ? bias[gr * cog + o] : T(0));
-            gemm<T>(false, false, r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, ldb, y, P,
-                    true, 1);
+            gemm_conv<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, ldb, nullptr,
+                         bias ? bias + gr * cog + r0 : nullptr, y, P);
             for (int64_t o = r0; o < r1; ++o) apply_epilogue(epilogue, gr * cog + o, y + (o - r0) * P, cols);
         }
     });
@@ -535,9 +531,9 @@ bool implicit_conv(const ConvGeom& g, const Slide& s) {
 /// the padded width wp = w + 2·pw (virtual column t = oy·wp + ox; columns ox >= ow are computed
 /// and dropped), so row (c, i, j) of the im2col matrix is the zero-padded image read from
 /// c·hp·wp + i·dh·wp + j·dw onwards, and the GEMM's packing gathers B from there
-/// (gemm_gathered_b). Tasks are (image, group, block of virtual columns [, block of output
-/// channels]); each fills a buffer with the bias, accumulates the GEMM onto it and copies the
-/// real columns out: the same operations in the same order as the im2col path, so the same bits.
+/// (gemm_conv). Tasks are (image, group, block of virtual columns [, block of output channels]);
+/// each computes bias + GEMM into a buffer and copies the real columns out: the same operations
+/// in the same order as the im2col path, so the same bits.
 template <typename T>
 void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, const T* X,
                   const T* Wt, const T* bias, T* Y) {
@@ -561,7 +557,7 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
         for (int64_t i = 0; i < s.kh; ++i)
             for (int64_t j = 0; j < s.kw; ++j)
                 rows[std::size_t((c * s.kh + i) * s.kw + j)] = c * plane + i * s.dh * wp + j * s.dw;
-    // Blocks of virtual columns: the bias-filled buffer (cog × width) about L2-sized, and at
+    // Blocks of virtual columns: the buffer (cog × width) about L2-sized, and at
     // least as many tasks as threads when the columns allow.
     const int64_t per_image = g.groups * std::max<int64_t>(1, (L + 63) / 64);
     const int64_t want = std::max<int64_t>(1, (granted + g.n * g.groups - 1) / (g.n * g.groups));
@@ -584,12 +580,9 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
             const int64_t r0 = cog * rp / row_parts / 8 * 8;
             const int64_t r1 = rp + 1 == row_parts ? cog : cog * (rp + 1) / row_parts / 8 * 8;
             if (cols <= 0 || r0 >= r1) continue;
-            for (int64_t o = r0; o < r1; ++o)
-                std::fill(buf.data() + (o - r0) * cols, buf.data() + (o - r0 + 1) * cols,
-                          bias ? bias[gr * cog + o] : T(0));
             const T* b = xp.data() + (img * g.in_c + gr * s.c) * plane + q0;
-            gemm_gathered_b<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, rows.data(),
-                               buf.data(), cols, true);
+            gemm_conv<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, 0, rows.data(),
+                         bias ? bias + gr * cog + r0 : nullptr, buf.data(), cols);
             // Real columns: output row oy holds virtual columns [oy·wp, oy·wp + ow).
             for (int64_t oy = q0 / wp; oy * wp < q1; ++oy) {
                 const int64_t a = std::max(q0, oy * wp), e = std::min(q1, oy * wp + s.ow);

@@ -92,14 +92,15 @@ CAPSULE_INLINE_COPIES void pack_b(bool trans, const T* b, int64_t ldb, const int
 
 /// The MR × (NV·W) register tile: acc = Σ_p a(r, p) · b[p*STRIDE + j], from B strips packed
 /// STRIDE wide (a narrower tile reads the first NV·W columns of a wider strip); then C = acc
-/// (store) or C += acc (add), for the top-left mr × nr part of the tile. a(r, p) is a packed
+/// (store), C = acc + bias[r] (store with a row bias), or C += acc (add), for the top-left
+/// mr × nr part of the tile. a(r, p) is a packed
 /// strip's a[p*MR + r], or with DIRECT_A the row-major A itself, a[r*lda + p] (all MR rows must
 /// exist): weights used for few columns are read in place rather than copied once per call.
 template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a,
                                                 const T* __restrict b, T* __restrict c,
                                                 int64_t ldc, int64_t mr, int64_t nr, bool add,
-                                                int64_t lda = 0) {
+                                                int64_t lda, const T* __restrict bias) {
     using V = typename VecOf<T, VB>::type;
     constexpr int W = VB / int(sizeof(T));
     constexpr int NR = W * NV;
@@ -138,6 +139,8 @@ template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false>
                     V old;
                     std::memcpy(&old, dst, VB);
                     cur += old;
+                } else if (bias) {
+                    cur += bias[r] * ones;
                 }
                 std::memcpy(dst, &cur, VB);
             }
@@ -152,6 +155,8 @@ template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false>
             const T* src = tile + r * NR;
             if (add)
                 for (int64_t j = 0; j < nr; ++j) dst[j] += src[j];
+            else if (bias)
+                for (int64_t j = 0; j < nr; ++j) dst[j] = src[j] + bias[r];
             else
                 for (int64_t j = 0; j < nr; ++j) dst[j] = src[j];
         }
@@ -169,7 +174,8 @@ struct GemmArgs {
     int64_t ldc;
     bool accumulate;
     bool dot;  // use dot_driver (A·Bᵀ with both operands K-contiguous)
-    const int64_t* b_rows = nullptr;  // row p of an untransposed B at b + b_rows[p] (gemm_gathered_b)
+    const int64_t* b_rows = nullptr;  // row p of an untransposed B at b + b_rows[p] (gemm_conv)
+    const void* row_bias = nullptr;   // C = row_bias[i] + A·B instead of C = A·B (gemm_conv)
 };
 
 /// C = A·Bᵀ (or C += A·Bᵀ) for row-major A [m × k] and B [n × k]: every C entry is a dot product
@@ -227,13 +233,13 @@ template <typename T, int VB, int RM, int RN>
 template <typename T, int VB, int MR, int NV, int NR, bool DIRECT_A>
 [[gnu::always_inline]] inline void tile(int64_t vectors, int64_t kc, const T* a, const T* bp,
                                         T* cp, int64_t ldc, int64_t mr, int64_t nr, bool add,
-                                        int64_t lda) {
+                                        int64_t lda, const T* bias) {
     if (vectors == 1)
-        micro_kernel<T, VB, MR, 1, NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda);
+        micro_kernel<T, VB, MR, 1, NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda, bias);
     else if (vectors == 2 && NV > 2)
-        micro_kernel<T, VB, MR, (NV > 2 ? 2 : NV), NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda);
+        micro_kernel<T, VB, MR, (NV > 2 ? 2 : NV), NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda, bias);
     else
-        micro_kernel<T, VB, MR, NV, NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda);
+        micro_kernel<T, VB, MR, NV, NR, DIRECT_A>(kc, a, bp, cp, ldc, mr, nr, add, lda, bias);
 }
 
 /// Cache blocking: KC deep slices, MC rows of A per L2 block, NC columns of B per L3 panel.
@@ -250,6 +256,7 @@ template <typename T, int VB, int MR, int NV>
     const T* A = static_cast<const T*>(g.a);
     const T* B = static_cast<const T*>(g.b);
     T* C = static_cast<T*>(g.c);
+    const T* row_bias_all = static_cast<const T*>(g.row_bias);
     const int64_t kc_max = std::min<int64_t>(KC, g.k);
     const int64_t mc_max = std::min<int64_t>(MC, (g.m + MR - 1) / MR * MR);
     const int64_t nc_max = std::min<int64_t>(NC, (g.n + NR - 1) / NR * NR);
@@ -262,6 +269,7 @@ template <typename T, int VB, int MR, int NV>
         for (int64_t p0 = 0; p0 < g.k; p0 += KC) {
             const int64_t kc = std::min<int64_t>(KC, g.k - p0);
             const bool add = g.accumulate || p0 > 0;
+            const T* row_bias = add ? nullptr : row_bias_all;
             pack_b<T, NR>(g.trans_b, B, g.ldb, g.b_rows, p0, kc, j0, nc, bbuf.data());
             for (int64_t i0 = 0; i0 < g.m; i0 += MC) {
                 const int64_t mc = std::min<int64_t>(MC, g.m - i0);
@@ -279,12 +287,15 @@ template <typename T, int VB, int MR, int NV>
                     for (int64_t is = 0; is < mc; is += MR) {
                         const int64_t mr = std::min<int64_t>(MR, mc - is);
                         T* cp = C + (i0 + is) * g.ldc + j0 + js;
+                        // The first k slice of a row-bias GEMM stores bias + acc: the same sum
+                        // as accumulating onto rows filled with the bias, without the fill.
+                        const T* bias = row_bias ? row_bias + i0 + is : nullptr;
                         if (is < full)
                             tile<T, VB, MR, NV, NR, true>(vectors, kc, A + (i0 + is) * g.lda + p0,
-                                                          bp, cp, g.ldc, mr, nr, add, g.lda);
+                                                          bp, cp, g.ldc, mr, nr, add, g.lda, bias);
                         else
                             tile<T, VB, MR, NV, NR, false>(vectors, kc, abuf.data() + (is - full) * kc,
-                                                           bp, cp, g.ldc, mr, nr, add, 0);
+                                                           bp, cp, g.ldc, mr, nr, add, 0, bias);
                     }
                 }
             }
@@ -420,21 +431,23 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, i
                           const float*, int64_t, float*, int64_t, bool, int);
 
 template <typename T>
-void gemm_gathered_b(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-                     const int64_t* b_rows, T* c, int64_t ldc, bool accumulate) {
+void gemm_conv(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+               const int64_t* b_rows, const T* bias, T* c, int64_t ldc) {
     require(m >= 0 && n >= 0 && k >= 0, "gemm: negative size");
     if (m == 0 || n == 0) return;
     if (k == 0) {
-        if (!accumulate)
-            for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+        for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, bias ? bias[i] : T(0));
         return;
     }
-    run_gemm<T>(GemmArgs{false, false, m, n, k, a, lda, b, 0, c, ldc, accumulate, false, b_rows});
+    GemmArgs g{false, false, m, n, k, a, lda, b, ldb, c, ldc, false, false};
+    g.b_rows = b_rows;
+    g.row_bias = bias;
+    run_gemm<T>(g);
 }
-template void gemm_gathered_b<float>(int64_t, int64_t, int64_t, const float*, int64_t,
-                                     const float*, const int64_t*, float*, int64_t, bool);
-template void gemm_gathered_b<double>(int64_t, int64_t, int64_t, const double*, int64_t,
-                                      const double*, const int64_t*, double*, int64_t, bool);
+template void gemm_conv<float>(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                               const int64_t*, const float*, float*, int64_t);
+template void gemm_conv<double>(int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
+                                const int64_t*, const double*, double*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                            const double*, int64_t, double*, int64_t, bool, int);
 

@@ -67,18 +67,20 @@ extern template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const fl
 extern template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                                   const double*, int64_t, double*, int64_t, bool, int);
 
-/// C[m×n] = A·B (or C += A·B) as gemm with untransposed operands, on one thread, where row p
-/// of B is the n values starting at b + b_rows[p] (b_rows has k entries): B need not exist as a
-/// matrix. A stride-1 convolution reads its im2col matrix this way straight from a padded image
-/// (row (c, i, j) is the image shifted by the tap), so the GEMM's packing is the only copy.
+/// A convolution's GEMM, on one thread: C[m×n] = bias[i] + A·B for row i (bias nullptr: 0),
+/// A row-major [m × k] (lda), B untransposed: row p of B is the n values at b + p·ldb or, with
+/// `b_rows` (k entries), at b + b_rows[p], so that B need not exist as a matrix (a stride-1
+/// convolution reads its im2col rows straight from a padded image: row (c, i, j) is the image
+/// shifted by the tap, and the GEMM's packing is the only copy). The bias is added when the
+/// first k slice is stored, so each entry is the same sum as gemm accumulating onto rows filled
+/// with the bias, without the fill pass.
 template <typename T>
-void gemm_gathered_b(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-                     const int64_t* b_rows, T* c, int64_t ldc, bool accumulate);
-extern template void gemm_gathered_b<float>(int64_t, int64_t, int64_t, const float*, int64_t,
-                                            const float*, const int64_t*, float*, int64_t, bool);
-extern template void gemm_gathered_b<double>(int64_t, int64_t, int64_t, const double*, int64_t,
-                                             const double*, const int64_t*, double*, int64_t,
-                                             bool);
+void gemm_conv(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+               const int64_t* b_rows, const T* bias, T* c, int64_t ldc);
+extern template void gemm_conv<float>(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                                      const int64_t*, const float*, float*, int64_t);
+extern template void gemm_conv<double>(int64_t, int64_t, int64_t, const double*, int64_t, const double*,
+                                       int64_t, const int64_t*, const double*, double*, int64_t);
 
 /// The micro-kernel family gemm uses on this machine: "avx512", "avx2" or "generic".
 const char* gemm_isa();
