@@ -44,17 +44,22 @@ bool is_convolution(const char* capsule) {
     return std::strcmp(capsule, "reference.conv2d") == 0 || std::strcmp(capsule, "reference.conv") == 0;
 }
 
-/// The epilogue computing node `act` (reference.relu or reference.clamp on one input), or none.
+/// The epilogue computing node `act` (reference.relu or reference.clamp on one input), or none
+/// (also for a clamp whose attributes its kernel would refuse: that kernel reports it at run).
 Epilogue activation_of(const Unit& act) {
     Epilogue e;
     if (act.inputs.size() != 1) return e;
     if (std::strcmp(act.kernel->capsule_name, "reference.relu") == 0) {
         e.kind = Epilogue::Kind::relu;
     } else if (std::strcmp(act.kernel->capsule_name, "reference.clamp") == 0) {
-        const auto b = clamp_bounds(plugin::Attributes(act.attrs.data(), act.attrs.size()));
-        e.kind = Epilogue::Kind::clamp;
-        if (b.has_lo) e.lo = b.lo;
-        if (b.has_hi) e.hi = b.hi;
+        try {
+            const auto b = clamp_bounds(plugin::Attributes(act.attrs.data(), act.attrs.size()));
+            e.kind = Epilogue::Kind::clamp;
+            if (b.has_lo) e.lo = b.lo;
+            if (b.has_hi) e.hi = b.hi;
+        } catch (const plugin::KernelError&) {
+            e.kind = Epilogue::Kind::none;
+        }
     }
     return e;
 }
