@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -293,6 +294,56 @@ TEST(PadInt64Value, IsExactOnEveryPlugin) {
             EXPECT_EQ(out[1], 1);
             EXPECT_EQ(out[2], 2);
             EXPECT_EQ(out[3], value);
+        }
+    }
+}
+
+TEST(LibTorchIntegerData, DivTruncatesAndRefusedDataIsBadInputAsOnTheReference) {
+    // ONNX Div of int64 truncates toward zero (at::div alone would give a float quotient);
+    // INT64_MIN / -1 wraps as on the reference; a zero divisor and an index out of range are the
+    // caller's data: Error(input), not a kernel failure, under both profiles.
+    REQUIRE_LIBTORCH();
+    const Graph div = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "a", "shape": [5], "dtype": "int64"},
+      {"id": 1, "op": "input", "name": "b", "shape": [5], "dtype": "int64"},
+      {"id": 2, "op": "div", "name": "q", "parents": [0, 1], "shape": [5], "dtype": "int64"},
+      {"id": 3, "op": "mod", "name": "r", "parents": [0, 1], "attrs": {"fmod": true}, "shape": [5], "dtype": "int64"}
+    ], "outputs": [2, 3]})");
+    const Graph gather = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [4], "dtype": "float32"},
+      {"id": 1, "op": "input", "name": "i", "shape": [2], "dtype": "int64"},
+      {"id": 2, "op": "gather", "name": "g", "parents": [0, 1], "attrs": {"axis": 0}, "shape": [2]}
+    ], "outputs": [2]})");
+    constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+    const auto ints = [](std::vector<std::int64_t> v) {
+        Tensor t = Tensor::zeros(DType::int64, {static_cast<std::int64_t>(v.size())});
+        std::memcpy(t.data(), v.data(), v.size() * sizeof(std::int64_t));
+        return t;
+    };
+    const Tensor a = ints({-7, 7, kMin, 9, -9}), b = ints({2, -2, -1, 4, 4});
+    for (const std::string profile : {"checked_cpu", "libtorch_forward_cpu"}) {
+        SCOPED_TRACE(profile);
+        auto s = capsule::testing::session_under(profile, div, {});
+        const auto out = s.run({{"a", a}, {"b", b}});
+        const auto* q = static_cast<const std::int64_t*>(out[0].data());
+        EXPECT_EQ(std::vector<std::int64_t>(q, q + 5), (std::vector<std::int64_t>{-3, -3, kMin, 2, -2}));
+        const auto* r = static_cast<const std::int64_t*>(out[1].data());
+        EXPECT_EQ(std::vector<std::int64_t>(r, r + 5), (std::vector<std::int64_t>{-1, 1, 0, 1, -1}));
+        try {
+            s.run({{"a", a}, {"b", ints({1, 1, 0, 1, 1})}});
+            ADD_FAILURE() << "a zero divisor ran";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
+            EXPECT_NE(std::string(e.what()).find("int64 division by zero"), std::string::npos) << e.what();
+        }
+        auto g = capsule::testing::session_under(profile, gather, {});
+        const Tensor x = Tensor::from_values(DType::float32, {4}, {0.5, 1.5, 2.5, 3.5});
+        try {
+            g.run({{"x", x}, {"i", ints({1, 7})}});
+            ADD_FAILURE() << "an index out of range ran";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::input) << e.what();
+            EXPECT_NE(std::string(e.what()).find("index 7"), std::string::npos) << e.what();
         }
     }
 }

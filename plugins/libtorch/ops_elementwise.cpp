@@ -30,21 +30,32 @@ at::Tensor nan_gradient(const at::Tensor& x, const at::Tensor& y) {
 at::Tensor op_add(const OpArgs& a) { return at::add(x0(a), x1(a)); }
 at::Tensor op_sub(const OpArgs& a) { return at::sub(x0(a), x1(a)); }
 at::Tensor op_mul(const OpArgs& a) { return at::mul(x0(a), x1(a)); }
-at::Tensor op_div(const OpArgs& a) { return at::div(x0(a), x1(a)); }
+/// int64 `b`'s entries as a divisor: a 0 is the caller's data, refused as such (ATen raises a
+/// ZeroDivisionError of its own wording), and -1 becomes 1 (the caller negates those quotients:
+/// INT64_MIN / -1 traps on x86 and wraps to INT64_MIN in the reference capsule).
+at::Tensor int64_divisor(const char* op, const at::Tensor& b) {
+    if (b.eq(0).any().item<bool>())
+        plugin::fail(CAPSULE_ERROR_INVALID_DATA,
+                     std::string(op) + ": int64 division by zero (input 1 holds 0; ONNX leaves it undefined)");
+    return at::where(b.eq(-1), at::ones_like(b), b);
+}
+
+/// ONNX Div: true division of floats, truncating division of integers (C's `/`, which
+/// at::div's rounding_mode "trunc" computes; plain at::div would give a float quotient).
+at::Tensor op_div(const OpArgs& a) {
+    const at::Tensor x = x0(a), y = x1(a);
+    if (!at::isIntegralType(x.scalar_type(), /*includeBool=*/false)) return at::div(x, y);
+    const at::Tensor q = at::div(x, int64_divisor("div", y), "trunc");
+    return at::where(y.eq(-1), at::neg(x), q);
+}
 at::Tensor op_pow(const OpArgs& a) { return at::pow(x0(a), x1(a)); }
 
-/// ONNX Mod as at::fmod (`fmod`) or at::remainder. int64: b = 0 is refused (ATen raises a
-/// ZeroDivisionError of its own wording), and b = -1 is computed as b = 1 (both give 0; ATen's
-/// INT64_MIN % -1 traps on x86).
+/// ONNX Mod as at::fmod (`fmod`) or at::remainder. int64: b = 0 is refused as the caller's
+/// data, and b = -1 is computed as b = 1 (both give 0; ATen's INT64_MIN % -1 traps on x86).
 at::Tensor op_mod(const OpArgs& a) {
     const at::Tensor x = x0(a);
     at::Tensor y = x1(a);
-    if (y.scalar_type() == at::kLong) {
-        if (y.eq(0).any().item<bool>())
-            plugin::fail(CAPSULE_ERROR_INVALID_ARGUMENT,
-                         "mod: int64 division by zero (input 1 holds 0; ONNX Mod leaves it undefined)");
-        y = at::where(y.eq(-1), at::ones_like(y), y);
-    }
+    if (y.scalar_type() == at::kLong) y = int64_divisor("mod", y);
     return a.attrs.get_bool("fmod", false) ? at::fmod(x, y) : at::remainder(x, y);
 }
 at::Tensor op_max(const OpArgs& a) { return at::maximum(x0(a), x1(a)); }

@@ -13,12 +13,13 @@ namespace capsule::libtorch {
 namespace {
 const at::Tensor& x0(const OpArgs& a) { return a.inputs.at(0); }
 
-/// Raises unless every entry of the int64 tensor `index` lies in [low, n).
+/// Raises unless every entry of the int64 tensor `index` lies in [low, n): an index out of range
+/// is the caller's data (CAPSULE_ERROR_INVALID_DATA: bad input, `capsule serve` answers 400).
 void check_indices(const char* op, const at::Tensor& index, int64_t low, int64_t n) {
     if (index.numel() == 0) return;
     const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
     if (lo < low || hi >= n)
-        plugin::fail(std::string(op) + ": index " + std::to_string(lo < low ? lo : hi) +
+        plugin::fail(CAPSULE_ERROR_INVALID_DATA, std::string(op) + ": index " + std::to_string(lo < low ? lo : hi) +
                      " out of range for a dimension of size " + std::to_string(n));
 }
 
@@ -173,7 +174,7 @@ at::Tensor op_gather_scalar(const OpArgs& a) {
 at::Tensor op_gather_scalar_nat(const OpArgs& a) {
     const int64_t index = a.inputs.at(1).item<int64_t>(), n = x0(a).size(0);
     if (index < 0 || index >= n)
-        plugin::fail("gather_scalar_nat: index " + std::to_string(index) + " is out of range for length " +
+        plugin::fail(CAPSULE_ERROR_INVALID_DATA, "gather_scalar_nat: index " + std::to_string(index) + " is out of range for length " +
                      std::to_string(n) + " (valid: 0.." + std::to_string(n - 1) + ")");
     return x0(a)[index].clone();
 }
