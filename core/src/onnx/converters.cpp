@@ -69,7 +69,6 @@ void only_first_output(const onnx::NodeProto& n, const string& what) {
         if (!n.output(k).empty()) unsupported(what + " (output " + std::to_string(k) + ") is not supported");
 }
 Id x0(ImportContext& c, const onnx::NodeProto& n) { return c.runtime(n.input(0)); }
-const Shape& shape_of(ImportContext& c, Id id) { return c.node_type(id).shape; }
 std::int64_t rank_of(ImportContext& c, Id id) { return static_cast<std::int64_t>(shape_of(c, id).size()); }
 /// `out` is the same value as `in`. A graph input is materialised first, so the alias names the
 /// same input node (constants stay constants and keep folding).
@@ -82,12 +81,6 @@ double scalar_value(ImportContext& c, const string& name, const string& what) {
     const Tensor& t = c.constant(name, what);
     if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
     return t.at(0);
-}
-/// An integer scalar read as int64 itself (through double, values beyond 2^53 would round).
-std::int64_t scalar_int(ImportContext& c, const string& name, const string& what) {
-    const Tensor& t = c.constant(name, what);
-    if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
-    return int_values(t).at(0);
 }
 
 bool in_vocabulary(const string& op);
@@ -1710,6 +1703,13 @@ string known_unsupported_reason(const string& op) {
     }();
     auto it = reasons.find(op);
     return it == reasons.end() ? string() : it->second;
+}
+
+std::int64_t scalar_int(ImportContext& c, const std::string& name, const std::string& what) {
+    const Tensor& t = c.constant(name, what);
+    if (t.numel() != 1) unsupported(what + " must hold one value, got shape " + to_string(t.shape()));
+    // Read as int64 itself: through double, values beyond 2^53 would round.
+    return int_values(t).at(0);
 }
 
 }  // namespace capsule::onnx_import

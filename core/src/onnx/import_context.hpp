@@ -255,6 +255,13 @@ std::optional<std::vector<std::int64_t>> attr_ints(const onnx::NodeProto& node,
 std::string input_name(const onnx::NodeProto& node, int i);
 /// Values of an int64 (or int32) constant tensor.
 std::vector<std::int64_t> int_values(const Tensor& t);
+/// The shape of node `id` of the graph being built.
+inline const Shape& shape_of(ImportContext& c, std::int64_t id) { return c.node_type(id).shape; }
+/// The one integer value of input `name`, which must be known at import (a constant, or a graph
+/// input that onnx-test specialises); raises UnsupportedOnnx naming `what` when it is not, holds
+/// more or fewer values, or is not of an integer dtype (or bool) (through int_values: a uint64
+/// beyond int64 is refused). (converters.cpp)
+std::int64_t scalar_int(ImportContext& c, const std::string& name, const std::string& what);
 
 /// Checks every node's index-like attributes (axis, axes, perm, window sizes, pads, split)
 /// against the ranks its inputs have, so that libonnx's shape inference, which indexes shapes

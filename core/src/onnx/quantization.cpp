@@ -18,7 +18,6 @@ using Id = std::int64_t;
 
 namespace {
 
-const Shape& shape_of(ImportContext& c, Id id) { return c.node_type(id).shape; }
 DType dtype_of(ImportContext& c, Id id) { return c.node_type(id).dtype; }
 
 Id cast(ImportContext& c, Id x, DType to) {

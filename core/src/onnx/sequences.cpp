@@ -15,13 +15,11 @@ namespace {
 
 /// A sequence position (ONNX: in [-n, n - 1], or [-n, n] where `insert`), made non-negative.
 std::size_t position(ImportContext& c, const onnx::NodeProto& n, int k, std::size_t size, bool insert) {
-    const Tensor& t = c.constant(n.input(k), n.op_type() + "'s position");
-    if (t.numel() != 1 || !is_integer(t.dtype())) unsupported("position must be an integer scalar");
-    std::int64_t p = int_values(t).at(0);
+    const std::int64_t given = scalar_int(c, n.input(k), n.op_type() + "'s position");
     const auto count = static_cast<std::int64_t>(size);
-    if (p < 0) p += count;
+    const std::int64_t p = given < 0 ? given + count : given;
     if (p < 0 || p > count || (!insert && p == count))
-        unsupported("position " + std::to_string(int_values(t).at(0)) + " is outside a sequence of " + std::to_string(size) +
+        unsupported("position " + std::to_string(given) + " is outside a sequence of " + std::to_string(size) +
                     " tensors");
     return static_cast<std::size_t>(p);
 }

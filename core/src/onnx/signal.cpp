@@ -19,8 +19,6 @@ namespace {
 constexpr std::int64_t kMaxTransformLength = 1 << 14;  // window sizes, DFT lengths
 constexpr std::int64_t kMaxMatrixElements = std::int64_t(1) << 22;  // each matrix built at import
 
-const Shape& shape_of(ImportContext& c, Id id) { return c.node_type(id).shape; }
-
 /// The `output_datatype` attribute (an ONNX element type; default float).
 DType output_dtype(const onnx::NodeProto& n) {
     const int to = static_cast<int>(attr_int(n, "output_datatype", 1));
@@ -29,11 +27,9 @@ DType output_dtype(const onnx::NodeProto& n) {
     return *dtype;
 }
 
-/// A scalar integer input read at import.
+/// Input k, an integer scalar read at import (scalar_int), named `what` of the node's op.
 std::int64_t scalar_int_input(ImportContext& c, const onnx::NodeProto& n, int k, const string& what) {
-    const Tensor& t = c.constant(n.input(k), n.op_type() + "'s " + what);
-    if (t.numel() != 1 || !is_integer(t.dtype())) unsupported(what + " must be an integer scalar");
-    return int_values(t).at(0);
+    return scalar_int(c, n.input(k), n.op_type() + "'s " + what);
 }
 
 /// HannWindow, HammingWindow, BlackmanWindow (ONNX opset 17): a generalized cosine window
