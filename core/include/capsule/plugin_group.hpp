@@ -61,6 +61,32 @@ struct NodeOperands {
     }
 };
 
+/// A group node as an executable keeps it: the plugin's kernel for its capsule, the state that
+/// kernel's `prepare` made (the executable releases it), its value indices and operands.
+struct GroupUnit : NodeOperands {
+    const capsule_kernel* kernel = nullptr;
+    void* state = nullptr;
+    std::vector<std::size_t> inputs;  // value indices
+    std::size_t output = 0;           // value index
+
+    /// Takes `node`, served by `found` (the plugin's kernel of the node's capsule, or nullptr);
+    /// KernelError when the plugin does not implement that capsule or a value index is not below
+    /// `num_values`.
+    void take(const capsule_group_node& node, const capsule_kernel* found, std::size_t num_values) {
+        require(found != nullptr, [&] {
+            return std::string("compiled group: node ") + std::to_string(node.node_id) + " names capsule '" +
+                   (node.capsule_name ? node.capsule_name : "(null)") + "' that this plugin does not implement";
+        });
+        kernel = found;
+        inputs.assign(node.inputs, node.inputs + node.num_inputs);
+        output = node.output;
+        bool in_range = output < num_values;
+        for (auto i : inputs) in_range = in_range && i < num_values;
+        require(in_range, "compiled group: value index out of range");
+        copy_from(node);
+    }
+};
+
 /// Raises KernelError(code, "<stage> of <capsule>: <kernel's message>") unless `code` is
 /// CAPSULE_OK: a node's kernel failing inside a group fails the group with its own message.
 inline void check_call(int32_t code, const capsule_status& status, const char* stage, const char* capsule) {

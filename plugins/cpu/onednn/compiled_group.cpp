@@ -90,11 +90,7 @@ bool has_non_finite(const capsule_tensor_view& t) { return !std::isfinite(max_ma
 
 /// A node of the executable: its capsule's kernel and prepared state, and where its operands
 /// are. Shapes, strides and attributes are copied: compile's arrays are borrowed for the call.
-struct Unit : plugin::NodeOperands {
-    const capsule_kernel* kernel = nullptr;
-    void* state = nullptr;
-    std::vector<std::size_t> inputs;  // value indices
-    std::size_t output = 0;
+struct Unit : plugin::GroupUnit {
     /// The forward for an input 0 known to hold no NaN (finite_input_forward), or nullptr.
     capsule_forward_fn finite_forward = nullptr;
     /// How the node-by-node result's bound follows from the inputs' (value_bounds.hpp).
@@ -453,18 +449,7 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     for (std::size_t k = 0; k < g.num_nodes; ++k) {
         const auto& node = plugin::group_node(g, k);
         Unit& u = exe->units.emplace_back();
-        u.kernel = find_kernel(node.capsule_name ? node.capsule_name : "");
-        plugin::require(u.kernel != nullptr, [&] {
-            return std::string("compiled group: node ") + std::to_string(node.node_id) +
-                   " names capsule '" + (node.capsule_name ? node.capsule_name : "(null)") +
-                   "' that this plugin does not implement";
-        });
-        u.inputs.assign(node.inputs, node.inputs + node.num_inputs);
-        u.output = node.output;
-        bool in_range = u.output < g.num_values;
-        for (auto i : u.inputs) in_range = in_range && i < g.num_values;
-        plugin::require(in_range, "compiled group: value index out of range");
-        u.copy_from(node);
+        u.take(node, find_kernel(node.capsule_name ? node.capsule_name : ""), g.num_values);
         u.terms = node_terms(u, g);
         u.finite_forward = finite_input_forward(u.kernel);
     }

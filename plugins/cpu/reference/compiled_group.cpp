@@ -21,13 +21,9 @@
 namespace capsule::reference {
 namespace {
 
-/// A node of the executable: its kernel, prepared state and operands; `fused` nodes after it
-/// are computed by it (their kernels are not called).
-struct Unit : plugin::NodeOperands {
-    const capsule_kernel* kernel = nullptr;
-    void* state = nullptr;
-    std::vector<std::size_t> inputs;  // value indices
-    std::size_t output = 0;           // value index; the fused activation's output when fused
+/// A node of the executable (its output: the last fused node's when fused); the `fused` nodes
+/// after it are computed by it (their kernels are not called).
+struct Unit : plugin::GroupUnit {
     std::size_t fused = 0;
 };
 
@@ -136,17 +132,7 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     for (std::size_t k = 0; k < g.num_nodes; ++k) {
         const auto& node = plugin::group_node(g, k);
         Unit& u = exe->units.emplace_back();
-        u.kernel = find_kernel(node.capsule_name ? node.capsule_name : "");
-        plugin::require(u.kernel != nullptr, [&] {
-            return std::string("compiled group: node ") + std::to_string(node.node_id) + " names capsule '" +
-                   (node.capsule_name ? node.capsule_name : "(null)") + "' that this plugin does not implement";
-        });
-        u.inputs.assign(node.inputs, node.inputs + node.num_inputs);
-        u.output = node.output;
-        bool in_range = u.output < g.num_values;
-        for (auto i : u.inputs) in_range = in_range && i < g.num_values;
-        plugin::require(in_range, "compiled group: value index out of range");
-        u.copy_from(node);
+        u.take(node, find_kernel(node.capsule_name ? node.capsule_name : ""), g.num_values);
         const auto args = prepare_args_of(u, g, inputs);
         capsule_status status{sizeof status, 0, {}};
         if (u.kernel->prepare)

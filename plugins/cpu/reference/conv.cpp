@@ -459,6 +459,26 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
     });
 }
 
+/// Blocks of output channels per column task: one when the column tasks alone give every thread
+/// work; else (one image's 7×7 stage) up to one per thread, each at least 64 channels.
+int64_t row_parts_for(int64_t col_tasks, int granted, int64_t cog) {
+    return col_tasks >= granted ? 1 : std::max<int64_t>(1, std::min<int64_t>(granted, cog / 64));
+}
+
+/// Task t of a convolution dealt out as (image, group, block of columns, block of output
+/// channels), the last varying fastest: its image, group, column block and output channels
+/// [r0, r1) of the group (blocks of channels start at multiples of 8, the GEMM's row strips).
+struct ConvTask {
+    int64_t img, gr, blk, r0, r1;
+};
+ConvTask conv_task(int64_t t, int64_t row_parts, int64_t blocks, int64_t groups, int64_t cog) {
+    const int64_t rp = t % row_parts, blk = t / row_parts % blocks;
+    const int64_t gr = t / row_parts / blocks % groups, img = t / row_parts / blocks / groups;
+    const int64_t r0 = cog * rp / row_parts / 8 * 8;
+    const int64_t r1 = rp + 1 == row_parts ? cog : cog * (rp + 1) / row_parts / 8 * 8;
+    return {img, gr, blk, r0, r1};
+}
+
 /// One image's convolution in blocks of output positions: per (image, group, block of columns
 /// [, block of output channels]) task, im2col of just those columns (L2-sized, hot for the GEMM)
 /// and a single-threaded GEMM writing straight into y; tasks are dealt out between the granted
@@ -479,22 +499,15 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
     const int64_t width = std::min(P, ((P + blocks - 1) / blocks + 15) / 16 * 16);
     const int granted = granted_threads(call);
     const Epilogue& epilogue = epilogue_of(call);
-    const int64_t col_tasks = g.n * g.groups * blocks;
-    // Too few column tasks for the threads (one image's 7×7 stage): split output channels too,
-    // in multiples of 8 rows.
-    const int64_t row_parts =
-        col_tasks >= granted ? 1 : std::max<int64_t>(1, std::min<int64_t>(granted, cog / 64));
-    const int64_t tasks = col_tasks * row_parts;
+    const int64_t row_parts = row_parts_for(g.n * g.groups * blocks, granted, cog);
+    const int64_t tasks = g.n * g.groups * blocks * row_parts;
     const double flops = 2.0 * double(g.n) * double(g.out_c) * double(P) * double(K);
     const int parts = conv_parts(granted, tasks, flops, 2e6);
     run_parts(parts, [&](int part) {
         Scratch<T> col(pointwise ? 0 : K * width);
         for (int64_t t = tasks * part / parts; t < tasks * (part + 1) / parts; ++t) {
-            const int64_t rp = t % row_parts, blk = t / row_parts % blocks;
-            const int64_t gr = t / row_parts / blocks % g.groups, img = t / row_parts / blocks / g.groups;
+            const auto [img, gr, blk, r0, r1] = conv_task(t, row_parts, blocks, g.groups, cog);
             const int64_t q0 = blk * width, q1 = std::min(P, q0 + width), cols = q1 - q0;
-            const int64_t r0 = cog * rp / row_parts / 8 * 8;
-            const int64_t r1 = rp + 1 == row_parts ? cog : cog * (rp + 1) / row_parts / 8 * 8;
             if (cols <= 0 || r0 >= r1) continue;
             const T* ximg = X + (img * g.in_c + gr * s.c) * in_p;
             const T* b = ximg + q0;
@@ -565,20 +578,15 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
     blocks = std::min(blocks, std::max<int64_t>(1, per_image / g.groups));
     const int64_t width = std::min(L, ((L + blocks - 1) / blocks + 15) / 16 * 16);
     blocks = (L + width - 1) / width;
-    const int64_t col_tasks = g.n * g.groups * blocks;
-    const int64_t row_parts =
-        col_tasks >= granted ? 1 : std::max<int64_t>(1, std::min<int64_t>(granted, cog / 64));
-    const int64_t tasks = col_tasks * row_parts;
+    const int64_t row_parts = row_parts_for(g.n * g.groups * blocks, granted, cog);
+    const int64_t tasks = g.n * g.groups * blocks * row_parts;
     const double flops = 2.0 * double(g.n) * double(g.out_c) * double(L) * double(K);
     const int parts = conv_parts(granted, tasks, flops, 2e6);
     run_parts(parts, [&](int part) {
         Scratch<T> buf(cog * width);
         for (int64_t t = tasks * part / parts; t < tasks * (part + 1) / parts; ++t) {
-            const int64_t rp = t % row_parts, blk = t / row_parts % blocks;
-            const int64_t gr = t / row_parts / blocks % g.groups, img = t / row_parts / blocks / g.groups;
+            const auto [img, gr, blk, r0, r1] = conv_task(t, row_parts, blocks, g.groups, cog);
             const int64_t q0 = blk * width, q1 = std::min(L, q0 + width), cols = q1 - q0;
-            const int64_t r0 = cog * rp / row_parts / 8 * 8;
-            const int64_t r1 = rp + 1 == row_parts ? cog : cog * (rp + 1) / row_parts / 8 * 8;
             if (cols <= 0 || r0 >= r1) continue;
             const T* b = xp.data() + (img * g.in_c + gr * s.c) * plane + q0;
             gemm_conv<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, 0, rows.data(),
