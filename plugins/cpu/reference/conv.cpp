@@ -424,10 +424,6 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
     const int64_t planes = g.n * g.out_c, taps = s.kh * s.kw;
     // Depthwise runs at a few GFLOP/s (short rows), so little work fills 50 µs.
     const int parts = conv_parts(granted_threads(call), planes, 2.0 * double(planes) * double(P) * double(taps), 2e5);
-    // Each kernel column's range of valid output columns, computed once (divisions).
-    std::vector<int64_t> lo(static_cast<std::size_t>(s.kw)), hi(lo.size());
-    for (int64_t j = 0; j < s.kw; ++j)
-        valid_range(j * s.dw - s.pw, s.sw, s.w, s.ow, lo[std::size_t(j)], hi[std::size_t(j)]);
     const Epilogue& epilogue = epilogue_of(call);
     const auto padded_kernel = depthwise_padded_kernel<T>(s);
     if (padded_kernel) {
@@ -449,6 +445,10 @@ void depthwise_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, c
         });
         return;
     }
+    // Each kernel column's range of valid output columns, computed once (divisions).
+    std::vector<int64_t> lo(static_cast<std::size_t>(s.kw)), hi(lo.size());
+    for (int64_t j = 0; j < s.kw; ++j)
+        valid_range(j * s.dw - s.pw, s.sw, s.w, s.ow, lo[std::size_t(j)], hi[std::size_t(j)]);
     run_parts(parts, [&](int part) {
         for (int64_t plane = planes * part / parts; plane < planes * (part + 1) / parts; ++plane) {
             const int64_t img = plane / g.out_c, o = plane % g.out_c;

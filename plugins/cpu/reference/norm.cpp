@@ -236,18 +236,31 @@ void channel_stats(const Call& call, const BatchNormDims& d, const T* X, double*
     }
 }
 
+/// The per-channel terms of batch_norm_of: mean, scale = weight / sqrt(var + eps) (weight 1
+/// without affine) and shift = bias (0 without affine), from the batch statistics (training) or
+/// the running ones. One computation for the kernel and the convolution epilogue it becomes in a
+/// compiled group, so that both give the same bits.
+template <typename T, typename Call>
+void channel_affine(const Call& call, const BatchNormDims& d, const T* X, double* mean, double* scale,
+                    double* shift) {
+    channel_stats<T>(call, d, X, mean, scale);  // scale holds 1 / sqrt(var + eps) until below
+    const T* w = d.affine ? call.param(0).template data<T>() : nullptr;
+    const T* b = d.affine ? call.param(1).template data<T>() : nullptr;
+    for (int64_t ch = 0; ch < d.c; ++ch) {
+        scale[ch] = scale[ch] * (w ? double(w[ch]) : 1.0);
+        shift[ch] = b ? double(b[ch]) : 0.0;
+    }
+}
+
 template <typename T>
 void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char* op) {
     const Tensor x = call.input(0), out = call.output(0);
     check_tensor(out, x.dtype(), x.shape(), {op, " output"});
     const T* X = x.data<T>();
     T* Y = out.data<T>();
-    SmallBuffer<double> mean(static_cast<std::size_t>(d.c)), rstd(static_cast<std::size_t>(d.c));
-    channel_stats<T>(call, d, X, mean.data(), rstd.data());
-    const T* w = d.affine ? call.param(0).data<T>() : nullptr;
-    const T* b = d.affine ? call.param(1).data<T>() : nullptr;
-    // (x - mean) * scale + bias: subtracting first keeps the digits that x * scale - mean * scale
-    // cancels when |mean| is much larger than the spread (float64 inputs).
+    const auto c = static_cast<std::size_t>(d.c);
+    SmallBuffer<double> mean(c), scale(c), shift(c);
+    channel_affine<T>(call, d, X, mean.data(), scale.data(), shift.data());
     // Planes (image, channel) are independent: dealt out between the granted threads.
     const int64_t planes = d.n * d.c;
     const int parts = static_cast<int>(std::max<int64_t>(
@@ -255,11 +268,9 @@ void batch_norm_fwd(const ForwardCall& call, const BatchNormDims& d, const char*
     run_parts(parts, [&](int part) {
         for (int64_t plane = planes * part / parts; plane < planes * (part + 1) / parts; ++plane) {
             const int64_t ch = plane % d.c;
-            const double scale = rstd[ch] * (w ? double(w[ch]) : 1.0);
-            const double shift = b ? double(b[ch]) : 0.0;
             const T* p = X + plane * d.s;
             T* q = Y + plane * d.s;
-            for (int64_t i = 0; i < d.s; ++i) q[i] = batch_norm_of(p[i], mean[ch], scale, shift);
+            for (int64_t i = 0; i < d.s; ++i) q[i] = batch_norm_of(p[i], mean[ch], scale[ch], shift[ch]);
         }
     });
 }
@@ -340,17 +351,10 @@ bool batch_norm_epilogue(const plugin::PrepareCall& call, Epilogue& e) {
     const auto c = static_cast<std::size_t>(d.c);
     e.mean.resize(c);
     e.scale.resize(c);
-    e.shift.assign(c, 0.0);
-    std::vector<double> rstd(c);
+    e.shift.resize(c);
     plugin::dispatch_float(call.input(0).dtype(), [&](auto t) {
         using T = decltype(t);
-        channel_stats<T>(call, d, static_cast<const T*>(nullptr), e.mean.data(), rstd.data());
-        const T* w = d.affine ? call.param(0).data<T>() : nullptr;
-        const T* b = d.affine ? call.param(1).data<T>() : nullptr;
-        for (std::size_t ch = 0; ch < c; ++ch) {
-            e.scale[ch] = rstd[ch] * (w ? double(w[ch]) : 1.0);  // as batch_norm_fwd
-            if (b) e.shift[ch] = double(b[ch]);
-        }
+        channel_affine<T>(call, d, static_cast<const T*>(nullptr), e.mean.data(), e.scale.data(), e.shift.data());
     });
     e.batch_norm = true;
     return true;
