@@ -270,6 +270,21 @@ TEST(ReferenceFastPaths, ImplicitGemmConvolutionMatchesTheDefinition) {
         expect_conv_matches_definition(k);
 }
 
+TEST(ReferenceFastPaths, FewOutputChannelsReadTheColumnMatrixInPlace) {
+    // With at most 16 output channels the GEMM reads whole 48-column strips of B in place (the
+    // image of a 1x1 convolution, the padded image of an implicit one) and packs only a last,
+    // partial strip: 144 columns (three whole strips ending at the input's last value), 49
+    // columns (one whole strip and one packed), fewer columns than one strip, exactly 16 and 17
+    // output channels (the first packed case), and LeNet's first layer on 5 images.
+    for (const ConvCase& k : {ConvCase{1, 8, 12, 12, 16, 1, 1, 1, 1, 1, 0, 0, 1, 1},
+                              ConvCase{2, 3, 7, 7, 12, 1, 1, 1, 1, 1, 0, 0, 1, 1},
+                              ConvCase{1, 5, 4, 5, 9, 1, 1, 1, 1, 1, 0, 0, 1, 1},
+                              ConvCase{1, 6, 10, 10, 17, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{2, 6, 10, 10, 16, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+                              ConvCase{5, 1, 28, 28, 6, 1, 5, 5, 1, 1, 2, 2, 1, 1}})
+        expect_conv_matches_definition(k);
+}
+
 TEST(ReferenceFastPaths, ImplicitGemmDropsTheColumnsPastEachRow) {
     // The dropped columns of the padded width read past a row's end into the next row: a NaN in
     // every row's first column reaches them, but must reach only the outputs whose window holds

@@ -61,23 +61,35 @@ struct Epilogue {
 /// KernelError for the attributes or parameters the kernel itself refuses. (norm.cpp)
 bool batch_norm_epilogue(const plugin::PrepareCall& call, Epilogue& e);
 
+/// p[i] = act(bn(p[i])) for the n values at p: one pass (each value loaded and stored once).
+template <bool BN, typename T, typename Act>
+[[gnu::always_inline]] inline void epilogue_pass(T* __restrict p, int64_t n, double mean,
+                                                 double scale, double shift, Act act) {
+    for (int64_t i = 0; i < n; ++i) p[i] = act(BN ? batch_norm_of(p[i], mean, scale, shift) : p[i]);
+}
+
 /// Applies `e` to the n values at p (float32 or float64) of output channel `channel`, in place.
 template <typename T>
 void apply_epilogue(const Epilogue& e, int64_t channel, T* __restrict p, int64_t n) {
+    double mean = 0, scale = 1, shift = 0;
     if (e.batch_norm) {
         const auto c = static_cast<std::size_t>(channel);
-        const double mean = e.mean[c], scale = e.scale[c], shift = e.shift[c];
-        for (int64_t i = 0; i < n; ++i) p[i] = batch_norm_of(p[i], mean, scale, shift);
+        mean = e.mean[c], scale = e.scale[c], shift = e.shift[c];
     }
+    auto pass = [&](auto act) {
+        if (e.batch_norm)
+            epilogue_pass<true>(p, n, mean, scale, shift, act);
+        else
+            epilogue_pass<false>(p, n, mean, scale, shift, act);
+    };
     switch (e.kind) {
-        case Epilogue::Kind::none: return;
-        case Epilogue::Kind::relu:
-            for (int64_t i = 0; i < n; ++i) p[i] = relu_of(p[i]);
+        case Epilogue::Kind::none:
+            if (e.batch_norm) pass([](T x) { return x; });
             return;
+        case Epilogue::Kind::relu: return pass([](T x) { return relu_of(x); });
         case Epilogue::Kind::clamp: {
             const T lo = static_cast<T>(e.lo), hi = static_cast<T>(e.hi);
-            for (int64_t i = 0; i < n; ++i) p[i] = clamp_of(p[i], lo, hi);
-            return;
+            return pass([lo, hi](T x) { return clamp_of(x, lo, hi); });
         }
     }
 }

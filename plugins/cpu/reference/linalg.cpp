@@ -96,11 +96,14 @@ CAPSULE_INLINE_COPIES void pack_b(bool trans, const T* b, int64_t ldb, const int
 /// mr × nr part of the tile. a(r, p) is a packed
 /// strip's a[p*MR + r], or with DIRECT_A the row-major A itself, a[r*lda + p] (all MR rows must
 /// exist): weights used for few columns are read in place rather than copied once per call.
-template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false>
+/// With DIRECT_B, row p of the strip is read in place at b + b_rows[p] (or b + p·ldb without
+/// b_rows): all NV·W columns must exist there.
+template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false, bool DIRECT_B = false>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* __restrict a,
                                                 const T* __restrict b, T* __restrict c,
                                                 int64_t ldc, int64_t mr, int64_t nr, bool add,
-                                                int64_t lda, const T* __restrict bias) {
+                                                int64_t lda, const T* __restrict bias,
+                                                const int64_t* b_rows = nullptr, int64_t ldb = 0) {
     using V = typename VecOf<T, VB>::type;
     constexpr int W = VB / int(sizeof(T));
     constexpr int NR = W * NV;
@@ -118,8 +121,9 @@ template <typename T, int VB, int MR, int NV, int STRIDE, bool DIRECT_A = false>
     for (int r = 0; r < MR; ++r) rows[r] = a + r * lda;
     for (int64_t p = 0; p < kc; ++p) {
         V bv[NV];
+        const T* brow = !DIRECT_B ? b + p * STRIDE : b + (b_rows ? b_rows[p] : p * ldb);
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], b + p * STRIDE + v * W, VB);
+        for (int v = 0; v < NV; ++v) std::memcpy(&bv[v], brow + v * W, VB);
 #pragma GCC unroll 32
         for (int r = 0; r < MR; ++r) {
             // broadcast (x·1 folds to a plain broadcast)
@@ -176,6 +180,8 @@ struct GemmArgs {
     bool dot;  // use dot_driver (A·Bᵀ with both operands K-contiguous)
     const int64_t* b_rows = nullptr;  // row p of an untransposed B at b + b_rows[p] (gemm_conv)
     const void* row_bias = nullptr;   // C = row_bias[i] + A·B instead of C = A·B (gemm_conv)
+    const Epilogue* epilogue = nullptr;  // applied to row i as channel channel0 + i (gemm_conv)
+    int64_t channel0 = 0;
 };
 
 /// C = A·Bᵀ (or C += A·Bᵀ) for row-major A [m × k] and B [n × k]: every C entry is a dot product
@@ -263,14 +269,24 @@ template <typename T, int VB, int MR, int NV>
     // A row-major A (conv and linear weights) is read in place: packing it cost a full copy of
     // the weights per call, which dominated layers with few output columns (ResNet's 7×7 stage).
     const bool direct_a = !g.trans_a;
-    Scratch<T> abuf(kc_max * (direct_a ? MR : mc_max)), bbuf(kc_max * nc_max);
+    // An untransposed B used by at most kDirectBStrips row strips is read in place too: packing
+    // a value costs about as much as using it that often (LeNet's 6- and 16-channel
+    // convolutions spent more time packing than multiplying). Only a last, partial strip of a
+    // panel is packed (zero-padded), since the micro-kernel reads whole vectors.
+    constexpr int64_t kDirectBStrips = 2;
+    const bool direct_b = !g.trans_b && g.m <= kDirectBStrips * MR;
+    Scratch<T> abuf(kc_max * (direct_a ? MR : mc_max)), bbuf(kc_max * (direct_b ? NR : nc_max));
     for (int64_t j0 = 0; j0 < g.n; j0 += NC) {
         const int64_t nc = std::min<int64_t>(NC, g.n - j0);
         for (int64_t p0 = 0; p0 < g.k; p0 += KC) {
             const int64_t kc = std::min<int64_t>(KC, g.k - p0);
             const bool add = g.accumulate || p0 > 0;
             const T* row_bias = add ? nullptr : row_bias_all;
-            pack_b<T, NR>(g.trans_b, B, g.ldb, g.b_rows, p0, kc, j0, nc, bbuf.data());
+            const Epilogue* epilogue = p0 + kc >= g.k ? g.epilogue : nullptr;
+            const int64_t direct_cols = direct_b ? nc / NR * NR : 0;
+            if (direct_cols < nc)
+                pack_b<T, NR>(g.trans_b, B, g.ldb, g.b_rows, p0, kc, j0 + direct_cols, nc - direct_cols,
+                              bbuf.data());
             for (int64_t i0 = 0; i0 < g.m; i0 += MC) {
                 const int64_t mc = std::min<int64_t>(MC, g.m - i0);
                 // Full strips of a row-major A are read in place; only a partial last strip
@@ -280,7 +296,11 @@ template <typename T, int VB, int MR, int NV>
                     pack_a<T, MR>(g.trans_a, A, g.lda, i0 + full, mc - full, p0, kc, abuf.data());
                 for (int64_t js = 0; js < nc; js += NR) {
                     const int64_t nr = std::min<int64_t>(NR, nc - js);
-                    const T* bp = bbuf.data() + js * kc;
+                    const T* bp = bbuf.data() + (js - direct_cols) * kc;
+                    // In place: row p of this strip at B + b_rows[p0 + p] (or (p0 + p)·ldb) + j0 + js.
+                    const bool in_place = js < direct_cols;
+                    const T* bd = B + j0 + js + (g.b_rows ? 0 : p0 * g.ldb);
+                    const int64_t* brows = g.b_rows ? g.b_rows + p0 : nullptr;
                     // The last strip of a panel may need fewer vectors than NV (a 7×7 output has
                     // 49 columns: 48 + 1): its tile computes only those, not NR columns.
                     const int64_t vectors = (nr + W - 1) / W;
@@ -290,12 +310,22 @@ template <typename T, int VB, int MR, int NV>
                         // The first k slice of a row-bias GEMM stores bias + acc: the same sum
                         // as accumulating onto rows filled with the bias, without the fill.
                         const T* bias = row_bias ? row_bias + i0 + is : nullptr;
-                        if (is < full)
+                        if (in_place && is < full)
+                            micro_kernel<T, VB, MR, NV, NR, true, true>(kc, A + (i0 + is) * g.lda + p0, bd, cp,
+                                                                        g.ldc, mr, nr, add, g.lda, bias, brows, g.ldb);
+                        else if (in_place)
+                            micro_kernel<T, VB, MR, NV, NR, false, true>(kc, abuf.data() + (is - full) * kc, bd,
+                                                                         cp, g.ldc, mr, nr, add, 0, bias, brows, g.ldb);
+                        else if (is < full)
                             tile<T, VB, MR, NV, NR, true>(vectors, kc, A + (i0 + is) * g.lda + p0,
                                                           bp, cp, g.ldc, mr, nr, add, g.lda, bias);
                         else
                             tile<T, VB, MR, NV, NR, false>(vectors, kc, abuf.data() + (is - full) * kc,
                                                            bp, cp, g.ldc, mr, nr, add, 0, bias);
+                        // The last k slice: the tile's rows are final and still in L1.
+                        if (epilogue)
+                            for (int64_t r = 0; r < mr; ++r)
+                                apply_epilogue(*epilogue, g.channel0 + i0 + is + r, cp + r * g.ldc, nr);
                     }
                 }
             }
@@ -432,22 +462,29 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, i
 
 template <typename T>
 void gemm_conv(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-               const int64_t* b_rows, const T* bias, T* c, int64_t ldc) {
+               const int64_t* b_rows, const T* bias, T* c, int64_t ldc, const Epilogue* epilogue,
+               int64_t channel0) {
     require(m >= 0 && n >= 0 && k >= 0, "gemm: negative size");
     if (m == 0 || n == 0) return;
+    if (epilogue && !epilogue->active()) epilogue = nullptr;
     if (k == 0) {
-        for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, bias ? bias[i] : T(0));
+        for (int64_t i = 0; i < m; ++i) {
+            std::fill(c + i * ldc, c + i * ldc + n, bias ? bias[i] : T(0));
+            if (epilogue) apply_epilogue(*epilogue, channel0 + i, c + i * ldc, n);
+        }
         return;
     }
     GemmArgs g{false, false, m, n, k, a, lda, b, ldb, c, ldc, false, false};
     g.b_rows = b_rows;
     g.row_bias = bias;
+    g.epilogue = epilogue;
+    g.channel0 = channel0;
     run_gemm<T>(g);
 }
 template void gemm_conv<float>(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
-                               const int64_t*, const float*, float*, int64_t);
+                               const int64_t*, const float*, float*, int64_t, const Epilogue*, int64_t);
 template void gemm_conv<double>(int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
-                                const int64_t*, const double*, double*, int64_t);
+                                const int64_t*, const double*, double*, int64_t, const Epilogue*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                            const double*, int64_t, double*, int64_t, bool, int);
 
