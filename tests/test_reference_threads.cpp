@@ -338,14 +338,20 @@ TEST(ReferenceFastPaths, SeparableMaxPoolingKeepsTheWindowOrderRules) {
     // The result must equal the row-major scan's bits: the first maximum (+0 after -0 stays -0),
     // the last NaN of the window in row-major order (payloads 1 to 4 tell them apart), -inf
     // where a window covers only padding; with padding, ceil_mode, strides of 1 to 3 and
-    // rectangular windows.
+    // rectangular windows. Windows that tile the rows (LeNet's 2x2 pools: output rows of 14 and
+    // 5 values; rows of 1 and 3 values; 20 values, more than one vector) run over blocks of
+    // planes with whole-vector rows, short rows writing into the next ones: 40 planes of 64 x 64
+    // are five blocks.
     struct PoolCase {
         std::int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
         bool ceil;
     };
     for (const PoolCase& p : {PoolCase{1, 3, 9, 11, 3, 3, 2, 2, 1, 1, false}, PoolCase{2, 2, 8, 7, 2, 3, 1, 2, 1, 1, true},
                               PoolCase{1, 2, 13, 13, 3, 3, 2, 2, 0, 0, true}, PoolCase{1, 1, 6, 10, 3, 2, 3, 1, 1, 1, false},
-                              PoolCase{2, 32, 40, 40, 3, 3, 2, 2, 1, 1, false}}) {
+                              PoolCase{2, 32, 40, 40, 3, 3, 2, 2, 1, 1, false},
+                              PoolCase{8, 6, 28, 28, 2, 2, 2, 2, 0, 0, false}, PoolCase{4, 16, 10, 10, 2, 2, 2, 2, 0, 0, false},
+                              PoolCase{3, 5, 4, 2, 2, 2, 2, 2, 0, 0, false}, PoolCase{2, 3, 9, 9, 3, 3, 3, 3, 0, 0, false},
+                              PoolCase{1, 4, 6, 40, 2, 2, 2, 2, 0, 0, false}, PoolCase{1, 40, 64, 64, 2, 2, 2, 2, 0, 0, false}}) {
         const auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t pad) {
             const std::int64_t span = in + 2 * pad - k;
             std::int64_t o = span / s + (p.ceil && span % s != 0 ? 1 : 0) + 1;

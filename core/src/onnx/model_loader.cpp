@@ -460,10 +460,20 @@ string read_file(const std::filesystem::path& path) {
     if (std::filesystem::is_directory(path, ec)) throw Error(ErrorCode::input, path.string() + ": is a directory");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(ErrorCode::input, path.string() + ": cannot open");
-    std::ostringstream ss;
+    // A regular file is read once into a string of its size: a stringstream copy cost three
+    // passes over a model's weights (ResNet-18: 45 MB) and their page faults at load time.
+    const auto size = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
+    if (!ec && size > 0) {
+        string bytes(static_cast<std::size_t>(size), '\0');
+        in.read(bytes.data(), static_cast<std::streamsize>(size));
+        if (in.gcount() != static_cast<std::streamsize>(size) || in.peek() != std::ifstream::traits_type::eof())
+            throw Error(ErrorCode::input, path.string() + ": read error (the file changed while it was read)");
+        return bytes;
+    }
+    std::ostringstream ss;  // a pipe or another file without a size
     ss << in.rdbuf();
     if (!in && !in.eof()) throw Error(ErrorCode::input, path.string() + ": read error");
-    return ss.str();
+    return std::move(ss).str();
 }
 
 }  // namespace

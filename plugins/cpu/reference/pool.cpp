@@ -183,69 +183,126 @@ inline T max_combine(T acc, T v) {
     return v != v ? v : kept;
 }
 
-/// One plane of max pooling, separably: h[y][ox] = the combine of input row y over window
-/// column range ox (in x order), then y[oy][ox] = the combine of h over the window's rows (in y
-/// order). Combining row-major windows row by row keeps window_max's result exactly (first
-/// maximum, last NaN in row-major order, -inf for an empty window) at kh + kw rather than
-/// kh·kw operations per output. `hbuf` holds g.h × g.ow values.
+/// Whether the windows tile each row exactly (no padding, row length = ow·sw) and stay inside it
+/// (not so in ceil mode, whose last window may run past the row's end): then tap j of entry t of
+/// consecutive rows, even of consecutive planes, reads input[t·sw + j].
+inline bool windows_tile_rows(const PoolGeom& g) {
+    return g.pw == 0 && g.w == g.ow * g.sw && (g.ow - 1) * g.sw + g.kw <= g.w;
+}
+
+/// The horizontal step of separable max pooling for one plane whose windows do not tile its rows
+/// (padding, ceil mode): h[y][ox] = the combine of input row y over window column range ox, in x
+/// order (-inf where no tap is inside the row). Taps outer, rows inner: each tap's range of
+/// output columns inside the row is computed once (divisions).
 template <typename T>
-[[gnu::always_inline]] inline void max_plane_impl(const T* __restrict plane, const PoolGeom& g,
-                                                  T* __restrict hbuf, T* __restrict out) {
-    constexpr T lowest = -std::numeric_limits<T>::infinity();
-    const int64_t n = g.h * g.ow;
-    std::fill(hbuf, hbuf + n, lowest);
-    if (g.pw == 0 && g.w == g.ow * g.sw && (g.ow - 1) * g.sw + g.kw <= g.w) {
-        // The windows tile each row exactly (no padding, row length = ow·sw) and stay inside it
-        // (not so in ceil mode, whose last window may run past the row's end): tap j of entry t
-        // of the whole plane reads plane[t·sw + j], one long loop per tap instead of one short
-        // loop per row.
-        for (int64_t j = 0; j < g.kw; ++j) {
+[[gnu::always_inline]] inline void max_plane_rows(const T* __restrict plane, const PoolGeom& g,
+                                                  T* __restrict hbuf) {
+    std::fill(hbuf, hbuf + g.h * g.ow, -std::numeric_limits<T>::infinity());
+    for (int64_t j = 0; j < g.kw; ++j) {
+        // Output columns whose tap j reads inside the row: 0 <= ox·sw − pw + j < w.
+        const int64_t base = j - g.pw;
+        const int64_t lo = std::min(g.ow, base >= 0 ? 0 : (-base + g.sw - 1) / g.sw);
+        const int64_t hi = std::min(g.ow, base >= g.w ? 0 : (g.w - base + g.sw - 1) / g.sw);
+        for (int64_t y = 0; y < g.h; ++y) {
+            const T* __restrict row = plane + y * g.w;
+            T* __restrict h = hbuf + y * g.ow;
+            // A stride known at compile time vectorises with permutes, not element gathers.
             if (g.sw == 1)
-                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], plane[t + j]);
+                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox]);
             else if (g.sw == 2)
-                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], plane[2 * t + j]);
+                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + 2 * ox]);
             else
-                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], plane[t * g.sw + j]);
-        }
-    } else {
-        // Taps outer, rows inner: each tap's range of output columns inside the row is computed
-        // once (divisions), and every entry still combines its taps in x order.
-        for (int64_t j = 0; j < g.kw; ++j) {
-            // Output columns whose tap j reads inside the row: 0 <= ox·sw − pw + j < w.
-            const int64_t base = j - g.pw;
-            const int64_t lo = std::min(g.ow, base >= 0 ? 0 : (-base + g.sw - 1) / g.sw);
-            const int64_t hi = std::min(g.ow, base >= g.w ? 0 : (g.w - base + g.sw - 1) / g.sw);
-            for (int64_t y = 0; y < g.h; ++y) {
-                const T* __restrict row = plane + y * g.w;
-                T* __restrict h = hbuf + y * g.ow;
-                // A stride known at compile time vectorises with permutes, not element gathers.
-                if (g.sw == 1)
-                    for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox]);
-                else if (g.sw == 2)
-                    for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + 2 * ox]);
-                else
-                    for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox * g.sw]);
-            }
-        }
-    }
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-        T* __restrict o = out + oy * g.ow;
-        std::fill(o, o + g.ow, lowest);
-        const int64_t y0 = std::max<int64_t>(oy * g.sh - g.ph, 0);
-        const int64_t y1 = std::min(oy * g.sh - g.ph + g.kh, g.h);
-        for (int64_t y = y0; y < y1; ++y) {
-            const T* __restrict h = hbuf + y * g.ow;
-            for (int64_t ox = 0; ox < g.ow; ++ox) o[ox] = max_combine(o[ox], h[ox]);
+                for (int64_t ox = lo; ox < hi; ++ox) h[ox] = max_combine(h[ox], row[base + ox * g.sw]);
         }
     }
 }
 
-// CAPSULE_CLONES: compiled per ISA (linalg_common.hpp).
-CAPSULE_CLONES void max_plane(const float* plane, const PoolGeom& g, float* hbuf, float* out) {
-    max_plane_impl(plane, g, hbuf, out);
+/// The values per vector step of max_planes_vertical: 64 bytes (one AVX-512 register).
+template <typename T>
+inline constexpr int64_t kPoolLanes = 64 / int64_t(sizeof(T));
+
+/// The vertical step for the `planes` planes of a block: y[oy][ox] = the combine of h over the
+/// window's rows, in y order (-inf for a window with no row inside the plane). A row is done in
+/// whole vectors: the last one of a row of ow >= lanes values overlaps the one before it (the
+/// same values again); a shorter row also writes past its end into the next output rows of the
+/// block, which are computed after it and overwrite them. Short rows whose vector would reach
+/// past the block's end are done value by value, so nothing is written outside the block. `hbuf` holds lanes values
+/// of slack past the block's rows (a short row's vector reads past its end).
+template <typename T>
+[[gnu::always_inline]] inline void max_planes_vertical(const T* __restrict hbuf, int64_t planes,
+                                                       const PoolGeom& g, T* __restrict out) {
+    constexpr int64_t W = kPoolLanes<T>;
+    constexpr T lowest = -std::numeric_limits<T>::infinity();
+    const int64_t rows = planes * g.oh;
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t p = r / g.oh, oy = r % g.oh;
+        const T* h = hbuf + p * g.h * g.ow;
+        T* __restrict o = out + r * g.ow;
+        const int64_t y0 = std::max<int64_t>(oy * g.sh - g.ph, 0);
+        const int64_t y1 = std::min(oy * g.sh - g.ph + g.kh, g.h);
+        if (y0 >= y1) {
+            std::fill(o, o + g.ow, lowest);
+            continue;
+        }
+        if (g.ow < W && (r + 1) * g.ow + (W - g.ow) > rows * g.ow) {
+            std::copy_n(h + y0 * g.ow, g.ow, o);
+            for (int64_t y = y0 + 1; y < y1; ++y)
+                for (int64_t ox = 0; ox < g.ow; ++ox) o[ox] = max_combine(o[ox], h[y * g.ow + ox]);
+            continue;
+        }
+        // Loops of a constant W values: the vectoriser makes each one vector operation.
+        for (int64_t c = 0; c < g.ow; c += W) {
+            const int64_t x = g.ow >= W ? std::min(c, g.ow - W) : 0;
+            T acc[W];
+            for (int64_t l = 0; l < W; ++l) acc[l] = h[y0 * g.ow + x + l];
+            for (int64_t y = y0 + 1; y < y1; ++y)
+                for (int64_t l = 0; l < W; ++l) acc[l] = max_combine(acc[l], h[y * g.ow + x + l]);
+            for (int64_t l = 0; l < W; ++l) o[x + l] = acc[l];
+        }
+    }
 }
-CAPSULE_CLONES void max_plane(const double* plane, const PoolGeom& g, double* hbuf, double* out) {
-    max_plane_impl(plane, g, hbuf, out);
+
+/// `planes` consecutive planes of max pooling, separably: h[y][ox] = the combine of input row y
+/// over window column range ox (in x order), then y[oy][ox] = the combine of h over the window's
+/// rows (in y order). Combining row-major windows row by row keeps window_max's result exactly
+/// (first maximum, last NaN in row-major order, -inf for an empty window) at kh + kw rather than
+/// kh·kw operations per output. The first tap or row is copied instead of combined with -inf
+/// (the same value: max_combine(-inf, v) is v). `hbuf` holds planes × g.h × g.ow values and
+/// the slack max_planes_vertical reads.
+template <typename T>
+[[gnu::always_inline]] inline void max_planes_impl(const T* __restrict in, int64_t planes,
+                                                   const PoolGeom& g, T* __restrict hbuf,
+                                                   T* __restrict out) {
+    if (windows_tile_rows(g)) {
+        // One long loop per tap over every row of the planes instead of one short loop per row
+        // (LeNet's 2x2 pools have rows of 14 and 5 outputs).
+        const int64_t n = planes * g.h * g.ow;
+        for (int64_t j = 0; j < g.kw; ++j) {
+            if (j == 0 && g.sw == 2)
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = in[2 * t];
+            else if (j == 0)
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = in[t * g.sw];
+            else if (g.sw == 1)
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], in[t + j]);
+            else if (g.sw == 2)
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], in[2 * t + j]);
+            else
+                for (int64_t t = 0; t < n; ++t) hbuf[t] = max_combine(hbuf[t], in[t * g.sw + j]);
+        }
+    } else {
+        for (int64_t p = 0; p < planes; ++p) max_plane_rows(in + p * g.h * g.w, g, hbuf + p * g.h * g.ow);
+    }
+    max_planes_vertical(hbuf, planes, g, out);
+}
+
+// CAPSULE_CLONES: compiled per ISA (linalg_common.hpp).
+CAPSULE_CLONES void max_planes(const float* in, int64_t planes, const PoolGeom& g, float* hbuf,
+                               float* out) {
+    max_planes_impl(in, planes, g, hbuf, out);
+}
+CAPSULE_CLONES void max_planes(const double* in, int64_t planes, const PoolGeom& g, double* hbuf,
+                               double* out) {
+    max_planes_impl(in, planes, g, hbuf, out);
 }
 
 template <typename T>
@@ -261,13 +318,18 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     const double reads = double(planes) * double(g.oh) * double(g.ow) * double(g.kh) * double(g.kw);  // may exceed int64
     const int64_t by_work = reads >= 65536.0 * 64 ? 64 : static_cast<int64_t>(reads / 65536.0);
     const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted_threads(call), planes, by_work})));
+    // Max pooling goes in blocks of planes whose row maxima (h × ow each) fill about 64 KB.
+    const int64_t block = kind == Kind::max ? std::clamp<int64_t>(16384 / std::max<int64_t>(1, g.h * g.ow), 1, planes) : 1;
     run_parts(parts, [&](int part) {
-    Scratch<T> hbuf(kind == Kind::max ? g.h * g.ow : 0);
-    for (int64_t p = planes * part / parts; p < planes * (part + 1) / parts; ++p) {
+    Scratch<T> hbuf(kind == Kind::max ? block * g.h * g.ow + kPoolLanes<T> : 0);
+    const int64_t last = planes * (part + 1) / parts;
+    for (int64_t p = planes * part / parts; p < last; ++p) {
         const T* plane = X + p * g.h * g.w;
         T* yp = Y + p * g.oh * g.ow;
         if (kind == Kind::max) {
-            max_plane(plane, g, hbuf.data(), yp);
+            const int64_t count = std::min(block, last - p);
+            max_planes(plane, count, g, hbuf.data(), yp);
+            p += count - 1;
             continue;
         }
         for (int64_t oy = 0; oy < g.oh; ++oy)
