@@ -249,8 +249,8 @@ template <typename T, int VB, int MR, int NV, int NR, bool DIRECT_A>
 }
 
 /// Cache blocking: KC deep slices, MC rows of A per L2 block, NC columns of B per L3 panel.
-template <typename T, int VB, int MR, int NV>
-[[gnu::always_inline]] inline void gemm_driver(const GemmArgs& g) {
+template <typename T, int VB, int MR, int NV, bool DIRECT_B>
+[[gnu::always_inline]] inline void gemm_blocks(const GemmArgs& g) {
     constexpr int W = VB / int(sizeof(T));
     constexpr int NR = W * NV;
     // KC·NR (the B strip the micro-kernel streams) ~ L1; MC·KC (packed A block) and KC·NC
@@ -269,12 +269,8 @@ template <typename T, int VB, int MR, int NV>
     // A row-major A (conv and linear weights) is read in place: packing it cost a full copy of
     // the weights per call, which dominated layers with few output columns (ResNet's 7×7 stage).
     const bool direct_a = !g.trans_a;
-    // An untransposed B used by at most kDirectBStrips row strips is read in place too: packing
-    // a value costs about as much as using it that often (LeNet's 6- and 16-channel
-    // convolutions spent more time packing than multiplying). Only a last, partial strip of a
-    // panel is packed (zero-padded), since the micro-kernel reads whole vectors.
-    constexpr int64_t kDirectBStrips = 2;
-    const bool direct_b = !g.trans_b && g.m <= kDirectBStrips * MR;
+    // With DIRECT_B (see gemm_driver) only a last, partial strip of each panel is packed.
+    constexpr bool direct_b = DIRECT_B;
     Scratch<T> abuf(kc_max * (direct_a ? MR : mc_max)), bbuf(kc_max * (direct_b ? NR : nc_max));
     for (int64_t j0 = 0; j0 < g.n; j0 += NC) {
         const int64_t nc = std::min<int64_t>(NC, g.n - j0);
@@ -298,7 +294,7 @@ template <typename T, int VB, int MR, int NV>
                     const int64_t nr = std::min<int64_t>(NR, nc - js);
                     const T* bp = bbuf.data() + (js - direct_cols) * kc;
                     // In place: row p of this strip at B + b_rows[p0 + p] (or (p0 + p)·ldb) + j0 + js.
-                    const bool in_place = js < direct_cols;
+                    const bool in_place = DIRECT_B && js < direct_cols;
                     const T* bd = B + j0 + js + (g.b_rows ? 0 : p0 * g.ldb);
                     const int64_t* brows = g.b_rows ? g.b_rows + p0 : nullptr;
                     // The last strip of a panel may need fewer vectors than NV (a 7×7 output has
@@ -310,13 +306,16 @@ template <typename T, int VB, int MR, int NV>
                         // The first k slice of a row-bias GEMM stores bias + acc: the same sum
                         // as accumulating onto rows filled with the bias, without the fill.
                         const T* bias = row_bias ? row_bias + i0 + is : nullptr;
-                        if (in_place && is < full)
-                            micro_kernel<T, VB, MR, NV, NR, true, true>(kc, A + (i0 + is) * g.lda + p0, bd, cp,
-                                                                        g.ldc, mr, nr, add, g.lda, bias, brows, g.ldb);
-                        else if (in_place)
-                            micro_kernel<T, VB, MR, NV, NR, false, true>(kc, abuf.data() + (is - full) * kc, bd,
-                                                                         cp, g.ldc, mr, nr, add, 0, bias, brows, g.ldb);
-                        else if (is < full)
+                        if (in_place) {
+                            if constexpr (DIRECT_B) {
+                                if (is < full)
+                                    micro_kernel<T, VB, MR, NV, NR, true, true>(kc, A + (i0 + is) * g.lda + p0, bd, cp,
+                                                                                g.ldc, mr, nr, add, g.lda, bias, brows, g.ldb);
+                                else
+                                    micro_kernel<T, VB, MR, NV, NR, false, true>(kc, abuf.data() + (is - full) * kc, bd,
+                                                                                 cp, g.ldc, mr, nr, add, 0, bias, brows, g.ldb);
+                            }
+                        } else if (is < full)
                             tile<T, VB, MR, NV, NR, true>(vectors, kc, A + (i0 + is) * g.lda + p0,
                                                           bp, cp, g.ldc, mr, nr, add, g.lda, bias);
                         else
@@ -331,6 +330,19 @@ template <typename T, int VB, int MR, int NV>
             }
         }
     }
+}
+
+/// An untransposed B used by at most kDirectBStrips row strips is read in place: packing a value
+/// costs about as much as using it that often (LeNet's 6- and 16-channel convolutions spent more
+/// time packing than multiplying). A separate instantiation, so that the packed path's code is
+/// what it was (mobilenet's 16-input-channel 1x1 convolutions, store-bound, slowed otherwise).
+template <typename T, int VB, int MR, int NV>
+[[gnu::always_inline]] inline void gemm_driver(const GemmArgs& g) {
+    constexpr int64_t kDirectBStrips = 2;
+    if (!g.trans_b && g.m <= kDirectBStrips * MR)
+        gemm_blocks<T, VB, MR, NV, true>(g);
+    else
+        gemm_blocks<T, VB, MR, NV, false>(g);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
