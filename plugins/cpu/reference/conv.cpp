@@ -519,7 +519,8 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
             }
             T* y = Y + (img * g.out_c + gr * cog + r0) * P + q0;
             gemm_conv<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, ldb, nullptr,
-                         bias ? bias + gr * cog + r0 : nullptr, y, P, &epilogue, gr * cog + r0);
+                         bias ? bias + gr * cog + r0 : nullptr, y, P);
+            for (int64_t o = r0; o < r1; ++o) apply_epilogue(epilogue, gr * cog + o, y + (o - r0) * P, cols);
         }
     });
 }
@@ -546,7 +547,7 @@ bool implicit_conv(const ConvGeom& g, const Slide& s) {
 /// and dropped), so row (c, i, j) of the im2col matrix is the zero-padded image read from
 /// c·hp·wp + i·dh·wp + j·dw onwards, and the GEMM's packing gathers B from there
 /// (gemm_conv). Tasks are (image, group, block of virtual columns [, block of output channels]);
-/// each computes bias + GEMM (+ the fused epilogue) into a buffer and copies the real columns
+/// each computes bias + GEMM (then the fused epilogue) into a buffer and copies the real columns
 /// out: the same operations in the same order as the im2col path, so the same bits.
 template <typename T>
 void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, const T* X,
@@ -591,8 +592,11 @@ void implicit_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, co
             if (cols <= 0 || r0 >= r1) continue;
             const T* b = xp.data() + (img * g.in_c + gr * s.c) * plane + q0;
             gemm_conv<T>(r1 - r0, cols, K, Wt + (gr * cog + r0) * K, K, b, 0, rows.data(),
-                         bias ? bias + gr * cog + r0 : nullptr, buf.data(), cols, &epilogue,
-                         gr * cog + r0);
+                         bias ? bias + gr * cog + r0 : nullptr, buf.data(), cols);
+            // The epilogue over whole buffer rows (the dropped columns too: harmless), not over
+            // each output row's few values as they are copied out (LeNet's rows are 28 long).
+            if (epilogue.active())
+                for (int64_t o = r0; o < r1; ++o) apply_epilogue(epilogue, gr * cog + o, buf.data() + (o - r0) * cols, cols);
             // Real columns: output row oy holds virtual columns [oy·wp, oy·wp + ow).
             for (int64_t oy = q0 / wp; oy * wp < q1; ++oy) {
                 const int64_t a = std::max(q0, oy * wp), e = std::min(q1, oy * wp + s.ow);

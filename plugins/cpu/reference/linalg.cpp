@@ -180,8 +180,6 @@ struct GemmArgs {
     bool dot;  // use dot_driver (A·Bᵀ with both operands K-contiguous)
     const int64_t* b_rows = nullptr;  // row p of an untransposed B at b + b_rows[p] (gemm_conv)
     const void* row_bias = nullptr;   // C = row_bias[i] + A·B instead of C = A·B (gemm_conv)
-    const Epilogue* epilogue = nullptr;  // applied to row i as channel channel0 + i (gemm_conv)
-    int64_t channel0 = 0;
 };
 
 /// C = A·Bᵀ (or C += A·Bᵀ) for row-major A [m × k] and B [n × k]: every C entry is a dot product
@@ -278,7 +276,6 @@ template <typename T, int VB, int MR, int NV, bool DIRECT_B>
             const int64_t kc = std::min<int64_t>(KC, g.k - p0);
             const bool add = g.accumulate || p0 > 0;
             const T* row_bias = add ? nullptr : row_bias_all;
-            const Epilogue* epilogue = p0 + kc >= g.k ? g.epilogue : nullptr;
             const int64_t direct_cols = direct_b ? nc / NR * NR : 0;
             if (direct_cols < nc)
                 pack_b<T, NR>(g.trans_b, B, g.ldb, g.b_rows, p0, kc, j0 + direct_cols, nc - direct_cols,
@@ -321,10 +318,6 @@ template <typename T, int VB, int MR, int NV, bool DIRECT_B>
                         else
                             tile<T, VB, MR, NV, NR, false>(vectors, kc, abuf.data() + (is - full) * kc,
                                                            bp, cp, g.ldc, mr, nr, add, 0, bias);
-                        // The last k slice: the tile's rows are final and still in L1.
-                        if (epilogue)
-                            for (int64_t r = 0; r < mr; ++r)
-                                apply_epilogue(*epilogue, g.channel0 + i0 + is + r, cp + r * g.ldc, nr);
                     }
                 }
             }
@@ -474,29 +467,22 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, i
 
 template <typename T>
 void gemm_conv(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-               const int64_t* b_rows, const T* bias, T* c, int64_t ldc, const Epilogue* epilogue,
-               int64_t channel0) {
+               const int64_t* b_rows, const T* bias, T* c, int64_t ldc) {
     require(m >= 0 && n >= 0 && k >= 0, "gemm: negative size");
     if (m == 0 || n == 0) return;
-    if (epilogue && !epilogue->active()) epilogue = nullptr;
     if (k == 0) {
-        for (int64_t i = 0; i < m; ++i) {
-            std::fill(c + i * ldc, c + i * ldc + n, bias ? bias[i] : T(0));
-            if (epilogue) apply_epilogue(*epilogue, channel0 + i, c + i * ldc, n);
-        }
+        for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, bias ? bias[i] : T(0));
         return;
     }
     GemmArgs g{false, false, m, n, k, a, lda, b, ldb, c, ldc, false, false};
     g.b_rows = b_rows;
     g.row_bias = bias;
-    g.epilogue = epilogue;
-    g.channel0 = channel0;
     run_gemm<T>(g);
 }
 template void gemm_conv<float>(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
-                               const int64_t*, const float*, float*, int64_t, const Epilogue*, int64_t);
+                               const int64_t*, const float*, float*, int64_t);
 template void gemm_conv<double>(int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
-                                const int64_t*, const double*, double*, int64_t, const Epilogue*, int64_t);
+                                const int64_t*, const double*, double*, int64_t);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t,
                            const double*, int64_t, double*, int64_t, bool, int);
 

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "check_util.hpp"
-#include "epilogue.hpp"
 #include "kernels.hpp"
 
 /// Marks a kernel loop compiled for AVX-512, AVX2 and the baseline, one chosen by the loader
@@ -74,19 +73,14 @@ extern template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const d
 /// convolution reads its im2col rows straight from a padded image: row (c, i, j) is the image
 /// shifted by the tap, and the GEMM's packing is the only copy). The bias is added when the
 /// first k slice is stored, so each entry is the same sum as gemm accumulating onto rows filled
-/// with the bias, without the fill pass. With an active `epilogue`, row i's entries are passed
-/// through it (as output channel channel0 + i) as the last k slice stores them, while the tile
-/// is in L1: the same values as apply_epilogue on the finished rows, without another pass.
+/// with the bias, without the fill pass.
 template <typename T>
 void gemm_conv(int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-               const int64_t* b_rows, const T* bias, T* c, int64_t ldc,
-               const Epilogue* epilogue = nullptr, int64_t channel0 = 0);
+               const int64_t* b_rows, const T* bias, T* c, int64_t ldc);
 extern template void gemm_conv<float>(int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
-                                      const int64_t*, const float*, float*, int64_t, const Epilogue*,
-                                      int64_t);
+                                      const int64_t*, const float*, float*, int64_t);
 extern template void gemm_conv<double>(int64_t, int64_t, int64_t, const double*, int64_t, const double*,
-                                       int64_t, const int64_t*, const double*, double*, int64_t,
-                                       const Epilogue*, int64_t);
+                                       int64_t, const int64_t*, const double*, double*, int64_t);
 
 /// The micro-kernel family gemm uses on this machine: "avx512", "avx2" or "generic".
 const char* gemm_isa();
