@@ -341,7 +341,7 @@ TEST(ReferenceFastPaths, SeparableMaxPoolingKeepsTheWindowOrderRules) {
     // rectangular windows. Windows that tile the rows (LeNet's 2x2 pools: output rows of 14 and
     // 5 values; rows of 1 and 3 values; 20 values, more than one vector) run over blocks of
     // planes with whole-vector rows, short rows writing into the next ones: 40 planes of 64 x 64
-    // are five blocks.
+    // are five blocks; an empty batch has none.
     struct PoolCase {
         std::int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
         bool ceil;
@@ -351,7 +351,8 @@ TEST(ReferenceFastPaths, SeparableMaxPoolingKeepsTheWindowOrderRules) {
                               PoolCase{2, 32, 40, 40, 3, 3, 2, 2, 1, 1, false},
                               PoolCase{8, 6, 28, 28, 2, 2, 2, 2, 0, 0, false}, PoolCase{4, 16, 10, 10, 2, 2, 2, 2, 0, 0, false},
                               PoolCase{3, 5, 4, 2, 2, 2, 2, 2, 0, 0, false}, PoolCase{2, 3, 9, 9, 3, 3, 3, 3, 0, 0, false},
-                              PoolCase{1, 4, 6, 40, 2, 2, 2, 2, 0, 0, false}, PoolCase{1, 40, 64, 64, 2, 2, 2, 2, 0, 0, false}}) {
+                              PoolCase{1, 4, 6, 40, 2, 2, 2, 2, 0, 0, false}, PoolCase{1, 40, 64, 64, 2, 2, 2, 2, 0, 0, false},
+                              PoolCase{0, 3, 8, 8, 2, 2, 2, 2, 0, 0, false}}) {
         const auto out_size = [&](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t pad) {
             const std::int64_t span = in + 2 * pad - k;
             std::int64_t o = span / s + (p.ceil && span % s != 0 ? 1 : 0) + 1;
@@ -375,7 +376,7 @@ TEST(ReferenceFastPaths, SeparableMaxPoolingKeepsTheWindowOrderRules) {
         // The first plane: negatives and zeros of both signs, so windows tie at zero; the others
         // have large maxima here and there; a few NaNs with distinct payloads everywhere.
         const std::size_t plane_size = std::size_t(p.h * p.w);
-        for (std::size_t i = 0; i < plane_size; ++i) xs[i] = i % 3 ? -std::fabs(xs[i]) - 0.5f : (i / 3) % 2 ? 0.0f : -0.0f;
+        for (std::size_t i = 0; i < std::min(plane_size, xs.size()); ++i) xs[i] = i % 3 ? -std::fabs(xs[i]) - 0.5f : (i / 3) % 2 ? 0.0f : -0.0f;
         for (std::size_t i = plane_size; i < xs.size(); i += 7) xs[i] = std::fabs(xs[i]) + 2;
         for (std::size_t i = 3; i < xs.size(); i += 23) xs[i] = float_of_bits(0x7fc00001u + std::uint32_t(i % 4));
         const Tensor y = same_bits_on_one_and_two_threads(graph, {}, {{"x", x}});

@@ -268,15 +268,14 @@ template <typename T, int VB, int MR, int NV, bool DIRECT_B>
     // the weights per call, which dominated layers with few output columns (ResNet's 7×7 stage).
     const bool direct_a = !g.trans_a;
     // With DIRECT_B (see gemm_driver) only a last, partial strip of each panel is packed.
-    constexpr bool direct_b = DIRECT_B;
-    Scratch<T> abuf(kc_max * (direct_a ? MR : mc_max)), bbuf(kc_max * (direct_b ? NR : nc_max));
+    Scratch<T> abuf(kc_max * (direct_a ? MR : mc_max)), bbuf(kc_max * (DIRECT_B ? NR : nc_max));
     for (int64_t j0 = 0; j0 < g.n; j0 += NC) {
         const int64_t nc = std::min<int64_t>(NC, g.n - j0);
         for (int64_t p0 = 0; p0 < g.k; p0 += KC) {
             const int64_t kc = std::min<int64_t>(KC, g.k - p0);
             const bool add = g.accumulate || p0 > 0;
             const T* row_bias = add ? nullptr : row_bias_all;
-            const int64_t direct_cols = direct_b ? nc / NR * NR : 0;
+            const int64_t direct_cols = DIRECT_B ? nc / NR * NR : 0;
             if (direct_cols < nc)
                 pack_b<T, NR>(g.trans_b, B, g.ldb, g.b_rows, p0, kc, j0 + direct_cols, nc - direct_cols,
                               bbuf.data());

@@ -226,8 +226,9 @@ inline constexpr int64_t kPoolLanes = 64 / int64_t(sizeof(T));
 /// whole vectors: the last one of a row of ow >= lanes values overlaps the one before it (the
 /// same values again); a shorter row also writes past its end into the next output rows of the
 /// block, which are computed after it and overwrite them. Short rows whose vector would reach
-/// past the block's end are done value by value, so nothing is written outside the block. `hbuf` holds lanes values
-/// of slack past the block's rows (a short row's vector reads past its end).
+/// past the block's end are done value by value, so nothing is written outside the block.
+/// `hbuf` holds lanes values of slack past the block's rows (a short row's vector reads past its
+/// end).
 template <typename T>
 [[gnu::always_inline]] inline void max_planes_vertical(const T* __restrict hbuf, int64_t planes,
                                                        const PoolGeom& g, T* __restrict out) {
@@ -244,7 +245,7 @@ template <typename T>
             std::fill(o, o + g.ow, lowest);
             continue;
         }
-        if (g.ow < W && (r + 1) * g.ow + (W - g.ow) > rows * g.ow) {
+        if (g.ow < W && r * g.ow + W > rows * g.ow) {
             std::copy_n(h + y0 * g.ow, g.ow, o);
             for (int64_t y = y0 + 1; y < y1; ++y)
                 for (int64_t ox = 0; ox < g.ow; ++ox) o[ox] = max_combine(o[ox], h[y * g.ow + ox]);
@@ -319,7 +320,10 @@ void pool_fwd(const ForwardCall& call, const PoolGeom& g, Kind kind) {
     const int64_t by_work = reads >= 65536.0 * 64 ? 64 : static_cast<int64_t>(reads / 65536.0);
     const int parts = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({granted_threads(call), planes, by_work})));
     // Max pooling goes in blocks of planes whose row maxima (h × ow each) fill about 64 KB.
-    const int64_t block = kind == Kind::max ? std::clamp<int64_t>(16384 / std::max<int64_t>(1, g.h * g.ow), 1, planes) : 1;
+    // (std::clamp needs lo <= hi: an empty batch has no planes.)
+    const int64_t block = kind == Kind::max
+                              ? std::clamp<int64_t>(16384 / std::max<int64_t>(1, g.h * g.ow), 1, std::max<int64_t>(planes, 1))
+                              : 1;
     run_parts(parts, [&](int part) {
     Scratch<T> hbuf(kind == Kind::max ? block * g.h * g.ow + kPoolLanes<T> : 0);
     const int64_t last = planes * (part + 1) / parts;
