@@ -92,6 +92,23 @@ inline std::vector<double> pseudo_random(std::size_t n, std::uint64_t seed, doub
     return v;
 }
 
+/// Every parameter of `graph` (parameter_specs of each node), filled with pseudo_random values in
+/// [-scale, scale], one seed per tensor counting up from `seed`.
+inline ParameterMap random_parameters(const Graph& graph, std::uint64_t seed, double scale) {
+    ParameterMap params;
+    for (const auto& node : graph.nodes) {
+        std::vector<TensorType> parents;
+        for (auto p : node.parents) {
+            const auto& parent = graph.nodes[*graph.index_of(p)];
+            parents.push_back({parent.shape, parent.dtype});
+        }
+        for (const auto& spec : parameter_specs(node, parents))
+            params[spec.key] = Tensor::from_values(spec.type.dtype, spec.type.shape,
+                                                   pseudo_random(std::size_t(element_count(spec.type.shape)), seed++, scale));
+    }
+    return params;
+}
+
 inline std::string error_of(const std::function<void()>& f) {
     try {
         f();

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -625,6 +626,45 @@ TEST(OnednnCompiledGroups, LinearReluIsFusedAndMatchesTheNodeByNodeRunAndTheRefe
     // run_recording runs node by node (its tape needs every intermediate value); inference-only
     // onednn_cpu refuses it.
     EXPECT_TRUE(raises(ErrorCode::other, [&] { fused.run_recording({{"x", x}}); }));
+}
+
+// A state's forward calls re-point the oneDNN memory objects of its first call at each call's
+// buffers (MemoryCache in plugins/cpu/onednn/common.hpp), and a call that finds them held by
+// another thread makes its own. LeNet (conv, pooling, linear; fused and node by node) run from 4
+// threads at once on interleaved inputs: every output equals, bit for bit, what a fresh session
+// computed for that input on its first run.
+TEST(OnednnPlugin, ConcurrentRunsReusingMemoryObjectsMatchFreshSessions) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const auto graph = load_graph(fs::path(CAPSULE_SOURCE_DIR) / "examples" / "lenet.json");
+    const ParameterMap params = capsule::testing::random_parameters(graph, 1, 0.2);
+    constexpr int kThreads = 4, kInputs = 6, kRuns = 40;
+    for (const bool compile_groups : {true, false}) {
+        SessionOptions options;
+        options.compile_groups = compile_groups;
+        options.threads = 1;  // one OpenMP thread per call: the same work split on every thread
+        std::vector<Tensor> inputs, expected;
+        for (int i = 0; i < kInputs; ++i) {
+            inputs.push_back(Tensor::from_values(DType::float32, {1, 1, 28, 28}, pseudo_random(784, 300 + i, 1.0)));
+            auto fresh = capsule::testing::session_under("onednn_cpu", graph, params, options);
+            expected.push_back(fresh.run({{"image", inputs.back()}})[0]);
+        }
+        ASSERT_FALSE(expected[1].bitwise_equal(expected[0]));  // the inputs matter
+        auto session = capsule::testing::session_under("onednn_cpu", graph, params, options);
+        std::vector<int> mismatches(kThreads, 0);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t)
+            threads.emplace_back([&, t] {
+                for (int r = 0; r < kRuns; ++r) {
+                    const int which = (t + r) % kInputs;
+                    auto out = session.run({{"image", inputs[which]}});
+                    if (out.size() != 1 || !out[0].bitwise_equal(expected[which])) ++mismatches[t];
+                }
+            });
+        for (auto& th : threads) th.join();
+        for (int t = 0; t < kThreads; ++t)
+            EXPECT_EQ(mismatches[t], 0) << "thread " << t << (compile_groups ? ", compiled groups" : ", node by node");
+    }
 }
 
 TEST(OnednnCompiledGroups, NonFiniteInputsKeepTorchReluSemantics) {

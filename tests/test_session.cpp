@@ -153,19 +153,7 @@ TEST(Session, ConcurrentRunsAreBitIdenticalToOneThread) {
 // ThreadSanitizer.
 TEST(Session, ConcurrentLeNetRunsAreBitIdenticalToOneThread) {
     auto graph = load_graph(fs::path(CAPSULE_SOURCE_DIR) / "examples" / "lenet.json");
-    ParameterMap params;
-    std::uint64_t seed = 1;
-    for (const auto& node : graph.nodes) {
-        std::vector<TensorType> parents;
-        for (auto p : node.parents) {
-            const auto& parent = graph.nodes[*graph.index_of(p)];
-            parents.push_back({parent.shape, parent.dtype});
-        }
-        for (const auto& spec : parameter_specs(node, parents))
-            params[spec.key] = Tensor::from_values(spec.type.dtype, spec.type.shape,
-                                                   pseudo_random(std::size_t(element_count(spec.type.shape)),
-                                                                 seed++, 0.2));
-    }
+    const ParameterMap params = capsule::testing::random_parameters(graph, 1, 0.2);
     ASSERT_EQ(params.size(), 10u);  // weight and bias of conv1, conv2, fc1, fc2, fc3
     const auto& profile = find_builtin_profile("checked_cpu");
     auto accepted = profile.accept_graph(built_host(), graph);

@@ -83,6 +83,49 @@ NodeState::NodeState(const char* name, const PrepareCall& call) : capsule(name) 
     threads = call.threads();
 }
 
+namespace {
+/// The forward call in progress on this thread (CallMemories): whether one is, the cache it
+/// holds, and the position of its next wrap.
+struct CallContext {
+    MemoryCache* cache = nullptr;
+    std::size_t next = 0;
+    bool active = false;
+};
+thread_local CallContext call_context;
+}  // namespace
+
+CallMemories::CallMemories()
+    : saved_cache_(call_context.cache), saved_next_(call_context.next), saved_active_(call_context.active) {
+    call_context = {nullptr, 0, true};
+}
+
+CallMemories::~CallMemories() {
+    if (call_context.cache) call_context.cache->busy.clear(std::memory_order_release);
+    call_context = {saved_cache_, saved_next_, saved_active_};
+}
+
+void NodeState::lend_memories() const {
+    if (!call_context.active || call_context.cache) return;
+    if (memories.busy.test_and_set(std::memory_order_acquire)) return;  // another call holds it
+    call_context.cache = &memories;
+    call_context.next = 0;
+}
+
+memory wrap(const memory::desc& desc, const void* data) {
+    void* handle = const_cast<void*>(data);
+    if (!call_context.cache) return memory(desc, cpu_engine(), handle);
+    auto& slots = call_context.cache->slots;
+    const std::size_t i = call_context.next++;
+    if (i < slots.size() && slots[i].first == desc) {
+        slots[i].second.set_data_handle(handle);
+        return slots[i].second;
+    }
+    memory made(desc, cpu_engine(), handle);
+    if (i >= slots.size()) slots.resize(i + 1);
+    slots[i] = {desc, made};
+    return made;
+}
+
 void NodeState::limit_threads(double flops) {
     constexpr double kParallelThreshold = 1 << 20;  // about 0.1 ms of one core's work
     if (flops < kParallelThreshold) threads = 1;
@@ -159,7 +202,7 @@ void* scratch(int index, std::size_t bytes) {
 
 void add_scratchpad(const NodeState& state, std::unordered_map<int, memory>& args) {
     const std::size_t bytes = state.scratchpad.get_size();
-    if (bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(state.scratchpad, cpu_engine(), scratch(2, bytes)));
+    if (bytes > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(state.scratchpad, scratch(2, bytes)));
 }
 
 void execute(const NodeState& state, const dnnl::primitive& primitive,

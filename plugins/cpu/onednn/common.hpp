@@ -13,6 +13,7 @@
 // convolution, pooling and batch-norm kernels read through view_desc.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -65,6 +66,33 @@ inline constexpr std::uint64_t kFloat32Only = CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FL
 /// "[2, 3, 4]"
 std::string shape_string(std::span<const int64_t> shape);
 
+/// The dnnl::memory objects that a state's forward calls wrap host buffers in (wrap), made on its
+/// first call and re-pointed with set_data_handle on later ones. Creating one per call costs two
+/// posix_memalign / free pairs inside oneDNN, and glibc 2.36 (Debian 12) reuses freed aligned
+/// chunks poorly: the heap crept over fresh pages for the first ~40 runs of a session (page
+/// faults; the MLP at batch 1 ran 3x slower until it settled). One call at a time owns the cache
+/// (`busy`); a concurrent call of the same state wraps into new objects as before.
+struct MemoryCache {
+    std::atomic_flag busy = ATOMIC_FLAG_INIT;
+    /// By position of the wrap within a call; a slot whose descriptor differs is replaced.
+    std::vector<std::pair<memory::desc, memory>> slots;
+};
+
+/// For the duration of one forward call (forward_entry): state_of() lends it the state's
+/// MemoryCache when no other call holds it, and returns it when the call ends.
+class CallMemories {
+public:
+    CallMemories();
+    ~CallMemories();
+    CallMemories(const CallMemories&) = delete;
+    CallMemories& operator=(const CallMemories&) = delete;
+
+private:
+    MemoryCache* saved_cache_;
+    std::size_t saved_next_;
+    bool saved_active_;
+};
+
 /// What every prepared state shares: the capsule's name, the shapes seen in prepare (a forward
 /// call with other shapes is refused: the primitive was built for these), and the intra-op
 /// thread count the host granted.
@@ -76,6 +104,8 @@ struct NodeState {
     /// The primitive's scratchpad (user-managed: each call uses a per-thread buffer, so that
     /// concurrent calls never share one and no call allocates once the buffer has grown).
     memory::desc scratchpad;
+    /// The memory objects its forward calls reuse (MemoryCache).
+    mutable MemoryCache memories;
 
     NodeState(const char* name, const PrepareCall& call);
     virtual ~NodeState() = default;
@@ -85,6 +115,9 @@ struct NodeState {
     void limit_threads(double flops);
     /// Refuses a call whose input or output shapes differ from those seen in prepare.
     void check_shapes(const ForwardCall& call) const;
+    /// Lends `memories` to the calling forward call when one is in progress on this thread
+    /// (CallMemories) and no other call holds them.
+    void lend_memories() const;
 };
 
 /// The state of `call`, checked against the call's shapes; refuses a call without state (a host
@@ -97,6 +130,7 @@ const State& state_of(const ForwardCall& call, const char* capsule) {
                      ": called without its prepared state (the host must call prepare first, ABI "
                      "1.1)");
     s->check_shapes(call);
+    s->lend_memories();
     return *s;
 }
 
@@ -169,10 +203,9 @@ void execute(const NodeState& state, const dnnl::primitive& primitive,
 /// Adds the node's scratchpad (a per-thread buffer) to `args` when the primitive needs one.
 void add_scratchpad(const NodeState& state, std::unordered_map<int, memory>& args);
 
-/// Wraps a host buffer (no copy).
-inline memory wrap(const memory::desc& desc, const void* data) {
-    return memory(desc, cpu_engine(), const_cast<void*>(data));
-}
+/// Wraps a host buffer (no copy): inside a forward call that holds its state's MemoryCache, the
+/// cached object of this position re-pointed at `data`, else a new one.
+memory wrap(const memory::desc& desc, const void* data);
 
 /// Keeps `user` (plain, borrowed host data valid for the session) when `wanted` equals its
 /// descriptor, else reorders it once into a new buffer of layout `wanted` owned by the returned
@@ -198,6 +231,7 @@ int32_t prepare_entry(const capsule_prepare_args* args, void** state, capsule_st
 template <void (*Fn)(const ForwardCall&)>
 int32_t forward_entry(const capsule_forward_args* args, capsule_status* status) noexcept {
     return plugin::guarded(status, [&] {
+        const CallMemories memories;
         try {
             Fn(ForwardCall{args});
         } catch (const dnnl::error& e) {

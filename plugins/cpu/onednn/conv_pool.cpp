@@ -56,10 +56,10 @@ void run_staged(const NodeState& state, const dnnl::primitive& primitive, const 
     memory x_plain = wrap(src.plain, x), y_plain = wrap(dst.plain, y);
     memory x_inner = x_plain, y_inner = y_plain;
     if (src.reordered) {
-        x_inner = memory(src.inner, cpu_engine(), scratch(0, src.inner.get_size()));
+        x_inner = wrap(src.inner, scratch(0, src.inner.get_size()));
         src.to_inner.execute(stream, x_plain, x_inner);
     }
-    if (dst.reordered) y_inner = memory(dst.inner, cpu_engine(), scratch(1, dst.inner.get_size()));
+    if (dst.reordered) y_inner = wrap(dst.inner, scratch(1, dst.inner.get_size()));
     if (addend && dst.reordered) {
         memory addend_plain = wrap(dst.plain, addend);
         dst.to_inner.execute(stream, addend_plain, y_inner);

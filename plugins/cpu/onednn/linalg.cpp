@@ -98,7 +98,7 @@ void linear(const ForwardCall& call) {
     }
     memory x = wrap(s.src_md, call.input(0).data<float>());
     if (s.bf16) {
-        memory converted(s.src_bf16_md, cpu_engine(), scratch(0, s.src_bf16_md.get_size()));
+        memory converted = wrap(s.src_bf16_md, scratch(0, s.src_bf16_md.get_size()));
         const ThreadScope scope(s.threads);
         s.to_src.execute(thread_stream(), x, converted);
         x = converted;
