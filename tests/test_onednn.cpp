@@ -579,6 +579,14 @@ Session onednn_session(const Graph& graph, const ParameterMap& params, bool comp
     return capsule::testing::session_under("onednn_cpu", graph, params, options);
 }
 
+/// A group's description without the thread note of a group whose kernels are all small (tested
+/// in AGroupOfSmallKernelsRunsOnOneThreadAndALargerOneOnAll; it depends on the machine's cores).
+std::string fusion_of(std::string description) {
+    const std::string note = "; 1 thread (every kernel small)";
+    if (description.ends_with(note)) description.resize(description.size() - note.size());
+    return description;
+}
+
 /// Element-wise equal within `tolerance` (infinities exactly), NaN where the other is NaN.
 void expect_same(const Tensor& got, const Tensor& want, double tolerance) {
     ASSERT_EQ(got.shape(), want.shape());
@@ -603,7 +611,7 @@ TEST(OnednnCompiledGroups, LinearReluIsFusedAndMatchesTheNodeByNodeRunAndTheRefe
     ASSERT_EQ(groups.size(), 1u);
     EXPECT_EQ(groups[0].plugin, "onednn");
     EXPECT_EQ(groups[0].node_ids, (std::vector<std::int64_t>{1, 2, 3, 4}));
-    EXPECT_EQ(groups[0].fused, "linear+relu x1 (each a single oneDNN primitive)");
+    EXPECT_EQ(fusion_of(groups[0].fused), "linear+relu x1 (each a single oneDNN primitive)");
     EXPECT_TRUE(plain.compiled_groups().empty());
     // A compiled group is one backend call, timed as one.
     const auto calls = fused.steps();
@@ -706,7 +714,7 @@ TEST(OnednnCompiledGroups, TwoProducersFuseTheirActivations) {
     auto fused = onednn_session(graph, params, true);
     const auto groups = fused.compiled_groups();
     ASSERT_EQ(groups.size(), 1u);
-    EXPECT_EQ(groups[0].fused, "linear+relu x1, linear+tanh x1 (each a single oneDNN primitive)");
+    EXPECT_EQ(fusion_of(groups[0].fused), "linear+relu x1, linear+tanh x1 (each a single oneDNN primitive)");
     auto plain = onednn_session(graph, params, false);
     const Tensor x = Tensor::from_values(DType::float32, {4, 16}, capsule::testing::pseudo_random(64, 18, 2.0));
     expect_same(fused.run({{"x", x}})[0], plain.run({{"x", x}})[0], 1e-6);
@@ -738,7 +746,7 @@ TEST(OnednnCompiledGroups, BatchNormIsFoldedIntoTheConvolutionAndMatchesTheRefer
         auto fused = onednn_session(graph, params, true);
         const auto groups = fused.compiled_groups();
         ASSERT_EQ(groups.size(), 1u);
-        EXPECT_EQ(groups[0].fused, "conv2d+batch_norm+relu x1 (each a single oneDNN primitive)");
+        EXPECT_EQ(fusion_of(groups[0].fused), "conv2d+batch_norm+relu x1 (each a single oneDNN primitive)");
         const auto& checked = find_builtin_profile("checked_cpu");
         auto accepted = checked.accept_graph(capsule::testing::built_host(), graph);
         ASSERT_TRUE(accepted.accepted.has_value());
@@ -892,7 +900,7 @@ TEST(OnednnCompiledGroups, InternalValuesStayChannelsLastAndMatchTheReference) {
         // it, the mul ties pool .. batch_norm to the row-major s, leaving the first two. The
         // depthwise convolution adds the residual (pool) as a sum post-op in either layout (in
         // nchw oneDNN computes in a blocked layout: the residual is reordered into it).
-        EXPECT_EQ(groups[0].fused, std::string("conv2d+add x1, conv2d+relu x1, conv2d+sigmoid x1 (each a single "
+        EXPECT_EQ(fusion_of(groups[0].fused), std::string("conv2d+add x1, conv2d+relu x1, conv2d+sigmoid x1 (each a single "
                                                "oneDNN primitive); ") +
                                        (broadcast_mul ? "2" : "6") + " internal tensors kept nhwc");
         auto plain = onednn_session(graph, params, false);
@@ -1228,6 +1236,36 @@ TEST(OnednnCompiledGroups, ChannelsLastConcatMatchesTheReference) {
     EXPECT_GT(spread, 0.2) << "outputs must vary for the comparison to mean something";
     expect_same(fused.run(inputs)[0], want, 1e-5);
     expect_same(onednn_session(graph, params, false).run(inputs)[0], want, 1e-5);
+}
+
+// Every kernel of a group runs with one OpenMP team size (UniformThreads in
+// plugins/cpu/onednn/common.hpp): the session's thread count when one of them has work enough,
+// else one thread for all, said in the group's description. Results match the reference.
+TEST(OnednnCompiledGroups, AGroupOfSmallKernelsRunsOnOneThreadAndALargerOneOnAll) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    for (const std::int64_t rows : {2, 256}) {
+        const std::string r = std::to_string(rows);
+        const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+          {"id": 0, "op": "input", "name": "x", "shape": [)" + r + R"(, 256], "dtype": "float32"},
+          {"id": 1, "op": "linear", "name": "fc1", "parents": [0], "attrs": {"out_features": 256}, "shape": [)" + r + R"(, 256]},
+          {"id": 2, "op": "relu", "name": "relu1", "parents": [1], "shape": [)" + r + R"(, 256]},
+          {"id": 3, "op": "linear", "name": "fc2", "parents": [2], "attrs": {"out_features": 8}, "shape": [)" + r + R"(, 8]},
+          {"id": 4, "op": "relu", "name": "out", "parents": [3], "shape": [)" + r + R"(, 8]}
+        ], "outputs": [4]})");
+        const ParameterMap params = capsule::testing::random_parameters(graph, 21, 0.1);
+        SessionOptions options;
+        options.threads = 2;
+        auto fused = capsule::testing::session_under("onednn_cpu", graph, params, options);
+        ASSERT_EQ(fused.compiled_groups().size(), 1u);
+        const auto& description = fused.compiled_groups()[0].fused;
+        // 2 * rows * 256 * 256 flops in fc1: 0.26 M for 2 rows, 33.6 M for 256.
+        EXPECT_EQ(description.find("1 thread (every kernel small)") != std::string::npos, rows == 2) << description;
+        const std::map<std::string, Tensor> inputs{
+            {"x", Tensor::from_values(DType::float32, {rows, 256}, pseudo_random(std::size_t(rows) * 256, 22, 1.0))}};
+        const auto want = reference_output(graph, params, inputs);
+        expect_same(fused.run(inputs)[0], want, 1e-4);
+    }
 }
 
 TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace capsule::onednn {
@@ -126,9 +127,23 @@ memory wrap(const memory::desc& desc, const void* data) {
     return made;
 }
 
+namespace {
+thread_local UniformThreads* uniform_threads = nullptr;  // the innermost scope of this thread
+}  // namespace
+
+UniformThreads::UniformThreads() : outer_(uniform_threads) { uniform_threads = this; }
+
+UniformThreads::~UniformThreads() { uniform_threads = outer_; }
+
+bool UniformThreads::record(double work) {
+    if (!uniform_threads) return false;
+    uniform_threads->largest_ = std::max(uniform_threads->largest_, work);
+    return true;
+}
+
 void NodeState::limit_threads(double flops) {
-    constexpr double kParallelThreshold = 1 << 20;  // about 0.1 ms of one core's work
-    if (flops < kParallelThreshold) threads = 1;
+    if (UniformThreads::record(flops)) return;
+    if (flops < kParallelWork) threads = 1;
 }
 
 void NodeState::check_shapes(const ForwardCall& call) const {

@@ -110,14 +110,40 @@ struct NodeState {
     NodeState(const char* name, const PrepareCall& call);
     virtual ~NodeState() = default;
     /// Uses one thread for a node whose work (about `flops` floating-point operations, or
-    /// element visits for memory-bound ops) is too small to pay for waking an OpenMP team (tens
-    /// of microseconds, far more when the cores are shared with other processes).
+    /// element visits for memory-bound ops) is below kParallelWork, too small to pay for waking
+    /// an OpenMP team (tens of microseconds, far more when the cores are shared with other
+    /// processes); inside a UniformThreads scope, only records the work.
     void limit_threads(double flops);
     /// Refuses a call whose input or output shapes differ from those seen in prepare.
     void check_shapes(const ForwardCall& call) const;
     /// Lends `memories` to the calling forward call when one is in progress on this thread
     /// (CallMemories) and no other call holds them.
     void lend_memories() const;
+};
+
+/// About 0.1 ms of one core's work (NodeState::limit_threads).
+inline constexpr double kParallelWork = 1 << 20;
+
+/// While alive on the calling thread (compile_checked in compiled_group.cpp, preparing the units
+/// of one group), NodeState::limit_threads keeps the thread count the host granted and records
+/// the largest work it was given, so that every kernel of the group runs with one OpenMP team
+/// size. With per-node limits, kernels after a one-thread kernel ran up to 1.8x slower (LeNet-5
+/// at batch 64 on 2 threads: its first convolution 0.50 ms instead of 0.28 ms; the whole model
+/// 0.88 ms instead of 0.63 ms).
+class UniformThreads {
+public:
+    UniformThreads();
+    ~UniformThreads();
+    UniformThreads(const UniformThreads&) = delete;
+    UniformThreads& operator=(const UniformThreads&) = delete;
+    /// The largest work (limit_threads' argument) of a kernel prepared in this scope so far.
+    double largest_work() const { return largest_; }
+    /// Records `work` when a scope is alive on this thread; false when none is.
+    static bool record(double work);
+
+private:
+    double largest_ = 0;
+    UniformThreads* outer_;
 };
 
 /// The state of `call`, checked against the call's shapes; refuses a call without state (a host

@@ -484,10 +484,25 @@ std::unique_ptr<Executable> compile(const capsule_group_args& g, std::string& de
     return exe;
 }
 
-/// Compiles a group (see the file comment); a oneDNN error becomes the plugin's status.
+/// Compiles a group (see the file comment); a oneDNN error becomes the plugin's status. Every
+/// kernel of the group gets one thread count (UniformThreads): the host's, or 1 when each of them
+/// is small (as node by node).
 std::unique_ptr<Executable> compile_checked(const capsule_group_args& g, std::string& description) {
     try {
-        return compile(g, description);
+        {
+            const UniformThreads uniform;
+            std::string granted;
+            auto exe = compile(g, granted);
+            if (!exe || g.num_threads == 1 || uniform.largest_work() >= kParallelWork) {
+                description = std::move(granted);
+                return exe;
+            }
+        }
+        capsule_group_args one = g;
+        one.num_threads = 1;
+        auto exe = compile(one, description);
+        if (exe) description += "; 1 thread (every kernel small)";
+        return exe;
     } catch (const dnnl::error& e) {
         rethrow_dnnl("compile", e);
     }
