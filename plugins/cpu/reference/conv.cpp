@@ -495,9 +495,12 @@ void blocked_fwd(const ForwardCall& call, const ConvGeom& g, const Slide& s, con
     // its later k slices to (cog × width) both about L2-sized.
     const int64_t budget_width = std::max<int64_t>(
         64, std::min(kColumnBudget / std::max<int64_t>(K, 1), (kColumnBudget / 2) / std::max<int64_t>(cog, 1)));
-    const int64_t blocks = (P + budget_width - 1) / budget_width;
-    const int64_t width = std::min(P, ((P + blocks - 1) / blocks + 15) / 16 * 16);
     const int granted = granted_threads(call);
+    int64_t blocks = (P + budget_width - 1) / budget_width;
+    // Few tasks: a multiple of the threads, so that none waits for another's extra block
+    // (ResNet's 7×7 stride-2 stem at batch 1: 15 blocks on 2 threads became 16).
+    if (g.n * g.groups * blocks < 8 * int64_t(granted)) blocks = (blocks + granted - 1) / granted * granted;
+    const int64_t width = std::min(P, ((P + blocks - 1) / blocks + 15) / 16 * 16);
     const Epilogue& epilogue = epilogue_of(call);
     const int64_t row_parts = row_parts_for(g.n * g.groups * blocks, granted, cog);
     const int64_t tasks = g.n * g.groups * blocks * row_parts;
