@@ -141,7 +141,7 @@ const std::set<BackendOp>& manifest_ops() {
     static const std::set<BackendOp> ops{
         B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
         B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
-        B::add, B::sub, B::mul, B::batch_norm, B::clamp, B::concat};
+        B::add, B::sub, B::mul, B::batch_norm, B::clamp, B::concat, B::reduce_mean};
     return ops;
 }
 
@@ -286,6 +286,14 @@ std::vector<Compare> comparisons() {
     add("add/both_broadcast", B::add, {{3, 1}, {1, 4}}, {});
     add("sub/both_broadcast_rank3", B::sub, {{2, 1, 5}, {3, 1}}, {});
     add("mul/both_broadcast_rank4", B::mul, {{1, 3, 1, 4}, {2, 1, 5, 1}}, {});
+    // reduce_mean: global average pooling (ONNX GlobalAveragePool), one axis, every axis, rank 1.
+    add("reduce_mean/spatial_keepdims", B::reduce_mean, {{2, 8, 7, 7}}, {}, {{"axes", Ints{2, 3}}, {"keepdims", true}});
+    add("reduce_mean/last_axis", B::reduce_mean, {{3, 4, 50}}, {}, {{"axes", Ints{-1}}});
+    add("reduce_mean/middle_axis_keepdims", B::reduce_mean, {{3, 5, 4}}, {}, {{"axes", Ints{1}}, {"keepdims", true}});
+    add("reduce_mean/outer_axes", B::reduce_mean, {{4, 3, 6, 2}}, {}, {{"axes", Ints{0, 2}}});
+    add("reduce_mean/every_axis", B::reduce_mean, {{6, 7, 9}}, {});
+    add("reduce_mean/rank1", B::reduce_mean, {{1000}}, {}, {{"axes", Ints{0}}});
+    add("reduce_mean/size1_axis", B::reduce_mean, {{3, 1, 4}}, {}, {{"axes", Ints{1}}});
     // batch_norm inference.
     add("batch_norm/affine_4d", B::batch_norm, {{2, 3, 4, 4}}, {{3}, {3}, {3}, {3}});
     add("batch_norm/plain_2d", B::batch_norm, {{5, 3}}, {{3}, {3}}, {{"affine", false}, {"eps", 1e-3}});
@@ -330,6 +338,35 @@ INSTANTIATE_TEST_SUITE_P(Shapes, OnednnVersusReference,
                                  if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                              return name;
                          });
+
+// torch.mean sums float32 in double on CPU: where float32 partial sums could overflow, or an
+// input is not finite, onednn.reduce_mean sums in double too (reduction.cpp) and matches the
+// reference capsule, IEEE cases included (inf + -inf = NaN, NaN stays, a lone inf stays).
+TEST(OnednnPlugin, ReduceMeanOfHugeAndNonFiniteValuesMatchesTheReference) {
+    REQUIRE_ONEDNN();
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    KernelCase c;
+    c.name = "reduce_mean/huge_and_non_finite";
+    c.op = BackendOp::reduce_mean;
+    // Rows: partial sums beyond FLT_MAX with a finite mean; +inf; +inf and -inf; NaN; -3e38s.
+    c.inputs = {f32({5, 4}, {3e38, 3e38, -1e38, 2.0, 1.0, inf, 2.0, 3.0, inf, -inf, 1.0, 1.0,
+                             nan, 1.0, 2.0, 3.0, -3e38, -3e38, -3e38, -3e38})};
+    c.attrs = {{"axes", Ints{1}}};
+    std::string error;
+    const auto want = run_forward_values(reference_plugin(), "reference.reduce_mean", c, error);
+    ASSERT_EQ(error, "");
+    const auto got = run_forward_values(*onednn_plugin(), "onednn.reduce_mean", c, error);
+    ASSERT_EQ(error, "");
+    ASSERT_EQ(got.size(), 5u);
+    EXPECT_NEAR(want[0], 1.25e38, 1e32);  // (3e38 + 3e38 - 1e38 + 2) / 4
+    EXPECT_NEAR(got[0], want[0], 1e32);
+    EXPECT_EQ(got[1], inf);
+    EXPECT_TRUE(std::isnan(got[2]));
+    EXPECT_TRUE(std::isnan(got[3]));
+    EXPECT_NEAR(got[4], -3e38, 1e32);
+    for (std::size_t i = 1; i < 5; ++i)
+        EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i]))) << "row " << i;
+}
 
 // ---- refusals ------------------------------------------------------------------------------
 

@@ -216,8 +216,9 @@ TEST(Profiles, OnednnCpuAndOsTargets) {
     EXPECT_EQ(planned_capsule(dnn, BackendOp::matmul), "onednn.matmul");
     EXPECT_EQ(planned_capsule(dnn, BackendOp::conv2d), "onednn.conv2d");
     EXPECT_EQ(planned_capsule(dnn, BackendOp::concat), "onednn.concat");
+    EXPECT_EQ(planned_capsule(dnn, BackendOp::reduce_mean), "onednn.reduce_mean");
     // Ops oneDNN lacks stay on reference capsules in the same plan.
-    EXPECT_EQ(planned_capsule(dnn, BackendOp::reduce_mean), "reference.reduce_mean");
+    EXPECT_EQ(planned_capsule(dnn, BackendOp::reduce_sum), "reference.reduce_sum");
     // checked_cpu's portable target has no onednn provider: nothing changes there.
     EXPECT_EQ(planned_capsule(find_builtin_profile("checked_cpu"), BackendOp::conv2d), "reference.conv2d");
     auto mac = BackendProfile::checked_cpu_target(OperatingSystem::macos, Architecture::aarch64);

@@ -167,6 +167,13 @@ BoundTerms node_terms(const Unit& u, const capsule_group_args& g) {
             if (std::isfinite(v)) limit = std::max(limit, std::fabs(v));
         return {BoundRule::affine, 1, limit};
     }
+    if (name == "onednn.reduce_mean") {
+        // The sum of the reduced elements is formed in float32 before the division.
+        const auto& x = g.values[u.inputs.at(0)];
+        const auto& y = g.values[u.output];
+        const int64_t outputs = numel(y);
+        return {BoundRule::mean, 0, 0, outputs > 0 ? numel(x) / outputs : 0};
+    }
     if (name.starts_with("onednn.avg_pool2d")) {
         // The window sum is formed in float32 before the division: bounded by the window size.
         const auto k = attrs_of(u).get_ints("kernel_size", {1});
@@ -375,7 +382,7 @@ enum class LayoutUse {
 LayoutUse layout_use(const Unit& u, const capsule_group_args& g) {
     const std::string_view name = u.kernel->capsule_name;
     if (name == "onednn.conv2d" || name.starts_with("onednn.max_pool2d") || name.starts_with("onednn.avg_pool2d") ||
-        name == "onednn.concat")
+        name == "onednn.concat" || name == "onednn.reduce_mean")
         return LayoutUse::any;
     if (name == "onednn.relu" || name == "onednn.clamp" || name == "onednn.gelu" || name == "onednn.sigmoid" ||
         name == "onednn.tanh" || name == "onednn.batch_norm")

@@ -1,0 +1,203 @@
+// onednn.reduce_mean.
+#include <algorithm>
+#include <limits>
+
+#include "capsule/shape_math.hpp"
+#include "kernels.hpp"
+#include "value_bounds.hpp"
+
+namespace capsule::onednn {
+
+namespace {
+
+/// torch.mean(x, dim=axes, keepdim=keepdims) / ONNX ReduceMean (and GlobalAveragePool, which the
+/// importer makes a mean over the spatial axes with keepdims): the mean over `axes` (negative
+/// counts from the end; absent: every axis), the reduced axes kept as 1 with `keepdims`, else
+/// removed. y is written as y's dims with the reduced axes as 1s, which is y's memory with or
+/// without them. Paths:
+/// - the spatial axes (2, 3) of a rank-4 x: oneDNN's average pooling over the whole plane, in
+///   x's layout (nhwc inside a compiled group; oneDNN 2.6's reduction has only its unoptimised
+///   reference implementation for nhwc: 0.28 ms against the pool's few microseconds on
+///   ResNet-18's last stage);
+/// - other axes: oneDNN's reduction primitive (reduction_mean, a float32 sum divided by the
+///   count) where it has an optimised implementation (innermost axes of a row-major x), else
+///   the double-accumulating loop below (mean_in_double);
+/// - a mean over zero elements is NaN (0 / 0, as torch.mean); over one element, a copy.
+///
+/// torch.mean accumulates float32 in double on CPU (ATen's acc_type), so a mean whose float32
+/// partial sums overflow is still finite there (3e38 from 3e38 and 3e38). Each call measures
+/// max|x| (one pass): when count · max|x| may exceed FLT_MAX, or x holds a NaN or an infinity,
+/// the mean is summed in double here instead (mean_in_double), which gives torch's value.
+struct ReduceMeanState : NodeState {
+    using NodeState::NodeState;
+    enum class Path { primitive, loop, copy, nan_fill, empty } path = Path::primitive;
+    memory::desc src_md, dst_md;
+    dnnl::primitive primitive;  // the pool or the reduction
+    dnnl::reorder copy;
+    int64_t count = 1;  // elements per mean
+    /// For mean_in_double: x's dims, x's strides and each dim's stride in y (0 for a reduced
+    /// one), in elements.
+    std::vector<int64_t> dims, x_strides, y_strides;
+};
+
+/// Row-major strides of `dims`.
+std::vector<int64_t> row_major(std::span<const int64_t> dims) {
+    std::vector<int64_t> strides(dims.size());
+    int64_t stride = 1;
+    for (std::size_t i = dims.size(); i-- > 0;) {
+        strides[i] = stride;
+        stride *= std::max<int64_t>(dims[i], 1);
+    }
+    return strides;
+}
+
+/// The strides of `t`'s view (row-major when it has none).
+std::vector<int64_t> strides_of(const Tensor& t) {
+    if (t.view->strides == nullptr) return row_major(t.shape());
+    return {t.view->strides, t.view->strides + t.rank()};
+}
+
+/// y = the mean of x over the reduced dims, each output's sum accumulated in double (see
+/// ReduceMeanState), visiting x in row-major index order; y is `outputs` dense values.
+void mean_in_double(const ReduceMeanState& s, const float* x, float* y, int64_t outputs) {
+    std::vector<double> sums(static_cast<std::size_t>(outputs), 0.0);
+    const std::size_t rank = s.dims.size();
+    std::vector<int64_t> index(rank, 0);
+    int64_t xo = 0, yo = 0, total = 1;
+    for (const auto d : s.dims) total *= d;
+    for (int64_t e = 0; e < total; ++e) {
+        sums[static_cast<std::size_t>(yo)] += double(x[xo]);
+        for (std::size_t d = rank; d-- > 0;) {  // odometer: the next index in row-major order
+            xo += s.x_strides[d];
+            yo += s.y_strides[d];
+            if (++index[d] < s.dims[d]) break;
+            xo -= s.x_strides[d] * s.dims[d];
+            yo -= s.y_strides[d] * s.dims[d];
+            index[d] = 0;
+        }
+    }
+    // y is dense (row-major, or nhwc inside a compiled group): its offsets are 0 .. outputs - 1.
+    for (int64_t o = 0; o < outputs; ++o)
+        y[o] = static_cast<float>(sums[static_cast<std::size_t>(o)] / double(s.count));
+}
+
+std::unique_ptr<ReduceMeanState> prepare_reduce_mean(const PrepareCall& call) {
+    const char* name = "onednn.reduce_mean";
+    auto s = std::make_unique<ReduceMeanState>(name, call);
+    const Tensor x = call.input(0), y = call.output();
+    require_float32(name, x, "input x");
+    plugin::require(x.rank() <= DNNL_MAX_NDIMS, [&] {
+        return std::string(name) + ": input rank " + std::to_string(x.rank()) + " is above oneDNN's " +
+               std::to_string(DNNL_MAX_NDIMS);
+    });
+    // Dims of y with the reduced axes kept as 1 (oneDNN's reduction keeps the rank); a rank-0 x
+    // is {1}, its own mean.
+    memory::dims kept = dims_of(x);
+    std::vector<char> reduced(static_cast<std::size_t>(x.rank()), call.attrs().has("axes") ? 0 : 1);
+    for (const int64_t a : x.rank() == 0 ? std::vector<int64_t>{} : call.attrs().get_ints("axes", {})) {
+        const auto axis = try_normalize_axis(a, x.rank());
+        plugin::require(axis.has_value(), [&] {
+            return std::string(name) + ": axis " + std::to_string(a) + " out of range for rank " + std::to_string(x.rank());
+        });
+        reduced[static_cast<std::size_t>(*axis)] = 1;
+    }
+    int64_t count = 1, outputs = 1;
+    for (std::size_t d = 0; d < reduced.size(); ++d)
+        if (reduced[d]) {
+            count *= kept[d];
+            kept[d] = 1;
+        }
+    for (const auto k : kept) outputs *= k;
+    s->count = count;
+    plugin::require(outputs == y.numel(), [&] {
+        return std::string(name) + ": output " + shape_string(y.shape()) + " does not match input " +
+               shape_string(x.shape()) + " reduced over the given axes";
+    });
+    s->limit_threads(double(x.numel()));
+    const ThreadScope scope(s->threads);
+    if (y.numel() == 0) {
+        s->path = ReduceMeanState::Path::empty;
+        return s;
+    }
+    if (count == 0) {
+        s->path = ReduceMeanState::Path::nan_fill;
+        return s;
+    }
+    s->src_md = x.rank() == 0 ? plain_desc(kept) : view_desc(x);
+    // y's own strides when it keeps the rank (nhwc inside a compiled group), else row-major.
+    s->dst_md = y.rank() == x.rank() ? view_desc(y) : plain_desc(kept);
+    // Where each x element's output lies in y (mean_in_double).
+    s->dims.assign(kept.size(), 1);
+    for (int d = 0; d < x.rank(); ++d) s->dims[std::size_t(d)] = x.dim(d);
+    s->x_strides = x.rank() == 0 ? std::vector<int64_t>{1} : strides_of(x);
+    const std::vector<int64_t> y_kept = y.rank() == x.rank() && x.rank() > 0 ? strides_of(y) : row_major(kept);
+    s->y_strides.assign(kept.size(), 0);
+    for (std::size_t d = 0; d < kept.size(); ++d)
+        if (!reduced.empty() && !reduced[d]) s->y_strides[d] = y_kept[d];
+    if (count == 1) {
+        s->path = ReduceMeanState::Path::copy;
+        s->copy = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), s->src_md, cpu_engine(), s->dst_md));
+        return s;
+    }
+    if (x.rank() == 4 && !reduced[0] && !reduced[1] && reduced[2] && reduced[3]) {
+        // Global average pooling; the [N, C, 1, 1] result has the same memory in either layout.
+        s->dst_md = memory::desc(kept, memory::data_type::f32,
+                                 is_channels_last(x) ? memory::format_tag::nhwc : memory::format_tag::nchw);
+        const dnnl::pooling_forward::primitive_desc pd(
+            dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding,
+                                        s->src_md, s->dst_md, {1, 1}, {x.dim(2), x.dim(3)}, {0, 0}, {0, 0}),
+            scratchpad_attr(), cpu_engine());
+        s->scratchpad = pd.scratchpad_desc();
+        s->primitive = dnnl::pooling_forward(pd);
+        return s;
+    }
+    const dnnl::reduction::primitive_desc pd(
+        dnnl::reduction::desc(dnnl::algorithm::reduction_mean, s->src_md, s->dst_md, 0.0f, 0.0f), scratchpad_attr(),
+        cpu_engine());
+    if (is_reference(pd)) {
+        s->path = ReduceMeanState::Path::loop;
+        return s;
+    }
+    s->scratchpad = pd.scratchpad_desc();
+    s->primitive = dnnl::reduction(pd);
+    return s;
+}
+
+void reduce_mean(const ForwardCall& call) {
+    const auto& s = state_of<ReduceMeanState>(call, "onednn.reduce_mean");
+    const Tensor y = call.output();
+    switch (s.path) {
+        case ReduceMeanState::Path::empty: return;
+        case ReduceMeanState::Path::nan_fill: {
+            float* out = y.data<float>();
+            std::fill(out, out + y.numel(), std::numeric_limits<float>::quiet_NaN());
+            return;
+        }
+        case ReduceMeanState::Path::copy: {
+            memory from = wrap(s.src_md, call.input(0).data<float>()), to = wrap(s.dst_md, y.data<float>());
+            const ThreadScope scope(s.threads);
+            s.copy.execute(thread_stream(), from, to);
+            thread_stream().wait();
+            return;
+        }
+        case ReduceMeanState::Path::loop:
+            mean_in_double(s, call.input(0).data<float>(), y.data<float>(), y.numel());
+            return;
+        case ReduceMeanState::Path::primitive:
+            if (!(max_magnitude(*call.input(0).view) * double(s.count) <= std::numeric_limits<float>::max())) {
+                mean_in_double(s, call.input(0).data<float>(), y.data<float>(), y.numel());
+                return;
+            }
+            execute(s, s.primitive,
+                    {{DNNL_ARG_SRC, wrap(s.src_md, call.input(0).data<float>())}, {DNNL_ARG_DST, wrap(s.dst_md, y.data<float>())}});
+            return;
+    }
+}
+
+}  // namespace
+
+const capsule_kernel reduce_mean_kernel =
+    plugin::kernel("onednn.reduce_mean", forward_entry<reduce_mean>, nullptr,
+                   prepare_entry<ReduceMeanState, prepare_reduce_mean>, release_entry<ReduceMeanState>, kFloat32Only);
+
+}  // namespace capsule::onednn
