@@ -1305,6 +1305,26 @@ TEST(OnednnCompiledGroups, AGroupOfSmallKernelsRunsOnOneThreadAndALargerOneOnAll
     }
 }
 
+// A mean over a zero-size axis is NaN (reduce_mean's NaN fill), and stays NaN through the fused
+// linear + clamp after it inside a compiled group (torch.clamp keeps NaN; oneDNN's clip post-op
+// would give a limit, so the group must not take the fused path on it).
+TEST(OnednnCompiledGroups, AMeanOfNoElementsStaysNaNThroughAFusedClamp) {
+    REQUIRE_ONEDNN();
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 0, 3], "dtype": "float32"},
+      {"id": 1, "op": "reduce_mean", "name": "mean", "parents": [0], "attrs": {"axes": [1]}, "shape": [2, 3]},
+      {"id": 2, "op": "linear", "name": "fc", "parents": [1], "attrs": {"out_features": 4}, "shape": [2, 4]},
+      {"id": 3, "op": "clamp", "name": "out", "parents": [2], "attrs": {"min": 0.0, "max": 6.0}, "shape": [2, 4]}
+    ], "outputs": [3]})");
+    const ParameterMap params = capsule::testing::random_parameters(graph, 31, 0.5);
+    auto fused = onednn_session(graph, params, true);
+    ASSERT_EQ(fused.compiled_groups().size(), 1u);
+    const std::map<std::string, Tensor> inputs{{"x", Tensor::zeros(DType::float32, {2, 0, 3})}};
+    const auto want = reference_output(graph, params, inputs);
+    for (std::int64_t i = 0; i < want.numel(); ++i) ASSERT_TRUE(std::isnan(want.at(i))) << i;
+    expect_same(fused.run(inputs)[0], want, 0.0);
+}
+
 TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {
     REQUIRE_ONEDNN();
     const fs::path dir = fs::path(CAPSULE_SOURCE_DIR) / "tests" / "data" / "models" / "squeezenet1_1";

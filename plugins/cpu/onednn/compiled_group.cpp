@@ -172,6 +172,7 @@ BoundTerms node_terms(const Unit& u, const capsule_group_args& g) {
         const auto& x = g.values[u.inputs.at(0)];
         const auto& y = g.values[u.output];
         const int64_t outputs = numel(y);
+        if (numel(x) == 0) return {};  // a mean of no elements is NaN: unknown, so measured
         return {BoundRule::mean, 0, 0, outputs > 0 ? numel(x) / outputs : 0};
     }
     if (name.starts_with("onednn.avg_pool2d")) {
@@ -500,7 +501,7 @@ std::unique_ptr<Executable> compile_checked(const capsule_group_args& g, std::st
             const UniformThreads uniform;
             std::string granted;
             auto exe = compile(g, granted);
-            if (!exe || g.num_threads == 1 || uniform.largest_work() >= kParallelWork) {
+            if (!exe || g.num_threads <= 1 || uniform.largest_work() >= kParallelWork) {
                 description = std::move(granted);
                 return exe;
             }

@@ -109,7 +109,14 @@ std::unique_ptr<ReduceMeanState> prepare_reduce_mean(const PrepareCall& call) {
         }
     for (const auto k : kept) outputs *= k;
     s->count = count;
-    plugin::require(outputs == y.numel(), [&] {
+    // y: x's dims with the reduced ones kept as 1 (keepdims) or removed.
+    std::vector<int64_t> removed;
+    for (std::size_t d = 0; d < reduced.size(); ++d)
+        if (!reduced[d]) removed.push_back(kept[d]);
+    const auto y_shape = y.shape();
+    const bool keeps_dims = x.rank() > 0 && std::equal(y_shape.begin(), y_shape.end(), kept.begin(), kept.end());
+    const bool drops_dims = std::equal(y_shape.begin(), y_shape.end(), removed.begin(), removed.end());
+    plugin::require(outputs == y.numel() && (keeps_dims || drops_dims || x.rank() == 0), [&] {
         return std::string(name) + ": output " + shape_string(y.shape()) + " does not match input " +
                shape_string(x.shape()) + " reduced over the given axes";
     });
@@ -125,12 +132,12 @@ std::unique_ptr<ReduceMeanState> prepare_reduce_mean(const PrepareCall& call) {
     }
     s->src_md = x.rank() == 0 ? plain_desc(kept) : view_desc(x);
     // y's own strides when it keeps the rank (nhwc inside a compiled group), else row-major.
-    s->dst_md = y.rank() == x.rank() ? view_desc(y) : plain_desc(kept);
+    s->dst_md = keeps_dims ? view_desc(y) : plain_desc(kept);
     // Where each x element's output lies in y (mean_in_double).
     s->dims.assign(kept.size(), 1);
     for (int d = 0; d < x.rank(); ++d) s->dims[std::size_t(d)] = x.dim(d);
     s->x_strides = x.rank() == 0 ? std::vector<int64_t>{1} : strides_of(x);
-    const std::vector<int64_t> y_kept = y.rank() == x.rank() && x.rank() > 0 ? strides_of(y) : row_major(kept);
+    const std::vector<int64_t> y_kept = keeps_dims ? strides_of(y) : row_major(kept);
     s->y_strides.assign(kept.size(), 0);
     for (std::size_t d = 0; d < kept.size(); ++d)
         if (!reduced.empty() && !reduced[d]) s->y_strides[d] = y_kept[d];
@@ -184,7 +191,9 @@ void reduce_mean(const ForwardCall& call) {
             mean_in_double(s, call.input(0).data<float>(), y.data<float>(), y.numel());
             return;
         case ReduceMeanState::Path::primitive:
-            if (!(max_magnitude(*call.input(0).view) * double(s.count) <= std::numeric_limits<float>::max())) {
+            // |a float32 partial sum| <= count · max|x| · (1 + count · 2^-24) (rounding).
+            if (!(max_magnitude(*call.input(0).view) * double(s.count) * (1.0 + double(s.count) * 0x1p-23) <=
+                  std::numeric_limits<float>::max())) {
                 mean_in_double(s, call.input(0).data<float>(), y.data<float>(), y.numel());
                 return;
             }

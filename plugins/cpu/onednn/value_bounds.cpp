@@ -82,6 +82,7 @@ double ValueBounds::transfer(const BoundTerms& terms, std::span<const std::size_
         case BoundRule::mean:
             if (!(first * double(terms.inner) * widening(terms.inner) <= kFloatMax)) return kInfinity;
             result = first;
+            summed = terms.inner;  // the float32 sum's rounding, kept by the division
             break;
         case BoundRule::unit: result = 1; break;
         case BoundRule::sum:
