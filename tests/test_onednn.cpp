@@ -1295,7 +1295,7 @@ TEST(OnednnCompiledGroups, AGroupOfSmallKernelsRunsOnOneThreadAndALargerOneOnAll
         options.threads = 2;
         auto fused = capsule::testing::session_under("onednn_cpu", graph, params, options);
         ASSERT_EQ(fused.compiled_groups().size(), 1u);
-        const auto& description = fused.compiled_groups()[0].fused;
+        const std::string description = fused.compiled_groups()[0].fused;  // a copy: compiled_groups() returns a temporary
         // 2 * rows * 256 * 256 flops in fc1: 0.26 M for 2 rows, 33.6 M for 256.
         EXPECT_EQ(description.find("1 thread (every kernel small)") != std::string::npos, rows == 2) << description;
         const std::map<std::string, Tensor> inputs{
