@@ -25,20 +25,28 @@ memory::dims dims_of(std::span<const int64_t> shape) {
 
 memory::dims dims_of(const Tensor& t) { return dims_of(t.shape()); }
 
-memory::desc plain_desc(const memory::dims& dims) {
+memory::dims row_major_strides(std::span<const int64_t> dims) {
     memory::dims strides(dims.size());
     memory::dim stride = 1;
     for (std::size_t i = dims.size(); i-- > 0;) {
         strides[i] = stride;
         stride *= std::max<memory::dim>(dims[i], 1);
     }
-    return memory::desc(dims, memory::data_type::f32, strides);
+    return strides;
+}
+
+memory::dims strides_of(const Tensor& t) {
+    if (t.view->strides == nullptr) return row_major_strides(t.shape());
+    return memory::dims(t.view->strides, t.view->strides + t.rank());
+}
+
+memory::desc plain_desc(const memory::dims& dims) {
+    return memory::desc(dims, memory::data_type::f32, row_major_strides(dims));
 }
 
 memory::desc view_desc(const Tensor& t) {
-    const memory::dims dims = dims_of(t);
-    if (t.rank() == 0 || t.view->strides == nullptr) return plain_desc(dims);
-    return memory::desc(dims, memory::data_type::f32, memory::dims(t.view->strides, t.view->strides + t.rank()));
+    if (t.rank() == 0) return plain_desc(dims_of(t));
+    return memory::desc(dims_of(t), memory::data_type::f32, strides_of(t));
 }
 
 bool is_channels_last(const Tensor& t) {

@@ -48,6 +48,12 @@ memory::dims dims_of(std::span<const int64_t> shape);
 /// A float32 descriptor of `dims` with plain row-major strides (any rank 1..12).
 memory::desc plain_desc(const memory::dims& dims);
 
+/// Row-major strides of `dims`, in elements (a dim of 0 counts as 1, so strides stay distinct).
+memory::dims row_major_strides(std::span<const int64_t> dims);
+
+/// The strides of `t`'s view, in elements: its own, or row-major when it has none.
+memory::dims strides_of(const Tensor& t);
+
 /// A float32 descriptor of `t` with its view's own strides (in elements): plain row-major for
 /// every tensor the host passes, channels-last (nhwc) for a value that a compiled group keeps in
 /// that layout (compiled_group.cpp). Kernels that read activations through it work in either.

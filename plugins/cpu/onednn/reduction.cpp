@@ -40,23 +40,6 @@ struct ReduceMeanState : NodeState {
     std::vector<int64_t> dims, x_strides, y_strides;
 };
 
-/// Row-major strides of `dims`.
-std::vector<int64_t> row_major(std::span<const int64_t> dims) {
-    std::vector<int64_t> strides(dims.size());
-    int64_t stride = 1;
-    for (std::size_t i = dims.size(); i-- > 0;) {
-        strides[i] = stride;
-        stride *= std::max<int64_t>(dims[i], 1);
-    }
-    return strides;
-}
-
-/// The strides of `t`'s view (row-major when it has none).
-std::vector<int64_t> strides_of(const Tensor& t) {
-    if (t.view->strides == nullptr) return row_major(t.shape());
-    return {t.view->strides, t.view->strides + t.rank()};
-}
-
 /// y = the mean of x over the reduced dims, each output's sum accumulated in double (see
 /// ReduceMeanState), visiting x in row-major index order; y is `outputs` dense values.
 void mean_in_double(const ReduceMeanState& s, const float* x, float* y, int64_t outputs) {
@@ -137,7 +120,7 @@ std::unique_ptr<ReduceMeanState> prepare_reduce_mean(const PrepareCall& call) {
     s->dims.assign(kept.size(), 1);
     for (int d = 0; d < x.rank(); ++d) s->dims[std::size_t(d)] = x.dim(d);
     s->x_strides = x.rank() == 0 ? std::vector<int64_t>{1} : strides_of(x);
-    const std::vector<int64_t> y_kept = keeps_dims ? strides_of(y) : row_major(kept);
+    const std::vector<int64_t> y_kept = keeps_dims ? strides_of(y) : row_major_strides(kept);
     s->y_strides.assign(kept.size(), 0);
     for (std::size_t d = 0; d < kept.size(); ++d)
         if (!reduced.empty() && !reduced[d]) s->y_strides[d] = y_kept[d];
