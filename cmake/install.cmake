@@ -33,7 +33,7 @@ endif()
 
 # Plugins: every library built into the plugin directory and every manifest there (the build
 # copies exactly the manifests this build should plan with, stubs included).
-foreach(plugin capsule_reference capsule_onednn capsule_libtorch capsule_native_cuda)
+foreach(plugin capsule_reference capsule_onednn capsule_libtorch capsule_libtorch_autograd capsule_native_cuda)
   if(TARGET ${plugin})
     install(TARGETS ${plugin} LIBRARY DESTINATION ${CAPSULE_INSTALL_PLUGINDIR})
   endif()

@@ -28,6 +28,8 @@ using namespace capsule;
 using namespace capsule::conformance;
 using capsule::conformance::builders::V;
 namespace fs = std::filesystem;
+using capsule::testing::pseudo_random;
+using capsule::testing::random_parameters;
 using capsule::testing::reference_plugin;
 
 namespace {
@@ -172,12 +174,17 @@ TEST_P(LibTorchModels, MatchCheckedCpuAndPyTorchWithinOneInTenThousand) {
 
 INSTANTIATE_TEST_SUITE_P(Shared, LibTorchModels, ::testing::Values("mobilenet_v2", "squeezenet1_1"));
 
-// ---- training under libtorch_forward_cpu -------------------------------------------------------
+// ---- training under libtorch_forward_cpu and libtorch_autograd_cpu --------------------------------
 
-// The same LeNet-5 steps (seed, data, SGD with momentum) under libtorch_forward_cpu (every
-// forward, backward and optimizer step a LibTorch capsule) and checked_cpu (the reference
-// capsules) give the same losses and parameters up to float32 rounding.
-TEST(LibTorchTraining, LeNetStepsMatchCheckedCpu) {
+// The same LeNet-5 steps (seed, data, SGD with momentum) under a LibTorch profile and checked_cpu
+// (the reference capsules) give the same losses and parameters up to float32 rounding:
+// libtorch_forward_cpu runs every forward, backward and optimizer step as a LibTorch capsule
+// called by Capsule's tape; libtorch_autograd_cpu (external-autograd) records the whole training
+// graph as one group with torch's autograd and differentiates it with one torch::autograd::grad
+// call per step.
+class LibTorchTraining : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LibTorchTraining, LeNetStepsMatchCheckedCpu) {
     REQUIRE_LIBTORCH();
     const auto train = take_first(load_fashion_mnist(kDefaultFashionMnistDir, "train"), 256);
     TrainingConfig config{64, SgdOptions{.lr = 0.05, .momentum = 0.9}, 7};
@@ -190,7 +197,7 @@ TEST(LibTorchTraining, LeNetStepsMatchCheckedCpu) {
         return trainer.parameters();
     };
     double loss_libtorch = 0, loss_checked = 0;
-    const auto libtorch = run("libtorch_forward_cpu", &loss_libtorch);
+    const auto libtorch = run(GetParam(), &loss_libtorch);
     const auto checked = run("checked_cpu", &loss_checked);
     EXPECT_NEAR(loss_libtorch, loss_checked, 1e-4 * std::fabs(loss_checked));
     ASSERT_EQ(libtorch.size(), checked.size());
@@ -203,6 +210,122 @@ TEST(LibTorchTraining, LeNetStepsMatchCheckedCpu) {
         }
         EXPECT_LE(diff, 1e-4 * scale) << key;
     }
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, LibTorchTraining, ::testing::Values("libtorch_forward_cpu", "libtorch_autograd_cpu"));
+
+// ---- compiled groups and external autograd (plugins/libtorch/group.cpp) ---------------------------
+
+namespace {
+
+Graph ir_graph(const std::string& nodes, const std::string& outputs) {
+    return parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [)" + nodes + R"(], "outputs": )" +
+                       outputs + "}");
+}
+
+// Two groups under external autograd (the detached read of node 2 starts the second): node 2
+// leaves the first group through node 3 (a graph output read again inside the group that makes
+// it) and through the detach; x enters both groups (its gradient sums two group calls).
+//   h = tanh(fc1(x)); y = h * h; z = sum(fc2(detach(h) * y) + fc3(x)); outputs z, y
+const char* kTwoGroupNodes = R"(
+    {"id": 0, "op": "input", "name": "x", "shape": [4, 5], "dtype": "float64"},
+    {"id": 1, "op": "linear", "name": "fc1", "parents": [0], "attrs": {"out_features": 6}, "shape": [4, 6], "dtype": "float64"},
+    {"id": 2, "op": "tanh", "parents": [1], "shape": [4, 6], "dtype": "float64"},
+    {"id": 3, "op": "mul", "parents": [2, 2], "shape": [4, 6], "dtype": "float64"},
+    {"id": 4, "op": "detach", "parents": [2], "shape": [4, 6], "dtype": "float64"},
+    {"id": 5, "op": "mul", "parents": [4, 3], "shape": [4, 6], "dtype": "float64"},
+    {"id": 6, "op": "linear", "name": "fc2", "parents": [5], "attrs": {"out_features": 3}, "shape": [4, 3], "dtype": "float64"},
+    {"id": 7, "op": "linear", "name": "fc3", "parents": [0], "attrs": {"out_features": 3}, "shape": [4, 3], "dtype": "float64"},
+    {"id": 8, "op": "add", "parents": [6, 7], "shape": [4, 3], "dtype": "float64"},
+    {"id": 9, "op": "sum", "parents": [8], "shape": [], "dtype": "float64"})";
+
+double max_relative_difference(const Tensor& got, const Tensor& want) {
+    double scale = 0, diff = 0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) {
+        scale = std::max(scale, std::fabs(want.at(i)));
+        diff = std::max(diff, std::fabs(got.at(i) - want.at(i)));
+    }
+    return diff / std::max(scale, 1e-300);
+}
+
+}  // namespace
+
+// Gradients of inputs and parameters through two external-autograd groups equal the reference
+// tape's (checked_cpu) in float64, for both outputs' upstream gradients at once; a second backward
+// over the same tape gives the same gradients scaled with the upstream ones.
+TEST(LibTorchExternalAutograd, GroupGradientsEqualTheReferenceTape) {
+    REQUIRE_LIBTORCH();
+    const Graph graph = ir_graph(kTwoGroupNodes, "[9, 3]");
+    const ParameterMap params = random_parameters(graph, 11, 0.7);
+    const auto x = Tensor::from_values(DType::float64, {4, 5}, pseudo_random(20, 99, 1.5));
+    const auto w = Tensor::from_values(DType::float64, {4, 6}, pseudo_random(24, 98, 1.0));
+    auto gradients = [&](const char* profile, double factor) {
+        auto session = capsule::testing::session_under(profile, graph, params);
+        EXPECT_EQ(session.backward_refusal(), "") << profile;
+        auto recorded = session.run_recording({{"x", x}});
+        session.backward(recorded.tape, {Tensor::from_values(DType::float64, {}, {1.0}), w});
+        std::vector<double> scaled_w = w.to_doubles();
+        for (auto& v : scaled_w) v *= factor;
+        return std::make_pair(session.backward(recorded.tape, {Tensor::from_values(DType::float64, {}, {factor}),
+                                                               Tensor::from_values(DType::float64, {4, 6}, scaled_w)}),
+                              session.compiled_groups());
+    };
+    const auto [want, no_groups] = gradients("checked_cpu", 1.0);
+    const auto [got, groups] = gradients("libtorch_autograd_cpu", 2.0);
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0].plugin, "libtorch_autograd");
+    EXPECT_EQ(groups[0].node_ids, (std::vector<std::int64_t>{1, 2, 3}));
+    EXPECT_EQ(groups[1].node_ids, (std::vector<std::int64_t>{5, 6, 7, 8, 9}));
+    ASSERT_EQ(got.parameters.size(), 6u);
+    for (const auto& [key, t] : want.parameters) {
+        Tensor halved = got.parameters.at(key);
+        for (auto& v : halved.values<double>()) v /= 2;
+        EXPECT_LE(max_relative_difference(halved, t), 1e-12) << key;
+    }
+    Tensor gx = got.inputs.at("x");
+    for (auto& v : gx.values<double>()) v /= 2;
+    EXPECT_LE(max_relative_difference(gx, want.inputs.at("x")), 1e-12);
+    // The detached factor carries no gradient: without the detach, fc1's gradient would differ.
+    EXPECT_GT(max_relative_difference(want.parameters.at("fc1.weight"), Tensor::zeros(DType::float64, {6, 5})), 0.0);
+}
+
+// External autograd needs the provider to record whole groups: a session without compiled groups
+// refuses backward, naming the first node a gradient flows through and why.
+TEST(LibTorchExternalAutograd, WithoutCompiledGroupsBackwardIsRefusedWithItsReason) {
+    REQUIRE_LIBTORCH();
+    const Graph graph = ir_graph(kTwoGroupNodes, "[9]");
+    SessionOptions node_by_node;
+    node_by_node.compile_groups = false;
+    auto session = capsule::testing::session_under("libtorch_autograd_cpu", graph, random_parameters(graph, 3, 0.5),
+                                                   node_by_node);
+    EXPECT_NE(session.backward_refusal().find("node 1 (linear) runs capsule libtorch_autograd.linear of plugin "
+                                              "libtorch_autograd outside a group its provider's autograd records"),
+              std::string::npos)
+        << session.backward_refusal();
+    // Inference runs are unaffected.
+    EXPECT_EQ(session.run({{"x", Tensor::zeros(DType::float64, {4, 5})}}).size(), 1u);
+}
+
+// A compiled LibTorch group computes what its capsules compute node by node, bit for bit (each
+// node reads a contiguous tensor, as it reads the host's buffer node by node): LeNet-5's forward
+// under libtorch_forward_cpu with and without compiled groups.
+TEST(LibTorchCompiledGroups, LeNetEqualsNodeByNodeBitForBit) {
+    REQUIRE_LIBTORCH();
+    const Graph graph = model_graph(ModelKind::lenet, 8);
+    const ParameterMap params = random_parameters(graph, 5, 0.3);
+    const auto images = Tensor::from_values(DType::float32, {8, 1, 28, 28}, pseudo_random(8 * 28 * 28, 4, 1.0));
+    SessionOptions node_by_node;
+    node_by_node.compile_groups = false;
+    auto grouped = capsule::testing::session_under("libtorch_forward_cpu", graph, params);
+    auto single = capsule::testing::session_under("libtorch_forward_cpu", graph, params, node_by_node);
+    ASSERT_EQ(grouped.compiled_groups().size(), 1u);
+    EXPECT_EQ(grouped.compiled_groups()[0].plugin, "libtorch");
+    EXPECT_TRUE(single.compiled_groups().empty());
+    const std::string input = grouped.inputs()[0].name;
+    const auto a = grouped.run({{input, images}}).at(0);
+    const auto b = single.run({{input, images}}).at(0);
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
 }
 
 // Backward kernels at kinks, bounds and non-finite inputs, where torch's autograd and the

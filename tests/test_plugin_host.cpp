@@ -276,6 +276,15 @@ TEST(CompiledGroups, AMalformedExtensionRefusesThePlugin) {
               "required)");
 }
 
+TEST(ExternalAutograd, AMalformedOrLoneGroupAutogradExtensionRefusesThePlugin) {
+    EXPECT_EQ(failure_of("fixture_autograd_malformed"),
+              "group-autograd extension lacks its function(s): backward (record, backward and "
+              "release_record are all required)");
+    EXPECT_EQ(failure_of("fixture_autograd_alone"),
+              "plugin table lists the group-autograd extension without the compiled-groups extension "
+              "(external autograd runs compiled groups)");
+}
+
 TEST(PluginHost, ProbingInAChildProcessSurvivesCrashesAndHangs) {
     auto host = host_for({kFixtures / "fixture_probe_crash", kFixtures / "fixture_probe_hang",
                           kFixtures / "fixture_good", kFixtures / "fixture_probe_fail",
@@ -320,7 +329,7 @@ TEST(PluginHost, FailuresDoNotStopOtherPlugins) {
     // good, newer_minor, probe_fail, abi_1_0, wide_entries, raw_kernels, prepared, groups,
     // groups_run_fails
     EXPECT_EQ(loaded, 9);
-    EXPECT_EQ(failed, 13);  // the other twelve fixtures and bad_json
+    EXPECT_EQ(failed, 15);  // the other fourteen fixtures and bad_json
 }
 
 TEST(PluginHost, ProbeThatThrowsIsReportedNotPropagated) {

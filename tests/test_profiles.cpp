@@ -165,8 +165,8 @@ TEST(Profiles, LibTorchCudaProfilesPlanOnlyTheSdpaCapsules) {
 // plugins/libtorch/libtorch.capsule.json (generated from the LibTorch plugin's kernel table): its
 // capsules have backward kernels (VJP mode backend-vjp), so libtorch_forward_cpu (the tape) plans
 // every op on them and its gate accepts them as trusted-external; libtorch_autograd_cpu wants
-// external-autograd capsules, which no plugin provides, and says why each LibTorch capsule is
-// refused.
+// external-autograd capsules, which plugin libtorch_autograd (same source, its own manifest)
+// provides, and the forward profile refuses those for their VJP mode.
 TEST(Profiles, LibTorchCpuProfilesPlanTheLibTorchPlugin) {
     const auto& forward = find_builtin_profile("libtorch_forward_cpu");
     for (BackendOp op : {BackendOp::matmul, BackendOp::conv2d, BackendOp::scaled_dot_product_attention,
@@ -184,12 +184,12 @@ TEST(Profiles, LibTorchCpuProfilesPlanTheLibTorchPlugin) {
     for (const auto& f : rejected.gate.failures) trusted_boundary |= f.kind == GateFailureKind::trusted_boundary;
     EXPECT_TRUE(trusted_boundary);
 
-    auto msg = planning_error(find_builtin_profile("libtorch_autograd_cpu"), BackendOp::matmul);
-    EXPECT_NE(msg.find("libtorch.matmul (provider libtorch, device cpu): VJP mode backend-vjp is not "
-                       "compatible with config VJP mode external-autograd"),
-              std::string::npos)
-        << msg;
-    EXPECT_NE(msg.find("only: preference only:libtorch refuses provider reference"), std::string::npos) << msg;
+    const auto& autograd = find_builtin_profile("libtorch_autograd_cpu");
+    for (BackendOp op : {BackendOp::matmul, BackendOp::conv2d, BackendOp::cross_entropy})
+        EXPECT_EQ(planned_capsule(autograd, op), "libtorch_autograd." + std::string(to_string(op)));
+    const auto gated = autograd.gate_ops(host(), ops);
+    EXPECT_TRUE(gated.gate.accepted());
+    EXPECT_TRUE(gated.gate.trusted_external);
 }
 
 TEST(Profiles, LibTorchForwardRefusesTheAutogradCapsuleForItsVjpMode) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiled_groups.hpp"
 #include "kernel_binding.hpp"
 #include "session_impl.hpp"
 
@@ -26,9 +27,6 @@ string vjp_refusal(const string& profile, VJPMode mode) {
     if (mode == VJPMode::none)
         return "profile " + profile + " has VJP mode none (inference only): backward is refused; "
                "use a profile whose VJP mode is torchlean-tape or backend-vjp";
-    if (mode == VJPMode::external_autograd)
-        return "profile " + profile + " has VJP mode external-autograd: the provider's own "
-               "autograd owns the backward pass, and no provider autograd is wired in this build";
     return {};
 }
 
@@ -54,8 +52,12 @@ public:
         mark_differentiable_values();
         mark_reached_values();
         seed_outputs();
-        for (std::size_t s = impl_.steps.size(); s-- > 0;)
-            if (auto p = at(impl_.steps[s].node_id); p && reached_[*p]) add_step(s, *p);
+        if (impl_.vjp_mode == VJPMode::external_autograd) {
+            add_group_steps();
+        } else {
+            for (std::size_t s = impl_.steps.size(); s-- > 0;)
+                if (auto p = at(impl_.steps[s].node_id); p && reached_[*p]) add_step(s, *p);
+        }
         collect_results();
         if (program_.refusal.empty() && impl_.device != Device::cpu && accumulates_)
             program_.refusal = "gradient accumulation (a value used more than once) is only "
@@ -202,6 +204,77 @@ private:
         program_.steps.push_back(std::move(b));
     }
 
+    /// External autograd: every step a gradient flows through must sit in a compiled group that
+    /// its provider's autograd records; each such group is one backward call, in reverse order.
+    void add_group_steps() {
+        program_.record_flags.assign(impl_.groups.size(), {});
+        std::vector<std::size_t> group_of(impl_.steps.size(), kNone);
+        for (std::size_t g = 0; g < impl_.groups.size(); ++g)
+            for (std::size_t k = 0; k < impl_.groups[g].num_steps; ++k) group_of[impl_.groups[g].first_step + k] = g;
+        for (std::size_t s = 0; s < impl_.steps.size() && program_.refusal.empty(); ++s) {
+            const auto& step = impl_.steps[s];
+            auto p = at(step.node_id);
+            if (!p || !reached_[*p] || (group_of[s] != kNone && impl_.groups[group_of[s]].autograd)) continue;
+            program_.refusal =
+                "node " + std::to_string(step.node_id) + " (" + string(to_string(step.capsule->op)) +
+                ") runs capsule " + step.capsule->name + " of plugin " + *step.plugin +
+                " outside a group its provider's autograd records (VJP mode external-autograd needs the "
+                "plugin's group-autograd extension and compiled groups, which SessionOptions::compile_groups "
+                "and lowering mode coalesced enable)";
+        }
+        for (std::size_t g = impl_.groups.size(); g-- > 0;) {
+            const auto& group = impl_.groups[g];
+            bool reached = false;
+            for (std::size_t k = 0; k < group.num_steps; ++k)
+                if (auto p = at(impl_.steps[group.first_step + k].node_id)) reached = reached || reached_[*p];
+            if (group.autograd && reached) add_group(g);
+        }
+    }
+
+    void add_group(std::size_t g) {
+        const auto& group = impl_.groups[g];
+        GroupBackwardStep b;
+        b.group = g;
+        auto& flags = program_.record_flags[g];
+        flags.record = true;
+        flags.values.assign(group.values.size(), 0);
+        std::size_t scratch = 0;
+        for (std::size_t v = 0; v < group.values.size(); ++v) {
+            auto p = at(group.value_nodes[v]);
+            GradTarget t;
+            t.view = group.value_views[v];
+            if (p && region_[*p] != kNone && group.roles[v] == CAPSULE_VALUE_OUTPUT && initialized_[*p]) {
+                t.kind = GradTarget::Kind::direct;  // the upstream gradient, read by the plugin
+                t.region = region_[*p];
+            } else if (p && region_[*p] != kNone && group.roles[v] == CAPSULE_VALUE_INPUT) {
+                const Node& node = graph_.nodes[*p];
+                t = target(!initialized_[*p], region_[*p], node.shape, node.dtype, t.view, scratch);
+                initialized_[*p] = true;
+                flags.values[v] = 1;
+            }
+            b.values.push_back(t);
+        }
+        for (std::size_t k = 0; k < group.num_steps; ++k) {
+            const auto& step = impl_.steps[group.first_step + k];
+            auto p = at(step.node_id);
+            const bool reached = p && reached_[*p];
+            for (std::size_t i = 0; i < step.num_params; ++i) {
+                const auto& key = step.param_keys[i];
+                const auto& type = impl_.slots[impl_.view_slot[step.first_param + i]].type;
+                if (!reached || !is_float(type.dtype) || !param_region_.count(key)) {
+                    b.params.emplace_back();
+                    flags.params.push_back(0);
+                    continue;
+                }
+                b.params.push_back(target(initialized_params_.insert(key).second, param_region_.at(key),
+                                          type.shape, type.dtype, step.first_param + i, scratch));
+                flags.params.push_back(1);
+            }
+        }
+        program_.scratch_bytes = std::max(program_.scratch_bytes, scratch);
+        program_.group_steps.push_back(std::move(b));
+    }
+
     void collect_results() {
         for (std::size_t i = 0; i < impl_.inputs.size(); ++i) {
             const auto& in = impl_.inputs[i];
@@ -254,7 +327,42 @@ struct Tape::State {
     std::vector<Tensor> bound;
     std::shared_ptr<unsigned char> arena;
     std::vector<void*> slot_data;
+    /// External autograd: each group's record (null when not recorded), freed by its plugin,
+    /// which `plugins` keeps loaded should the tape outlive the session.
+    std::vector<void*> records;
+    std::vector<capsule_group_release_record_fn> release_records;
+    std::vector<std::shared_ptr<const LoadedPlugin>> plugins;
+
+    State() = default;
+    State(const State&) = delete;
+    State& operator=(const State&) = delete;
+    ~State() {
+        for (std::size_t g = records.size(); g-- > 0;)
+            if (records[g]) release_records[g](records[g]);
+    }
 };
+
+namespace {
+
+/// A recorded forward run under external autograd: each group a gradient flows through is run
+/// by its provider's `record`, every other call as in an inference run.
+/// `records` and `releases` (one entry per group, null at first) receive each record as it is
+/// made, so that a failure part-way leaves nothing unreleased.
+void execute_recording(const Session::Impl& m, const std::vector<void*>& slot_data, std::vector<void*>& records,
+                       std::vector<capsule_group_release_record_fn>& releases) {
+    const auto& flags = m.backward.record_flags;
+    std::vector<capsule_tensor_view> run_views(m.views);
+    for (std::size_t v = 0; v < run_views.size(); ++v) run_views[v].data = slot_data[m.view_slot[v]];
+    m.for_each_call(true, [&](std::size_t s, const CompiledGroup* group) {
+        if (!group) return m.execute_step(m.steps[s], run_views);
+        const auto g = static_cast<std::size_t>(group - m.groups.data());
+        if (!group->autograd || !flags[g].record) return run_group(m, *group, slot_data);
+        releases[g] = group->autograd->release_record;
+        records[g] = record_group(m, *group, flags[g], slot_data);
+    });
+}
+
+}  // namespace
 
 Tape::Tape(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Tape::Tape(Tape&&) noexcept = default;
@@ -273,7 +381,13 @@ RecordedRun Session::run_recording(const std::map<string, Tensor>& inputs) const
     state->bound = m.bind_inputs(inputs);
     state->arena = m.allocate(m.arena_bytes, false);
     state->slot_data = m.slot_data(state->bound, state->arena.get());
-    m.execute(state->slot_data);
+    if (m.vjp_mode == VJPMode::external_autograd) {
+        state->records.assign(m.groups.size(), nullptr);
+        state->release_records.assign(m.groups.size(), nullptr);
+        state->plugins = m.plugins;
+        execute_recording(m, state->slot_data, state->records, state->release_records);
+    } else
+        m.execute(state->slot_data);
     auto outputs = m.collect_outputs(state->slot_data);
     return {std::move(outputs), Tape(std::move(state))};
 }
@@ -327,6 +441,29 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
                                           : static_cast<void*>(scratch.get() + t.scratch);
         return v;
     };
+    for (const auto& b : program.group_steps) {
+        const CompiledGroup& group = m.groups[b.group];
+        void* record = tape.state_->records.empty() ? nullptr : tape.state_->records[b.group];
+        if (!record)
+            throw Error(ErrorCode::other, "the tape holds no autograd record of compiled group " +
+                                              std::to_string(b.group) + " (recorded by another session?)");
+        grad_inputs.clear();
+        grad_params.clear();
+        for (std::size_t v = 0; v < b.values.size(); ++v) {
+            capsule_tensor_view view = grad_view(b.values[v]);
+            view.data = b.values[v].kind == GradTarget::Kind::none ? nullptr : view.data;
+            grad_inputs.push_back(view);
+        }
+        for (const auto& t : b.params) grad_params.push_back(grad_view(t));
+        backward_group(m, group, record, grad_inputs, grad_params);
+        for (std::size_t v = 0; v < b.values.size(); ++v)
+            if (b.values[v].kind == GradTarget::Kind::accumulate)
+                accumulate(g + b.values[v].region, grad_inputs[v].data, m.slots[m.view_slot[b.values[v].view]].type);
+        for (std::size_t i = 0; i < b.params.size(); ++i)
+            if (b.params[i].kind == GradTarget::Kind::accumulate)
+                accumulate(g + b.params[i].region, grad_params[i].data,
+                           m.slots[m.view_slot[b.params[i].view]].type);
+    }
     for (const auto& b : program.steps) {
         const Step& step = m.steps[b.step];
         grad_inputs.clear();

@@ -48,18 +48,25 @@ struct GroupArgs {
 };
 
 /// Builds the group of steps [first, end): its values (slots in first-use order, with roles) in
-/// `group`, and its nodes in `args`.
+/// `group`, and its nodes in `args`. An autograd group has one value per node id instead of one
+/// per slot, so that a detached read of a value (the same slot) never carries its gradient.
 void describe_group(const Session::Impl& impl, const SlotUse& use, std::size_t first, std::size_t end,
                     CompiledGroup& group, GroupArgs& args) {
-    std::unordered_map<std::size_t, std::size_t> value_of;  // slot -> value index
-    auto add_value = [&](std::size_t view, std::int32_t role) {
+    const bool by_node = group.autograd != nullptr;
+    std::unordered_map<std::int64_t, std::size_t> value_of;  // slot (or node id) -> value index
+    auto add_value = [&](std::size_t view, std::int64_t node_id, std::int32_t role) {
         const std::size_t slot = impl.view_slot[view];
-        auto [it, fresh] = value_of.emplace(slot, group.value_slots.size());
+        const auto key = by_node ? node_id : static_cast<std::int64_t>(slot);
+        auto [it, fresh] = value_of.emplace(key, group.value_slots.size());
         if (fresh) {
             group.value_slots.push_back(slot);
             group.values.push_back(impl.views[view]);
             group.values.back().data = nullptr;
             args.roles.push_back(role);
+            if (by_node) {
+                group.value_nodes.push_back(node_id);
+                group.value_views.push_back(view);
+            }
         }
         return it->second;
     };
@@ -70,8 +77,9 @@ void describe_group(const Session::Impl& impl, const SlotUse& use, std::size_t f
     for (std::size_t k = 0; k < count; ++k) {
         const auto& step = impl.steps[first + k];
         for (std::size_t i = 0; i < step.num_inputs; ++i)
-            args.node_inputs[k].push_back(add_value(step.first_input + i, CAPSULE_VALUE_INPUT));
+            args.node_inputs[k].push_back(add_value(step.first_input + i, step.parents[i], CAPSULE_VALUE_INPUT));
         for (std::size_t p = 0; p < step.num_params; ++p) {
+            if (by_node) group.param_views.push_back(step.first_param + p);
             capsule_tensor_view view = impl.views[step.first_param + p];
             view.data = const_cast<void*>(impl.slots[impl.view_slot[step.first_param + p]].fixed);
             args.node_params[k].push_back(view);
@@ -79,7 +87,8 @@ void describe_group(const Session::Impl& impl, const SlotUse& use, std::size_t f
         const std::size_t out_slot = impl.view_slot[step.output];
         const bool leaves = use.graph_output[out_slot] ||
                             use.last_reader[out_slot] >= static_cast<std::ptrdiff_t>(end);
-        const std::size_t output = add_value(step.output, leaves ? CAPSULE_VALUE_OUTPUT : CAPSULE_VALUE_INTERNAL);
+        const std::size_t output =
+            add_value(step.output, step.node_id, leaves ? CAPSULE_VALUE_OUTPUT : CAPSULE_VALUE_INTERNAL);
         auto& node = args.nodes[k];
         node.struct_size = sizeof node;
         node.node_id = step.node_id;
@@ -96,6 +105,23 @@ void describe_group(const Session::Impl& impl, const SlotUse& use, std::size_t f
 
 }  // namespace
 
+namespace {
+
+/// Under VJP mode external-autograd, the group-autograd extension that runs `step`, or null.
+const capsule_group_autograd_extension* autograd_of(const Session::Impl& impl, const Step& step) {
+    return impl.vjp_mode == VJPMode::external_autograd && step.groups ? step.autograd : nullptr;
+}
+
+/// Whether `step` reads a detached value: under external autograd such a step starts a group, so
+/// that the value enters its group from outside and stays out of the provider's autograd graph.
+bool reads_detached(const Session::Impl& impl, const Step& step) {
+    for (auto parent : step.parents)
+        if (impl.detach_nodes.count(parent)) return true;
+    return false;
+}
+
+}  // namespace
+
 std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads) {
     std::vector<CompiledGroup> groups;
     const auto use = slot_use(impl);
@@ -103,8 +129,12 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
     for (std::size_t first = 0; first < steps.size();) {
         std::size_t end = first + 1;
         const auto* extension = steps[first].groups;
-        while (extension && end < steps.size() && steps[end].groups == extension) ++end;
-        if (!extension || end - first < 2) {
+        const auto* autograd = autograd_of(impl, steps[first]);
+        while (extension && end < steps.size() && steps[end].groups == extension &&
+               !(autograd && reads_detached(impl, steps[end])))
+            ++end;
+        // An autograd group may have one node: its backward is the provider's all the same.
+        if (!extension || end - first < (autograd ? 1u : 2u)) {
             first = end;
             continue;
         }
@@ -112,8 +142,10 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
         group.first_step = first;
         group.num_steps = end - first;
         group.extension = extension;
+        group.autograd = autograd;
         GroupArgs parts;
         describe_group(impl, use, first, end, group, parts);
+        group.roles = parts.roles;
         capsule_group_args args{};
         args.struct_size = sizeof args;
         args.nodes = parts.nodes.data();
@@ -149,6 +181,48 @@ void run_group(const Session::Impl& impl, const CompiledGroup& group, const std:
             return group.extension->run(group.executable, values.data(), values.size(), nullptr, st);
         }))
         throw Error(run_failure_code(failure->code), group_label(impl, group.first_step, group.num_steps) +
+                                                         " failed in plugin " + *impl.steps[group.first_step].plugin +
+                                                         ": " + failure->text);
+}
+
+void* record_group(const Session::Impl& impl, const CompiledGroup& group, const GroupRecordFlags& flags,
+                   const std::vector<void*>& slot_data) {
+    std::vector<capsule_tensor_view> values(group.values);
+    for (std::size_t v = 0; v < values.size(); ++v) values[v].data = slot_data[group.value_slots[v]];
+    capsule_group_record_args args{};
+    args.struct_size = sizeof args;
+    args.values = values.data();
+    args.num_values = values.size();
+    args.value_needs_grad = flags.values.data();
+    args.param_needs_grad = flags.params.data();
+    args.num_params = flags.params.size();
+    void* record = nullptr;
+    if (auto failure = call_plugin_coded([&](capsule_status* st) {
+            return group.autograd->record(group.executable, &args, &record, st);
+        })) {
+        if (record) group.autograd->release_record(record);
+        throw Error(run_failure_code(failure->code), group_label(impl, group.first_step, group.num_steps) +
+                                                         " failed in plugin " + *impl.steps[group.first_step].plugin +
+                                                         " while recording for autograd: " + failure->text);
+    }
+    return record;
+}
+
+void backward_group(const Session::Impl& impl, const CompiledGroup& group, void* record,
+                    const std::vector<capsule_tensor_view>& grad_values,
+                    const std::vector<capsule_tensor_view>& grad_params) {
+    capsule_group_backward_args args{};
+    args.struct_size = sizeof args;
+    args.record = record;
+    args.grad_values = grad_values.data();
+    args.num_values = grad_values.size();
+    args.grad_params = grad_params.data();
+    args.num_params = grad_params.size();
+    if (auto failure = call_plugin_coded([&](capsule_status* st) {
+            return group.autograd->backward(group.executable, &args, st);
+        }))
+        throw Error(run_failure_code(failure->code), "backward of the " +
+                                                         group_label(impl, group.first_step, group.num_steps) +
                                                          " failed in plugin " + *impl.steps[group.first_step].plugin +
                                                          ": " + failure->text);
 }

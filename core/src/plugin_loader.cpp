@@ -189,6 +189,25 @@ string pinned_hash_reason(const fs::path& library, const string& sha256,
 
 namespace {
 
+/// Checks and keeps the group-autograd extension (ABI 1.1); returns the reason for refusal or "".
+string read_group_autograd(const capsule_extension* e, LoadedPlugin& loaded) {
+    const auto* autograd = reinterpret_cast<const capsule_group_autograd_extension*>(e);
+    if (e->struct_size < sizeof(capsule_group_autograd_extension))
+        return "group-autograd extension is " + std::to_string(e->struct_size) + " bytes, ABI 1.1's has " +
+               std::to_string(sizeof(capsule_group_autograd_extension));
+    string missing;
+    for (auto [fn, name] : {std::pair<bool, const char*>{autograd->record != nullptr, "record"},
+                            {autograd->backward != nullptr, "backward"},
+                            {autograd->release_record != nullptr, "release_record"}})
+        if (!fn) missing += (missing.empty() ? "" : ", ") + string(name);
+    if (!missing.empty())
+        return "group-autograd extension lacks its function(s): " + missing +
+               " (record, backward and release_record are all required)";
+    if (loaded.group_autograd) return "plugin table lists the group-autograd extension twice";
+    loaded.group_autograd = autograd;
+    return "";
+}
+
 /// Finds the extensions this host knows in the table's list; returns the reason for refusal or
 /// "". The list is bounded so that a cyclic or garbage list cannot hang the host.
 string read_extensions(const capsule_plugin* t, LoadedPlugin& loaded) {
@@ -201,6 +220,10 @@ string read_extensions(const capsule_plugin* t, LoadedPlugin& loaded) {
         if (e->struct_size < sizeof(capsule_extension))
             return "extension " + std::to_string(count) + " is malformed: struct_size " +
                    std::to_string(e->struct_size);
+        if (e->type == CAPSULE_EXTENSION_GROUP_AUTOGRAD) {
+            if (auto why = read_group_autograd(e, loaded); !why.empty()) return why;
+            continue;
+        }
         if (e->type != CAPSULE_EXTENSION_COMPILED_GROUPS) continue;
         const auto* groups = reinterpret_cast<const capsule_compiled_groups_extension*>(e);
         if (e->struct_size < sizeof(capsule_compiled_groups_extension))
@@ -217,6 +240,9 @@ string read_extensions(const capsule_plugin* t, LoadedPlugin& loaded) {
         if (loaded.compiled_groups) return "plugin table lists the compiled-groups extension twice";
         loaded.compiled_groups = groups;
     }
+    if (loaded.group_autograd && !loaded.compiled_groups)
+        return "plugin table lists the group-autograd extension without the compiled-groups extension "
+               "(external autograd runs compiled groups)";
     return "";
 }
 

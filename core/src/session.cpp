@@ -372,7 +372,10 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
                 continue;
             }
             case NodeKind::constant: slot_at[at] = fixed_slot(specs.at(0), node); continue;
-            case NodeKind::detach: slot_at[at] = slot_of(node.parents.at(0), node); continue;
+            case NodeKind::detach:
+                slot_at[at] = slot_of(node.parents.at(0), node);
+                impl->detach_nodes.insert(node.id);
+                continue;
             case NodeKind::op: break;
         }
         const KernelCapsule* capsule = capsule_at[at];
@@ -390,6 +393,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         step.prepare = kernel->prepare;
         step.release = kernel->release;
         step.groups = bound.plugin->compiled_groups;
+        step.autograd = bound.plugin->group_autograd;
         step.first_input = impl->views.size();
         for (auto p : node.parents) impl->add_view(slot_of(p, node));
         step.num_inputs = node.parents.size();
@@ -439,10 +443,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     if (options.compile_groups && profile.lowering_mode == LoweringMode::coalesced)
         impl->groups = compile_groups(*impl, threads);
     impl->backward = build_backward_program(*impl, graph, position);
-    // A grouped node's own kernel runs only in a backward pass; without one, its state (e.g.
-    // reordered weights) would duplicate what the compiled executable holds, so it is not made.
+    // A grouped node's own kernel runs only in a backward pass on the host's tape; without one
+    // (no backward, or the provider's autograd records the group), its state (e.g. reordered
+    // weights) would duplicate what the compiled executable holds, so it is not made.
     std::vector<bool> skip(impl->steps.size(), false);
-    if (!impl->backward.refusal.empty())
+    if (!impl->backward.refusal.empty() || impl->vjp_mode == VJPMode::external_autograd)
         for (const auto& group : impl->groups)
             std::fill_n(skip.begin() + static_cast<std::ptrdiff_t>(group.first_step), group.num_steps, true);
     impl->prepare_steps(threads, skip);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "capsule/attribute_views.hpp"
@@ -40,6 +41,8 @@ struct Step {
     void* state = nullptr;                   // what prepare returned; released with the session
     /// The compiled-groups extension of the step's plugin (ABI 1.1), or null when it has none.
     const capsule_compiled_groups_extension* groups = nullptr;
+    /// The group-autograd extension of the step's plugin (VJP mode external-autograd), or null.
+    const capsule_group_autograd_extension* autograd = nullptr;
     std::size_t first_input = 0, num_inputs = 0;
     std::size_t first_param = 0, num_params = 0;
     std::size_t output = 0;
@@ -56,6 +59,13 @@ struct CompiledGroup {
     std::vector<std::size_t> value_slots;     // the slot of each value, in compile's order
     std::vector<capsule_tensor_view> values;  // view templates of the values; data set per run
     std::string fused;                        // the plugin's description of what it fused
+    /// Set when the group runs under the provider's autograd (VJP mode external-autograd); its
+    /// values are then one per node id (a detached read is its own value), not one per slot.
+    const capsule_group_autograd_extension* autograd = nullptr;
+    std::vector<std::int32_t> roles;        // capsule_value_role of each value
+    std::vector<std::int64_t> value_nodes;  // autograd: the node id each value is
+    std::vector<std::size_t> value_views;   // autograd: a view (Impl::views) of each value
+    std::vector<std::size_t> param_views;   // autograd: the group's parameters, node by node
 };
 
 constexpr std::size_t kArenaAlignment = 64;
@@ -96,6 +106,20 @@ struct BackwardStep {
     std::vector<GradTarget> inputs, params;   // one per input / parameter view of the step
 };
 
+/// One compiled group's backward call under VJP mode external-autograd, in reverse execution
+/// order: for each group value, its OUTPUT gradient (kind direct, read by the plugin; none when
+/// nothing wrote it) or its INPUT gradient target; then one target per group parameter.
+struct GroupBackwardStep {
+    std::size_t group = 0;  // index into Impl::groups
+    std::vector<GradTarget> values, params;
+};
+
+/// What a recorded run tells a group's `record` (one flag per value / parameter: gradient wanted).
+struct GroupRecordFlags {
+    bool record = false;  // false: no gradient flows through the group; a plain run serves
+    std::vector<std::uint8_t> values, params;
+};
+
 /// A graph output's upstream gradient: copied into (or added to) the value's gradient region.
 struct GradSeed {
     std::size_t output = 0;  // index into Impl::outputs
@@ -114,6 +138,11 @@ struct GradResult {
 /// need gradients, where each gradient lives, and which kernel writes or accumulates it.
 struct BackwardProgram {
     std::vector<BackwardStep> steps;
+    /// External-autograd sessions: one backward call per compiled group instead of `steps`;
+    /// `record_flags` has one entry per Impl::groups entry (empty flags: the group needs no
+    /// record, its run is a plain forward).
+    std::vector<GroupBackwardStep> group_steps;
+    std::vector<GroupRecordFlags> record_flags;
     std::vector<GradSeed> seeds;
     std::vector<GradResult> input_grads, param_grads;
     std::size_t grad_bytes = 0, scratch_bytes = 0;
@@ -151,6 +180,7 @@ struct Session::Impl {
     std::size_t arena_bytes = 0;
     detail::BackwardProgram backward;
     std::vector<detail::CompiledGroup> groups;  // compiled groups, in step order
+    std::unordered_set<std::int64_t> detach_nodes;  // ids of the graph's detach nodes
     std::shared_ptr<detail::ArenaPool> arenas = std::make_shared<detail::ArenaPool>();
 
     std::size_t add_view(std::size_t slot);

@@ -52,23 +52,28 @@ std::string shape_text(at::IntArrayRef shape) {
     return s + "]";
 }
 
-/// Copies `result` into the host buffer `view`, which shape inference sized.
-void write_result(const char* capsule, const char* what, const at::Tensor& result,
+}  // namespace
+
+void check_result(const char* capsule, const char* what, const at::Tensor& result,
                   const capsule_tensor_view& view) {
-    at::Tensor out = wrap(view);
-    if (result.sizes() != out.sizes())
+    const at::IntArrayRef sizes(view.shape, static_cast<std::size_t>(view.rank));
+    if (result.sizes() != sizes)
         plugin::fail(CAPSULE_ERROR_INTERNAL, std::string(capsule) + ": " + what + " has shape " +
                                                  shape_text(result.sizes()) + " where " +
-                                                 shape_text(out.sizes()) + " was expected");
-    if (result.scalar_type() != out.scalar_type())
+                                                 shape_text(sizes) + " was expected");
+    if (result.scalar_type() != scalar_type(view.dtype))
         plugin::fail(CAPSULE_ERROR_INTERNAL, std::string(capsule) + ": " + what + " has dtype " +
                                                  std::string(c10::toString(result.scalar_type())) +
-                                                 " where " + c10::toString(out.scalar_type()) +
+                                                 " where " + c10::toString(scalar_type(view.dtype)) +
                                                  " was expected");
-    if (out.numel() > 0) out.copy_(result);
 }
 
-}  // namespace
+void write_result(const char* capsule, const char* what, const at::Tensor& result,
+                  const capsule_tensor_view& view) {
+    check_result(capsule, what, result, view);
+    at::Tensor out = wrap(view);
+    if (out.numel() > 0) out.copy_(result);
+}
 
 void run_forward(OpFn fn, const char* capsule, const capsule_forward_args& args) {
     if (args.num_outputs != 1)

@@ -73,6 +73,13 @@ private:
 /// (never a silent reshape or conversion).
 void run_forward(OpFn fn, const char* capsule, const capsule_forward_args& args);
 
+/// Raises INTERNAL when `result`'s shape or dtype differs from `view`'s (what shape inference
+/// gave): never a silent reshape or conversion.
+void check_result(const char* capsule, const char* what, const at::Tensor& result, const capsule_tensor_view& view);
+
+/// check_result, then copies `result` into the host buffer of `view` (nothing for no elements).
+void write_result(const char* capsule, const char* what, const at::Tensor& result, const capsule_tensor_view& view);
+
 /// The vector-Jacobian product of `fn`: recomputes the node with the float inputs and parameters
 /// whose gradient the host asks for as autograd leaves, then one torch::autograd::grad call with
 /// the host's output gradient; writes each gradient (zeros where the output does not depend on

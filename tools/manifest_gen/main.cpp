@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstring>
 #include <map>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -244,8 +245,23 @@ KernelCapsule make_capsule(const std::string& plugin, Device device, const OpInf
     return k;
 }
 
+/// The declaration at `path`; one with a "base" (a path relative to it) is that declaration with
+/// this one merged over it as a JSON merge patch (RFC 7386), so that two plugins built from one
+/// source can share their conformance notes. One level only: a base has no base.
+json read_declaration(const std::string& path) {
+    json decl = parse_json_document(read_file(path), path);
+    if (!decl.is_object() || !decl.contains("base")) return decl;
+    if (!decl.at("base").is_string()) fail(path + ": $.base: expected the path of a declaration");
+    const auto base_path = (std::filesystem::path(path).parent_path() / decl.at("base").get<std::string>()).string();
+    json base = parse_json_document(read_file(base_path), base_path);
+    if (!base.is_object() || base.contains("base")) fail(base_path + ": a base declaration is an object without a base");
+    decl.erase("base");
+    base.merge_patch(decl);
+    return base;
+}
+
 ordered_json generate(const std::string& declaration_path, const std::string& library) {
-    const json decl = parse_json_document(read_file(declaration_path), declaration_path);
+    const json decl = read_declaration(declaration_path);
     if (!decl.is_object() || !decl.contains("manifest") || !decl.contains("capsules") ||
         !decl.at("manifest").is_object() || !decl.at("capsules").is_object())
         fail(declaration_path + ": $: expected an object with objects \"manifest\" and \"capsules\"");

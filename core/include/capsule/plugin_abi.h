@@ -261,7 +261,8 @@ typedef struct capsule_extension {
 } capsule_extension;
 
 typedef enum capsule_extension_type {
-    CAPSULE_EXTENSION_COMPILED_GROUPS = 1 /* ABI 1.1: capsule_compiled_groups_extension */
+    CAPSULE_EXTENSION_COMPILED_GROUPS = 1, /* ABI 1.1: capsule_compiled_groups_extension */
+    CAPSULE_EXTENSION_GROUP_AUTOGRAD = 2   /* ABI 1.1: capsule_group_autograd_extension */
 } capsule_extension_type;
 
 /* ABI 1.1, compiled groups (DESIGN.md section 10). A run of consecutive planned nodes whose
@@ -295,7 +296,7 @@ typedef struct capsule_group_node {
     size_t output;            /* index into the group's values */
     const capsule_tensor_view* params; /* with data, valid and unchanged for the session */
     size_t num_params;
-    const capsule_attribute* attrs;
+    const capsule_attribute* attrs; /* valid and unchanged for the session, like params */
     size_t num_attrs;
 } capsule_group_node;
 
@@ -336,6 +337,58 @@ typedef struct capsule_compiled_groups_extension {
     capsule_group_run_fn run;
     capsule_group_release_fn release;
 } capsule_compiled_groups_extension;
+
+/* ABI 1.1, external autograd (VJP mode `external-autograd`, DESIGN.md section 5): the provider's
+ * own autograd owns the forward and backward of a compiled group. A plugin offering this extension
+ * offers the compiled-groups extension too, and `executable` is what its `compile` returned. The
+ * group's parameters are numbered in node order, then in each node's parameter order.
+ *
+ * `record` runs the group like `run` (same `values`) and keeps in `*record` what a backward pass
+ * needs (e.g. torch's autograd graph). `value_needs_grad` (one flag per value) marks the INPUT
+ * values and `param_needs_grad` (one per parameter) the parameters whose gradients the host will
+ * ask for; others need none. Buffers of INPUT values stay valid and unchanged until the record is
+ * released; parameters may change after `backward` (an optimizer step updates them in place). */
+typedef struct capsule_group_record_args {
+    size_t struct_size;
+    const capsule_tensor_view* values; /* as capsule_group_run_fn's, with data */
+    size_t num_values;
+    const uint8_t* value_needs_grad; /* num_values flags (1: gradient wanted) */
+    const uint8_t* param_needs_grad; /* num_params flags */
+    size_t num_params;
+    void* stream;
+} capsule_group_record_args;
+
+/* One backward pass of a record; may be called more than once for the same record. `grad_values`
+ * has one view per value (compile's shapes and dtypes): for an OUTPUT value, `data` is the
+ * gradient of the loss with respect to it (read-only; NULL: zero); for an INPUT value whose flag
+ * was set, where its gradient goes (NULL: not needed); INTERNAL values have NULL. `grad_params`
+ * has one view per parameter, NULL data when not needed. Gradients are overwritten, never
+ * accumulated; a gradient that nothing depends on is written as zeros. */
+typedef struct capsule_group_backward_args {
+    size_t struct_size;
+    void* record;
+    const capsule_tensor_view* grad_values;
+    size_t num_values;
+    const capsule_tensor_view* grad_params;
+    size_t num_params;
+    void* stream;
+} capsule_group_backward_args;
+
+typedef int32_t (*capsule_group_record_fn)(void* executable, const capsule_group_record_args* args,
+                                           void** record, capsule_status* status);
+typedef int32_t (*capsule_group_backward_fn)(void* executable, const capsule_group_backward_args* args,
+                                             capsule_status* status);
+/* Frees what record returned; called once, when the host's tape is destroyed, which may be after
+ * the session released the executable (the library stays loaded until then): a record must not
+ * need its executable to be freed. */
+typedef void (*capsule_group_release_record_fn)(void* record);
+
+typedef struct capsule_group_autograd_extension {
+    capsule_extension base; /* type CAPSULE_EXTENSION_GROUP_AUTOGRAD */
+    capsule_group_record_fn record;
+    capsule_group_backward_fn backward;
+    capsule_group_release_record_fn release_record;
+} capsule_group_autograd_extension;
 
 /* The table a plugin library returns. */
 typedef struct capsule_plugin {

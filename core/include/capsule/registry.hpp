@@ -56,6 +56,8 @@ struct LoadedPlugin {
     std::vector<capsule_kernel> kernels;
     /// The compiled-groups extension (ABI 1.1), or nullptr when the plugin offers none.
     const capsule_compiled_groups_extension* compiled_groups = nullptr;
+    /// The group-autograd extension (ABI 1.1, VJP mode external-autograd), or nullptr.
+    const capsule_group_autograd_extension* group_autograd = nullptr;
     bool initialized = false;  // init succeeded: shutdown is called before unloading
     std::string sha256;        // of the library file when it was opened, lowercase hex
 
