@@ -306,6 +306,43 @@ TEST(LibTorchExternalAutograd, WithoutCompiledGroupsBackwardIsRefusedWithItsReas
     EXPECT_EQ(session.run({{"x", Tensor::zeros(DType::float64, {4, 5})}}).size(), 1u);
 }
 
+// LibTorch's 2-D max pooling takes oneDNN's kernel in inference runs unless x holds a NaN, which
+// oneDNN's max drops: with and without NaN, padding and ceil_mode, every value (NaN where the
+// window has one, -inf where only padding and -inf meet) equals the reference capsule's.
+TEST(LibTorchMaxPool, OneDnnPathAndNaNFallbackEqualTheReference) {
+    REQUIRE_LIBTORCH();
+    const Graph graph = ir_graph(R"(
+        {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 9, 9], "dtype": "float32"},
+        {"id": 1, "op": "max_pool2d_pad", "parents": [0], "attrs": {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": true}, "shape": [2, 3, 5, 5], "dtype": "float32"},
+        {"id": 2, "op": "max_pool2d", "parents": [0], "attrs": {"kernel_size": [2, 3], "stride": [2, 1]}, "shape": [2, 3, 4, 7], "dtype": "float32"})",
+                                 "[1, 2]");
+    auto torch = capsule::testing::session_under("libtorch_forward_cpu", graph, {});
+    auto reference = capsule::testing::session_under("checked_cpu", graph, {});
+    auto values = pseudo_random(2 * 3 * 9 * 9, 21, 5.0);
+    for (bool with_nan : {false, true}) {
+        SCOPED_TRACE(with_nan ? "with NaN" : "finite");
+        if (with_nan) {
+            values[4] = std::numeric_limits<double>::quiet_NaN();
+            values[100] = std::numeric_limits<double>::quiet_NaN();
+            for (std::size_t i = 200; i < 230; ++i) values[i] = -std::numeric_limits<double>::infinity();
+        }
+        const auto x = Tensor::from_values(DType::float32, {2, 3, 9, 9}, values);
+        const auto got = torch.run({{"x", x}});
+        const auto want = reference.run({{"x", x}});
+        for (std::size_t o = 0; o < 2; ++o) {
+            const auto g = got[o].to_doubles(), w = want[o].to_doubles();
+            ASSERT_EQ(g.size(), w.size());
+            std::size_t nan = 0;
+            for (std::size_t i = 0; i < w.size(); ++i) {
+                nan += std::isnan(w[i]);
+                if (std::isnan(w[i])) EXPECT_TRUE(std::isnan(g[i])) << o << "[" << i << "]";
+                else EXPECT_EQ(g[i], w[i]) << o << "[" << i << "]";
+            }
+            EXPECT_EQ(nan > 0, with_nan) << o;
+        }
+    }
+}
+
 // A compiled LibTorch group computes what its capsules compute node by node, bit for bit (each
 // node reads a contiguous tensor, as it reads the host's buffer node by node): LeNet-5's forward
 // under libtorch_forward_cpu with and without compiled groups.

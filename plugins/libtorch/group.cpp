@@ -172,9 +172,9 @@ int32_t backward(void* executable, const capsule_group_backward_args* args, caps
         for (std::size_t v = 0; v < args->num_values; ++v) {
             const auto& out = r.outputs[v];
             if (!out.defined() || !out.requires_grad() || !args->grad_values[v].data) continue;
+            check_result(kGroupName, "a recorded output", out, args->grad_values[v]);  // its gradient's view
             outputs.push_back(out);
             grad_outputs.push_back(wrap(args->grad_values[v]));
-            check_result(kGroupName, "an output gradient", grad_outputs.back(), args->grad_values[v]);
         }
         auto want = [&](const at::Tensor& leaf_tensor, const capsule_tensor_view& grad) {
             if (!grad.data) return;
