@@ -174,9 +174,17 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
     return groups;
 }
 
-void run_group(const Session::Impl& impl, const CompiledGroup& group, const std::vector<void*>& slot_data) {
+namespace {
+/// The group's value views with one run's buffers.
+std::vector<capsule_tensor_view> bound_values(const CompiledGroup& group, const std::vector<void*>& slot_data) {
     std::vector<capsule_tensor_view> values(group.values);
     for (std::size_t v = 0; v < values.size(); ++v) values[v].data = slot_data[group.value_slots[v]];
+    return values;
+}
+}  // namespace
+
+void run_group(const Session::Impl& impl, const CompiledGroup& group, const std::vector<void*>& slot_data) {
+    const auto values = bound_values(group, slot_data);
     if (auto failure = call_plugin_coded([&](capsule_status* st) {
             return group.extension->run(group.executable, values.data(), values.size(), nullptr, st);
         }))
@@ -187,8 +195,7 @@ void run_group(const Session::Impl& impl, const CompiledGroup& group, const std:
 
 void* record_group(const Session::Impl& impl, const CompiledGroup& group, const GroupRecordFlags& flags,
                    const std::vector<void*>& slot_data) {
-    std::vector<capsule_tensor_view> values(group.values);
-    for (std::size_t v = 0; v < values.size(); ++v) values[v].data = slot_data[group.value_slots[v]];
+    const auto values = bound_values(group, slot_data);
     capsule_group_record_args args{};
     args.struct_size = sizeof args;
     args.values = values.data();

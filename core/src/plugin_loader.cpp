@@ -20,6 +20,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace capsule {
 
@@ -189,22 +191,24 @@ string pinned_hash_reason(const fs::path& library, const string& sha256,
 
 namespace {
 
-/// Checks and keeps the group-autograd extension (ABI 1.1); returns the reason for refusal or "".
-string read_group_autograd(const capsule_extension* e, LoadedPlugin& loaded) {
-    const auto* autograd = reinterpret_cast<const capsule_group_autograd_extension*>(e);
-    if (e->struct_size < sizeof(capsule_group_autograd_extension))
-        return "group-autograd extension is " + std::to_string(e->struct_size) + " bytes, ABI 1.1's has " +
-               std::to_string(sizeof(capsule_group_autograd_extension));
-    string missing;
-    for (auto [fn, name] : {std::pair<bool, const char*>{autograd->record != nullptr, "record"},
-                            {autograd->backward != nullptr, "backward"},
-                            {autograd->release_record != nullptr, "release_record"}})
-        if (!fn) missing += (missing.empty() ? "" : ", ") + string(name);
+using ExtensionFunctions = std::vector<std::pair<bool, const char*>>;  // (present, name)
+
+/// Checks one extension this host knows: its size covers ABI 1.1's struct (`size` bytes) and
+/// `functions` (read only once the size is known to cover them) are all present; returns the
+/// reason for refusal or "".
+template <typename Functions>
+string check_extension(const capsule_extension* e, std::size_t size, const char* what, Functions functions) {
+    if (e->struct_size < size)
+        return string(what) + " extension is " + std::to_string(e->struct_size) + " bytes, ABI 1.1's has " +
+               std::to_string(size);
+    const ExtensionFunctions listed = functions();
+    string missing, all;
+    for (std::size_t i = 0; i < listed.size(); ++i) {
+        all += (i == 0 ? "" : i + 1 == listed.size() ? " and " : ", ") + string(listed[i].second);
+        if (!listed[i].first) missing += (missing.empty() ? "" : ", ") + string(listed[i].second);
+    }
     if (!missing.empty())
-        return "group-autograd extension lacks its function(s): " + missing +
-               " (record, backward and release_record are all required)";
-    if (loaded.group_autograd) return "plugin table lists the group-autograd extension twice";
-    loaded.group_autograd = autograd;
+        return string(what) + " extension lacks its function(s): " + missing + " (" + all + " are all required)";
     return "";
 }
 
@@ -220,25 +224,29 @@ string read_extensions(const capsule_plugin* t, LoadedPlugin& loaded) {
         if (e->struct_size < sizeof(capsule_extension))
             return "extension " + std::to_string(count) + " is malformed: struct_size " +
                    std::to_string(e->struct_size);
-        if (e->type == CAPSULE_EXTENSION_GROUP_AUTOGRAD) {
-            if (auto why = read_group_autograd(e, loaded); !why.empty()) return why;
-            continue;
+        if (e->type == CAPSULE_EXTENSION_COMPILED_GROUPS) {
+            const auto* groups = reinterpret_cast<const capsule_compiled_groups_extension*>(e);
+            if (auto why = check_extension(e, sizeof *groups, "compiled-groups", [&] {
+                    return ExtensionFunctions{{groups->compile != nullptr, "compile"},
+                                              {groups->run != nullptr, "run"},
+                                              {groups->release != nullptr, "release"}};
+                });
+                !why.empty())
+                return why;
+            if (loaded.compiled_groups) return "plugin table lists the compiled-groups extension twice";
+            loaded.compiled_groups = groups;
+        } else if (e->type == CAPSULE_EXTENSION_GROUP_AUTOGRAD) {
+            const auto* autograd = reinterpret_cast<const capsule_group_autograd_extension*>(e);
+            if (auto why = check_extension(e, sizeof *autograd, "group-autograd", [&] {
+                    return ExtensionFunctions{{autograd->record != nullptr, "record"},
+                                              {autograd->backward != nullptr, "backward"},
+                                              {autograd->release_record != nullptr, "release_record"}};
+                });
+                !why.empty())
+                return why;
+            if (loaded.group_autograd) return "plugin table lists the group-autograd extension twice";
+            loaded.group_autograd = autograd;
         }
-        if (e->type != CAPSULE_EXTENSION_COMPILED_GROUPS) continue;
-        const auto* groups = reinterpret_cast<const capsule_compiled_groups_extension*>(e);
-        if (e->struct_size < sizeof(capsule_compiled_groups_extension))
-            return "compiled-groups extension is " + std::to_string(e->struct_size) +
-                   " bytes, ABI 1.1's has " + std::to_string(sizeof(capsule_compiled_groups_extension));
-        string missing;
-        for (auto [fn, name] : {std::pair<bool, const char*>{groups->compile != nullptr, "compile"},
-                                {groups->run != nullptr, "run"},
-                                {groups->release != nullptr, "release"}})
-            if (!fn) missing += (missing.empty() ? "" : ", ") + string(name);
-        if (!missing.empty())
-            return "compiled-groups extension lacks its function(s): " + missing +
-                   " (compile, run and release are all required)";
-        if (loaded.compiled_groups) return "plugin table lists the compiled-groups extension twice";
-        loaded.compiled_groups = groups;
     }
     if (loaded.group_autograd && !loaded.compiled_groups)
         return "plugin table lists the group-autograd extension without the compiled-groups extension "
