@@ -306,9 +306,9 @@ TEST(LibTorchExternalAutograd, WithoutCompiledGroupsBackwardIsRefusedWithItsReas
     EXPECT_EQ(session.run({{"x", Tensor::zeros(DType::float64, {4, 5})}}).size(), 1u);
 }
 
-// LibTorch's 2-D max pooling takes oneDNN's kernel in inference runs unless x holds a NaN, which
-// oneDNN's max drops: with and without NaN, padding and ceil_mode, every value (NaN where the
-// window has one, -inf where only padding and -inf meet) equals the reference capsule's.
+// LibTorch's 2-D max pooling takes oneDNN's kernel in inference runs unless x holds a NaN (which
+// oneDNN's max drops) or a -inf (oneDNN gives -FLT_MAX for a window of -inf): finite, with NaN,
+// and with -inf windows (no NaN), with padding and ceil_mode, every value equals the reference's.
 TEST(LibTorchMaxPool, OneDnnPathAndNaNFallbackEqualTheReference) {
     REQUIRE_LIBTORCH();
     const Graph graph = ir_graph(R"(
@@ -319,12 +319,17 @@ TEST(LibTorchMaxPool, OneDnnPathAndNaNFallbackEqualTheReference) {
     auto torch = capsule::testing::session_under("libtorch_forward_cpu", graph, {});
     auto reference = capsule::testing::session_under("checked_cpu", graph, {});
     auto values = pseudo_random(2 * 3 * 9 * 9, 21, 5.0);
-    for (bool with_nan : {false, true}) {
-        SCOPED_TRACE(with_nan ? "with NaN" : "finite");
+    for (const char* variant : {"finite", "-inf windows", "NaN and -inf"}) {
+        SCOPED_TRACE(variant);
+        const bool with_nan = variant[0] == 'N';
+        if (variant[0] == '-') {
+            // Channel 0 of image 0 all -inf; the top rows of channel 1 too.
+            for (std::size_t i = 0; i < 81; ++i) values[i] = -std::numeric_limits<double>::infinity();
+            for (std::size_t i = 81; i < 81 + 27; ++i) values[i] = -std::numeric_limits<double>::infinity();
+        }
         if (with_nan) {
             values[4] = std::numeric_limits<double>::quiet_NaN();
             values[100] = std::numeric_limits<double>::quiet_NaN();
-            for (std::size_t i = 200; i < 230; ++i) values[i] = -std::numeric_limits<double>::infinity();
         }
         const auto x = Tensor::from_values(DType::float32, {2, 3, 9, 9}, values);
         const auto got = torch.run({{"x", x}});
@@ -332,13 +337,15 @@ TEST(LibTorchMaxPool, OneDnnPathAndNaNFallbackEqualTheReference) {
         for (std::size_t o = 0; o < 2; ++o) {
             const auto g = got[o].to_doubles(), w = want[o].to_doubles();
             ASSERT_EQ(g.size(), w.size());
-            std::size_t nan = 0;
+            std::size_t nan = 0, minus_inf = 0;
             for (std::size_t i = 0; i < w.size(); ++i) {
                 nan += std::isnan(w[i]);
+                minus_inf += w[i] == -std::numeric_limits<double>::infinity();
                 if (std::isnan(w[i])) EXPECT_TRUE(std::isnan(g[i])) << o << "[" << i << "]";
                 else EXPECT_EQ(g[i], w[i]) << o << "[" << i << "]";
             }
             EXPECT_EQ(nan > 0, with_nan) << o;
+            EXPECT_EQ(minus_inf > 0, variant[0] != 'f') << o;
         }
     }
 }

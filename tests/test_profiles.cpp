@@ -190,6 +190,14 @@ TEST(Profiles, LibTorchCpuProfilesPlanTheLibTorchPlugin) {
     const auto gated = autograd.gate_ops(host(), ops);
     EXPECT_TRUE(gated.gate.accepted());
     EXPECT_TRUE(gated.gate.trusted_external);
+    // strict rejects the external-autograd capsules at the same trusted boundary.
+    auto strict_autograd = autograd;
+    strict_autograd.acceptance_policy = AcceptancePolicy::strict();
+    const auto refused = strict_autograd.gate_ops(host(), ops);
+    ASSERT_FALSE(refused.gate.accepted());
+    bool autograd_boundary = false;
+    for (const auto& f : refused.gate.failures) autograd_boundary |= f.kind == GateFailureKind::trusted_boundary;
+    EXPECT_TRUE(autograd_boundary);
 }
 
 TEST(Profiles, LibTorchForwardRefusesTheAutogradCapsuleForItsVjpMode) {

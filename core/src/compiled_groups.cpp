@@ -212,6 +212,10 @@ void* record_group(const Session::Impl& impl, const CompiledGroup& group, const 
                                                          " failed in plugin " + *impl.steps[group.first_step].plugin +
                                                          " while recording for autograd: " + failure->text);
     }
+    if (!record)
+        throw Error(ErrorCode::other, group_label(impl, group.first_step, group.num_steps) + ": plugin " +
+                                          *impl.steps[group.first_step].plugin +
+                                          " reported success but returned no record (the ABI requires one)");
     return record;
 }
 

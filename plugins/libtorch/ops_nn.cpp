@@ -378,8 +378,9 @@ at::Tensor op_max_pool(const OpArgs& a) {
 namespace {
 // 2-D max pooling, by speed on Debian's LibTorch 1.13 (one thread here): in inference runs, a
 // float32 x goes through oneDNN (mkldnn_max_pool2d: 0.18 ms for LeNet-5's first pool at batch 64,
-// 0.30 ms for ResNet-18's 3x3/2 stem pool) unless it holds a NaN, which oneDNN's max drops
-// (at::max, which propagates NaN, checks in 0.05 to 0.12 ms); otherwise, and under autograd,
+// 0.30 ms for ResNet-18's 3x3/2 stem pool) unless it holds a NaN, which oneDNN's max drops, or a
+// -inf, since oneDNN starts each window at -FLT_MAX and so gives -FLT_MAX for a window of -inf
+// (one at::aminmax pass checks both); otherwise, and under autograd,
 // ATen's channels-last kernel (1.4 / 0.85 ms with the copies), which is vectorised where its kernel
 // for contiguous NCHW is scalar (1.4 / 5.6 ms). Every path picks the first maximum; ATen's keep NaN.
 /// A window ATen accepts (it raises for the others; oneDNN would divide by a zero stride).
@@ -390,10 +391,17 @@ bool valid_window(at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRe
     return true;
 }
 
+/// Whether float32 x holds neither NaN nor -inf (+inf is a value oneDNN's max keeps).
+bool finite_or_inf(const at::Tensor& x) {
+    const auto [low, high] = at::aminmax(x);
+    const float lowest = low.item<float>(), highest = high.item<float>();
+    return !std::isnan(lowest) && !std::isnan(highest) && lowest != -std::numeric_limits<float>::infinity();
+}
+
 at::Tensor max_pool2d(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
                       bool ceil_mode) {
     if (x.dim() == 4 && x.scalar_type() == at::kFloat && x.numel() > 0 && !at::GradMode::is_enabled() &&
-        valid_window(kernel, stride, padding) && at::hasMKLDNN() && !std::isnan(at::max(x).item<float>()))
+        valid_window(kernel, stride, padding) && at::hasMKLDNN() && finite_or_inf(x))
         return at::mkldnn_max_pool2d(x.contiguous().to_mkldnn(), kernel, stride, padding, {1, 1}, ceil_mode).to_dense();
     const at::Tensor input = x.dim() == 4 ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
     return at::max_pool2d(input, kernel, stride, padding, {1, 1}, ceil_mode);

@@ -343,11 +343,13 @@ typedef struct capsule_compiled_groups_extension {
  * offers the compiled-groups extension too, and `executable` is what its `compile` returned. The
  * group's parameters are numbered in node order, then in each node's parameter order.
  *
- * `record` runs the group like `run` (same `values`) and keeps in `*record` what a backward pass
- * needs (e.g. torch's autograd graph). `value_needs_grad` (one flag per value) marks the INPUT
- * values and `param_needs_grad` (one per parameter) the parameters whose gradients the host will
- * ask for; others need none. Buffers of INPUT values stay valid and unchanged until the record is
- * released; parameters may change after `backward` (an optimizer step updates them in place). */
+ * `record` runs the group like `run` (same `values`) and keeps in `*record` (never NULL on
+ * success) what a backward pass needs (e.g. torch's autograd graph). `value_needs_grad` (one flag
+ * per value) marks the INPUT values and `param_needs_grad` (one per parameter) the parameters whose
+ * gradients the host will ask for; others need none. Buffers of INPUT values stay valid and
+ * unchanged until the record is released. A training loop's optimizer updates the parameters in
+ * place between recorded runs, so `record` must read them on every call, never from a copy made at
+ * compile time. */
 typedef struct capsule_group_record_args {
     size_t struct_size;
     const capsule_tensor_view* values; /* as capsule_group_run_fn's, with data */
