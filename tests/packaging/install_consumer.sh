@@ -21,6 +21,11 @@ fail() { echo "install_consumer: $*" >&2; exit 1; }
 expect() {  # expect WHAT PATTERN TEXT
     grep -Eq -- "$2" <<<"$3" || { printf '%s\n' "$3"; fail "$1: expected /$2/"; }
 }
+run_ok() {  # run_ok COMMAND...: sets $out to its stdout and stderr; a non-zero exit fails with both
+    local rc=0
+    out=$("$@" 2>&1) || rc=$?
+    [ "$rc" = 0 ] || { printf '%s\n' "$out"; fail "$* exited with $rc"; }
+}
 
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "cmake --install failed"; }
 for f in include/capsule/session.hpp include/capsule/plugin_abi.h bin/capsule lib/capsule/plugins/reference.capsule.json \
@@ -37,7 +42,7 @@ cmake -S "$consumer" -B "$work/consumer" -G "$generator" -DCMAKE_PREFIX_PATH="$p
       -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$cxx_flags" -DCMAKE_EXE_LINKER_FLAGS="$linker_flags" \
       -DCMAKE_BUILD_TYPE=Release >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "the consumer does not configure"; }
 cmake --build "$work/consumer" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "the consumer does not build"; }
-out=$("$work/consumer/capsule_embed")
+run_ok "$work/consumer/capsule_embed"
 expect "capsule_embed (CMake consumer)" 'capsule reference\.relu' "$out"
 expect "capsule_embed (CMake consumer)" '^output: ' "$out"
 echo "CMake consumer: ok"
@@ -48,7 +53,7 @@ if command -v pkg-config >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     "$cxx" -std=c++20 $cxx_flags $linker_flags "$consumer/embed.cpp" -o "$work/embed_pc" $flags \
         || fail "embed.cpp does not build with pkg-config's flags: $flags"
-    out=$("$work/embed_pc" "$prefix/lib/capsule/plugins")
+    run_ok "$work/embed_pc" "$prefix/lib/capsule/plugins"
     expect "capsule_embed (pkg-config)" '^output: ' "$out"
     echo "pkg-config consumer: ok"
 fi
@@ -79,15 +84,15 @@ if command -v pkg-config >/dev/null 2>&1; then
 fi
 
 # The installed tool finds the installed plugins relative to its own directory.
-out=$("$prefix/bin/capsule" plugins)
+run_ok "$prefix/bin/capsule" plugins
 expect "capsule plugins" "reference.*available" "$out"
 expect "capsule plugins" "$prefix/lib/capsule/plugins/reference\.capsule\.json" "$out"
-out=$("$prefix/bin/capsule" plan --ops relu)
+run_ok "$prefix/bin/capsule" plan --ops relu
 expect "capsule plan --ops relu" 'reference\.relu' "$out"
 # ... and its ONNX import module (lib/capsule/libcapsule_onnx_import.so), when the build has one.
 if [ -e "$build/bin/libcapsule_onnx_import.so" ]; then
     [ -e "$prefix/lib/capsule/libcapsule_onnx_import.so" ] || fail "the ONNX import module is not installed"
-    out=$("$prefix/bin/capsule" plan --profile checked_cpu "$c_consumer/mlp.onnx")
+    run_ok "$prefix/bin/capsule" plan --profile checked_cpu "$c_consumer/mlp.onnx"
     expect "capsule plan mlp.onnx" 'reference\.linear' "$out"
 fi
 echo "installed capsule: ok"
