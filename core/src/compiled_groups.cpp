@@ -161,6 +161,7 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
         if (auto failure = call_plugin([&](capsule_status* st) {
                 return extension->compile(&args, &executable, description.data(), description.size(), st);
             })) {
+            release_groups(groups);  // those compiled before this one
             throw Error(ErrorCode::other, "compiling the " + group_label(impl, first, end - first) + " failed in plugin " +
                                  *steps[first].plugin + ": " + *failure);
         }

@@ -16,9 +16,9 @@
 namespace capsule::detail {
 
 /// Compiles the session's eligible step runs (each step's `groups` says whether its plugin offers
-/// the extension) with `threads` intra-op threads, after the steps were prepared. A group the
-/// plugin declines is left to its steps. Raises Error(other) naming the group's nodes, the
-/// plugin and its message when compile fails.
+/// the extension) with `threads` intra-op threads, reading the parameters' current values. A
+/// group the plugin declines is left to its steps. Raises Error(other) naming the group's nodes,
+/// the plugin and its message when compile fails, after releasing the groups it compiled.
 std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads);
 
 /// Runs one compiled group on a run's slot data. Raises Error(other) naming the group's nodes,

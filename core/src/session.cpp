@@ -437,21 +437,53 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         throw Error(ErrorCode::input, "session threads must be 0 (every core) to " +
                                           std::to_string(SessionOptions::kMaxThreads) + ", got " +
                                           std::to_string(options.threads));
-    const int threads = options.threads > 0 ? options.threads
-                                            : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    impl->threads = options.threads > 0 ? options.threads
+                                        : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     // A compiled group is one backend call for consecutive nodes: what coalesced lowering means.
     if (options.compile_groups && profile.lowering_mode == LoweringMode::coalesced)
-        impl->groups = compile_groups(*impl, threads);
+        impl->groups = compile_groups(*impl, impl->threads);
     impl->backward = build_backward_program(*impl, graph, position);
-    // A grouped node's own kernel runs only in a backward pass on the host's tape; without one
-    // (no backward, or the provider's autograd records the group), its state (e.g. reordered
-    // weights) would duplicate what the compiled executable holds, so it is not made.
-    std::vector<bool> skip(impl->steps.size(), false);
-    if (!impl->backward.refusal.empty() || impl->vjp_mode == VJPMode::external_autograd)
-        for (const auto& group : impl->groups)
-            std::fill_n(skip.begin() + static_cast<std::ptrdiff_t>(group.first_step), group.num_steps, true);
-    impl->prepare_steps(threads, skip);
+    const auto states = impl->prepare_steps(impl->steps_without_state());
+    for (std::size_t s = 0; s < states.size(); ++s) impl->steps[s].state = states[s];
     return Session(std::move(impl));
+}
+
+namespace {
+/// Whether two compilations of a session's groups replaced the same steps.
+bool same_groups(const std::vector<CompiledGroup>& a, const std::vector<CompiledGroup>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const CompiledGroup& x, const CompiledGroup& y) {
+        return x.first_step == y.first_step && x.num_steps == y.num_steps;
+    });
+}
+}  // namespace
+
+void Session::refresh_parameters() {
+    Impl& m = *impl_;
+    // The new states and executables are made before the old ones go, so that a failure leaves
+    // the session as it was.
+    std::vector<CompiledGroup> groups;
+    if (!m.groups.empty()) {
+        groups = compile_groups(m, m.threads);
+        if (!same_groups(groups, m.groups)) {
+            release_groups(groups);
+            throw Error(ErrorCode::other, "refreshing the parameters of a session under profile " + m.profile_name +
+                                              ": a plugin compiled other groups than at session creation");
+        }
+    }
+    std::vector<void*> states;
+    try {
+        states = m.prepare_steps(m.steps_without_state());
+    } catch (...) {
+        release_groups(groups);
+        throw;
+    }
+    release_groups(m.groups);
+    m.groups = std::move(groups);
+    for (std::size_t s = 0; s < m.steps.size(); ++s) {
+        auto& step = m.steps[s];
+        if (step.state && step.release) step.release(step.state);
+        step.state = states[s];
+    }
 }
 
 Session::Impl::~Impl() {
@@ -460,9 +492,24 @@ Session::Impl::~Impl() {
         if (step.state && step.release) step.release(step.state);
 }
 
-void Session::Impl::prepare_steps(int threads, const std::vector<bool>& skip) {
+std::vector<bool> Session::Impl::steps_without_state() const {
+    // Without a backward on the host's tape (none, or the provider's autograd records the group),
+    // a grouped node's own kernel never runs.
+    std::vector<bool> skip(steps.size(), false);
+    if (!backward.refusal.empty() || vjp_mode == VJPMode::external_autograd)
+        for (const auto& group : groups)
+            std::fill_n(skip.begin() + static_cast<std::ptrdiff_t>(group.first_step), group.num_steps, true);
+    return skip;
+}
+
+std::vector<void*> Session::Impl::prepare_steps(const std::vector<bool>& skip) const {
+    std::vector<void*> states(steps.size(), nullptr);
+    auto release_made = [&] {
+        for (std::size_t s = states.size(); s-- > 0;)
+            if (states[s] && steps[s].release) steps[s].release(states[s]);
+    };
     for (std::size_t s = 0; s < steps.size(); ++s) {
-        auto& step = steps[s];
+        const auto& step = steps[s];
         if (!step.prepare || skip[s]) continue;
         // Inputs and outputs: shapes and dtypes only. Parameters: their data (fixed for the session).
         std::vector<capsule_tensor_view> in(views.begin() + static_cast<std::ptrdiff_t>(step.first_input),
@@ -485,12 +532,15 @@ void Session::Impl::prepare_steps(int threads, const std::vector<bool>& skip) {
         args.num_threads = threads;
         args.fpmath = fpmath == FpMath::bf16 ? CAPSULE_FPMATH_BF16 : CAPSULE_FPMATH_STRICT;
         void* state = nullptr;
-        if (auto failure = call_plugin([&](capsule_status* st) { return step.prepare(&args, &state, st); }))
+        if (auto failure = call_plugin([&](capsule_status* st) { return step.prepare(&args, &state, st); })) {
+            release_made();
             throw Error(ErrorCode::other, "preparing node " + std::to_string(step.node_id) + " (" +
                                  string(to_string(step.capsule->op)) + ") failed in capsule " +
                                  step.capsule->name + " of plugin " + *step.plugin + ": " + *failure);
-        step.state = state;
+        }
+        states[s] = state;
     }
+    return states;
 }
 
 std::vector<Tensor> Session::Impl::bind_inputs(const std::map<string, Tensor>& given) const {

@@ -165,6 +165,7 @@ struct Session::Impl {
     std::string profile_name;
     VJPMode vjp_mode = VJPMode::none;
     FpMath fpmath = FpMath::strict;  // the profile's, passed to every prepare and compile
+    int threads = 1;                 // intra-op threads, passed to every prepare and compile
     bool input_gradients = true;
     Device device = Device::cpu;
     const capsule_device_interface* device_interface = nullptr;  // non-CPU only
@@ -195,10 +196,14 @@ struct Session::Impl {
     std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
     /// Per-slot data pointers of one run, given its bound inputs and arena.
     std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
-    /// Calls each kernel's prepare (ABI 1.1) once per node with `threads` intra-op threads, except
-    /// for the steps `skip` marks (one flag per step). Raises Error(other) naming the node,
-    /// capsule and plugin.
-    void prepare_steps(int threads, const std::vector<bool>& skip);
+    /// The steps whose kernel state is not made (one flag per step): a grouped node's own kernel
+    /// runs only in a backward pass on the host's tape, so without one its state would duplicate
+    /// what the compiled executable holds.
+    std::vector<bool> steps_without_state() const;
+    /// Calls each kernel's prepare (ABI 1.1) once per step with the parameters' current values,
+    /// except for the steps `skip` marks; returns the states, one per step (null: none). Raises
+    /// Error(other) naming the node, capsule and plugin, after releasing the states it made.
+    std::vector<void*> prepare_steps(const std::vector<bool>& skip) const;
     /// Calls every step's forward kernel, or with `compiled` each compiled group in place of its
     /// steps. With `timings` (one entry per call: num_calls() with `compiled`, else one per step)
     /// also times each call relative to `start`; without, no clock is read. Raises Error(other)

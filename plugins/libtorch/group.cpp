@@ -1,8 +1,12 @@
 // Compiled groups and external autograd of the LibTorch plugins (group.hpp).
 #include "group.hpp"
 
+#include <c10/util/Exception.h>
+
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
+
+#include "ops.hpp"
 
 namespace capsule::libtorch {
 namespace {
@@ -16,6 +20,9 @@ struct GroupNode {
     std::vector<capsule_tensor_view> params;
     const capsule_attribute* attrs = nullptr;
     std::size_t num_attrs = 0;
+    /// conv2d: its weight in oneDNN's layout, made once at compile, for runs without autograd
+    /// (host-side Session::refresh_parameters compiles again after the weights change).
+    at::Tensor packed_weight;
 };
 
 struct Executable {
@@ -75,6 +82,8 @@ void compute(const Executable& e, const capsule_tensor_view* values, std::size_t
         at::Tensor result;
         if (plugin::Tensor{&out}.numel() == 0) {
             result = at::empty(e.shapes[node.output], at::TensorOptions().dtype(scalar_type(out.dtype)));
+        } else if (!record && node.packed_weight.defined()) {
+            result = conv2d_prepacked(op, node.packed_weight);
         } else {
             result = node.op.fn(op);
             check_result(node.op.capsule, "the output", result, out);
@@ -85,6 +94,21 @@ void compute(const Executable& e, const capsule_tensor_view* values, std::size_t
         if (record) record->outputs[node.output] = t[node.output];
         at::NoGradGuard no_grad;
         write_result(node.op.capsule, "the output", t[node.output], out);
+    }
+}
+
+/// The prepacked weight of conv2d node `g` (prepack_conv2d_weight), or undefined when it has none
+/// or its attributes are malformed (its run then reports them as node by node).
+at::Tensor prepacked_weight(const GroupNode& g, const std::vector<int64_t>& out_shape) {
+    OpArgs op{{}, {}, Attributes(g.attrs, g.num_attrs), g.op.capsule, out_shape};
+    for (const auto& p : g.params) op.params.push_back(wrap(p));
+    if (op.params.empty()) return {};
+    try {
+        return prepack_conv2d_weight(op);
+    } catch (const plugin::KernelError&) {
+        return {};
+    } catch (const c10::Error&) {
+        return {};
     }
 }
 
@@ -110,6 +134,7 @@ int32_t compile(const capsule_group_args* args, void** executable, char* descrip
             g.params.assign(node.params, node.params + node.num_params);
             g.attrs = node.attrs;
             g.num_attrs = node.num_attrs;
+            if (g.op.fn == &op_conv2d) g.packed_weight = prepacked_weight(g, e->shapes[g.output]);
             e->num_params += node.num_params;
             e->nodes.push_back(std::move(g));
         }

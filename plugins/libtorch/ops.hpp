@@ -142,6 +142,16 @@ namespace capsule::libtorch {
 CAPSULE_LIBTORCH_OPS(CAPSULE_LIBTORCH_DECLARE)
 #undef CAPSULE_LIBTORCH_DECLARE
 
+/// conv2d's weight (params[0] of `a`; `a.inputs` may be empty) reordered once into the blocked
+/// layout oneDNN's convolution primitive wants (at::mkldnn_reorder_conv2d_weight, as
+/// torch.jit.optimize_for_inference's frozen convolutions), or an undefined tensor when the
+/// convolution would not run on oneDNN (not float32, empty). Raises plugin::KernelError for
+/// malformed attributes.
+at::Tensor prepack_conv2d_weight(const OpArgs& a);
+/// op_conv2d with `packed` (prepack_conv2d_weight of the same node) for the weight when it runs on
+/// oneDNN: the same primitive and result without reordering the weight on every call.
+at::Tensor conv2d_prepacked(const OpArgs& a, const at::Tensor& packed);
+
 /// Forward kernels of the optimizer steps (ops_training.cpp).
 int32_t sgd_kernel(const capsule_forward_args* args, capsule_status* status) noexcept;
 int32_t adam_kernel(const capsule_forward_args* args, capsule_status* status) noexcept;

@@ -353,10 +353,44 @@ at::Tensor op_conv(const OpArgs& a) {
     const ConvAttrs c = conv_attrs(a, 1);
     return at::conv1d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.dilation, c.groups);
 }
+namespace {
+/// Whether a 2-D convolution runs on oneDNN's primitive (at::mkldnn_convolution) instead of
+/// at::conv2d: float32, no gradient recorded, non-empty, and attributes ATen's checks would pass
+/// (mkldnn_convolution does not check them). at::conv2d takes the same primitive for most such
+/// shapes (ATen's use_mkldnn); taking it always makes a compiled group's run on a prepacked
+/// weight and the node-by-node run the same arithmetic.
+bool onednn_conv2d(const at::Tensor& x, const at::Tensor& w, const ConvAttrs& c) {
+    if (x.dim() != 4 || w.dim() != 4 || x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat ||
+        x.numel() == 0 || w.numel() == 0 || at::GradMode::is_enabled() || !at::hasMKLDNN())
+        return false;
+    if (c.groups < 1 || x.size(1) != w.size(1) * c.groups || w.size(0) % c.groups != 0) return false;
+    for (std::size_t i = 0; i < 2; ++i)
+        if (c.stride.at(i) < 1 || c.padding.at(i) < 0 || c.dilation.at(i) < 1) return false;
+    return true;
+}
+}  // namespace
+
 at::Tensor op_conv2d(const OpArgs& a) {
     if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 2);
-    return at::conv2d(x0(a), a.params.at(0), bias_of(a), c.stride, c.padding, c.dilation, c.groups);
+    const at::Tensor& w = a.params.at(0);
+    if (onednn_conv2d(x0(a), w, c))
+        return at::mkldnn_convolution(x0(a).contiguous(), w.contiguous(), bias_of(a), c.padding, c.stride,
+                                      c.dilation, c.groups);
+    return at::conv2d(x0(a), w, bias_of(a), c.stride, c.padding, c.dilation, c.groups);
+}
+
+at::Tensor prepack_conv2d_weight(const OpArgs& a) {
+    const at::Tensor& w = a.params.at(0);
+    if (w.dim() != 4 || w.scalar_type() != at::kFloat || w.numel() == 0 || !at::hasMKLDNN()) return {};
+    const ConvAttrs c = conv_attrs(a, 2);
+    return at::mkldnn_reorder_conv2d_weight(w.contiguous().to_mkldnn(), c.padding, c.stride, c.dilation, c.groups);
+}
+
+at::Tensor conv2d_prepacked(const OpArgs& a, const at::Tensor& packed) {
+    const ConvAttrs c = conv_attrs(a, 2);
+    if (!onednn_conv2d(x0(a), a.params.at(0), c)) return op_conv2d(a);
+    return at::mkldnn_convolution(x0(a).contiguous(), packed, bias_of(a), c.padding, c.stride, c.dilation, c.groups);
 }
 at::Tensor op_conv_transpose(const OpArgs& a) {
     if (auto y = empty_weight_result(a)) return *y;

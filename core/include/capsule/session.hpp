@@ -177,9 +177,21 @@ public:
     const std::string& backward_refusal() const;
 
     /// The tensors the session reads for each parameter key. On CPU these share storage with the
-    /// ParameterMap given to `create` (no copy): writing their values between runs changes the
-    /// model, which is how capsule::Optimizer trains. Never write while a run is in flight.
+    /// ParameterMap given to `create` (no copy): after writing their values between runs, call
+    /// `refresh_parameters` before the next run (capsule::Trainer does after each optimizer step).
+    /// Never write while a run is in flight.
     ParameterMap parameters() const;
+
+    /// Makes the session compute with the parameters' current values after they were written in
+    /// place (see `parameters`). Kernels prepare once per session (ABI 1.1 prepare) and compiled
+    /// groups compile once, and both may keep their own copy of a weight, e.g. reordered into the
+    /// blocked layout a oneDNN primitive wants; without this call they keep computing with the
+    /// values the session was created with. Makes every state and executable again, then
+    /// releases the old ones. Raises Error(other) naming the node or group, capsule and plugin
+    /// when a prepare or compile fails, or when a plugin compiles other groups than at creation;
+    /// the session is then unchanged. Not thread-safe: no run, recording or backward may be in
+    /// flight, and tapes recorded before the call must not be used after it.
+    void refresh_parameters();
 
     const std::vector<TensorSlot>& inputs() const;
     const std::vector<TensorSlot>& outputs() const;

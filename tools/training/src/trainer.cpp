@@ -112,7 +112,8 @@ Trainer Trainer::create(const BackendProfile& profile, const PluginHost& host,
     auto params = initial_parameters(plans.model, config.seed);
     SessionOptions no_input_grads;
     no_input_grads.input_gradients = false;
-    // Both sessions read `params` in place (CPU), so optimizer steps reach inference too.
+    // Both sessions read `params` in place (CPU); after optimizer steps each is refreshed
+    // (Session::refresh_parameters), as its kernels and groups may keep copies of weights.
     auto training = Session::create(profile, *plans.training_plan.accepted, plans.training, host,
                                     params, no_input_grads);
     if (!training.backward_refusal().empty()) throw Error(ErrorCode::other, training.backward_refusal());
@@ -151,9 +152,11 @@ EpochResult Trainer::train_epoch(const ImageDataset& train,
                                  "; lower the learning rate");
         const auto grads = m.training.backward(recorded.tape, {one});
         m.optimizer.step(m.parameters, grads.parameters);
+        m.training.refresh_parameters();
         loss_sum += loss;
         if (progress) progress(b + 1, batches, loss_sum / double(b + 1));
     }
+    m.inference.refresh_parameters();
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     return {loss_sum / double(batches), elapsed.count(), batches};
 }

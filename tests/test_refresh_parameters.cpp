@@ -1,0 +1,97 @@
+// Session::refresh_parameters: after parameters are written in place (Session::parameters, as
+// capsule::Trainer's optimizer does), every profile's prepared kernels and compiled groups compute
+// with the new values, bit for bit as a session created with them. Each plugin keeps its own copy
+// of something derived from the weights: oneDNN reorders weights into its primitives' blocked
+// layout, the reference plugin folds an inference batch_norm into its convolution's epilogue, the
+// LibTorch groups keep convolution weights prepacked for oneDNN (mkldnn).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "capsule/session.hpp"
+#include "capsule_fixtures.hpp"
+
+using namespace capsule;
+using capsule::testing::pseudo_random;
+using capsule::testing::session_under;
+
+namespace {
+
+struct Case {
+    const char* profile;
+    const char* library;  // the plugin library the profile needs; skipped when not built
+};
+
+class RefreshParameters : public ::testing::TestWithParam<Case> {};
+
+// ResNet's conv -> batch_norm -> relu, then a 1x1 convolution and a residual add.
+const char* kGraph = R"({"format": "capsule-ir", "version": 1, "nodes": [
+  {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 12, 12]},
+  {"id": 1, "op": "conv2d", "name": "a", "parents": [0], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1}, "shape": [2, 8, 12, 12]},
+  {"id": 2, "op": "batch_norm", "name": "bn", "parents": [1], "attrs": {"eps": 0.001}, "shape": [2, 8, 12, 12]},
+  {"id": 3, "op": "relu", "name": "r", "parents": [2], "shape": [2, 8, 12, 12]},
+  {"id": 4, "op": "conv2d", "name": "b", "parents": [3], "attrs": {"out_channels": 8, "kernel_size": 1}, "shape": [2, 8, 12, 12]},
+  {"id": 5, "op": "add", "name": "res", "parents": [4, 3], "shape": [2, 8, 12, 12]}
+], "outputs": [5]})";
+
+Tensor values(Shape shape, std::uint64_t seed, double scale, double offset = 0) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= static_cast<std::size_t>(d);
+    auto v = pseudo_random(n, seed, scale);
+    for (auto& x : v) x += offset;
+    return Tensor::from_values(DType::float32, std::move(shape), v);
+}
+
+/// The graph's parameters; `seed` picks the values (running variances stay positive).
+ParameterMap parameters(std::uint64_t seed) {
+    return {{"a.weight", values({8, 3, 3, 3}, seed, 0.4)},   {"a.bias", values({8}, seed + 1, 0.2)},
+            {"bn.weight", values({8}, seed + 2, 0.5, 1.0)},  {"bn.bias", values({8}, seed + 3, 0.3)},
+            {"bn.running_mean", values({8}, seed + 4, 0.3)}, {"bn.running_var", values({8}, seed + 5, 0.4, 0.6)},
+            {"b.weight", values({8, 8, 1, 1}, seed + 6, 0.4)}, {"b.bias", values({8}, seed + 7, 0.2)}};
+}
+
+TEST_P(RefreshParameters, WrittenWeightsReachEveryKernelAndCompiledGroup) {
+    const auto& c = GetParam();
+    if (!std::filesystem::exists(std::filesystem::path(CAPSULE_PLUGIN_DIR) / c.library))
+        GTEST_SKIP() << c.library << " is not built";
+    const Graph graph = parse_graph(kGraph);
+    const std::map<std::string, Tensor> input{{"x", values({2, 3, 12, 12}, 7, 1.0)}};
+    for (bool groups : {true, false}) {
+        SCOPED_TRACE(groups ? "compiled groups" : "node by node");
+        SessionOptions options;
+        options.compile_groups = groups;
+        const ParameterMap first = parameters(100), second = parameters(200);
+        ParameterMap owned;  // the session's storage: copies, so `first` stays as it was
+        for (const auto& [key, t] : first) owned[key] = Tensor::from_values(DType::float32, t.shape(), t.to_doubles());
+        auto session = session_under(c.profile, graph, owned, options);
+        const auto before = session.run(input);
+
+        auto storage = session.parameters();
+        for (const auto& [key, t] : second) std::memcpy(storage.at(key).data(), t.data(), t.nbytes());
+        session.refresh_parameters();
+        const auto got = session.run(input);
+        const auto want = session_under(c.profile, graph, second, options).run(input);
+
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_TRUE(got[0].bitwise_equal(want[0])) << "the refreshed session differs from a fresh one";
+        EXPECT_FALSE(got[0].bitwise_equal(before[0])) << "the new parameters changed nothing";
+        std::int64_t finite = 0;
+        for (std::int64_t e = 0; e < want[0].numel(); ++e) finite += std::isfinite(want[0].at(e));
+        EXPECT_EQ(finite, want[0].numel());
+        // Written back, the first values give the first output again.
+        for (const auto& [key, t] : first) std::memcpy(storage.at(key).data(), t.data(), t.nbytes());
+        session.refresh_parameters();
+        EXPECT_TRUE(session.run(input)[0].bitwise_equal(before[0]));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, RefreshParameters,
+                         ::testing::Values(Case{"checked_cpu", "libcapsule_reference.so"},
+                                           Case{"onednn_cpu", "libcapsule_onednn.so"},
+                                           Case{"libtorch_forward_cpu", "libcapsule_libtorch.so"}),
+                         [](const auto& p) { return std::string(p.param.profile); });
+
+}  // namespace
