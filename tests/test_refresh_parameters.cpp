@@ -27,15 +27,17 @@ struct Case {
 
 class RefreshParameters : public ::testing::TestWithParam<Case> {};
 
-// ResNet's conv -> batch_norm -> relu, then a 1x1 convolution and a residual add.
+// ResNet's conv -> batch_norm -> relu, then a 1x1 convolution, a residual add and a grouped,
+// dilated, strided convolution.
 const char* kGraph = R"({"format": "capsule-ir", "version": 1, "nodes": [
   {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 12, 12]},
   {"id": 1, "op": "conv2d", "name": "a", "parents": [0], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1}, "shape": [2, 8, 12, 12]},
   {"id": 2, "op": "batch_norm", "name": "bn", "parents": [1], "attrs": {"eps": 0.001}, "shape": [2, 8, 12, 12]},
   {"id": 3, "op": "relu", "name": "r", "parents": [2], "shape": [2, 8, 12, 12]},
   {"id": 4, "op": "conv2d", "name": "b", "parents": [3], "attrs": {"out_channels": 8, "kernel_size": 1}, "shape": [2, 8, 12, 12]},
-  {"id": 5, "op": "add", "name": "res", "parents": [4, 3], "shape": [2, 8, 12, 12]}
-], "outputs": [5]})";
+  {"id": 5, "op": "add", "name": "res", "parents": [4, 3], "shape": [2, 8, 12, 12]},
+  {"id": 6, "op": "conv2d", "name": "g", "parents": [5], "attrs": {"out_channels": 8, "kernel_size": 3, "groups": 2, "dilation": 2, "stride": 2, "padding": 2}, "shape": [2, 8, 6, 6]}
+], "outputs": [6]})";
 
 Tensor values(Shape shape, std::uint64_t seed, double scale, double offset = 0) {
     std::size_t n = 1;
@@ -50,7 +52,8 @@ ParameterMap parameters(std::uint64_t seed) {
     return {{"a.weight", values({8, 3, 3, 3}, seed, 0.4)},   {"a.bias", values({8}, seed + 1, 0.2)},
             {"bn.weight", values({8}, seed + 2, 0.5, 1.0)},  {"bn.bias", values({8}, seed + 3, 0.3)},
             {"bn.running_mean", values({8}, seed + 4, 0.3)}, {"bn.running_var", values({8}, seed + 5, 0.4, 0.6)},
-            {"b.weight", values({8, 8, 1, 1}, seed + 6, 0.4)}, {"b.bias", values({8}, seed + 7, 0.2)}};
+            {"b.weight", values({8, 8, 1, 1}, seed + 6, 0.4)}, {"b.bias", values({8}, seed + 7, 0.2)},
+            {"g.weight", values({8, 4, 3, 3}, seed + 8, 0.3)}, {"g.bias", values({8}, seed + 9, 0.2)}};
 }
 
 TEST_P(RefreshParameters, WrittenWeightsReachEveryKernelAndCompiledGroup) {
@@ -91,7 +94,44 @@ TEST_P(RefreshParameters, WrittenWeightsReachEveryKernelAndCompiledGroup) {
 INSTANTIATE_TEST_SUITE_P(Profiles, RefreshParameters,
                          ::testing::Values(Case{"checked_cpu", "libcapsule_reference.so"},
                                            Case{"onednn_cpu", "libcapsule_onednn.so"},
-                                           Case{"libtorch_forward_cpu", "libcapsule_libtorch.so"}),
+                                           Case{"libtorch_forward_cpu", "libcapsule_libtorch.so"},
+                                           Case{"libtorch_autograd_cpu", "libcapsule_libtorch_autograd.so"}),
+                         [](const auto& p) { return std::string(p.param.profile); });
+
+class RefreshedTape : public ::testing::TestWithParam<Case> {};
+
+// A tape holds the values (and, under external autograd, the provider's records) of the
+// parameters it was recorded with: backward refuses it after a refresh, and a tape recorded
+// after the refresh differentiates as a fresh session's.
+TEST_P(RefreshedTape, ATapeRecordedBeforeARefreshIsRefused) {
+    const auto& c = GetParam();
+    if (!std::filesystem::exists(std::filesystem::path(CAPSULE_PLUGIN_DIR) / c.library))
+        GTEST_SKIP() << c.library << " is not built";
+    const Graph graph = parse_graph(kGraph);
+    const std::map<std::string, Tensor> input{{"x", values({2, 3, 12, 12}, 7, 1.0)}};
+    const Tensor upstream = values({2, 8, 6, 6}, 9, 1.0);
+    ParameterMap owned = parameters(100);
+    auto session = session_under(c.profile, graph, owned);
+    ASSERT_EQ(session.backward_refusal(), "");
+    const auto old_tape = session.run_recording(input);
+    const auto second = parameters(200);
+    auto storage = session.parameters();
+    for (const auto& [key, t] : second) std::memcpy(storage.at(key).data(), t.data(), t.nbytes());
+    session.refresh_parameters();
+    const auto why = capsule::testing::error_of([&] { session.backward(old_tape.tape, {upstream}); });
+    EXPECT_NE(why.find("recorded before Session::refresh_parameters"), std::string::npos) << why;
+
+    const auto got = session.backward(session.run_recording(input).tape, {upstream});
+    const auto fresh = session_under(c.profile, graph, second);
+    const auto want = fresh.backward(fresh.run_recording(input).tape, {upstream});
+    ASSERT_EQ(got.parameters.size(), want.parameters.size());
+    for (const auto& [key, g] : want.parameters) EXPECT_TRUE(got.parameters.at(key).bitwise_equal(g)) << key;
+}
+
+INSTANTIATE_TEST_SUITE_P(Profiles, RefreshedTape,
+                         ::testing::Values(Case{"checked_cpu", "libcapsule_reference.so"},
+                                           Case{"libtorch_forward_cpu", "libcapsule_libtorch.so"},
+                                           Case{"libtorch_autograd_cpu", "libcapsule_libtorch_autograd.so"}),
                          [](const auto& p) { return std::string(p.param.profile); });
 
 }  // namespace

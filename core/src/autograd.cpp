@@ -324,6 +324,7 @@ BackwardProgram detail::build_backward_program(
 
 struct Tape::State {
     const Session::Impl* owner = nullptr;
+    std::uint64_t parameter_generation = 0;  // the owner's when recorded (refresh_parameters)
     std::vector<Tensor> bound;
     std::shared_ptr<unsigned char> arena;
     std::vector<void*> slot_data;
@@ -378,6 +379,7 @@ RecordedRun Session::run_recording(const std::map<string, Tensor>& inputs) const
     if (!m.backward.refusal.empty()) throw Error(ErrorCode::other, m.backward.refusal);
     auto state = std::make_unique<Tape::State>();
     state->owner = &m;
+    state->parameter_generation = m.parameter_generation;
     state->bound = m.bind_inputs(inputs);
     state->arena = m.allocate(m.arena_bytes, false);
     state->slot_data = m.slot_data(state->bound, state->arena.get());
@@ -398,6 +400,9 @@ Gradients Session::backward(const Tape& tape, const std::vector<Tensor>& output_
     if (!m.backward.refusal.empty()) throw Error(ErrorCode::other, m.backward.refusal);
     if (!tape.state_ || tape.state_->owner != &m)
         throw Error(ErrorCode::other, "the tape was recorded by another session (or moved from)");
+    if (tape.state_->parameter_generation != m.parameter_generation)
+        throw Error(ErrorCode::other, "the tape was recorded before Session::refresh_parameters: its values and "
+                                      "records belong to the parameters of then; record the run again");
     if (output_grads.size() != m.outputs.size())
         throw Error(ErrorCode::other, "backward needs one upstream gradient per graph output (" +
                             std::to_string(m.outputs.size()) + "), got " +

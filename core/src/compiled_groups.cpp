@@ -122,8 +122,10 @@ bool reads_detached(const Session::Impl& impl, const Step& step) {
 
 }  // namespace
 
-std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads) {
-    std::vector<CompiledGroup> groups;
+namespace {
+/// compile_groups' loop: each compiled group goes into `groups` as soon as it exists, so that
+/// the caller can release them when a later one fails.
+void compile_each_group(const Session::Impl& impl, int threads, std::vector<CompiledGroup>& groups) {
     const auto use = slot_use(impl);
     const auto& steps = impl.steps;
     for (std::size_t first = 0; first < steps.size();) {
@@ -161,7 +163,6 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
         if (auto failure = call_plugin([&](capsule_status* st) {
                 return extension->compile(&args, &executable, description.data(), description.size(), st);
             })) {
-            release_groups(groups);  // those compiled before this one
             throw Error(ErrorCode::other, "compiling the " + group_label(impl, first, end - first) + " failed in plugin " +
                                  *steps[first].plugin + ": " + *failure);
         }
@@ -169,8 +170,19 @@ std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads
         first = end;
         if (!executable) continue;  // declined: the steps run one by one
         group.executable = executable;
-        group.fused = description.data();
         groups.push_back(std::move(group));
+        groups.back().fused = description.data();
+    }
+}
+}  // namespace
+
+std::vector<CompiledGroup> compile_groups(const Session::Impl& impl, int threads) {
+    std::vector<CompiledGroup> groups;
+    try {
+        compile_each_group(impl, threads, groups);
+    } catch (...) {
+        release_groups(groups);  // those compiled before the failure
+        throw;
     }
     return groups;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -440,20 +441,26 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     impl->threads = options.threads > 0 ? options.threads
                                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     // A compiled group is one backend call for consecutive nodes: what coalesced lowering means.
-    if (options.compile_groups && profile.lowering_mode == LoweringMode::coalesced)
-        impl->groups = compile_groups(*impl, impl->threads);
+    impl->compiles_groups = options.compile_groups && profile.lowering_mode == LoweringMode::coalesced;
+    if (impl->compiles_groups) impl->groups = compile_groups(*impl, impl->threads);
     impl->backward = build_backward_program(*impl, graph, position);
-    const auto states = impl->prepare_steps(impl->steps_without_state());
+    const auto states = impl->prepare_steps(impl->steps_without_state(impl->groups));
     for (std::size_t s = 0; s < states.size(); ++s) impl->steps[s].state = states[s];
     return Session(std::move(impl));
 }
 
 namespace {
-/// Whether two compilations of a session's groups replaced the same steps.
-bool same_groups(const std::vector<CompiledGroup>& a, const std::vector<CompiledGroup>& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const CompiledGroup& x, const CompiledGroup& y) {
-        return x.first_step == y.first_step && x.num_steps == y.num_steps;
-    });
+/// The first step of the first group that `a` and `b` do not both hold with the same steps, or
+/// nothing when they replace the same steps.
+std::optional<std::size_t> first_group_difference(const std::vector<CompiledGroup>& a,
+                                                  const std::vector<CompiledGroup>& b) {
+    for (std::size_t g = 0; g < std::max(a.size(), b.size()); ++g) {
+        if (g < a.size() && g < b.size() && a[g].first_step == b[g].first_step && a[g].num_steps == b[g].num_steps)
+            continue;
+        return g < a.size() && g < b.size() ? std::min(a[g].first_step, b[g].first_step)
+                                            : (g < a.size() ? a[g].first_step : b[g].first_step);
+    }
+    return std::nullopt;
 }
 }  // namespace
 
@@ -462,17 +469,23 @@ void Session::refresh_parameters() {
     // The new states and executables are made before the old ones go, so that a failure leaves
     // the session as it was.
     std::vector<CompiledGroup> groups;
-    if (!m.groups.empty()) {
-        groups = compile_groups(m, m.threads);
-        if (!same_groups(groups, m.groups)) {
-            release_groups(groups);
-            throw Error(ErrorCode::other, "refreshing the parameters of a session under profile " + m.profile_name +
-                                              ": a plugin compiled other groups than at session creation");
-        }
+    if (m.compiles_groups) groups = compile_groups(m, m.threads);
+    // A plugin may decline a group for its weights' values (oneDNN's, for a non-finite weight).
+    // Only external autograd's backward program is built on the groups; elsewhere the steps of
+    // a declined group simply run one by one.
+    const auto differs = first_group_difference(groups, m.groups);
+    if (differs && m.vjp_mode == VJPMode::external_autograd) {
+        release_groups(groups);
+        const auto& step = m.steps[*differs];
+        throw Error(ErrorCode::other, "refreshing the parameters: plugin " + *step.plugin +
+                                          " compiled other groups than at session creation, from node " +
+                                          std::to_string(step.node_id) + " (" + string(to_string(step.capsule->op)) +
+                                          "); under VJP mode external-autograd the backward program is built "
+                                          "on them: create a new session");
     }
     std::vector<void*> states;
     try {
-        states = m.prepare_steps(m.steps_without_state());
+        states = m.prepare_steps(m.steps_without_state(groups));
     } catch (...) {
         release_groups(groups);
         throw;
@@ -484,6 +497,7 @@ void Session::refresh_parameters() {
         if (step.state && step.release) step.release(step.state);
         step.state = states[s];
     }
+    ++m.parameter_generation;
 }
 
 Session::Impl::~Impl() {
@@ -492,12 +506,12 @@ Session::Impl::~Impl() {
         if (step.state && step.release) step.release(step.state);
 }
 
-std::vector<bool> Session::Impl::steps_without_state() const {
+std::vector<bool> Session::Impl::steps_without_state(const std::vector<CompiledGroup>& compiled) const {
     // Without a backward on the host's tape (none, or the provider's autograd records the group),
     // a grouped node's own kernel never runs.
     std::vector<bool> skip(steps.size(), false);
     if (!backward.refusal.empty() || vjp_mode == VJPMode::external_autograd)
-        for (const auto& group : groups)
+        for (const auto& group : compiled)
             std::fill_n(skip.begin() + static_cast<std::ptrdiff_t>(group.first_step), group.num_steps, true);
     return skip;
 }

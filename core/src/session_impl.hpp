@@ -166,6 +166,9 @@ struct Session::Impl {
     VJPMode vjp_mode = VJPMode::none;
     FpMath fpmath = FpMath::strict;  // the profile's, passed to every prepare and compile
     int threads = 1;                 // intra-op threads, passed to every prepare and compile
+    bool compiles_groups = false;    // SessionOptions::compile_groups under coalesced lowering
+    /// Counts Session::refresh_parameters calls: a tape recorded before one is refused.
+    std::uint64_t parameter_generation = 0;
     bool input_gradients = true;
     Device device = Device::cpu;
     const capsule_device_interface* device_interface = nullptr;  // non-CPU only
@@ -196,10 +199,10 @@ struct Session::Impl {
     std::vector<Tensor> bind_inputs(const std::map<std::string, Tensor>& inputs) const;
     /// Per-slot data pointers of one run, given its bound inputs and arena.
     std::vector<void*> slot_data(const std::vector<Tensor>& bound, unsigned char* arena) const;
-    /// The steps whose kernel state is not made (one flag per step): a grouped node's own kernel
-    /// runs only in a backward pass on the host's tape, so without one its state would duplicate
-    /// what the compiled executable holds.
-    std::vector<bool> steps_without_state() const;
+    /// The steps whose kernel state is not made (one flag per step) when `compiled` are the
+    /// session's groups: a grouped node's own kernel runs only in a backward pass on the host's
+    /// tape, so without one its state would duplicate what the compiled executable holds.
+    std::vector<bool> steps_without_state(const std::vector<detail::CompiledGroup>& compiled) const;
     /// Calls each kernel's prepare (ABI 1.1) once per step with the parameters' current values,
     /// except for the steps `skip` marks; returns the states, one per step (null: none). Raises
     /// Error(other) naming the node, capsule and plugin, after releasing the states it made.

@@ -1,7 +1,7 @@
 // Compiled groups and external autograd of the LibTorch plugins (group.hpp).
 #include "group.hpp"
 
-#include <c10/util/Exception.h>
+#include <exception>
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -82,10 +82,9 @@ void compute(const Executable& e, const capsule_tensor_view* values, std::size_t
         at::Tensor result;
         if (plugin::Tensor{&out}.numel() == 0) {
             result = at::empty(e.shapes[node.output], at::TensorOptions().dtype(scalar_type(out.dtype)));
-        } else if (!record && node.packed_weight.defined()) {
-            result = conv2d_prepacked(op, node.packed_weight);
         } else {
-            result = node.op.fn(op);
+            result = !record && node.packed_weight.defined() ? conv2d_prepacked(op, node.packed_weight)
+                                                             : node.op.fn(op);
             check_result(node.op.capsule, "the output", result, out);
         }
         // The next node reads a contiguous tensor, as it reads the host's buffer node by node.
@@ -105,9 +104,7 @@ at::Tensor prepacked_weight(const GroupNode& g, const std::vector<int64_t>& out_
     if (op.params.empty()) return {};
     try {
         return prepack_conv2d_weight(op);
-    } catch (const plugin::KernelError&) {
-        return {};
-    } catch (const c10::Error&) {
+    } catch (const std::exception&) {  // KernelError, c10::Error, ideep's errors: run as node by node
         return {};
     }
 }

@@ -51,7 +51,8 @@ public:
                             const PluginHost& host, const OptimizerOptions& options);
 
     /// One step (PyTorch's update rule) for every parameter that has a gradient: `parameters`
-    /// are updated in place (the tensors a CPU Session reads, see Session::parameters()).
+    /// are updated in place (the tensors a CPU Session reads, see Session::parameters(); call
+    /// Session::refresh_parameters before its next run).
     /// Raises Error(input) when a gradient names no parameter or differs in dtype/shape, or a
     /// parameter's dtype is not among the capsule's (KernelCapsule::dtypes),
     /// Error(other) when the capsule fails (its message kept).

@@ -181,10 +181,12 @@ typedef struct capsule_backward_args {
     void* state;
 } capsule_backward_args;
 
-/* ABI 1.1: what a kernel's `prepare` sees of one node, once, when a session is created. Inputs and
+/* ABI 1.1: what a kernel's `prepare` sees of one node when a session is created. Inputs and
  * outputs carry shapes and dtypes only (`data` is NULL); parameters carry their data, which stays
- * valid and unchanged for the session's lifetime (weights may be reordered into the layout a
- * primitive wants and kept in the state). */
+ * valid and unchanged until the state is released (weights may be reordered into the layout a
+ * primitive wants and kept in the state). A host that changes parameter values in place
+ * (Session::refresh_parameters, after optimizer steps) prepares the node again and then releases
+ * the old state. */
 typedef struct capsule_prepare_args {
     size_t struct_size;
     const capsule_tensor_view* inputs;
@@ -214,11 +216,13 @@ typedef enum capsule_fpmath_mode {
 
 typedef int32_t (*capsule_forward_fn)(const capsule_forward_args* args, capsule_status* status);
 /* ABI 1.1: builds a node's state (`*state`, may stay NULL); called once per node at session
- * creation, never per call. The state is handed to every forward/backward call of the node, from
- * many threads at once: kernels must treat it as read-only or synchronise. */
+ * creation, and again when the host refreshes the parameters (the old state is released after),
+ * never per call. The state is handed to every forward/backward call of the node, from many
+ * threads at once: kernels must treat it as read-only or synchronise. */
 typedef int32_t (*capsule_prepare_fn)(const capsule_prepare_args* args, void** state,
                                       capsule_status* status);
-/* ABI 1.1: frees what `prepare` returned; called once when the session is destroyed. */
+/* ABI 1.1: frees what `prepare` returned; called once per state, when the session is destroyed or
+ * a parameter refresh replaced it. */
 typedef void (*capsule_release_fn)(void* state);
 typedef int32_t (*capsule_backward_fn)(const capsule_backward_args* args, capsule_status* status);
 
@@ -294,9 +298,9 @@ typedef struct capsule_group_node {
     const size_t* inputs;     /* num_inputs indices into the group's values */
     size_t num_inputs;
     size_t output;            /* index into the group's values */
-    const capsule_tensor_view* params; /* with data, valid and unchanged for the session */
+    const capsule_tensor_view* params; /* with data, valid and unchanged until release */
     size_t num_params;
-    const capsule_attribute* attrs; /* valid and unchanged for the session, like params */
+    const capsule_attribute* attrs; /* valid and unchanged until release, like params */
     size_t num_attrs;
 } capsule_group_node;
 
@@ -318,7 +322,8 @@ typedef struct capsule_group_args {
 /* `compile` sets `*executable` (NULL: the plugin declines the group, and the host calls the
  * nodes' kernels one by one as without this extension) and writes into `description` (at most
  * `description_size` bytes, NUL-terminated) what it fused, e.g. "conv2d+relu (post-op)", or
- * an empty string. Called once per group at session creation. */
+ * an empty string. Called once per group at session creation, and again when the host refreshes
+ * the parameters (the old executable is released after; the new one may decline). */
 typedef int32_t (*capsule_group_compile_fn)(const capsule_group_args* args, void** executable,
                                             char* description, size_t description_size,
                                             capsule_status* status);
@@ -328,7 +333,8 @@ typedef int32_t (*capsule_group_compile_fn)(const capsule_group_args* args, void
  * treated as read-only or synchronised. */
 typedef int32_t (*capsule_group_run_fn)(void* executable, const capsule_tensor_view* values,
                                         size_t num_values, void* stream, capsule_status* status);
-/* Frees what compile returned; called once when the session is destroyed. */
+/* Frees what compile returned; called once per executable, when the session is destroyed or a
+ * parameter refresh replaced it. A record made by the executable may outlive it. */
 typedef void (*capsule_group_release_fn)(void* executable);
 
 typedef struct capsule_compiled_groups_extension {

@@ -168,7 +168,8 @@ public:
     /// backward kernels in reverse execution order; fan-out gradients are summed).
     /// `output_grads` are host tensors, one per graph output with its shape and dtype (the
     /// upstream gradient, e.g. a rank-0 1.0 for a scalar loss). Raises Error(other) for a tape
-    /// of another session or mis-shaped upstream gradients; when a backward kernel fails (naming
+    /// of another session, one recorded before `refresh_parameters`, or mis-shaped upstream
+    /// gradients; when a backward kernel fails (naming
     /// node and capsule), Error(input) if it refused the data's values (CAPSULE_ERROR_INVALID_DATA),
     /// else Error(other). Thread-safe.
     Gradients backward(const Tape& tape, const std::vector<Tensor>& output_grads) const;
@@ -187,10 +188,12 @@ public:
     /// groups compile once, and both may keep their own copy of a weight, e.g. reordered into the
     /// blocked layout a oneDNN primitive wants; without this call they keep computing with the
     /// values the session was created with. Makes every state and executable again, then
-    /// releases the old ones. Raises Error(other) naming the node or group, capsule and plugin
-    /// when a prepare or compile fails, or when a plugin compiles other groups than at creation;
-    /// the session is then unchanged. Not thread-safe: no run, recording or backward may be in
-    /// flight, and tapes recorded before the call must not be used after it.
+    /// releases the old ones; a group a plugin now declines (e.g. oneDNN's, for a non-finite
+    /// weight) runs node by node. Raises Error(other) naming the node or group, capsule and
+    /// plugin when a prepare or compile fails, or under VJP mode external-autograd when a plugin
+    /// compiles other groups than at creation (the backward program is built on them); the
+    /// session is then unchanged. Not thread-safe: no run, recording or backward may be in
+    /// flight. `backward` refuses tapes recorded before the call.
     void refresh_parameters();
 
     const std::vector<TensorSlot>& inputs() const;

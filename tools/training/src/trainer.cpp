@@ -93,6 +93,7 @@ struct Trainer::Impl {
     Graph model;
     ParameterMap parameters;
     Session training, inference;
+    bool inference_stale = false;  // parameters written since the inference session's refresh
     Optimizer optimizer;
     std::mt19937_64 shuffler;
 };
@@ -122,7 +123,7 @@ Trainer Trainer::create(const BackendProfile& profile, const PluginHost& host,
     // The shuffling stream is separate from initialisation's, derived from the same seed.
     std::mt19937_64 shuffler(config.seed ^ 0x9e3779b97f4a7c15ull);
     return Trainer(std::make_unique<Impl>(Impl{config, plans.model, std::move(params),
-                                               std::move(training), std::move(inference),
+                                               std::move(training), std::move(inference), false,
                                                std::move(optimizer), shuffler}));
 }
 
@@ -152,15 +153,22 @@ EpochResult Trainer::train_epoch(const ImageDataset& train,
                                  "; lower the learning rate");
         const auto grads = m.training.backward(recorded.tape, {one});
         m.optimizer.step(m.parameters, grads.parameters);
+        m.inference_stale = true;
         m.training.refresh_parameters();
         loss_sum += loss;
         if (progress) progress(b + 1, batches, loss_sum / double(b + 1));
     }
-    m.inference.refresh_parameters();
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
     return {loss_sum / double(batches), elapsed.count(), batches};
 }
 
-double Trainer::evaluate(const ImageDataset& test) const { return accuracy(impl_->inference, test); }
+double Trainer::evaluate(const ImageDataset& test) const {
+    // Refreshed here rather than per step: evaluation is rare, steps are many.
+    if (impl_->inference_stale) {
+        impl_->inference.refresh_parameters();
+        impl_->inference_stale = false;
+    }
+    return accuracy(impl_->inference, test);
+}
 
 }  // namespace capsule

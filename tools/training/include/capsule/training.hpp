@@ -87,7 +87,9 @@ public:
     EpochResult train_epoch(const ImageDataset& train,
                             const std::function<void(std::int64_t, std::int64_t, double)>& progress = {});
 
-    /// Test accuracy with the current parameters.
+    /// Test accuracy with the current parameters: the inference session is first refreshed
+    /// (Session::refresh_parameters) when steps changed them. Raises what refresh_parameters and
+    /// Session::run raise, Error(input) for images or labels the model does not take.
     double evaluate(const ImageDataset& test) const;
 
     /// The trained parameters (host tensors; the sessions read them in place).
