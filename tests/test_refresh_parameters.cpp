@@ -56,12 +56,15 @@ ParameterMap parameters(std::uint64_t seed) {
             {"g.weight", values({8, 4, 3, 3}, seed + 8, 0.3)}, {"g.bias", values({8}, seed + 9, 0.2)}};
 }
 
+bool built(const Case& c) { return std::filesystem::exists(std::filesystem::path(CAPSULE_PLUGIN_DIR) / c.library); }
+
+std::map<std::string, Tensor> graph_input() { return {{"x", values({2, 3, 12, 12}, 7, 1.0)}}; }
+
 TEST_P(RefreshParameters, WrittenWeightsReachEveryKernelAndCompiledGroup) {
     const auto& c = GetParam();
-    if (!std::filesystem::exists(std::filesystem::path(CAPSULE_PLUGIN_DIR) / c.library))
-        GTEST_SKIP() << c.library << " is not built";
+    if (!built(c)) GTEST_SKIP() << c.library << " is not built";
     const Graph graph = parse_graph(kGraph);
-    const std::map<std::string, Tensor> input{{"x", values({2, 3, 12, 12}, 7, 1.0)}};
+    const auto input = graph_input();
     for (bool groups : {true, false}) {
         SCOPED_TRACE(groups ? "compiled groups" : "node by node");
         SessionOptions options;
@@ -106,10 +109,9 @@ class RefreshedTape : public ::testing::TestWithParam<Case> {};
 // backward kernels may sum in another order from run to run).
 TEST_P(RefreshedTape, ATapeRecordedBeforeARefreshIsRefused) {
     const auto& c = GetParam();
-    if (!std::filesystem::exists(std::filesystem::path(CAPSULE_PLUGIN_DIR) / c.library))
-        GTEST_SKIP() << c.library << " is not built";
+    if (!built(c)) GTEST_SKIP() << c.library << " is not built";
     const Graph graph = parse_graph(kGraph);
-    const std::map<std::string, Tensor> input{{"x", values({2, 3, 12, 12}, 7, 1.0)}};
+    const auto input = graph_input();
     const Tensor upstream = values({2, 8, 6, 6}, 9, 1.0);
     ParameterMap owned = parameters(100);
     SessionOptions one_thread;
