@@ -256,6 +256,15 @@ void require_declared_dtypes(const Graph& graph, const std::unordered_map<std::i
     check(node.dtype, "its output");
     for (auto p : node.parents) check(graph.nodes[position.at(p)].dtype, "parent " + std::to_string(p));
 }
+
+/// Gives each step its state from prepare_steps (one per step), releasing the one it had.
+void install_states(Session::Impl& m, const std::vector<void*>& states) {
+    for (std::size_t s = 0; s < m.steps.size(); ++s) {
+        auto& step = m.steps[s];
+        if (step.state && step.release) step.release(step.state);
+        step.state = states[s];
+    }
+}
 }  // namespace
 
 Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
@@ -444,8 +453,7 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
     impl->compiles_groups = options.compile_groups && profile.lowering_mode == LoweringMode::coalesced;
     if (impl->compiles_groups) impl->groups = compile_groups(*impl, impl->threads);
     impl->backward = build_backward_program(*impl, graph, position);
-    const auto states = impl->prepare_steps(impl->steps_without_state(impl->groups));
-    for (std::size_t s = 0; s < states.size(); ++s) impl->steps[s].state = states[s];
+    install_states(*impl, impl->prepare_steps(impl->steps_without_state(impl->groups)));
     return Session(std::move(impl));
 }
 
@@ -454,12 +462,11 @@ namespace {
 /// nothing when they replace the same steps.
 std::optional<std::size_t> first_group_difference(const std::vector<CompiledGroup>& a,
                                                   const std::vector<CompiledGroup>& b) {
-    for (std::size_t g = 0; g < std::max(a.size(), b.size()); ++g) {
-        if (g < a.size() && g < b.size() && a[g].first_step == b[g].first_step && a[g].num_steps == b[g].num_steps)
-            continue;
-        return g < a.size() && g < b.size() ? std::min(a[g].first_step, b[g].first_step)
-                                            : (g < a.size() ? a[g].first_step : b[g].first_step);
-    }
+    const std::size_t common = std::min(a.size(), b.size());
+    for (std::size_t g = 0; g < common; ++g)
+        if (a[g].first_step != b[g].first_step || a[g].num_steps != b[g].num_steps)
+            return std::min(a[g].first_step, b[g].first_step);
+    if (a.size() != b.size()) return (a.size() > common ? a : b)[common].first_step;
     return std::nullopt;
 }
 }  // namespace
@@ -492,11 +499,7 @@ void Session::refresh_parameters() {
     }
     release_groups(m.groups);
     m.groups = std::move(groups);
-    for (std::size_t s = 0; s < m.steps.size(); ++s) {
-        auto& step = m.steps[s];
-        if (step.state && step.release) step.release(step.state);
-        step.state = states[s];
-    }
+    install_states(m, states);
     ++m.parameter_generation;
 }
 
@@ -525,7 +528,7 @@ std::vector<void*> Session::Impl::prepare_steps(const std::vector<bool>& skip) c
     for (std::size_t s = 0; s < steps.size(); ++s) {
         const auto& step = steps[s];
         if (!step.prepare || skip[s]) continue;
-        // Inputs and outputs: shapes and dtypes only. Parameters: their data (fixed for the session).
+        // Inputs and outputs: shapes and dtypes only. Parameters: their data (fixed until release).
         std::vector<capsule_tensor_view> in(views.begin() + static_cast<std::ptrdiff_t>(step.first_input),
                                             views.begin() + static_cast<std::ptrdiff_t>(step.first_input + step.num_inputs));
         std::vector<capsule_tensor_view> params(views.begin() + static_cast<std::ptrdiff_t>(step.first_param),

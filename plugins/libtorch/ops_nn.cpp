@@ -368,17 +368,20 @@ bool onednn_conv2d(const at::Tensor& x, const at::Tensor& w, const ConvAttrs& c)
         if (c.stride.at(i) < 1 || c.padding.at(i) < 0 || c.dilation.at(i) < 1) return false;
     return true;
 }
-}  // namespace
 
-at::Tensor op_conv2d(const OpArgs& a) {
+/// conv2d of `a`, on oneDNN with `packed` (prepack_conv2d_weight) for the weight when given.
+at::Tensor conv2d(const OpArgs& a, const at::Tensor* packed) {
     if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 2);
     const at::Tensor& w = a.params.at(0);
     if (onednn_conv2d(x0(a), w, c))
-        return at::mkldnn_convolution(x0(a).contiguous(), w.contiguous(), bias_of(a), c.padding, c.stride,
-                                      c.dilation, c.groups);
+        return at::mkldnn_convolution(x0(a).contiguous(), packed ? *packed : w.contiguous(), bias_of(a), c.padding,
+                                      c.stride, c.dilation, c.groups);
     return at::conv2d(x0(a), w, bias_of(a), c.stride, c.padding, c.dilation, c.groups);
 }
+}  // namespace
+
+at::Tensor op_conv2d(const OpArgs& a) { return conv2d(a, nullptr); }
 
 at::Tensor prepack_conv2d_weight(const OpArgs& a) {
     const at::Tensor& w = a.params.at(0);
@@ -387,11 +390,7 @@ at::Tensor prepack_conv2d_weight(const OpArgs& a) {
     return at::mkldnn_reorder_conv2d_weight(w.contiguous().to_mkldnn(), c.padding, c.stride, c.dilation, c.groups);
 }
 
-at::Tensor conv2d_prepacked(const OpArgs& a, const at::Tensor& packed) {
-    const ConvAttrs c = conv_attrs(a, 2);
-    if (!onednn_conv2d(x0(a), a.params.at(0), c)) return op_conv2d(a);
-    return at::mkldnn_convolution(x0(a).contiguous(), packed, bias_of(a), c.padding, c.stride, c.dilation, c.groups);
-}
+at::Tensor conv2d_prepacked(const OpArgs& a, const at::Tensor& packed) { return conv2d(a, &packed); }
 at::Tensor op_conv_transpose(const OpArgs& a) {
     if (auto y = empty_weight_result(a)) return *y;
     const ConvAttrs c = conv_attrs(a, 1);
