@@ -209,10 +209,23 @@ struct PostOp {
 /// call's input 1, a tensor of the destination's shape and layout (a residual connection: the
 /// destination is filled with it first and oneDNN's sum post-op adds the result to it; a binary
 /// add post-op of a whole tensor has no optimised convolution in oneDNN 2.6); then `activation`.
+/// With `winograd`, a float32 convolution computes by oneDNN's Winograd algorithm where it has an
+/// optimised one for the shapes (F(2x2, 3x3) and F(4x4, 3x3) of Lavin and Gray, "Fast Algorithms
+/// for Convolutional Neural Networks", 2016: 3x3 kernels, stride 1, no dilation or groups, on
+/// AVX-512), else by convolution_direct. Its transforms add and scale neighbouring inputs, so a
+/// NaN or an infinity reaches outputs whose windows never held it, and partial values grow by up
+/// to kWinogradGain: the caller runs it only on finite inputs within that margin.
 struct Fusion {
     bool add_input1 = false;
     PostOp activation;
+    bool winograd = false;
 };
+
+/// A bound of how much larger than max|x| · max_o sum_i |w[o, i]| any value inside oneDNN's
+/// Winograd convolution can be: its F(4x4, 3x3) input transform scales by at most 10 per axis,
+/// the output transform by at most 18 per axis, and the weight transform by at most 4 per axis
+/// (100 · 324 · 16 ≈ 5.2e5), times a margin of about 200 for oneDNN's own scaling of the transforms.
+constexpr double kWinogradGain = 1e8;
 
 /// scratchpad_attr() with post-ops: with `sum`, oneDNN's sum post-op (scale 1: the result is
 /// added to what the destination holds), then `activation` when set (eltwise, scale 1).

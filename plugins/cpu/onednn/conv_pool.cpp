@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "kernels.hpp"
 
@@ -88,6 +89,7 @@ struct ConvState : NodeState {
     bool bf16 = false;  // input and weights computed in bfloat16 (fpmath bf16)
     bool sum_input1 = false;             // a fused residual add of input 1 (Fusion)
     bool reference = false;              // oneDNN's unoptimised implementation was picked
+    bool winograd = false;               // convolution_winograd (Fusion::winograd)
     /// Outputs (o, oy, ox) of every image that a NaN or infinite weight on the zero padding
     /// makes NaN (padding_nan_outputs); empty for finite weights.
     std::vector<std::array<int64_t, 3>> padding_nan;
@@ -125,6 +127,21 @@ std::vector<std::array<int64_t, 3>> padding_nan_outputs(const Tensor& x, const T
                 }
     }
     return outputs;
+}
+
+/// The Winograd primitive descriptor `make(type, convolution_winograd)` when `fusion` asks for
+/// it, the convolution computes in float32 and oneDNN has an optimised implementation here (it
+/// has none for most shapes and CPUs: then none, and the caller uses convolution_direct).
+template <class Make>
+auto winograd_primitive_desc(const Fusion& fusion, memory::data_type type, const Make& make)
+    -> std::optional<decltype(make(type, dnnl::algorithm::convolution_winograd))> {
+    if (!fusion.winograd || type != memory::data_type::f32) return std::nullopt;
+    try {
+        auto pd = make(type, dnnl::algorithm::convolution_winograd);
+        if (!is_reference(pd)) return pd;
+    } catch (const dnnl::error&) {  // unimplemented for these shapes or this CPU
+    }
+    return std::nullopt;
 }
 
 /// The conv2d state of `call`, with `fusion` applied to the result inside the primitive.
@@ -185,26 +202,26 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& f
     }
     // Input and weights in input_type (bfloat16 under fpmath bf16, unless only oneDNN's
     // reference implementation has it here), bias and output float32.
-    auto primitive_desc = [&](memory::data_type type) {
+    auto primitive_desc = [&](memory::data_type type, dnnl::algorithm algorithm) {
         const memory::desc x_any(x_dims, type, tag::any), w_any(w_dims, type, tag::any);
         auto desc = s->has_bias
-                        ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                          dnnl::algorithm::convolution_direct, x_any, w_any,
-                                                          s->bias_md, y_any, strides, dil, pad, pad_r)
-                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                          dnnl::algorithm::convolution_direct, x_any, w_any,
-                                                          y_any, strides, dil, pad, pad_r);
+                        ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, x_any,
+                                                          w_any, s->bias_md, y_any, strides, dil, pad, pad_r)
+                        : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algorithm, x_any,
+                                                          w_any, y_any, strides, dil, pad, pad_r);
         return dnnl::convolution_forward::primitive_desc(desc, scratchpad_attr(fusion.activation, s->sum_input1), cpu_engine());
     };
-    auto pd = primitive_desc(input_type(call));
-    if (is_bf16(pd.src_desc()) && is_reference(pd)) pd = primitive_desc(f32);
-    s->bf16 = is_bf16(pd.src_desc());
-    s->reference = is_reference(pd);
-    s->scratchpad = pd.scratchpad_desc();
-    s->src.init(view_desc(x), pd.src_desc(), true);
-    s->dst.init(view_desc(y), pd.dst_desc(), false, s->sum_input1);
-    s->weights = reorder_once(w_user, w.data<float>(), pd.weights_desc());
-    s->primitive = dnnl::convolution_forward(pd);
+    auto pd = winograd_primitive_desc(fusion, input_type(call), primitive_desc);
+    s->winograd = pd.has_value();
+    if (!pd) pd = primitive_desc(input_type(call), dnnl::algorithm::convolution_direct);
+    if (is_bf16(pd->src_desc()) && is_reference(*pd)) pd = primitive_desc(f32, dnnl::algorithm::convolution_direct);
+    s->bf16 = is_bf16(pd->src_desc());
+    s->reference = is_reference(*pd);
+    s->scratchpad = pd->scratchpad_desc();
+    s->src.init(view_desc(x), pd->src_desc(), true);
+    s->dst.init(view_desc(y), pd->dst_desc(), false, s->sum_input1);
+    s->weights = reorder_once(w_user, w.data<float>(), pd->weights_desc());
+    s->primitive = dnnl::convolution_forward(*pd);
     s->padding_nan = padding_nan_outputs(x, w, y, stride, padding, dilation);
     return s;
 }
@@ -389,6 +406,11 @@ capsule_forward_fn pool_finite_input_forward(const capsule_kernel* kernel) {
     if (name == pool_name<true, false>()) return forward_entry<pool<true, false, true>>;
     if (name == pool_name<true, true>()) return forward_entry<pool<true, true, true>>;
     return nullptr;
+}
+
+bool computes_winograd(const capsule_kernel* kernel, const void* state) {
+    return state && std::string_view(kernel->capsule_name) == conv2d_kernel.capsule_name &&
+           static_cast<const ConvState*>(state)->winograd;
 }
 
 bool computes_in_bf16(const capsule_kernel* kernel, const void* state) {

@@ -53,6 +53,10 @@ capsule_forward_fn pool_finite_input_forward(const capsule_kernel* kernel);     
 bool computes_in_bf16(const capsule_kernel* kernel, const void* state);
 bool linear_computes_in_bf16(const capsule_kernel* kernel, const void* state);
 
+/// True when the prepared state of `kernel` is a convolution computed by Winograd
+/// (Fusion::winograd, conv_pool.cpp).
+bool computes_winograd(const capsule_kernel* kernel, const void* state);
+
 /// The compiled-groups extension (compiled_group.cpp).
 extern const capsule_compiled_groups_extension compiled_groups_extension;
 
