@@ -348,7 +348,7 @@ def functional(args, layers):
     with tempfile.TemporaryDirectory() as tmp:
         repo = os.path.join(tmp, "repo")
         build_repository(repo, args.models, layers)
-        with Server(args.capsule, repo, ["--max-request-bytes", str(4 << 20)]) as server:
+        with Server(args.capsule, repo, ["--max-request-bytes", str(4 << 20), "--header-timeout", "2"]) as server:
             functional_checks(args, layers, tmp, repo, server)
 
 
@@ -626,6 +626,66 @@ def functional_checks(args, layers, tmp, repo, server):
         s.sendall(b"\x00\xff GARBAGE / HTTP/9\r\n\r\n")
         s.recv(1024)
     check(request(port, "GET", "/v2/health/live")[0] == 200, "still live after a garbage request")
+
+    # Slow clients (slowloris) hold no worker: 40 connections that trickle a request's head and 40
+    # that send nothing (more than the 16 workers) while a normal request is answered at once; the
+    # trickling ones are closed, unanswered, --header-timeout (2 s here) after their first byte.
+    trickling = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(40)]
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(40)]
+    for s in trickling:
+        s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n")
+    time.sleep(0.3)
+    start = time.time()
+    code, _, data = infer_json(port, "mlp", ok_input["data"], ok_input["shape"])
+    waited = time.time() - start
+    check(code == 200 and waited < 1.0, "a request among 80 slow connections: %d after %.2f s" % (code, waited))
+    closed = 0
+    for _ in range(6):  # 3 s of one byte per connection every 0.5 s
+        time.sleep(0.5)
+        for s in trickling:
+            try:
+                s.sendall(b"X")
+            except OSError:
+                pass
+    for s in trickling:
+        try:
+            s.settimeout(2)
+            closed += s.recv(1024) == b""
+        except socket.timeout:  # still open
+            pass
+        except OSError:  # reset: closed too
+            closed += 1
+        s.close()
+    for s in idle:
+        s.close()
+    check(closed == 40, "connections trickling their head are closed after --header-timeout: %d of 40" % closed)
+    # A head that arrives in pieces within the timeout is served; a body that trickles slower
+    # than --min-body-rate after the grace gets a 408 naming the limit, and the connection closes,
+    # whether the gate buffers it (Content-Length) or a worker reads it (chunked).
+    body = json.dumps({"inputs": [ok_input]}).encode()
+    head = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body))
+    answer = raw_exchange(port, head[:20], head[20:60], head[60:] + body, pause=0.4)
+    check(answer.startswith(b"HTTP/1.1 200"), "a head sent in three pieces: %r" % answer[:200])
+    start = time.time()
+    answer = raw_exchange(port, head, *[body[k:k + 10] for k in range(0, 50, 10)], pause=0.3, timeout=20)
+    waited = time.time() - start
+    check(answer.startswith(b"HTTP/1.1 408") and b"min-body-rate" in answer and 1.5 < waited < 6,
+          "50 bytes of a body in 1.2 s, then nothing: %r after %.1f s" % (answer[:300], waited))
+    chunked_head = head.replace(b"Content-Length: %d" % len(body), b"Transfer-Encoding: chunked")
+    start = time.time()
+    answer = raw_exchange(port, chunked_head, b"a\r\n" + body[:10] + b"\r\n", b"a\r\n" + body[10:20] + b"\r\n",
+                          pause=0.5, timeout=20)
+    waited = time.time() - start
+    check(answer.startswith(b"HTTP/1.1 408") and b"min-body-rate" in answer and 1.5 < waited < 6,
+          "a chunked body that stops after 20 bytes: %r after %.1f s" % (answer[:300], waited))
+
+    # Pipelined requests (sent in one write) are answered in order.
+    answer = raw_exchange(port, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\nGET /v2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                                b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    check(answer.count(b"HTTP/1.1 200") == 3 and
+          0 < answer.find(b'"live"') < answer.find(b'"extensions"') < answer.find(b'"ready"'),
+          "three pipelined requests: %r" % answer[:600])
 
     metrics = request(port, "GET", "/metrics")[2].decode()
     check('capsule_inference_requests_total{model="mlp",version="1"}' in metrics and

@@ -2,9 +2,7 @@
 
 #include <httplib.h>
 
-#include <netdb.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -12,6 +10,7 @@
 #include <cstdint>
 
 #include "capsule/error.hpp"
+#include "gated_server.hpp"
 #include "v2_protocol.hpp"
 
 namespace capsule::serve {
@@ -40,38 +39,10 @@ std::optional<std::size_t> json_length_of(const httplib::Request& req) {
     return n;
 }
 
-/// Set by close_after_response for the request this worker thread is answering; the server's
-/// logger, which cpp-httplib calls once the response is written, then acts on it.
-thread_local bool close_requested = false;
-
 /// Makes the connection of the request being answered close once its response is written. Used
-/// whenever a body is left unread or its framing is in doubt: cpp-httplib 0.11 keeps such a
+/// whenever a body is left unread or its framing is in doubt: cpp-httplib 0.11 would keep such a
 /// connection alive, and the unread bytes would be read as the next request (request smuggling).
-void close_after_response(const httplib::Request&) { close_requested = true; }
-
-/// Shuts `req`'s socket (found by the request's addresses and ports) down for reading, so that
-/// cpp-httplib's keep-alive loop reads end-of-file next and closes it. Only after the response is
-/// written: cpp-httplib checks that a socket is readable before writing to it.
-void shut_down_reading(const httplib::Request& req) {
-    const int max_fd = static_cast<int>(::sysconf(_SC_OPEN_MAX));
-    for (int fd = 0; fd < max_fd && fd < 65536; ++fd) {
-        sockaddr_storage local{}, peer{};
-        socklen_t local_len = sizeof local, peer_len = sizeof peer;
-        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-        char host[NI_MAXHOST], local_service[NI_MAXSERV], peer_service[NI_MAXSERV];
-        if (::getnameinfo(reinterpret_cast<sockaddr*>(&local), local_len, nullptr, 0, local_service,
-                          sizeof local_service, NI_NUMERICSERV) != 0 ||
-            ::getnameinfo(reinterpret_cast<sockaddr*>(&peer), peer_len, host, sizeof host, peer_service,
-                          sizeof peer_service, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-            continue;
-        if (std::to_string(req.local_port) == local_service && std::to_string(req.remote_port) == peer_service &&
-            req.remote_addr == host) {
-            ::shutdown(fd, SHUT_RD);
-            return;
-        }
-    }
-}
+void close_after_response(const httplib::Request&) { GatedServer::close_after_response(); }
 
 /// Why the request's framing is refused (before its body is read), or 0: more than one
 /// Content-Length, one that is not a plain decimal number, both Content-Length and
@@ -104,9 +75,15 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
 }  // namespace
 
 HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
-    : service_(service), options_(std::move(options)), server_(std::make_unique<httplib::Server>()) {
-    const int threads = options_.threads;
-    server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+    : service_(service), options_(std::move(options)) {
+    ConnectionLimits limits;
+    limits.workers = options_.threads;
+    limits.gate.head = std::chrono::milliseconds(static_cast<long long>(options_.header_timeout_s * 1000));
+    limits.body_grace = limits.gate.head;
+    limits.min_body_rate = options_.min_body_rate;
+    limits.gate.min_body_rate = options_.min_body_rate;
+    limits.gate.max_body_bytes = std::min(limits.gate.max_body_bytes, options_.max_request_bytes);
+    server_ = std::make_unique<GatedServer>(limits);
     server_->set_payload_max_length(options_.max_request_bytes);
     // A response is written as headers then body: without TCP_NODELAY, Nagle's algorithm holds
     // the body until the client's delayed ACK (about 40 ms per request on a kept-alive connection).
@@ -116,13 +93,6 @@ HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
     server_->set_socket_options([](socket_t sock) {
         int yes = 1;
         ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    // An idle kept-alive connection holds a worker thread: release it after 2 s.
-    server_->set_keep_alive_timeout(2);
-    server_->set_logger([](const httplib::Request& req, const httplib::Response&) {
-        if (!close_requested) return;
-        close_requested = false;
-        shut_down_reading(req);
     });
     routes();
 }
@@ -138,7 +108,10 @@ int HttpFrontend::bind() {
     return port;
 }
 
-void HttpFrontend::serve() { server_->listen_after_bind(); }
+void HttpFrontend::serve() {
+    server_->listen_after_bind();
+    server_->drain();
+}
 
 void HttpFrontend::stop() { server_->stop(); }
 
@@ -149,6 +122,7 @@ void HttpFrontend::routes() {
     // Before any body is read: framing a front proxy could read differently is refused, and the
     // connection closes after the answer.
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        GatedServer::body_begins();
         std::string why;
         const int status = framing_refusal(req, options_.max_request_bytes, why);
         if (status == 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -256,6 +230,9 @@ void HttpFrontend::routes() {
             return true;
         });
         if (too_large || !complete) close_after_response(req);  // the rest of the body is never read
+        if (!complete && !too_large && GatedServer::read_timed_out())
+            throw ProtocolError(408, "the request body did not arrive in time: it must arrive within "
+                                     "--header-timeout plus one second per --min-body-rate bytes");
         if (too_large)
             throw ProtocolError(413, "request body exceeds " + std::to_string(options_.max_request_bytes) +
                                          " bytes as decoded (capsule serve --max-request-bytes)");

@@ -1,5 +1,6 @@
 // The REST side of the Open Inference Protocol v2 on cpp-httplib: routes, the body size limit
-// and the protocol's error objects. Requests are served by a fixed pool of worker threads; an
+// and the protocol's error objects. Requests are served by a fixed pool of worker threads, which
+// a connection gets only once its request's head has arrived (gated_server.hpp); an
 // infer request beyond the service's concurrency limit is refused at once (503) rather than
 // queued without bound.
 #pragma once
@@ -10,17 +11,17 @@
 
 #include "inference_service.hpp"
 
-namespace httplib {
-class Server;
-}
-
 namespace capsule::serve {
+
+class GatedServer;
 
 struct HttpOptions {
     std::string host = "0.0.0.0";
     int port = 8000;                   // 0: any free port (HttpFrontend::bind says which)
-    int threads = 16;                  // worker threads (each serves one connection at a time)
+    int threads = 16;                  // worker threads (each serves one request at a time)
     std::size_t max_request_bytes = std::size_t(64) << 20;  // larger bodies get 413
+    double header_timeout_s = 10;      // a request's head must arrive within this after its first byte
+    double min_body_rate = 1 << 20;    // bytes/s a body must average after header_timeout_s of grace
 };
 
 class HttpFrontend {
@@ -38,7 +39,7 @@ private:
     void routes();
     InferenceService& service_;
     HttpOptions options_;
-    std::unique_ptr<httplib::Server> server_;
+    std::unique_ptr<GatedServer> server_;
 };
 
 }  // namespace capsule::serve

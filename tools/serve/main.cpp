@@ -57,8 +57,16 @@ int main(int argc, char** argv) {
     GrpcOptions grpc;
     app.add_option("--grpc-port", grpc.port, "gRPC port (0: any free port, printed on start; -1: no gRPC)")
         ->capture_default_str()->check(CLI::Range(-1, 65535));
-    app.add_option("--http-threads", http.threads, "worker threads serving connections")
+    app.add_option("--http-threads", http.threads,
+                   "worker threads serving REST requests (a connection waits for its request's head on none)")
         ->capture_default_str()->check(CLI::Range(1, 1024));
+    app.add_option("--header-timeout", http.header_timeout_s,
+                   "seconds a request's head may take from its first byte (a slower connection is closed); "
+                   "also the grace before --min-body-rate applies")
+        ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+    app.add_option("--min-body-rate", http.min_body_rate,
+                   "bytes per second a request body must average after --header-timeout of grace (else 400 and close)")
+        ->capture_default_str()->check(CLI::Range(1.0, 1e12));
     int max_concurrency = 64;
     app.add_option("--max-concurrency", max_concurrency, "infer requests in flight at once; more get HTTP 503")
         ->capture_default_str()->check(CLI::Range(1, 1 << 20));
