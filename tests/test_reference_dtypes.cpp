@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "capsule/onnx_import.hpp"
 #include "capsule/session.hpp"
+#include "capsule/tensor_io.hpp"
 #include "capsule_fixtures.hpp"
 
 using namespace capsule;
@@ -224,15 +227,138 @@ TEST(ReferenceDtypes, Bfloat16ArithmeticRoundsOnceToNearestEven) {
               (std::vector<std::uint16_t>{0x3b80, 0x4380}));
 }
 
-// A float16 node whose op the reference capsules run on float32 and float64 only (matmul) fails
-// planning, naming the dtype, instead of reaching a kernel.
-TEST(ReferenceDtypes, Float16MatmulIsAPlanningRefusalNamingTheDtype) {
-    const Tensor a = exact<std::uint16_t>(DType::float16, {2, 2}, {0x3c00, 0x3c00, 0x3c00, 0x3c00});
-    try {
-        run_op("matmul", "{}", {a, a}, DType::float16, {2, 2});
-        ADD_FAILURE() << "a float16 matmul was planned";
-    } catch (const Error& e) {
-        EXPECT_EQ(e.code(), ErrorCode::planning) << e.what();
-        EXPECT_NE(std::string(e.what()).find("float16"), std::string::npos) << e.what();
+namespace {
+
+/// A graph of one `op` node (attributes `attrs`) over inputs x0, x1, ... of `dtype` and shapes
+/// `inputs`, with output shape `out`.
+Graph single_op(const std::string& op, const std::string& attrs, DType dtype, const std::vector<Shape>& inputs,
+                const Shape& out) {
+    std::vector<Tensor> typed;
+    for (const auto& shape : inputs) typed.push_back(Tensor::zeros(dtype, shape));
+    return one_op(op, attrs, typed, dtype, out);
+}
+
+/// `t` in `dtype` (float32 to widen a half tensor exactly; a half dtype to round once).
+Tensor converted(const Tensor& t, DType dtype) {
+    std::vector<double> values(static_cast<std::size_t>(t.numel()));
+    for (std::int64_t i = 0; i < t.numel(); ++i) values[i] = t.at(i);
+    return Tensor::from_values(dtype, t.shape(), values);
+}
+
+void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    ASSERT_EQ(got.nbytes(), want.nbytes()) << what;
+    std::size_t differ = 0;
+    for (std::int64_t i = 0; i < got.numel(); ++i)
+        if (!(got.at(i) == want.at(i) || (std::isnan(got.at(i)) && std::isnan(want.at(i))))) ++differ;
+    EXPECT_EQ(differ, 0u) << what << ": elements differ from the float32 kernel's result rounded once";
+}
+
+}  // namespace
+
+// The kernels written for float32 (matmul, linear, convolution, pooling, normalisation, softmax,
+// reductions) take float16 and bfloat16 operands by computing in float32 and rounding once, as
+// PyTorch does on CPU: each result equals the float32 kernel run on the widened operands and
+// parameters, rounded to the half dtype, bit for bit; so do the gradients.
+TEST(ReferenceDtypes, HalfOperandsOfFloat32KernelsComputeInFloat32RoundedOnce) {
+    struct Case {
+        std::string op, attrs;
+        std::vector<Shape> inputs;
+        Shape out;
+    };
+    const std::vector<Case> cases{
+        {"matmul", "{}", {{3, 5}, {5, 4}}, {3, 4}},
+        {"linear", R"({"out_features": 5})", {{4, 6}}, {4, 5}},
+        {"conv2d", R"({"out_channels": 4, "kernel_size": 3, "padding": 1})", {{2, 3, 6, 6}}, {2, 4, 6, 6}},
+        {"batch_norm", R"({"eps": 0.001})", {{2, 3, 4, 4}}, {2, 3, 4, 4}},
+        {"max_pool2d", R"({"kernel_size": 2, "stride": 2})", {{2, 3, 4, 4}}, {2, 3, 2, 2}},
+        {"avg_pool2d", R"({"kernel_size": 2, "stride": 2})", {{2, 3, 4, 4}}, {2, 3, 2, 2}},
+        {"softmax", R"({"axis": 1})", {{3, 7}}, {3, 7}},
+        {"layer_norm", R"({"normalized_shape": [7]})", {{3, 7}}, {3, 7}},
+        {"reduce_mean", R"({"axes": [1]})", {{3, 7}}, {3}},
+    };
+    for (const DType half : {DType::float16, DType::bfloat16})
+        for (const auto& c : cases) {
+            const std::string what = c.op + " in " + std::string(to_string(half));
+            SCOPED_TRACE(what);
+            const Graph g_half = single_op(c.op, c.attrs, half, c.inputs, c.out);
+            const Graph g_float = single_op(c.op, c.attrs, DType::float32, c.inputs, c.out);
+            ParameterMap p_half = capsule::testing::random_parameters(g_half, 40, 1.0), p_float;
+            for (const auto& [key, t] : p_half) p_float[key] = converted(t, DType::float32);
+            std::map<std::string, Tensor> in_half, in_float;
+            for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+                const auto n = std::size_t(element_count(c.inputs[i]));
+                in_half["x" + std::to_string(i)] =
+                    Tensor::from_values(half, c.inputs[i], capsule::testing::pseudo_random(n, 50 + i, 3.0));
+                in_float["x" + std::to_string(i)] = converted(in_half["x" + std::to_string(i)], DType::float32);
+            }
+            auto s_half = capsule::testing::session_under("checked_cpu", g_half, p_half);
+            auto s_float = capsule::testing::session_under("checked_cpu", g_float, p_float);
+            const auto r_half = s_half.run_recording(in_half);
+            const auto r_float = s_float.run_recording(in_float);
+            expect_same_bits(r_half.outputs[0], converted(r_float.outputs[0], half), what + " forward");
+            if (c.op == "max_pool2d" || c.op == "reduce_mean" || c.op == "batch_norm") continue;
+            // Gradients, from one upstream gradient in the half dtype.
+            const Tensor up_half = Tensor::from_values(
+                half, c.out, capsule::testing::pseudo_random(std::size_t(element_count(c.out)), 60, 1.0));
+            const auto g_h = s_half.backward(r_half.tape, {up_half});
+            const auto g_f = s_float.backward(r_float.tape, {converted(up_half, DType::float32)});
+            for (const auto& [name, t] : g_h.inputs)
+                expect_same_bits(t, converted(g_f.inputs.at(name), half), what + " gradient of " + name);
+            for (const auto& [key, t] : g_h.parameters)
+                expect_same_bits(t, converted(g_f.parameters.at(key), half), what + " gradient of " + key);
+        }
+}
+
+// A hand value: [60000, 60000, 60000] . [1, 1, -1] is 60000 (exact in float16) when the sum is
+// accumulated in float32; summing in float16 would overflow to infinity at 120000.
+TEST(ReferenceDtypes, Float16MatmulAccumulatesInFloat32) {
+    const Tensor a = Tensor::from_values(DType::float16, {1, 3}, {60000, 60000, 60000});
+    const Tensor b = Tensor::from_values(DType::float16, {3, 1}, {1, 1, -1});
+    const Tensor out = run_op("matmul", "{}", {a, b}, DType::float16, {1, 1});
+    EXPECT_EQ(out.at(0), 60000.0);
+}
+
+// A real model in float16 and in bfloat16: squeezenet1_1 (tests/data/models) with every float32
+// value of its graph, parameters and input rounded to the half dtype runs under checked_cpu
+// (convolutions, pools, concat, softmax on halves) and stays within the half dtype's precision of
+// PyTorch's float32 output, with the same top class for each image.
+TEST(ReferenceDtypes, Squeezenet1_1RunsInFloat16AndBfloat16) {
+    const std::filesystem::path dir = std::filesystem::path(CAPSULE_SOURCE_DIR) / "tests/data/models/squeezenet1_1";
+    const auto model = import_onnx(dir / "model.onnx");
+    const Tensor input = read_npy(dir / "input.npy"), expected = read_npy(dir / "output.npy");
+    ASSERT_EQ(model.graph.nodes.front().kind, NodeKind::input);
+    const std::string input_name = model.graph.nodes.front().name;
+    // float16 keeps 11 significant bits, bfloat16 8: each rounding is within 2^-11 / 2^-8 relative.
+    for (const auto& [half, tolerance] : {std::pair{DType::float16, 0.004}, std::pair{DType::bfloat16, 0.03}}) {
+        SCOPED_TRACE(to_string(half));
+        Graph graph = model.graph;
+        for (auto& node : graph.nodes)
+            if (node.dtype == DType::float32) node.dtype = half;
+        ParameterMap params;
+        for (const auto& [key, t] : model.parameters) params[key] = t.dtype() == DType::float32 ? converted(t, half) : t;
+        auto session = capsule::testing::session_under("checked_cpu", graph, params);
+        const Tensor out = session.run({{input_name, converted(input, half)}})[0];
+        ASSERT_EQ(out.dtype(), half);
+        ASSERT_EQ(out.shape(), expected.shape());
+        double max_diff = 0, scale = 0;
+        for (std::int64_t i = 0; i < out.numel(); ++i) {
+            max_diff = std::max(max_diff, std::fabs(out.at(i) - expected.at(i)));
+            scale = std::max(scale, std::fabs(expected.at(i)));
+        }
+        std::cout << to_string(half) << " squeezenet1_1: max |out - PyTorch float32| " << max_diff << " of max |output| "
+                  << scale << "\n";
+        EXPECT_LE(max_diff, tolerance * scale);
+        const std::int64_t classes = out.shape().back();
+        for (std::int64_t image = 0; image < out.shape().front(); ++image) {
+            auto best = [&](const Tensor& t) {
+                std::int64_t arg = 0;
+                for (std::int64_t k = 1; k < classes; ++k)
+                    if (t.at(image * classes + k) > t.at(image * classes + arg)) arg = k;
+                return arg;
+            };
+            EXPECT_EQ(best(out), best(expected)) << "image " << image;
+        }
     }
 }
