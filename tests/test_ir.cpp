@@ -260,6 +260,12 @@ const std::vector<ShapeCase>& shape_cases() {
         {"hardmax", {F({2, 3})}, {{"axis", n(0)}}, F({2, 3})},
         {"top_k", {F({2, 5})}, {{"k", n(3)}}, I64({2, 3})},
         {"top_k", {I64({4, 2})}, {{"k", n(0)}, {"axis", n(0)}, {"largest", b(false)}}, I64({0, 2})},
+        // [batches · classes · min(max_output_boxes_per_class, boxes), 3]
+        {"non_max_suppression", {F({2, 6, 4}), F({2, 3, 6})}, {{"max_output_boxes_per_class", n(4)}}, I64({24, 3})},
+        {"non_max_suppression", {F64({1, 2, 4}), F64({1, 5, 2})},
+         {{"max_output_boxes_per_class", n(10)}, {"iou_threshold", x(0.5)}, {"center_point_box", n(1)}}, I64({10, 3})},
+        {"non_zero", {Bool({2, 3, 4})}, {}, I64({3, 24})},
+        {"non_zero", {F({0})}, {}, I64({1, 0})},
         {"det", {F({3, 3})}, {}, F({})},
         {"det", {F64({2, 4, 0, 0})}, {}, F64({2, 4})},
         {"pad", {I64({2})}, {{"pads", l({1, 1})}, {"value", n(std::numeric_limits<int64_t>::max())}}, I64({4})},
@@ -427,6 +433,15 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("top_k", {F({2, 4})}, {{"k", n(5)}}), "k 5 is outside [0, 4] (axis 1 of [2, 4])");
     EXPECT_CONTAINS(infer_error("top_k", {F({})}, {{"k", n(0)}}), "parent 0 is a scalar; top_k needs an axis");
     EXPECT_CONTAINS(infer_error("top_k", {F({3})}), "missing attribute 'k' (integer)");
+    EXPECT_CONTAINS(infer_error("non_max_suppression", {F({1, 6, 3}), F({1, 1, 6})}, {{"max_output_boxes_per_class", n(1)}}),
+                    "boxes [1, 6, 3] must be [batches, boxes, 4]");
+    EXPECT_CONTAINS(infer_error("non_max_suppression", {F({1, 6, 4}), F({1, 1, 5})}, {{"max_output_boxes_per_class", n(1)}}),
+                    "scores [1, 1, 5] must be [1, classes, 6] for boxes [1, 6, 4]");
+    EXPECT_CONTAINS(infer_error("non_max_suppression", {F({1, 6, 4}), F({1, 1, 6})}), "missing attribute 'max_output_boxes_per_class'");
+    EXPECT_CONTAINS(infer_error("non_max_suppression", {F({1, 6, 4}), F({1, 1, 6})},
+                                {{"max_output_boxes_per_class", n(1)}, {"center_point_box", n(2)}}),
+                    "center_point_box 2 must be 0 or 1");
+    EXPECT_CONTAINS(infer_error("non_zero", {F({})}), "parent 0 is a scalar; non_zero needs rank ≥ 1");
     EXPECT_CONTAINS(infer_error("det", {F({2, 3})}), "the last two axes of [2, 3] are not square");
     EXPECT_CONTAINS(infer_error("det", {I64({2, 2})}), "expected a floating-point dtype");
     EXPECT_CONTAINS(infer_error("argmin", {Bool({2})}),
@@ -987,7 +1002,7 @@ TEST(GraphParse, TopLevelErrors) {
         graph_error(
             R"({"format": "capsule-ir", "version": 1, "nodes": [], "outputs": [], "extra": 1})"),
         "graph.json: unknown top-level key 'extra'; valid keys: format, version, nodes, outputs, "
-        "parameters");
+        "output_lengths, parameters");
     EXPECT_CONTAINS(graph_error(R"({"format": "capsule-ir", "version": 1, "nodes": []})"),
                     "missing top-level key 'outputs'");
     EXPECT_CONTAINS(graph_error(R"({"format": "onnx", "version": 1, "nodes": [], "outputs": []})"),
@@ -1168,6 +1183,35 @@ TEST(GraphCheck, DuplicateAndNegativeIds) {
 TEST(GraphCheck, MissingOutput) {
     EXPECT_EQ(graph_error(doc(kInput, "[5]")), "graph.json: output 5 is not a node id");
     EXPECT_EQ(graph_error(doc(kInput, "[]")), "graph.json: graph has no outputs");
+}
+
+// Graph::output_lengths: an output whose length along an axis is an int64 scalar node's value.
+TEST(GraphCheck, OutputLengths) {
+    const std::string nodes = kInput + R"(, {"id": 1, "op": "non_zero", "parents": [0], "shape": [2, 6], "dtype": "int64"},
+      {"id": 2, "op": "reduce_sum", "parents": [0], "shape": []},
+      {"id": 3, "op": "cast", "parents": [2], "attrs": {"to": "int64"}, "shape": [], "dtype": "int64"})";
+    auto with = [&](const std::string& lengths) {
+        return R"({"format": "capsule-ir", "version": 1, "nodes": [)" + nodes + R"(], "outputs": [1, 2],
+                  "output_lengths": )" + lengths + "}";
+    };
+    const Graph g = parse_graph(with(R"([{"output": 1, "axis": 1, "length": 3}])"), "graph.json");
+    check_graph(g);
+    EXPECT_EQ(g.output_lengths, (std::vector<OutputLength>{{1, 1, 3}}));
+    EXPECT_EQ(parse_graph(graph_to_json(g)).output_lengths, g.output_lengths);
+    EXPECT_EQ(graph_error(with(R"([{"output": 3, "axis": 0, "length": 3}])")),
+              "graph.json: output_lengths: output 3 is not in outputs");
+    EXPECT_EQ(graph_error(with(R"([{"output": 1, "axis": 2, "length": 3}])")),
+              "graph.json: output_lengths: output 1: axis 2 is outside its shape [2, 6]");
+    EXPECT_EQ(graph_error(with(R"([{"output": 1, "axis": 1, "length": 2}])")),
+              "graph.json: output_lengths: output 1: length node 2 must be an int64 scalar, got float32 []");
+    EXPECT_EQ(graph_error(with(R"([{"output": 1, "axis": 1, "length": 9}])")),
+              "graph.json: output_lengths: output 1: length 9 is not a node id");
+    EXPECT_EQ(graph_error(with(R"([{"output": 1, "axis": 1, "length": 3}, {"output": 1, "axis": 0, "length": 3}])")),
+              "graph.json: output_lengths: output 1 has more than one length");
+    EXPECT_CONTAINS(graph_error(with(R"([{"output": 1, "axis": 1}])")), "$.output_lengths[0]: missing key 'length'");
+    EXPECT_CONTAINS(graph_error(with(R"([{"output": 1, "axis": 1, "length": 3, "x": 0}])")),
+                    "$.output_lengths[0]: unknown key 'x'; valid keys: output, axis, length");
+    EXPECT_CONTAINS(graph_error(with(R"({"output": 1})")), "$.output_lengths: expected an array");
 }
 
 TEST(GraphCheck, WrongDtype) {

@@ -114,6 +114,65 @@ TEST(OnnxImport, ReluRunsAndNamesInputsAndOutputs) {
     EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 2, 0, 4, 0, 6}));
 }
 
+// NonMaxSuppression and NonZero have outputs whose length depends on the data: the node computes
+// an upper bound padded with -1, the import marks the graph output's length (computed from the
+// padding in the same run), and a run returns only the selected rows. A node that reads such a
+// value would see the padding, so it is refused.
+TEST(OnnxImport, NonMaxSuppressionAndNonZeroOutputsHaveTheirDataDependentLength) {
+    auto m = new_model(11);
+    set_type(m.mutable_graph()->add_input(), "boxes", onnx::TensorProto::FLOAT, {1, 4, 4});
+    set_type(m.mutable_graph()->add_input(), "scores", onnx::TensorProto::FLOAT, {1, 1, 4});
+    set_type(m.mutable_graph()->add_output(), "selected", onnx::TensorProto::INT64, {-1, 3}, "n");
+    set_type(m.mutable_graph()->add_output(), "nonzero", onnx::TensorProto::INT64, {1, -1}, "k");
+    add_int_initializer(m, "max_per_class", {10});
+    add_float_initializer(m, "iou", {1}, {0.5f});
+    m.mutable_graph()->mutable_initializer(0)->clear_dims();  // scalars
+    m.mutable_graph()->mutable_initializer(1)->clear_dims();
+    add_node(m, "NonMaxSuppression", {"boxes", "scores", "max_per_class", "iou"}, {"selected"});
+    auto* axes = add_node(m, "Squeeze", {"scores"}, {"scores1d"})->add_attribute();  // [1, 1, 4] -> [4]
+    axes->set_name("axes");
+    axes->set_type(onnx::AttributeProto::INTS);
+    axes->add_ints(0);
+    axes->add_ints(1);
+    add_node(m, "NonZero", {"scores1d"}, {"nonzero"});
+    const auto model = import(m);
+    ASSERT_EQ(model.graph.output_lengths.size(), 2u);
+    // Boxes 0 and 1 overlap (IoU 0.82), 2 and 3 do not: 3 of the 4 boxes are selected.
+    const Tensor boxes = Tensor::from_values(DType::float32, {1, 4, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, 5, 1, 6, 0, 9, 1, 10});
+    const Tensor scores = Tensor::from_values(DType::float32, {1, 1, 4}, {0.9, 0.8, 0, 0.7});
+    const auto out = run(model, {{"boxes", boxes}, {"scores", scores}});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].shape(), (Shape{3, 3}));
+    EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{0, 0, 0, 0, 0, 3, 0, 0, 2}));
+    // NonZero of the scores [0.9, 0.8, 0, 0.7]: positions 0, 1 and 3.
+    EXPECT_EQ(out[1].shape(), (Shape{1, 3}));
+    EXPECT_EQ(out[1].to_doubles(), (std::vector<double>{0, 1, 3}));
+    // The graph round-trips through JSON IR with its output lengths.
+    const Graph again = parse_graph(graph_to_json(model.graph));
+    EXPECT_EQ(again.output_lengths, model.graph.output_lengths);
+
+    // A node reading the padded value is refused, naming the value.
+    auto reader = new_model(11);
+    *reader.mutable_graph() = m.graph();
+    reader.mutable_graph()->mutable_output()->RemoveLast();
+    reader.mutable_graph()->mutable_output(0)->set_name("cast");
+    add_node(reader, "Cast", {"selected"}, {"cast"})->add_attribute()->CopyFrom([] {
+        onnx::AttributeProto a;
+        a.set_name("to");
+        a.set_type(onnx::AttributeProto::INT);
+        a.set_i(onnx::TensorProto::FLOAT);
+        return a;
+    }());
+    reader.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    try {
+        import(reader);
+        FAIL() << "a node reading NonMaxSuppression's padded output was imported";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'selected' has a length that depends on the input's values"), std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(OnnxImport, DynamicInputDimensionIsAClearErrorUnlessFixed) {
     auto m = relu_model({-1, 3});
     try {

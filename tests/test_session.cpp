@@ -263,3 +263,36 @@ TEST(Session, APlanWhoseCapsuleDoesNotDeclareTheNodesDtypeIsRefused) {
     auto session = Session::create(profile, *accepted.accepted, float32, built_host(), {});
     EXPECT_EQ(session.run({{"x", Tensor::from_values(DType::float32, {3}, {4, 5, 6})}})[0].at(0), 5.0);
 }
+
+// An output with a data-dependent length (Graph::output_lengths) comes back cut to its length
+// node's value, also under compiled groups; a length outside 0..bound is the runtime's error,
+// naming the output, never an out-of-bounds read.
+TEST(SessionOutputLengths, OutputsAreCutToTheirLengthAndBadLengthsAreRefused) {
+    auto graph = [](const std::string& length_node) {
+        return parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 3]},
+      {"id": 1, "op": "non_zero", "parents": [0], "shape": [2, 6], "dtype": "int64"},
+      {"id": 2, "op": "slice", "parents": [1], "attrs": {"starts": [0], "ends": [1], "axes": [0]}, "shape": [1, 6], "dtype": "int64"},
+      {"id": 3, "op": "const", "name": "zero", "shape": [], "dtype": "int64"},
+      {"id": 4, "op": "greater_equal", "parents": [2, 3], "shape": [1, 6], "dtype": "bool"},
+      {"id": 5, "op": "cast", "parents": [4], "attrs": {"to": "float64"}, "shape": [1, 6], "dtype": "float64"},
+      {"id": 6, "op": "reduce_sum", "parents": [5], "shape": [], "dtype": "float64"},
+      {"id": 7, "op": "cast", "parents": [6], "attrs": {"to": "int64"}, "shape": [], "dtype": "int64"},
+      {"id": 8, "op": "const", "name": "wrong", "shape": [], "dtype": "int64"}
+    ], "outputs": [1], "output_lengths": [{"output": 1, "axis": 1, "length": )" + length_node + "}]}");
+    };
+    const ParameterMap params{{"zero", Tensor::from_values(DType::int64, {}, {0})},
+                              {"wrong", Tensor::from_values(DType::int64, {}, {7})}};
+    const std::map<std::string, Tensor> x{{"x", Tensor::from_values(DType::float32, {2, 3}, {0, 1, 0, 2, 0, 3})}};
+    for (const bool grouped : {false, true}) {
+        SessionOptions options;
+        options.compile_groups = grouped;
+        auto session = session_under("checked_cpu", graph("7"), params, options);
+        const Tensor out = session.run(x)[0];
+        EXPECT_EQ(out.shape(), (Shape{2, 3}));
+        EXPECT_EQ(out.to_doubles(), (std::vector<double>{0, 1, 1, 1, 0, 2}));  // (0,1), (1,0), (1,2)
+    }
+    auto wrong = session_under("checked_cpu", graph("8"), params);
+    const std::string why = error_of([&] { wrong.run(x); });
+    EXPECT_NE(why.find("output 'output_1': its length node gave 7, outside 0..6 along axis 1"), std::string::npos) << why;
+}

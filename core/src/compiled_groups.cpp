@@ -36,6 +36,8 @@ SlotUse slot_use(const Session::Impl& impl) {
             use.last_reader[impl.view_slot[step.first_input + i]] = static_cast<std::ptrdiff_t>(s);
     }
     for (auto slot : impl.output_slots) use.graph_output[slot] = true;
+    for (const auto& length : impl.output_lengths)  // read when the outputs are collected
+        if (length) use.graph_output[length->slot] = true;
     return use;
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -209,6 +210,25 @@ std::vector<int64_t> read_int_list(const json& j, const Where& where, const stri
     return out;
 }
 
+/// `"output_lengths": [{"output": id, "axis": a, "length": id}, ...]` (checked by check_graph).
+std::vector<OutputLength> read_output_lengths(const json& j, const Where& where) {
+    if (!j.is_array()) fail(where, "$.output_lengths: expected an array, got " + describe(j));
+    std::vector<OutputLength> out;
+    for (std::size_t i = 0; i < j.size(); ++i) {
+        const string what = "$.output_lengths[" + std::to_string(i) + "]";
+        const auto& e = j[i];
+        if (!e.is_object()) fail(where, what + ": expected an object, got " + describe(e));
+        for (const auto& [key, _] : e.items())
+            if (key != "output" && key != "axis" && key != "length")
+                fail(where, what + ": unknown key " + quote(key) + "; valid keys: output, axis, length");
+        for (const char* key : {"output", "axis", "length"})
+            if (!e.contains(key)) fail(where, what + ": missing key '" + key + "'");
+        out.push_back({read_int(e["output"], where, what + ".output"), read_int(e["axis"], where, what + ".axis"),
+                       read_int(e["length"], where, what + ".length")});
+    }
+    return out;
+}
+
 AttrValue read_attr(const json& v, const Where& where, const string& name) {
     const string what = "attribute " + quote(name);
     if (v.is_boolean()) return v.get<bool>();
@@ -341,9 +361,9 @@ Graph parse_graph(std::string_view json_text, const std::filesystem::path& sourc
         fail(src, "expected a JSON object at the top level, got " + describe(doc));
     for (const auto& [key, _] : doc.items())
         if (key != "format" && key != "version" && key != "nodes" && key != "outputs" &&
-            key != "parameters")
+            key != "output_lengths" && key != "parameters")
             fail(src, "unknown top-level key " + quote(key) +
-                          "; valid keys: format, version, nodes, outputs, parameters");
+                          "; valid keys: format, version, nodes, outputs, output_lengths, parameters");
     for (const char* key : {"format", "version", "nodes", "outputs"})
         if (!doc.contains(key)) fail(src, string("missing top-level key '") + key + "'");
 
@@ -363,6 +383,7 @@ Graph parse_graph(std::string_view json_text, const std::filesystem::path& sourc
     graph.nodes = std::move(nodes);
 
     graph.outputs = read_int_list(doc["outputs"], src, "$.outputs");
+    if (auto it = doc.find("output_lengths"); it != doc.end()) graph.output_lengths = read_output_lengths(*it, src);
     if (auto it = doc.find("parameters"); it != doc.end()) {
         if (!it->is_string() || it->get<string>().empty())
             fail(src, "$.parameters: expected a non-empty file name, got " + describe(*it));
@@ -420,6 +441,12 @@ string graph_to_json(const Graph& graph) {
     ojson outputs = ojson::array();
     for (auto id : graph.outputs) outputs.push_back(id);
     out += "  \"outputs\": " + compact(outputs);
+    if (!graph.output_lengths.empty()) {
+        ojson lengths = ojson::array();
+        for (const auto& l : graph.output_lengths)
+            lengths.push_back(ojson{{"output", l.output}, {"axis", l.axis}, {"length", l.length_node}});
+        out += ",\n  \"output_lengths\": " + compact(lengths);
+    }
     if (graph.parameters) out += ",\n  \"parameters\": " + compact(ojson(*graph.parameters));
     return out + "\n}\n";
 }
@@ -512,6 +539,23 @@ void check_graph(const Graph& graph) {
     if (graph.outputs.empty()) fail(src, "graph has no outputs");
     for (auto id : graph.outputs)
         if (!position.count(id)) fail(src, "output " + std::to_string(id) + " is not a node id");
+    std::set<std::int64_t> trimmed;
+    for (const auto& l : graph.output_lengths) {
+        const string what = "output_lengths: output " + std::to_string(l.output);
+        if (std::find(graph.outputs.begin(), graph.outputs.end(), l.output) == graph.outputs.end())
+            fail(src, what + " is not in outputs");
+        if (!trimmed.insert(l.output).second) fail(src, what + " has more than one length");
+        const Node& out = graph.nodes[position.at(l.output)];
+        if (l.axis < 0 || l.axis >= static_cast<std::int64_t>(out.shape.size()))
+            fail(src, what + ": axis " + std::to_string(l.axis) + " is outside its shape " + to_string(out.shape));
+        const auto length = position.find(l.length_node);
+        if (length == position.end())
+            fail(src, what + ": length " + std::to_string(l.length_node) + " is not a node id");
+        const Node& n = graph.nodes[length->second];
+        if (n.dtype != DType::int64 || !n.shape.empty())
+            fail(src, what + ": length node " + std::to_string(l.length_node) + " must be an int64 scalar, got " +
+                          string(to_string(n.dtype)) + " " + to_string(n.shape));
+    }
 }
 
 }  // namespace capsule

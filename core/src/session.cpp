@@ -436,6 +436,11 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         const auto& node = graph.nodes[position.at(id)];
         impl->outputs.push_back({names[i], id, TensorType{node.shape, node.dtype}});
         impl->output_slots.push_back(slot_of(id, node));
+        impl->output_lengths.emplace_back();
+        for (const auto& l : graph.output_lengths)
+            if (l.output == id)
+                impl->output_lengths.back() = Impl::OutputLength{
+                    static_cast<std::size_t>(l.axis), slot_of(l.length_node, graph.nodes[position.at(l.length_node)])};
     }
     // Stable view pointers: the slots are all made, so their shapes and strides stay put.
     for (std::size_t v = 0; v < impl->views.size(); ++v) {
@@ -633,11 +638,43 @@ void Session::Impl::execute_step(const Step& step, std::vector<capsule_tensor_vi
                              step.capsule->name + " of plugin " + *step.plugin + ": " + failure->text);
 }
 
+namespace {
+/// The first `n` entries of `t` along `axis`.
+Tensor leading_entries(const Tensor& t, std::size_t axis, std::int64_t n) {
+    Shape shape = t.shape();
+    const std::int64_t full = shape[axis];
+    shape[axis] = n;
+    Tensor out = Tensor::zeros(t.dtype(), shape);
+    std::int64_t outer = 1, inner = static_cast<std::int64_t>(dtype_size(t.dtype()));
+    for (std::size_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    const auto* src = static_cast<const char*>(t.data());
+    auto* dst = static_cast<char*>(out.data());
+    for (std::int64_t o = 0; o < outer && n > 0; ++o)
+        std::memcpy(dst + o * n * inner, src + o * full * inner, static_cast<std::size_t>(n * inner));
+    return out;
+}
+}  // namespace
+
 std::vector<Tensor> Session::Impl::collect_outputs(const std::vector<void*>& data) const {
     std::vector<Tensor> results;
-    for (std::size_t o = 0; o < outputs.size(); ++o)
-        results.push_back(download(outputs[o].type, data[output_slots[o]],
-                                   "output '" + outputs[o].name + "'"));
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+        const string what = "output '" + outputs[o].name + "'";
+        Tensor full = download(outputs[o].type, data[output_slots[o]], what);
+        const auto& length = output_lengths[o];
+        if (!length) {
+            results.push_back(std::move(full));
+            continue;
+        }
+        const Tensor n = download(TensorType{{}, DType::int64}, data[length->slot], what + "'s length");
+        const std::int64_t count = *static_cast<const std::int64_t*>(n.data());
+        const std::int64_t bound = outputs[o].type.shape[length->axis];
+        if (count < 0 || count > bound)
+            throw Error(ErrorCode::other, what + ": its length node gave " + std::to_string(count) +
+                                                ", outside 0.." + std::to_string(bound) + " along axis " +
+                                                std::to_string(length->axis));
+        results.push_back(leading_entries(full, length->axis, count));
+    }
     return results;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -179,6 +180,12 @@ struct Session::Impl {
     std::vector<detail::Step> steps;
     std::vector<TensorSlot> inputs, outputs;
     std::vector<std::size_t> input_slots, output_slots;
+    /// Per output: its data-dependent length (Graph::output_lengths), as the axis and the slot of
+    /// the int64 scalar holding the length; nullopt for an output of static shape.
+    struct OutputLength {
+        std::size_t axis = 0, slot = 0;
+    };
+    std::vector<std::optional<OutputLength>> output_lengths;
     std::vector<Tensor> fixed_storage;        // parameters and consts (device copies on non-CPU)
     ParameterMap parameter_storage;           // the same tensors by key
     std::size_t arena_bytes = 0;

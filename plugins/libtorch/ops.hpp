@@ -97,6 +97,8 @@
     X(argmin, forward_only) \
     X(hardmax, backward) \
     X(top_k, forward_only) \
+    X(non_max_suppression, forward_only) \
+    X(non_zero, forward_only) \
     X(floor, backward) \
     X(ceil, backward) \
     X(sign, backward) \

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <ATen/Context.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -214,6 +215,72 @@ at::Tensor op_top_k(const OpArgs& a) {
         plugin::fail("top_k: k " + std::to_string(k) + " is outside [0, " + std::to_string(x.size(axis)) + "]");
     const bool largest = a.attrs.get_bool("largest", true);
     return std::get<1>(at::sort(x, /*stable=*/true, axis, /*descending=*/largest)).narrow(axis, 0, k).contiguous();
+}
+
+// ONNX NonZero: torch.nonzero(x).T (NaN counts as non-zero), in the catalog's upper bound
+// [rank, numel] with the unused columns -1 (the graph's output_lengths cut it).
+at::Tensor op_non_zero(const OpArgs& a) {
+    const at::Tensor& x = x0(a);
+    if (x.dim() == 0) plugin::fail("non_zero: input is a scalar; non_zero needs rank >= 1");
+    const at::Tensor found = at::nonzero(x).t();
+    at::Tensor out = at::full({x.dim(), x.numel()}, -1, at::kLong);
+    out.narrow(1, 0, found.size(1)).copy_(found);
+    return out;
+}
+
+// ONNX NonMaxSuppression as ONNX Runtime computes it (torchvision's nms is the same greedy loop
+// over one class): pairwise IoU of each batch's boxes with ATen (corners, in double), then per
+// class the candidates above score_threshold by descending score (ties by index, NaN last), each
+// kept unless its IoU with a kept box exceeds iou_threshold. Rows [batch, class, box] in the
+// catalog's upper bound, the unused ones -1.
+at::Tensor op_non_max_suppression(const OpArgs& a) {
+    const at::Tensor boxes = a.inputs.at(0).to(at::kDouble), scores = a.inputs.at(1).to(at::kDouble).contiguous();
+    const int64_t batches = boxes.size(0), n = boxes.size(1), classes = scores.size(1);
+    const int64_t per_class = a.attrs.get_int("max_output_boxes_per_class", 0);
+    if (per_class < 0) plugin::fail("non_max_suppression: max_output_boxes_per_class is negative");
+    const double iou_threshold = a.attrs.get_float("iou_threshold", 0.0);
+    const bool has_threshold = a.attrs.has("score_threshold");
+    const double score_threshold = a.attrs.get_float("score_threshold", 0.0);
+    at::Tensor y0, x0c, y1, x1;
+    if (a.attrs.get_int("center_point_box", 0) != 0) {
+        const at::Tensor xc = boxes.select(2, 0), yc = boxes.select(2, 1), w = boxes.select(2, 2), h = boxes.select(2, 3);
+        y0 = yc - h / 2, x0c = xc - w / 2, y1 = yc + h / 2, x1 = xc + w / 2;
+    } else {
+        y0 = at::minimum(boxes.select(2, 0), boxes.select(2, 2)), y1 = at::maximum(boxes.select(2, 0), boxes.select(2, 2));
+        x0c = at::minimum(boxes.select(2, 1), boxes.select(2, 3)), x1 = at::maximum(boxes.select(2, 1), boxes.select(2, 3));
+    }
+    const at::Tensor area = (x1 - x0c) * (y1 - y0);  // [B, N]
+    const at::Tensor iw = at::minimum(x1.unsqueeze(2), x1.unsqueeze(1)) - at::maximum(x0c.unsqueeze(2), x0c.unsqueeze(1));
+    const at::Tensor ih = at::minimum(y1.unsqueeze(2), y1.unsqueeze(1)) - at::maximum(y0.unsqueeze(2), y0.unsqueeze(1));
+    const at::Tensor inter = iw.clamp_min(0) * ih.clamp_min(0);  // [B, N, N]
+    const at::Tensor uni = area.unsqueeze(2) + area.unsqueeze(1) - inter;
+    const at::Tensor valid = (iw > 0) & (ih > 0) & (inter > 0) & (area.unsqueeze(2) > 0) & (area.unsqueeze(1) > 0) & (uni > 0);
+    const at::Tensor suppress = (valid & (inter / uni > iou_threshold)).contiguous();
+    const auto sup = suppress.accessor<bool, 3>();
+    const auto sc = scores.accessor<double, 3>();
+    at::Tensor out = at::full({batches * classes * std::min(per_class, n), 3}, -1, at::kLong);
+    auto rows = out.accessor<int64_t, 2>();
+    int64_t written = 0;
+    for (int64_t b = 0; b < batches; ++b)
+        for (int64_t c = 0; c < classes; ++c) {
+            std::vector<int64_t> order;
+            for (int64_t i = 0; i < n; ++i)
+                if (!has_threshold || sc[b][c][i] > score_threshold) order.push_back(i);
+            std::stable_sort(order.begin(), order.end(), [&](int64_t i, int64_t j) {
+                const double si = sc[b][c][i], sj = sc[b][c][j];
+                if (std::isnan(si) || std::isnan(sj)) return !std::isnan(si) && std::isnan(sj);
+                return si > sj;
+            });
+            std::vector<int64_t> kept;
+            for (int64_t i : order) {
+                if (static_cast<int64_t>(kept.size()) >= per_class) break;
+                if (std::any_of(kept.begin(), kept.end(), [&](int64_t k) { return sup[b][k][i]; })) continue;
+                kept.push_back(i);
+                rows[written][0] = b, rows[written][1] = c, rows[written][2] = i;
+                ++written;
+            }
+        }
+    return out;
 }
 
 // ONNX Det / torch.linalg.det over the last two axes, with its own backward: LibTorch 1.13's

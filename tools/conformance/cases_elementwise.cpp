@@ -876,6 +876,40 @@ void extremum_cases(std::vector<KernelCase>& out) {
                        i64({4}, {1, 3, 4, 2}), {{"k", I(4)}}));
     out.push_back(make("top_k/k0", BackendOp::top_k, {f32({2, 3}, {1, 2, 3, 4, 5, 6})}, i64({2, 0}, {}),
                        {{"k", I(0)}}));
+    // non_max_suppression: ONNX's test_nonmaxsuppression_suppress_by_IOU (one class, six boxes;
+    // boxes 1 and 2 overlap box 0 with IoU 0.82, box 4 overlaps box 3), then the same with room for
+    // 10 boxes (rows past the 3 selected are -1), a score threshold of 0.4 (box 5 at 0.3 is out),
+    // and ONNX's center_point_box format.
+    const std::vector<double> nms_boxes{0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, -0.1, 1, 0.9, 0, 10, 1, 11, 0, 10.1, 1, 11.1, 0, 100, 1, 101};
+    const std::vector<double> nms_scores{0.9, 0.75, 0.6, 0.95, 0.5, 0.3};
+    out.push_back(make("non_max_suppression/onnx_suppress_by_iou", BackendOp::non_max_suppression,
+                       {f32({1, 6, 4}, nms_boxes), f32({1, 1, 6}, nms_scores)}, i64({3, 3}, {0, 0, 3, 0, 0, 0, 0, 0, 5}),
+                       {{"max_output_boxes_per_class", I(3)}, {"iou_threshold", 0.5}, {"score_threshold", 0.0}}));
+    out.push_back(make("non_max_suppression/padded_rows", BackendOp::non_max_suppression,
+                       {f32({1, 6, 4}, nms_boxes), f32({1, 1, 6}, nms_scores)},
+                       i64({6, 3}, {0, 0, 3, 0, 0, 0, 0, 0, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1}),
+                       {{"max_output_boxes_per_class", I(10)}, {"iou_threshold", 0.5}}));
+    out.push_back(make("non_max_suppression/score_threshold", BackendOp::non_max_suppression,
+                       {f64({1, 6, 4}, nms_boxes), f64({1, 1, 6}, nms_scores)},
+                       i64({6, 3}, {0, 0, 3, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}),
+                       {{"max_output_boxes_per_class", I(10)}, {"iou_threshold", 0.5}, {"score_threshold", 0.4}}));
+    out.push_back(make("non_max_suppression/onnx_center_point_box", BackendOp::non_max_suppression,
+                       {f32({1, 6, 4}, {0.5, 0.5, 1, 1, 0.5, 0.6, 1, 1, 0.5, 0.4, 1, 1, 0.5, 10.5, 1, 1, 0.5, 10.6, 1, 1, 0.5, 100.5, 1, 1}),
+                        f32({1, 1, 6}, nms_scores)},
+                       i64({3, 3}, {0, 0, 3, 0, 0, 0, 0, 0, 5}),
+                       {{"max_output_boxes_per_class", I(3)}, {"iou_threshold", 0.5}, {"center_point_box", I(1)}}));
+    // Two classes: class 1 ranks the boxes the other way round; each class selects on its own.
+    out.push_back(make("non_max_suppression/two_classes", BackendOp::non_max_suppression,
+                       {f32({1, 3, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, 5, 1, 6}), f32({1, 2, 3}, {0.9, 0.8, 0.1, 0.1, 0.8, 0.9})},
+                       i64({4, 3}, {0, 0, 0, 0, 0, 2, 0, 1, 2, 0, 1, 1}),
+                       {{"max_output_boxes_per_class", I(2)}, {"iou_threshold", 0.5}}));
+    // non_zero: ONNX's test_nonzero_example ([[1, 0], [1, 1]]), padded with a -1 column; NaN is
+    // not zero.
+    out.push_back(make("non_zero/onnx_example", BackendOp::non_zero, {boolean({2, 2}, {1, 0, 1, 1})},
+                       i64({2, 4}, {0, 1, 1, -1, 0, 0, 1, -1})));
+    out.push_back(make("non_zero/nan_is_not_zero", BackendOp::non_zero, {f32({3}, {0, kNaN, 2})},
+                       i64({1, 3}, {1, 2, -1})));
+    out.push_back(make("non_zero/int64_none", BackendOp::non_zero, {i64({2}, {0, 0})}, i64({1, 2}, {-1, -1})));
     out.push_back(error_case("top_k/error_k_too_large", BackendOp::top_k, {f32({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8})},
                              "top_k: k 5 is outside [0, 4] (the size of axis 1)", i64({2, 5}, {}), {{"k", I(5)}}));
     out.push_back(error_case("argmax/error_empty_axis", BackendOp::argmax, {f32({0, 2}, {})},

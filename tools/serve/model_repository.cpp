@@ -114,6 +114,10 @@ std::shared_ptr<const ModelVersion::Loaded> ModelVersion::load(std::int64_t rows
         throw Error(ErrorCode::input, "graph input '" + model.parameter_inputs.begin()->first +
                                           "' supplies parameters (weights given as an input): such models "
                                           "cannot be served; make it an initializer");
+    if (rows > 0 && !model.graph.output_lengths.empty())  // rows of requests could not be told apart
+        throw Error(ErrorCode::input,
+                    "with max_batch_size > 0, every output must have the batch as dimension 0, but an output's "
+                    "length depends on the data (NonMaxSuppression, NonZero) (set max_batch_size to 0 for this model)");
     auto result = profile_.accept_graph(*host_, model.graph);
     if (!result.accepted)
         throw Error(ErrorCode::planning, "the gate rejected the plan under profile " + profile_.name + ":\n" +

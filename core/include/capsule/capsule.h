@@ -242,7 +242,10 @@ CAPSULE_C_API capsule_status_t* capsule_model_get_output_count(const capsule_mod
 
 /* Graph output `index` (0 ≤ index < count, the order capsule_session_run returns outputs in): its
  * name (a JSON IR output node without a name is `output_<id>`), dtype, rank and shape, as
- * capsule_model_get_input. INPUT for a NULL model or an index out of range. */
+ * capsule_model_get_input. For an output whose length depends on the data (ONNX
+ * NonMaxSuppression, NonZero: the graph's output_lengths) the shape is an upper bound, and each
+ * run's tensor has the actual length along that axis. INPUT for a NULL model or an index out of
+ * range. */
 CAPSULE_C_API capsule_status_t* capsule_model_get_output(const capsule_model_t* model, size_t index,
                                                          const char** out_name, capsule_dtype* out_dtype,
                                                          size_t* out_rank, const int64_t** out_shape);

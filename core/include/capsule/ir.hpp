@@ -76,9 +76,22 @@ struct Node {
     bool is_structural() const { return kind != NodeKind::op; }
 };
 
+/// A graph output whose length along `axis` depends on the data (ONNX NonMaxSuppression,
+/// NonZero): its node's declared shape is an upper bound, the rows past the length are padding,
+/// and a run returns only the first `length` entries along `axis`, where `length` is the value of
+/// node `length_node`, an int64 scalar computed in the same run.
+struct OutputLength {
+    std::int64_t output = 0;       // a node id in Graph::outputs
+    std::int64_t axis = 0;         // 0 <= axis < rank of that node
+    std::int64_t length_node = 0;  // an int64 node of shape []
+    bool operator==(const OutputLength&) const = default;
+};
+
 struct Graph {
     std::vector<Node> nodes;
     std::vector<std::int64_t> outputs;
+    /// JSON `"output_lengths": [{"output": id, "axis": a, "length": id}]`; empty for most graphs.
+    std::vector<OutputLength> output_lengths;
     std::optional<std::string> parameters;  // parameters file, relative to the graph file
     std::filesystem::path source;           // file the graph was read from (may be empty)
 

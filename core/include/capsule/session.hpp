@@ -147,10 +147,12 @@ public:
                           const ParameterMap& parameters, const SessionOptions& options = {});
 
     /// Runs the graph on host tensors keyed by input name; returns host tensors in the order of
-    /// the graph's outputs. Raises Error(input) for a missing, unknown or mistyped input, and
-    /// when a kernel or compiled group refuses the values of the data with
+    /// the graph's outputs, an output of data-dependent length (Graph::output_lengths) cut to its
+    /// length node's value along its axis. Raises Error(input) for a missing, unknown or
+    /// mistyped input, and when a kernel or compiled group refuses the values of the data with
     /// CAPSULE_ERROR_INVALID_DATA (an index out of range: the caller's data); Error(other) when
-    /// a kernel fails otherwise. Both name the node, capsule and plugin. Thread-safe.
+    /// a kernel fails otherwise (both name the node, capsule and plugin), or when a length node
+    /// gives a length outside 0..the output's bound (naming the output). Thread-safe.
     std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) const;
     /// `run`, also timing the run and each backend call into `timings` (overwritten; see
     /// RunTimings). Only this overload reads the clock (the untimed `run` pays one null

@@ -195,6 +195,47 @@ void convert_top_k(ImportContext& c, const onnx::NodeProto& n) {
         c.define_node(out0(n), c.add("gather_elements", {x, indices}, {{"axis", axis}}, out0(n)));
 }
 
+/// The number of entries of `padded` (an int64 index tensor whose unused entries are -1) along
+/// `axis` that are used: the count of non-negative values in the first slice across `axis`
+/// (each used entry's first index is >= 0), summed exactly in float64, as an int64 scalar.
+Id used_entries(ImportContext& c, const onnx::NodeProto& n, Id padded, std::int64_t axis) {
+    const Id first = slice_axis(c, padded, 1 - axis, 0, 1);
+    const Id used = c.add("greater_equal", {first, scalar_constant(c, n, "zero", DType::int64, 0)});
+    const Id total = c.add("reduce_sum", {c.add("cast", {used}, {{"to", string("float64")}})});
+    return c.add("cast", {total}, {{"to", string("int64")}});
+}
+
+/// ONNX NonMaxSuppression (opsets 10, 11): BackendOp `non_max_suppression`, its optional inputs
+/// max_output_boxes_per_class (default 0: nothing selected), iou_threshold (0) and
+/// score_threshold (none) known at import. The node computes an upper bound of
+/// [batches · classes · min(max_output_boxes_per_class, boxes), 3] rows, the unused ones -1; the
+/// output's length is marked (Graph::output_lengths), so only a graph output may read it.
+void convert_non_max_suppression(ImportContext& c, const onnx::NodeProto& n) {
+    const Id boxes = c.runtime(n.input(0)), scores = c.runtime(n.input(1));
+    const string per_class = input_name(n, 2), iou = input_name(n, 3), score = input_name(n, 4);
+    auto scalar = [&](const string& name, const string& what) {
+        const Tensor& t = c.constant(name, "NonMaxSuppression's " + what);
+        if (t.numel() != 1) unsupported("NonMaxSuppression's " + what + " must hold one value, got shape " + to_string(t.shape()));
+        return t.at(0);
+    };
+    Attributes attrs{{"max_output_boxes_per_class",
+                      per_class.empty() ? std::int64_t{0} : scalar_int(c, per_class, "NonMaxSuppression's max_output_boxes_per_class")},
+                     {"center_point_box", attr_int(n, "center_point_box", 0)}};
+    if (!iou.empty()) attrs["iou_threshold"] = scalar(iou, "iou_threshold");
+    if (!score.empty()) attrs["score_threshold"] = scalar(score, "score_threshold");
+    const Id selected = c.add("non_max_suppression", {boxes, scores}, attrs, out0(n));
+    c.define_node_with_length(out0(n), selected, {0, used_entries(c, n, selected, 0)});
+}
+
+/// ONNX NonZero: BackendOp `non_zero`, [rank, numel] with the unused columns -1; the output's
+/// length along axis 1 is marked (Graph::output_lengths), so only a graph output may read it.
+void convert_non_zero(ImportContext& c, const onnx::NodeProto& n) {
+    const Id x = x0(c, n);
+    if (rank_of(c, x) == 0) unsupported("NonZero of a scalar");
+    const Id indices = c.add("non_zero", {x}, {}, out0(n));
+    c.define_node_with_length(out0(n), indices, {1, used_entries(c, n, indices, 1)});
+}
+
 /// ONNX Det: BackendOp `det` over the last two axes.
 void convert_det(ImportContext& c, const onnx::NodeProto& n) {
     c.define_node(out0(n), c.add("det", {x0(c, n)}, {}, out0(n)));
@@ -1607,6 +1648,8 @@ const std::map<string, Converter>& converters() {
         t["Mod"] = convert_mod;
         t["BitShift"] = convert_bit_shift;
         t["TopK"] = convert_top_k;
+        t["NonMaxSuppression"] = convert_non_max_suppression;
+        t["NonZero"] = convert_non_zero;
         t["Det"] = convert_det;
         t["Einsum"] = convert_einsum;
         t["GatherND"] = convert_gather_nd;
@@ -1697,8 +1740,8 @@ string known_unsupported_reason(const string& op) {
         for (auto o : {"RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli", "Multinomial"})
             r[o] = "random ops cannot be checked against fixed outputs and are not imported";
         for (auto o : {"RoiAlign", "MaxRoiPool"}) r[o] = "region-of-interest pooling is not supported";
-        for (auto o : {"NonMaxSuppression", "NonZero", "Unique"})
-            r[o] = "its output's length depends on the input's values, which a graph of static shapes cannot give";
+        r["Unique"] = "its outputs' lengths depend on the input's values (only NonMaxSuppression and NonZero are "
+                      "imported with such a length)";
         return r;
     }();
     auto it = reasons.find(op);

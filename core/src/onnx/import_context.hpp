@@ -93,6 +93,16 @@ public:
     /// A name that exists but cannot be used (unsupported dtype or type); using it raises
     /// Unsupported with `reason`.
     void mark_unusable(const std::string& name, std::string reason);
+    /// A value whose length along `axis` depends on the data: node `id` holds an upper bound,
+    /// padded, and int64 scalar node `length` the real length (NonMaxSuppression, NonZero).
+    struct DataDependentLength {
+        std::int64_t axis = 0, length = 0;
+    };
+    /// Binds an ONNX output name to node `id` of data-dependent length. Only a graph output may
+    /// read it (Graph::output_lengths): a node that reads it is Unsupported.
+    void define_node_with_length(const std::string& name, std::int64_t id, DataDependentLength length);
+    /// The data-dependent length of value `name`, if it has one.
+    std::optional<DataDependentLength> data_dependent_length(const std::string& name) const;
 
     /// The node id of a runtime value, creating an `input` or `const` node on first use.
     std::int64_t runtime(const std::string& name);
@@ -140,6 +150,7 @@ private:
     std::map<std::string, int> names_;
     std::unordered_map<std::string, int> next_suffix_;  // fresh_name: the last suffix given per base
     std::map<std::string, std::string> unusable_;
+    std::map<std::string, DataDependentLength> lengths_;
     std::int64_t next_id_ = 0;
     std::size_t converted_nodes_ = 0;
     std::size_t constant_bytes_ = 0;

@@ -137,6 +137,12 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto) {
 // ImportContext
 
 Value& ImportContext::value(const string& name) {
+    // Converting a node (not binding the graph's outputs): a padded upper bound must not be read
+    // as if it were the value.
+    if (current && lengths_.count(name) &&
+        std::find(current->output().begin(), current->output().end(), name) == current->output().end())
+        unsupported("'" + name + "' has a length that depends on the input's values; only a graph output may " +
+                    "(Graph::output_lengths), not an input of another node");
     auto it = values_.find(name);
     if (it == values_.end()) {
         auto bad = unusable_.find(name);
@@ -170,6 +176,17 @@ void ImportContext::define_node(const string& name, std::int64_t id) {
 }
 
 void ImportContext::mark_unusable(const string& name, string reason) { unusable_[name] = std::move(reason); }
+
+void ImportContext::define_node_with_length(const string& name, std::int64_t id, DataDependentLength length) {
+    define_node(name, id);
+    lengths_[name] = length;
+}
+
+std::optional<ImportContext::DataDependentLength> ImportContext::data_dependent_length(const string& name) const {
+    const auto it = lengths_.find(name);
+    if (it == lengths_.end()) return std::nullopt;
+    return it->second;
+}
 
 std::int64_t ImportContext::push(Node node, TensorType type) {
     if (graph().nodes.size() >= kMaxImportedNodes)
@@ -857,7 +874,14 @@ void check_outputs(ImportContext& ctx, const onnx::NodeProto& node,
         if (found->second.dtype && *found->second.dtype != ours.dtype)
             unsupported("converted dtype " + string(to_string(ours.dtype)) + " of '" + o +
                         "' differs from ONNX's " + string(to_string(*found->second.dtype)));
-        if (found->second.shape && *found->second.shape != ours.shape)
+        if (!found->second.shape) continue;
+        Shape theirs = *found->second.shape;
+        // A data-dependent length: ours is an upper bound along its axis, which ONNX's (a
+        // declared or inferred count) may not exceed.
+        if (const auto length = ctx.data_dependent_length(o);
+            length && theirs.size() == ours.shape.size() && theirs[length->axis] <= ours.shape[length->axis])
+            theirs[length->axis] = ours.shape[length->axis];
+        if (theirs != ours.shape)
             unsupported("converted shape " + to_string(ours.shape) + " of '" + o +
                         "' differs from ONNX shape inference " + to_string(*found->second.shape));
     }
@@ -911,6 +935,8 @@ void bind_outputs(ImportContext& ctx, ImportedModel& out, const onnx::GraphProto
             if (ctx.node(id).name != o.name() && !ctx.name_used(o.name()))
                 id = ctx.add_identity(id, o.name());
             out.graph.outputs.push_back(id);
+            if (const auto length = ctx.data_dependent_length(o.name()))
+                out.graph.output_lengths.push_back({id, length->axis, length->length});
         }
     } catch (const Unsupported& u) {
         refuse(src + ": graph outputs: " + u.reason, "", u.reason);

@@ -151,6 +151,8 @@ TensorType sum(Context& c);
 TensorType reduce(Context& c);
 TensorType arg_reduce(Context& c);
 TensorType top_k(Context& c);
+TensorType non_max_suppression(Context& c);
+TensorType non_zero(Context& c);
 TensorType cumsum(Context& c);
 
 // shape_ops.cpp

@@ -93,6 +93,8 @@ TensorType infer_op(Context& c, BackendOp op) {
         case BackendOp::argmax:
         case BackendOp::argmin: return arg_reduce(c);
         case BackendOp::top_k: return top_k(c);
+        case BackendOp::non_max_suppression: return non_max_suppression(c);
+        case BackendOp::non_zero: return non_zero(c);
         case BackendOp::cumsum: return cumsum(c);
 
         case BackendOp::flatten: return flatten(c);

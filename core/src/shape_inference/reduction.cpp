@@ -82,6 +82,31 @@ TensorType top_k(Context& c) {
     return {out, DType::int64};
 }
 
+TensorType non_max_suppression(Context& c) {
+    c.arity(2);
+    c.attributes({"max_output_boxes_per_class", "iou_threshold", "score_threshold", "center_point_box"});
+    c.floats({0, 1});
+    const Shape& boxes = c.shape(0);
+    const Shape& scores = c.shape(1);
+    if (boxes.size() != 3 || boxes[2] != 4) fail("boxes " + to_string(boxes) + " must be [batches, boxes, 4]");
+    if (scores.size() != 3 || scores[0] != boxes[0] || scores[2] != boxes[1])
+        fail("scores " + to_string(scores) + " must be [" + str(boxes[0]) + ", classes, " + str(boxes[1]) +
+             "] for boxes " + to_string(boxes));
+    const int64_t per_class = c.int_min("max_output_boxes_per_class", 0, std::nullopt);
+    const int64_t center = c.int_or("center_point_box", 0);
+    if (center != 0 && center != 1) fail("center_point_box " + str(center) + " must be 0 or 1");
+    c.double_or("iou_threshold", 0.0);
+    c.opt_double("score_threshold");
+    return {{mul(mul(boxes[0], scores[1]), std::min(per_class, boxes[1])), 3}, DType::int64};
+}
+
+TensorType non_zero(Context& c) {
+    c.arity(1);
+    c.attributes({});
+    if (c.rank(0) == 0) fail("parent 0 is a scalar; non_zero needs rank ≥ 1");
+    return {{int64_t(c.rank(0)), product(c.shape(0))}, DType::int64};
+}
+
 TensorType cumsum(Context& c) {
     c.arity(1);
     c.attributes({"axis", "exclusive", "reverse"});

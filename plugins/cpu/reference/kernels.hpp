@@ -168,6 +168,8 @@ void scatter_elements_forward(const ForwardCall& call);
 void scatter_elements_backward(const BackwardCall& call);
 void hardmax_forward(const ForwardCall& call);
 void top_k_forward(const ForwardCall& call);
+void non_max_suppression_forward(const ForwardCall& call);  // data_dependent.cpp
+void non_zero_forward(const ForwardCall& call);
 void det_forward(const ForwardCall& call);
 void det_backward(const BackwardCall& call);
 void shrink_forward(const ForwardCall& call);

@@ -113,6 +113,8 @@ constexpr capsule_kernel kKernels[] = {
     kernel("reference.argmin", forward_entry<argmin_forward>, nullptr, nullptr, nullptr, kOrdered),
     kernel("reference.hardmax", forward_entry<halves_in_float<hardmax_forward>>, backward_entry<halves_in_float_backward<hardmax_backward>>, nullptr, nullptr, kFloatCompute),
     kernel("reference.top_k", forward_entry<top_k_forward>, nullptr, nullptr, nullptr, kOrdered),
+    kernel("reference.non_max_suppression", forward_entry<non_max_suppression_forward>, nullptr, nullptr, nullptr, kFloatDtypes | dtype_bit(CAPSULE_DTYPE_INT64)),
+    kernel("reference.non_zero", forward_entry<non_zero_forward>, nullptr, nullptr, nullptr, kAllDtypes),
     kernel("reference.floor", forward_entry<floor_forward>, backward_entry<floor_backward>, kThreadGrant, kReleaseGrant, kFloating),
     kernel("reference.ceil", forward_entry<ceil_forward>, backward_entry<ceil_backward>, kThreadGrant, kReleaseGrant, kFloating),
     kernel("reference.sign", forward_entry<sign_forward>, backward_entry<sign_backward>, kThreadGrant, kReleaseGrant, kArithmetic),
