@@ -295,4 +295,14 @@ TEST(SessionOutputLengths, OutputsAreCutToTheirLengthAndBadLengthsAreRefused) {
     auto wrong = session_under("checked_cpu", graph("8"), params);
     const std::string why = error_of([&] { wrong.run(x); });
     EXPECT_NE(why.find("output 'output_1': its length node gave 7, outside 0..6 along axis 1"), std::string::npos) << why;
+    // A graph changed in code after planning: its lengths are checked when the session is made.
+    Graph changed = graph("7");
+    const auto& profile = find_builtin_profile("checked_cpu");
+    auto accepted = profile.accept_graph(built_host(), changed);
+    ASSERT_TRUE(accepted.accepted.has_value());
+    for (const auto& [axis, node] : {std::pair<std::int64_t, std::int64_t>{2, 7}, {1, 0}, {1, 99}}) {
+        changed.output_lengths = {{1, axis, node}};
+        const std::string bad = error_of([&] { Session::create(profile, *accepted.accepted, changed, built_host(), params); });
+        EXPECT_NE(bad.find("output_lengths of output 1: axis"), std::string::npos) << bad;
+    }
 }

@@ -437,10 +437,19 @@ Session Session::create(const BackendProfile& profile, const AcceptedPlan& plan,
         impl->outputs.push_back({names[i], id, TensorType{node.shape, node.dtype}});
         impl->output_slots.push_back(slot_of(id, node));
         impl->output_lengths.emplace_back();
-        for (const auto& l : graph.output_lengths)
-            if (l.output == id)
-                impl->output_lengths.back() = Impl::OutputLength{
-                    static_cast<std::size_t>(l.axis), slot_of(l.length_node, graph.nodes[position.at(l.length_node)])};
+        for (const auto& l : graph.output_lengths) {
+            if (l.output != id) continue;
+            // As check_graph: a graph built in code may not have been through it.
+            const auto length = position.find(l.length_node);
+            if (l.axis < 0 || l.axis >= static_cast<std::int64_t>(node.shape.size()) || length == position.end() ||
+                graph.nodes[length->second].dtype != DType::int64 || !graph.nodes[length->second].shape.empty())
+                throw Error(ErrorCode::input, "output_lengths of output " + std::to_string(id) + ": axis " +
+                                                  std::to_string(l.axis) + " of " + to_string(node.shape) +
+                                                  " and length node " + std::to_string(l.length_node) +
+                                                  " (an int64 scalar) do not fit the graph");
+            impl->output_lengths.back() = Impl::OutputLength{static_cast<std::size_t>(l.axis),
+                                                             slot_of(l.length_node, graph.nodes[length->second])};
+        }
     }
     // Stable view pointers: the slots are all made, so their shapes and strides stay put.
     for (std::size_t v = 0; v < impl->views.size(); ++v) {
