@@ -58,34 +58,39 @@ Tensor f32(Shape shape, std::uint64_t seed, double scale) {
 TEST(ReferenceThreads, ConvolutionSplitsColumnsAndRowsWithTheSameBits) {
     // [2, 32, 24, 24] -> 64 channels: C is 64 x 1152 (columns split); [1, 128, 7, 7] -> 256
     // channels: C is 256 x 49 (rows split; 48 columns and a 1-column edge tile); [1, 64, 5, 5]
-    // -> 256: C is 256 x 25 (a 2-vector edge tile). All are above gemm's work threshold for 2
-    // threads.
+    // -> 256: C is 256 x 25 (a 2-vector edge tile); stride 2 (im2col), [1, 64, 14, 14] -> 256:
+    // C is 256 x 49 (rows split, one column block), and [1, 128, 28, 28] -> 256: 256 x 196 (rows
+    // split, two column blocks each). All are above gemm's work threshold for 2 threads.
     struct Shape4 {
-        std::int64_t n, c, hw, out;
+        std::int64_t n, c, hw, out, stride;
     };
-    for (const Shape4 s : {Shape4{2, 32, 24, 64}, Shape4{1, 128, 7, 256}, Shape4{1, 64, 5, 256}}) {
-        SCOPED_TRACE("conv " + std::to_string(s.c) + " -> " + std::to_string(s.out) + " at " + std::to_string(s.hw));
+    for (const Shape4 s : {Shape4{2, 32, 24, 64, 1}, Shape4{1, 128, 7, 256, 1}, Shape4{1, 64, 5, 256, 1},
+                           Shape4{1, 64, 14, 256, 2}, Shape4{1, 128, 28, 256, 2}}) {
+        SCOPED_TRACE("conv " + std::to_string(s.c) + " -> " + std::to_string(s.out) + " at " + std::to_string(s.hw) +
+                     ", stride " + std::to_string(s.stride));
+        const std::int64_t ohw = (s.hw - 1) / s.stride + 1;  // kernel 3, padding 1
         const std::string shape_in = "[" + std::to_string(s.n) + ", " + std::to_string(s.c) + ", " +
                                      std::to_string(s.hw) + ", " + std::to_string(s.hw) + "]";
         const std::string shape_out = "[" + std::to_string(s.n) + ", " + std::to_string(s.out) + ", " +
-                                      std::to_string(s.hw) + ", " + std::to_string(s.hw) + "]";
+                                      std::to_string(ohw) + ", " + std::to_string(ohw) + "]";
         const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
           {"id": 0, "op": "input", "name": "x", "shape": )" + shape_in + R"(, "dtype": "float32"},
           {"id": 1, "op": "conv2d", "name": "c", "parents": [0], "attrs": {"out_channels": )" +
-                                        std::to_string(s.out) + R"(, "kernel_size": 3, "padding": 1}, "shape": )" +
+                                        std::to_string(s.out) + R"(, "kernel_size": 3, "padding": 1, "stride": )" +
+                                        std::to_string(s.stride) + R"(}, "shape": )" +
                                         shape_out + R"(}], "outputs": [1]})");
         const Tensor x = f32({s.n, s.c, s.hw, s.hw}, 71, 1.0), w = f32({s.out, s.c, 3, 3}, 72, 0.1),
                      b = f32({s.out}, 73, 0.5);
         const Tensor y = same_bits_on_one_and_two_threads(graph, {{"c.weight", w}, {"c.bias", b}}, {{"x", x}});
         // A sample of outputs against the convolution's definition (torch.nn.functional.conv2d).
         for (const std::int64_t flat : {std::int64_t{0}, y.numel() / 3, y.numel() / 2 + 5, y.numel() - 1}) {
-            const std::int64_t ow = flat % s.hw, oh = flat / s.hw % s.hw, o = flat / (s.hw * s.hw) % s.out,
-                               img = flat / (s.hw * s.hw * s.out);
+            const std::int64_t ow = flat % ohw, oh = flat / ohw % ohw, o = flat / (ohw * ohw) % s.out,
+                               img = flat / (ohw * ohw * s.out);
             double want = b.at(o), magnitude = std::fabs(want);
             for (std::int64_t c = 0; c < s.c; ++c)
                 for (std::int64_t i = 0; i < 3; ++i)
                     for (std::int64_t j = 0; j < 3; ++j) {
-                        const std::int64_t h = oh + i - 1, v = ow + j - 1;
+                        const std::int64_t h = oh * s.stride + i - 1, v = ow * s.stride + j - 1;
                         if (h < 0 || v < 0 || h >= s.hw || v >= s.hw) continue;
                         const double term = x.at(((img * s.c + c) * s.hw + h) * s.hw + v) *
                                             w.at(((o * s.c + c) * 3 + i) * 3 + j);
