@@ -60,12 +60,13 @@ TEST(ReferenceThreads, ConvolutionSplitsColumnsAndRowsWithTheSameBits) {
     // channels: C is 256 x 49 (rows split; 48 columns and a 1-column edge tile); [1, 64, 5, 5]
     // -> 256: C is 256 x 25 (a 2-vector edge tile); stride 2 (im2col), [1, 64, 14, 14] -> 256:
     // C is 256 x 49 (rows split, one column block), and [1, 128, 28, 28] -> 256: 256 x 196 (rows
-    // split, two column blocks each). All are above gemm's work threshold for 2 threads.
+    // split, two column blocks each); [3, 128, 7, 7] -> 256: the three images' 49 columns side by
+    // side in one GEMM (147 columns). All are above gemm's work threshold for 2 threads.
     struct Shape4 {
         std::int64_t n, c, hw, out, stride;
     };
     for (const Shape4 s : {Shape4{2, 32, 24, 64, 1}, Shape4{1, 128, 7, 256, 1}, Shape4{1, 64, 5, 256, 1},
-                           Shape4{1, 64, 14, 256, 2}, Shape4{1, 128, 28, 256, 2}}) {
+                           Shape4{1, 64, 14, 256, 2}, Shape4{1, 128, 28, 256, 2}, Shape4{3, 128, 7, 256, 1}}) {
         SCOPED_TRACE("conv " + std::to_string(s.c) + " -> " + std::to_string(s.out) + " at " + std::to_string(s.hw) +
                      ", stride " + std::to_string(s.stride));
         const std::int64_t ohw = (s.hw - 1) / s.stride + 1;  // kernel 3, padding 1
