@@ -677,7 +677,19 @@ void conv_fwd(const ForwardCall& call, const ConvGeom& g, const char* op) {
             T* dst = nc == 1 ? Y + (n0 * g.out_c + gr * cog) * P : ybuf.data();
             for (int64_t o = 0; o < cog; ++o)
                 std::fill(dst + o * ld, dst + (o + 1) * ld, bias ? bias[gr * cog + o] : T(0));
-            gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true, granted);
+            if (wide > 1) {
+                // Threads take column ranges of whole 48-column strips, each packing only its own
+                // columns (split by rows, as gemm would split these, each packed them all).
+                const int64_t strips = (ld + 47) / 48;
+                const int col_parts = conv_parts(granted, strips, 2.0 * double(cog) * double(ld) * double(K), 2e6);
+                run_parts(col_parts, [&](int part) {
+                    const int64_t c0 = std::min(ld, strips * part / col_parts * 48);
+                    const int64_t c1 = std::min(ld, strips * (part + 1) / col_parts * 48);
+                    gemm<T>(false, false, cog, c1 - c0, K, w, K, col.data() + c0, ld, dst + c0, ld, true, 1);
+                });
+            } else {
+                gemm<T>(false, false, cog, ld, K, w, K, col.data(), ld, dst, ld, true, granted);
+            }
             // The epilogue, and the copy of each image's part of a row into y, channel by channel.
             const Epilogue& epilogue = epilogue_of(call);
             const int out_parts = conv_parts(granted, cog, double(cog * ld), 5e4);
