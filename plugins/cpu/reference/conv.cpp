@@ -150,8 +150,8 @@ inline void valid_range(int64_t base, int64_t s, int64_t size, int64_t count, in
 /// col[(c·kh + i)·kw + j][q − q0] (row stride ldcol) = image[c][oy·sh − ph + i·dh][ox·sw − pw +
 /// j·dw] for the output positions q = oy·ow + ox in [q0, q1), zero outside the image.
 template <typename T>
-CAPSULE_INLINE_COPIES void im2col(const T* __restrict img, const Slide& s, int64_t q0, int64_t q1, T* __restrict col,
-            int64_t ldcol) {
+[[gnu::always_inline]] inline void im2col_impl(const T* __restrict img, const Slide& s, int64_t q0, int64_t q1,
+                                               T* __restrict col, int64_t ldcol) {
     if (q0 >= q1) return;
     const int64_t y_first = q0 / s.ow, y_last = (q1 - 1) / s.ow;
     for (int64_t c = 0; c < s.c; ++c)
@@ -174,13 +174,27 @@ CAPSULE_INLINE_COPIES void im2col(const T* __restrict img, const Slide& s, int64
                     const T* __restrict src = img + (c * s.h + y) * s.w;
                     const int64_t a = std::clamp(lo, xa, xb), b = std::clamp(hi, a, xb);
                     std::fill(d, d + (a - xa), T(0));
+                    // A stride known at compile time vectorises with permutes, not element loads
+                    // (stride 2: ResNet's stem and downsampling convolutions).
                     if (s.sw == 1)
                         for (int64_t ox = a; ox < b; ++ox) d[ox - xa] = src[xbase + ox];
+                    else if (s.sw == 2)
+                        for (int64_t ox = a; ox < b; ++ox) d[ox - xa] = src[xbase + 2 * ox];
                     else
                         for (int64_t ox = a; ox < b; ++ox) d[ox - xa] = src[xbase + ox * s.sw];
                     std::fill(d + (b - xa), d + (xb - xa), T(0));
                 }
             }
+}
+
+// CAPSULE_CLONES: compiled per ISA (linalg_common.hpp): the stride-2 gathers become AVX-512 permutes.
+CAPSULE_CLONES CAPSULE_INLINE_COPIES void im2col(const float* img, const Slide& s, int64_t q0, int64_t q1, float* col,
+                                                 int64_t ldcol) {
+    im2col_impl(img, s, q0, q1, col, ldcol);
+}
+CAPSULE_CLONES CAPSULE_INLINE_COPIES void im2col(const double* img, const Slide& s, int64_t q0, int64_t q1, double* col,
+                                                 int64_t ldcol) {
+    im2col_impl(img, s, q0, q1, col, ldcol);
 }
 
 /// im2col of every output position (q0 = 0, q1 = oh·ow).
@@ -206,6 +220,8 @@ CAPSULE_INLINE_COPIES void col2im(const T* __restrict col, int64_t ldcol, const 
                     T* __restrict dst = img + (c * s.h + y) * s.w;
                     if (s.sw == 1)
                         for (int64_t ox = lo; ox < hi; ++ox) dst[xbase + ox] += d[ox];
+                    else if (s.sw == 2)  // a constant stride vectorises (im2col_impl)
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[xbase + 2 * ox] += d[ox];
                     else
                         for (int64_t ox = lo; ox < hi; ++ox) dst[xbase + ox * s.sw] += d[ox];
                 }
