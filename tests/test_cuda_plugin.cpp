@@ -563,13 +563,17 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
             EXPECT_NE(k.backward, nullptr);
         }
     }
+    // A build without cuDNN has no conv2d kernel (plugins/cuda/CMakeLists.txt); the manifest it
+    // generates beside the library then marks conv2d planner-only.
+    const bool cudnn = implemented.count("native_cuda.conv2d") == 1;
     for (const auto& c : manifest.capsules) {
+        if (c.name == "native_cuda.conv2d" && !cudnn) continue;
         const bool runs = c.runtime == capsule::RuntimeSupport::eager ||
                           c.runtime == capsule::RuntimeSupport::test_only;
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), 23u);
+    EXPECT_EQ(implemented.size(), cudnn ? 24u : 23u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -699,6 +703,62 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     std::tie(code, message) = call("native_cuda.linear", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
     EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(message, "missing parameter 0");
+
+    if (!find_kernel("native_cuda.conv2d")) return;  // built without cuDNN: conv2d is planner-only
+    // conv2d: x [1, 2, 5, 5], weight [3, 2, 3, 3], bias [3] -> y [1, 3, 3, 3].
+    const Dims x4{1, 2, 5, 5}, x2{1, 2, 2, 2}, w4{3, 2, 3, 3}, w1{3, 1, 3, 3}, y4{1, 3, 3, 3}, y5{1, 3, 5, 5}, b3{3};
+    const Dims stx4 = contiguous_strides(x4), stx2 = contiguous_strides(x2), stw4 = contiguous_strides(w4),
+               stw1 = contiguous_strides(w1), sty4 = contiguous_strides(y4), sty5 = contiguous_strides(y5),
+               stb3 = contiguous_strides(b3);
+    auto conv = [&](const Dims& xs, const Dims& xst, std::vector<capsule_tensor_view> params, capsule_tensor_view out,
+                    std::vector<Attr> attrs) {
+        const auto* k = find_kernel("native_cuda.conv2d");
+        const capsule_tensor_view x = view(xs, xst, cuda, f32);
+        const auto attr_list = attr_views(attrs);
+        capsule_forward_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = &x;
+        args.num_inputs = 1;
+        args.params = params.data();
+        args.num_params = params.size();
+        args.outputs = &out;
+        args.num_outputs = 1;
+        args.attrs = attr_list.data();
+        args.num_attrs = attr_list.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        const int32_t result = k->forward(&args, &st);
+        return std::make_pair(result, std::string(st.message));
+    };
+    const auto w = view(w4, stw4, cuda, f32), b = view(b3, stb3, cuda, f32), y = view(y4, sty4, cuda, f32);
+    const std::vector<Attr> k3{int_attr("out_channels", 3), int_attr("kernel_size", 3)};
+    std::tie(code, message) = conv(x4, stx4, {w}, y, k3);
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "conv2d expects parameters weight and bias");
+    std::vector<Attr> no_bias = k3;
+    no_bias.push_back(bool_attr("bias", false));
+    std::tie(code, message) = conv(x4, stx4, {w, b}, y, no_bias);
+    EXPECT_EQ(message, "conv2d with bias = false expects the parameter weight only");
+    std::tie(code, message) = conv(x4, stx4, {view(w1, stw1, cuda, f32), b}, y, k3);
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "weight has shape [3, 1, 3, 3], expected [3, 2, 3, 3]");
+    std::vector<Attr> groups = k3;
+    groups.push_back(int_attr("groups", 4));
+    std::tie(code, message) = conv(x4, stx4, {w, b}, y, groups);
+    EXPECT_EQ(message, "conv2d groups 4 must divide the input channels 2 and out_channels 3");
+    std::tie(code, message) = conv(x4, stx4, {w, b}, view(y5, sty5, cuda, f32), k3);
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "output has shape [1, 3, 5, 5], expected [1, 3, 3, 3]");
+    std::tie(code, message) = conv(x2, stx2, {w, b}, y, k3);
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "conv2d padded input 2 is smaller than the dilated kernel 3");
+    std::vector<Attr> zero_stride = k3;
+    zero_stride.push_back(int_attr("stride", 0));
+    std::tie(code, message) = conv(x4, stx4, {w, b}, y, zero_stride);
+    EXPECT_EQ(message, "conv2d needs stride >= 1, dilation >= 1 and padding >= 0");
+    std::tie(code, message) = conv(x4, stx4, {w, view(b3, stb3, cuda, f64)}, y, k3);
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "bias has dtype float64 but input 0 has float32");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -855,6 +915,79 @@ TEST_F(CudaKernels, BackwardKernelsMatchFiniteDifferences) {
     const HostTensor x = tensor({2, 3, 4}, -1, 1, 19), w = tensor({5, 4}, -1, 1, 20), bias = tensor({5}, -1, 1, 21);
     check_gradient("native_cuda.linear", {x}, {w, bias}, {int_attr("out_features", 5)}, {2, 3, 5});
     check_gradient("native_cuda.linear", {x}, {w}, {bool_attr("bias", false)}, {2, 3, 5});
+}
+
+/// torch.nn.functional.conv2d by its definition: y[n, o, i, j] = bias[o] + Σ_{c, a, b}
+/// x[n, g·C/G + c, i·stride − pad + a·dil, j·stride − pad + b·dil] · w[o, c, a, b] (zero outside x).
+HostTensor host_conv2d(const HostTensor& x, const HostTensor& w, const HostTensor* bias, int64_t stride,
+                       int64_t pad, int64_t dil, int64_t groups) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+    const int64_t OH = (H + 2 * pad - dil * (KH - 1) - 1) / stride + 1, OW = (W + 2 * pad - dil * (KW - 1) - 1) / stride + 1;
+    HostTensor y{{N, O, OH, OW}, Values(size_t(N * O * OH * OW), 0.0)};
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t o = 0; o < O; ++o)
+            for (int64_t i = 0; i < OH; ++i)
+                for (int64_t j = 0; j < OW; ++j) {
+                    double sum = bias ? bias->values[size_t(o)] : 0.0;
+                    const int64_t g = o / (O / groups);
+                    for (int64_t c = 0; c < Cg; ++c)
+                        for (int64_t a = 0; a < KH; ++a)
+                            for (int64_t b = 0; b < KW; ++b) {
+                                const int64_t r = i * stride - pad + a * dil, q = j * stride - pad + b * dil;
+                                if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                                sum += x.values[size_t(((n * C + g * Cg + c) * H + r) * W + q)] *
+                                       w.values[size_t(((o * Cg + c) * KH + a) * KW + b)];
+                            }
+                    y.values[size_t(((n * O + o) * OH + i) * OW + j)] = sum;
+                }
+    return y;
+}
+
+struct ConvCase {
+    Dims x, w;
+    int64_t stride, pad, dil, groups;
+    bool bias;
+};
+
+/// Grouped, depthwise, strided, dilated, padded, 1x1 and bias-free convolutions.
+std::vector<ConvCase> conv_cases() {
+    return {{{2, 4, 7, 6}, {6, 2, 3, 3}, 2, 1, 1, 2, true}, {{1, 3, 8, 8}, {4, 3, 3, 3}, 1, 2, 2, 1, false},
+            {{1, 4, 5, 5}, {4, 1, 3, 3}, 1, 1, 1, 4, true}, {{2, 5, 4, 4}, {3, 5, 1, 1}, 1, 0, 1, 1, true},
+            {{2, 3, 9, 9}, {5, 3, 5, 5}, 3, 0, 1, 1, true}};
+}
+
+std::vector<Attr> conv_attrs(const ConvCase& c) {
+    return {int_attr("out_channels", c.w[0]), int_attr("kernel_size", c.w[2]), int_attr("stride", c.stride),
+            int_attr("padding", c.pad),       int_attr("dilation", c.dil),       int_attr("groups", c.groups),
+            bool_attr("bias", c.bias)};
+}
+
+TEST_F(CudaKernels, Conv2dMatchesItsDefinition) {
+    if (!find_kernel("native_cuda.conv2d")) GTEST_SKIP() << "built without cuDNN: conv2d is planner-only";
+    for (auto dtype : kFloatTypes)
+        for (const auto& c : conv_cases()) {
+            SCOPED_TRACE("conv2d " + describe(conv_attrs(c)) + " " + dtype_name(dtype));
+            const HostTensor x = tensor(c.x, -1, 1, 31), w = tensor(c.w, -1, 1, 32), b = tensor({c.w[0]}, -1, 1, 33);
+            const HostTensor want = host_conv2d(x, w, c.bias ? &b : nullptr, c.stride, c.pad, c.dil, c.groups);
+            std::vector<HostTensor> params{w};
+            if (c.bias) params.push_back(b);
+            const auto got = run_forward("native_cuda.conv2d", dtype, {x}, params, conv_attrs(c), want.shape);
+            const auto tol = tolerance(dtype);
+            EXPECT_TRUE(all_close(got, want.values, tol.rtol * 10, tol.atol * 10));
+        }
+}
+
+TEST_F(CudaKernels, Conv2dGradientsMatchFiniteDifferences) {
+    if (!find_kernel("native_cuda.conv2d")) GTEST_SKIP() << "built without cuDNN: conv2d is planner-only";
+    for (const auto& c : conv_cases()) {
+        SCOPED_TRACE("conv2d " + describe(conv_attrs(c)));
+        const HostTensor x = tensor(c.x, -1, 1, 34), w = tensor(c.w, -1, 1, 35), b = tensor({c.w[0]}, -1, 1, 36);
+        std::vector<HostTensor> params{w};
+        if (c.bias) params.push_back(b);
+        check_gradient("native_cuda.conv2d", {x}, params, conv_attrs(c),
+                       host_conv2d(x, w, nullptr, c.stride, c.pad, c.dil, c.groups).shape);
+    }
 }
 
 TEST_F(CudaKernels, AbsentGradientsAreNotWritten) {

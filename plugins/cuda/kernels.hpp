@@ -1,6 +1,7 @@
 // The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
-// probe and device memory: device.cpp.
+// conv2d (when CMake found cuDNN: CAPSULE_CUDA_WITH_CUDNN): dnn_ops.cpp; probe and device
+// memory: device.cpp.
 #pragma once
 
 #include "capsule/plugin.hpp"
@@ -37,6 +38,9 @@ CAPSULE_CUDA_KERNEL(softmax)
 CAPSULE_CUDA_KERNEL(log_softmax)
 CAPSULE_CUDA_KERNEL(matmul)
 CAPSULE_CUDA_KERNEL(linear)
+#if CAPSULE_CUDA_WITH_CUDNN
+CAPSULE_CUDA_KERNEL(conv2d)  // dnn_ops.cpp, on cuDNN
+#endif
 
 #undef CAPSULE_CUDA_KERNEL
 

@@ -22,6 +22,9 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(log),     CAPSULE_CUDA_ENTRY(sin),         CAPSULE_CUDA_ENTRY(cos),
     CAPSULE_CUDA_ENTRY(inv),     CAPSULE_CUDA_ENTRY(log_softmax), CAPSULE_CUDA_ENTRY(softmax),
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
+#if CAPSULE_CUDA_WITH_CUDNN
+    CAPSULE_CUDA_ENTRY(conv2d),
+#endif
 };
 
 #undef CAPSULE_CUDA_ENTRY
