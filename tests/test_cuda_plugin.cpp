@@ -563,17 +563,19 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
             EXPECT_NE(k.backward, nullptr);
         }
     }
-    // A build without cuDNN has no conv2d kernel (plugins/cuda/CMakeLists.txt); the manifest it
-    // generates beside the library then marks conv2d planner-only.
+    // A build without cuDNN has no conv2d or pooling kernels (plugins/cuda/CMakeLists.txt); the
+    // manifest it generates beside the library then marks them planner-only.
+    const std::set<std::string> on_cudnn{"native_cuda.conv2d", "native_cuda.max_pool2d", "native_cuda.max_pool2d_pad",
+                                         "native_cuda.avg_pool2d", "native_cuda.avg_pool2d_pad"};
     const bool cudnn = implemented.count("native_cuda.conv2d") == 1;
     for (const auto& c : manifest.capsules) {
-        if (c.name == "native_cuda.conv2d" && !cudnn) continue;
+        if (on_cudnn.count(c.name) && !cudnn) continue;
         const bool runs = c.runtime == capsule::RuntimeSupport::eager ||
                           c.runtime == capsule::RuntimeSupport::test_only;
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), cudnn ? 24u : 23u);
+    EXPECT_EQ(implemented.size(), cudnn ? 28u : 23u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -759,6 +761,29 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     std::tie(code, message) = conv(x4, stx4, {w, view(b3, stb3, cuda, f64)}, y, k3);
     EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(message, "bias has dtype float64 but input 0 has float32");
+
+    // Pooling: x [1, 2, 5, 5].
+    const Dims p2{1, 2, 2, 2}, p3{1, 2, 3, 3};
+    const Dims stp2 = contiguous_strides(p2), stp3 = contiguous_strides(p3);
+    std::tie(code, message) = call("native_cuda.max_pool2d", {view(x4, stx4, cuda, f32)}, view(p2, stp2, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "max_pool2d needs attribute 'kernel_size'");
+    std::vector<Attr> wide_pad{int_attr("kernel_size", 2), int_attr("padding", 2)};
+    std::tie(code, message) = call("native_cuda.max_pool2d_pad", {view(x4, stx4, cuda, f32)}, view(p3, stp3, cuda, f32),
+                                   attr_views(wide_pad));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "max_pool2d_pad needs kernel_size >= 1, stride >= 1 and 0 <= padding <= kernel_size / 2");
+    // 5 wide, window 2, stride 2, ceil_mode: a third window [4, 6) that cuDNN does not have.
+    std::vector<Attr> ceil{int_attr("kernel_size", 2), bool_attr("ceil_mode", true)};
+    std::tie(code, message) = call("native_cuda.avg_pool2d_pad", {view(x4, stx4, cuda, f32)}, view(p3, stp3, cuda, f32),
+                                   attr_views(ceil));
+    EXPECT_EQ(code, CAPSULE_ERROR_UNSUPPORTED);
+    EXPECT_EQ(message, "avg_pool2d_pad with ceil_mode adds a window past the padding here; cuDNN pooling has no such window");
+    std::vector<Attr> k2{int_attr("kernel_size", 2)};
+    std::tie(code, message) = call("native_cuda.avg_pool2d", {view(x4, stx4, cuda, f32)}, view(p3, stp3, cuda, f32),
+                                   attr_views(k2));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "output has shape [1, 2, 3, 3], expected [1, 2, 2, 2]");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -988,6 +1013,70 @@ TEST_F(CudaKernels, Conv2dGradientsMatchFiniteDifferences) {
         check_gradient("native_cuda.conv2d", {x}, params, conv_attrs(c),
                        host_conv2d(x, w, nullptr, c.stride, c.pad, c.dil, c.groups).shape);
     }
+}
+
+/// torch.nn.functional.max_pool2d / avg_pool2d by their definition (no ceil_mode): max over the
+/// window's positions inside x (NaN if any is NaN), average over the whole window
+/// (count_include_pad) or over its positions inside x.
+HostTensor host_pool2d(const HostTensor& x, bool max, int64_t k, int64_t stride, int64_t pad, bool include_pad) {
+    const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+    const int64_t OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
+    HostTensor y{{N, C, OH, OW}, Values(size_t(N * C * OH * OW), 0.0)};
+    for (int64_t p = 0; p < N * C; ++p)
+        for (int64_t i = 0; i < OH; ++i)
+            for (int64_t j = 0; j < OW; ++j) {
+                double acc = max ? -INFINITY : 0.0;
+                int64_t inside = 0;
+                for (int64_t a = 0; a < k; ++a)
+                    for (int64_t b = 0; b < k; ++b) {
+                        const int64_t r = i * stride - pad + a, q = j * stride - pad + b;
+                        if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                        const double v = x.values[size_t((p * H + r) * W + q)];
+                        ++inside;
+                        acc = max ? (std::isnan(v) || std::isnan(acc) ? NAN : std::max(acc, v)) : acc + v;
+                    }
+                y.values[size_t((p * OH + i) * OW + j)] = max ? acc : acc / double(include_pad ? k * k : inside);
+            }
+    return y;
+}
+
+TEST_F(CudaKernels, PoolingMatchesItsDefinition) {
+    if (!find_kernel("native_cuda.max_pool2d")) GTEST_SKIP() << "built without cuDNN: pooling is planner-only";
+    struct PoolCase {
+        const char* capsule;
+        bool max;
+        int64_t k, stride, pad;
+        bool include_pad;
+    };
+    const PoolCase cases[] = {{"max_pool2d", true, 2, 2, 0, true},      {"max_pool2d_pad", true, 3, 2, 1, true},
+                              {"avg_pool2d", false, 3, 1, 0, true},     {"avg_pool2d_pad", false, 3, 2, 1, true},
+                              {"avg_pool2d_pad", false, 3, 2, 1, false}};
+    for (auto dtype : kFloatTypes)
+        for (const auto& c : cases) {
+            SCOPED_TRACE(std::string(c.capsule) + " k" + std::to_string(c.k) + " s" + std::to_string(c.stride) + " p" +
+                         std::to_string(c.pad) + (c.include_pad ? "" : " exclude pad") + " " + dtype_name(dtype));
+            HostTensor x = tensor({2, 3, 7, 6}, -2, -1, 37);  // all negative: padding must not win a max
+            x.values[5] = NAN;
+            std::vector<Attr> attrs{int_attr("kernel_size", c.k), int_attr("stride", c.stride)};
+            if (std::string(c.capsule).ends_with("_pad")) attrs.push_back(int_attr("padding", c.pad));
+            if (!c.include_pad) attrs.push_back(bool_attr("count_include_pad", false));
+            const HostTensor want = host_pool2d(x, c.max, c.k, c.stride, c.pad, c.include_pad);
+            const auto got = run_forward(std::string("native_cuda.") + c.capsule, dtype, {x}, {}, attrs, want.shape);
+            const auto tol = tolerance(dtype);
+            EXPECT_TRUE(all_close(got, want.values, tol.rtol * 10, tol.atol * 10));
+        }
+}
+
+TEST_F(CudaKernels, PoolingGradientsMatchFiniteDifferences) {
+    if (!find_kernel("native_cuda.max_pool2d")) GTEST_SKIP() << "built without cuDNN: pooling is planner-only";
+    const HostTensor x = tensor({1, 2, 6, 5}, -1, 1, 38);  // distinct values: every window has one maximum
+    check_gradient("native_cuda.max_pool2d_pad", {x}, {},
+                   {int_attr("kernel_size", 3), int_attr("stride", 2), int_attr("padding", 1)}, {1, 2, 3, 3});
+    check_gradient("native_cuda.avg_pool2d_pad", {x}, {},
+                   {int_attr("kernel_size", 3), int_attr("stride", 2), int_attr("padding", 1),
+                    bool_attr("count_include_pad", false)},
+                   {1, 2, 3, 3});
+    check_gradient("native_cuda.avg_pool2d", {x}, {}, {int_attr("kernel_size", 2)}, {1, 2, 3, 2});
 }
 
 TEST_F(CudaKernels, AbsentGradientsAreNotWritten) {

@@ -1,4 +1,4 @@
-// conv2d on cuDNN, forward and backward.
+// conv2d and 2-D pooling on cuDNN, forward and backward.
 //
 // torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups) on x
 // [N, C_in, H, W] and weight [out_channels, C_in / groups, kh, kw], both NCHW and contiguous, bias
@@ -13,6 +13,14 @@
 // The algorithm is the first deterministic one of cuDNN's heuristics (cudnnGet*Algorithm_v7), so
 // a run repeats its bits; its workspace is stream-ordered scratch memory. cuDNN handles are per
 // host thread, as the cuBLAS ones (blas_ops.cpp).
+//
+// max_pool2d[_pad] and avg_pool2d[_pad] follow torch.nn.functional.max_pool2d / avg_pool2d
+// (docs/ops.md): kernel_size, stride (default kernel_size), padding (at most half the kernel),
+// ceil_mode, count_include_pad (avg, default true). Max pooling never picks padding and
+// propagates NaN (CUDNN_PROPAGATE_NAN), as torch.max_pool2d; its backward sends each gradient to
+// one maximum of its window, deterministically (CUDNN_POOLING_MAX_DETERMINISTIC). cuDNN's pooling
+// windows all start inside the symmetric padding, so a ceil_mode that adds a last window past it
+// is refused (UNSUPPORTED), not computed differently.
 #include <array>
 #include <climits>
 #include <string>
@@ -77,6 +85,7 @@ using TensorDescriptor = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDe
 using FilterDescriptor = Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
 using ConvolutionDescriptor =
     Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolingDescriptor = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 
 /// A value for cuDNN's 32-bit int arguments; UNSUPPORTED beyond that range.
 int as_int(int64_t v, const std::string& what) {
@@ -86,10 +95,11 @@ int as_int(int64_t v, const std::string& what) {
     return static_cast<int>(v);
 }
 
-/// The attribute `name` as an (height, width) pair: an int for both or a list of two.
-std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* name, int64_t fallback) {
-    const auto v = attrs.get_ints(name, {fallback});
-    plugin::require(v.size() == 1 || v.size() == 2, std::string("conv2d attribute '") + name +
+/// The attribute `name` of op `op` as an (height, width) pair: an int for both or a list of two.
+std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* name, std::array<int64_t, 2> fallback,
+                                 const char* op = "conv2d") {
+    const auto v = attrs.get_ints(name, {fallback[0], fallback[1]});
+    plugin::require(v.size() == 1 || v.size() == 2, std::string(op) + " attribute '" + name +
                                                         "' must be an int or a pair, got " +
                                                         std::to_string(v.size()) + " values");
     return {v[0], v.size() == 2 ? v[1] : v[0]};
@@ -114,10 +124,10 @@ ConvShape conv_shape(const Tensor& x, const Tensor& weight, const plugin::Attrib
     s.k = weight.dim(0), s.kh = weight.dim(2), s.kw = weight.dim(3);
     s.groups = attrs.get_int("groups", 1);
     s.bias = attrs.get_bool("bias", true);
-    s.stride = pair_attr(attrs, "stride", 1);
-    s.padding = pair_attr(attrs, "padding", 0);
-    s.dilation = pair_attr(attrs, "dilation", 1);
-    const auto kernel = pair_attr(attrs, "kernel_size", s.kh);
+    s.stride = pair_attr(attrs, "stride", {1, 1});
+    s.padding = pair_attr(attrs, "padding", {0, 0});
+    s.dilation = pair_attr(attrs, "dilation", {1, 1});
+    const auto kernel = pair_attr(attrs, "kernel_size", {s.kh, s.kw});
     plugin::require(kernel[0] == s.kh && kernel[1] == s.kw,
                     "conv2d kernel_size does not match the weight " + dims_text(dims_of(weight)));
     plugin::require(attrs.get_int("out_channels", s.k) == s.k,
@@ -333,5 +343,145 @@ void conv2d_backward(const BackwardCall& call) {
                                                  d.bias.get(), gb.view->data),
                     "cudnnConvolutionBackwardBias");
 }
+
+
+// ---- pooling -----------------------------------------------------------------------------------
+
+namespace {
+
+/// A pooling's sizes from x [N, C, H, W] and the attributes (INVALID_ARGUMENT names what is wrong).
+struct PoolShape {
+    int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+    std::array<int64_t, 2> kernel{}, stride{}, padding{};
+    Dims x() const { return {n, c, h, w}; }
+    Dims y() const { return {n, c, oh, ow}; }
+};
+
+PoolShape pool_shape(const Tensor& x, const plugin::Attributes& attrs, bool padded, const char* op) {
+    PoolShape s;
+    plugin::require(x.rank() == 4, std::string(op) + " input must be [N, C, H, W], got " + dims_text(dims_of(x)));
+    s.n = x.dim(0), s.c = x.dim(1), s.h = x.dim(2), s.w = x.dim(3);
+    plugin::require(attrs.has("kernel_size"), std::string(op) + " needs attribute 'kernel_size'");
+    s.kernel = pair_attr(attrs, "kernel_size", {1, 1}, op);
+    s.stride = attrs.has("stride") ? pair_attr(attrs, "stride", {1, 1}, op) : s.kernel;
+    s.padding = padded ? pair_attr(attrs, "padding", {0, 0}, op) : std::array<int64_t, 2>{0, 0};
+    const bool ceil = padded && attrs.get_bool("ceil_mode", false);
+    for (int i = 0; i < 2; ++i) {
+        const int64_t k = s.kernel[i], st = s.stride[i], p = s.padding[i], size = i == 0 ? s.h : s.w;
+        plugin::require(k >= 1 && st >= 1 && p >= 0 && 2 * p <= k,
+                        std::string(op) + " needs kernel_size >= 1, stride >= 1 and 0 <= padding <= kernel_size / 2");
+        plugin::require(size + 2 * p >= k, std::string(op) + " window " + std::to_string(k) +
+                                               " is larger than the padded input " + std::to_string(size + 2 * p));
+        const int64_t floor_out = (size + 2 * p - k) / st + 1;
+        int64_t out = (size + 2 * p - k + (ceil ? st - 1 : 0)) / st + 1;
+        if (ceil && (out - 1) * st >= size + p) --out;  // a last window starting in the right padding is dropped
+        if (out != floor_out)
+            throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
+                              std::string(op) + " with ceil_mode adds a window past the padding here; cuDNN pooling has "
+                                                "no such window");
+        (i == 0 ? s.oh : s.ow) = out;
+    }
+    return s;
+}
+
+/// The descriptors of one pooling: x, y and the window.
+struct PoolDescriptors {
+    TensorDescriptor x, y;
+    PoolingDescriptor pool;
+
+    PoolDescriptors(const PoolShape& s, capsule_dtype dtype, cudnnPoolingMode_t mode) {
+        const auto type = data_type(dtype);
+        check_cudnn(cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NCHW, type, as_int(s.n, "batch"),
+                                               as_int(s.c, "channels"), as_int(s.h, "height"), as_int(s.w, "width")),
+                    "pooling input descriptor");
+        check_cudnn(cudnnSetTensor4dDescriptor(y.get(), CUDNN_TENSOR_NCHW, type, as_int(s.n, "batch"),
+                                               as_int(s.c, "channels"), as_int(s.oh, "output height"),
+                                               as_int(s.ow, "output width")),
+                    "pooling output descriptor");
+        check_cudnn(cudnnSetPooling2dDescriptor(pool.get(), mode, CUDNN_PROPAGATE_NAN, as_int(s.kernel[0], "kernel"),
+                                                as_int(s.kernel[1], "kernel"), as_int(s.padding[0], "padding"),
+                                                as_int(s.padding[1], "padding"), as_int(s.stride[0], "stride"),
+                                                as_int(s.stride[1], "stride")),
+                    "pooling descriptor");
+    }
+};
+
+enum class Pool { max, avg };
+
+cudnnPoolingMode_t pooling_mode(Pool kind, const plugin::Attributes& attrs, bool padded) {
+    if (kind == Pool::max) return CUDNN_POOLING_MAX_DETERMINISTIC;
+    return !padded || attrs.get_bool("count_include_pad", true) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+}
+
+template <Pool Kind, bool Padded>
+void pool_forward(const ForwardCall& call, const char* op) {
+    plugin::require(call.num_inputs() == 1 && call.num_params() == 0,
+                    std::string(op) + " expects 1 input and no parameters");
+    const Tensor x = call.input(0), y = call.output(0);
+    require_cuda_tensor(x, "input 0");
+    require_cuda_tensor(y, "output");
+    const auto dtype = common_float_dtype({{x, "input 0"}, {y, "output"}});
+    const auto attrs = call.attrs();
+    const PoolShape s = pool_shape(x, attrs, Padded, op);
+    require_shape(y, s.y(), "output");
+    if (y.numel() == 0) return;
+    const cudaStream_t stream = stream_of(call.args->stream);
+    const Scaling one_zero(dtype);
+    const PoolDescriptors d(s, dtype, pooling_mode(Kind, attrs, Padded));
+    check_cudnn(cudnnPoolingForward(dnn_handle(stream), d.pool.get(), one_zero.one(), d.x.get(), x.view->data,
+                                    one_zero.zero(), d.y.get(), y.view->data),
+                "cudnnPoolingForward");
+}
+
+template <Pool Kind, bool Padded>
+void pool_backward(const BackwardCall& call, const char* op) {
+    plugin::require(call.num_inputs() == 1 && call.num_params() == 0,
+                    std::string(op) + " expects 1 input and no parameters");
+    const Tensor gx = call.grad_input(0);
+    if (!gx.present()) return;
+    const Tensor x = call.input(0), gy = call.grad_output(0);
+    require_cuda_tensor(x, "input 0");
+    require_cuda_tensor(gy, "grad output");
+    require_cuda_tensor(gx, "grad input 0");
+    const auto dtype = common_float_dtype({{x, "input 0"}, {gy, "grad output"}, {gx, "grad input 0"}});
+    const auto attrs = call.attrs();
+    const PoolShape s = pool_shape(x, attrs, Padded, op);
+    require_shape(gy, s.y(), "grad output");
+    require_shape(gx, s.x(), "grad input 0");
+    const cudaStream_t stream = stream_of(call.args->stream);
+    if (gy.numel() == 0) {  // an empty output: nothing flows back
+        if (gx.numel() > 0)
+            check_cuda(cudaMemsetAsync(gx.view->data, 0, size_t(gx.numel()) * dtype_bytes(dtype), stream),
+                       std::string(op) + " gradient");
+        return;
+    }
+    const cudnnHandle_t h = dnn_handle(stream);
+    const Scaling one_zero(dtype);
+    const PoolDescriptors d(s, dtype, pooling_mode(Kind, attrs, Padded));
+    // cuDNN's backward reads the forward result: the host's when it passed it, else computed again.
+    const Tensor y = call.args->outputs && call.args->num_outputs == 1 ? call.output(0) : Tensor{};
+    const bool have_y = y.present() && dims_of(y) == s.y() && y.dtype() == dtype;
+    Scratch recomputed(have_y ? 0 : size_t(gy.numel()) * dtype_bytes(dtype), stream);
+    const void* y_data = have_y ? y.view->data : recomputed.get();
+    if (!have_y)
+        check_cudnn(cudnnPoolingForward(h, d.pool.get(), one_zero.one(), d.x.get(), x.view->data, one_zero.zero(),
+                                        d.y.get(), recomputed.get()),
+                    "cudnnPoolingForward");
+    check_cudnn(cudnnPoolingBackward(h, d.pool.get(), one_zero.one(), d.y.get(), y_data, d.y.get(), gy.view->data,
+                                     d.x.get(), x.view->data, one_zero.zero(), d.x.get(), gx.view->data),
+                "cudnnPoolingBackward");
+}
+
+}  // namespace
+
+void max_pool2d_forward(const ForwardCall& c) { pool_forward<Pool::max, false>(c, "max_pool2d"); }
+void max_pool2d_backward(const BackwardCall& c) { pool_backward<Pool::max, false>(c, "max_pool2d"); }
+void max_pool2d_pad_forward(const ForwardCall& c) { pool_forward<Pool::max, true>(c, "max_pool2d_pad"); }
+void max_pool2d_pad_backward(const BackwardCall& c) { pool_backward<Pool::max, true>(c, "max_pool2d_pad"); }
+void avg_pool2d_forward(const ForwardCall& c) { pool_forward<Pool::avg, false>(c, "avg_pool2d"); }
+void avg_pool2d_backward(const BackwardCall& c) { pool_backward<Pool::avg, false>(c, "avg_pool2d"); }
+void avg_pool2d_pad_forward(const ForwardCall& c) { pool_forward<Pool::avg, true>(c, "avg_pool2d_pad"); }
+void avg_pool2d_pad_backward(const BackwardCall& c) { pool_backward<Pool::avg, true>(c, "avg_pool2d_pad"); }
 
 }  // namespace capsule::cuda

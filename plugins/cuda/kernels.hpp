@@ -1,6 +1,6 @@
 // The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
-// conv2d (when CMake found cuDNN: CAPSULE_CUDA_WITH_CUDNN): dnn_ops.cpp; probe and device
+// conv2d and pooling (when CMake found cuDNN: CAPSULE_CUDA_WITH_CUDNN): dnn_ops.cpp; probe and device
 // memory: device.cpp.
 #pragma once
 
@@ -40,6 +40,10 @@ CAPSULE_CUDA_KERNEL(matmul)
 CAPSULE_CUDA_KERNEL(linear)
 #if CAPSULE_CUDA_WITH_CUDNN
 CAPSULE_CUDA_KERNEL(conv2d)  // dnn_ops.cpp, on cuDNN
+CAPSULE_CUDA_KERNEL(max_pool2d)
+CAPSULE_CUDA_KERNEL(max_pool2d_pad)
+CAPSULE_CUDA_KERNEL(avg_pool2d)
+CAPSULE_CUDA_KERNEL(avg_pool2d_pad)
 #endif
 
 #undef CAPSULE_CUDA_KERNEL

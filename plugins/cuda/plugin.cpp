@@ -23,7 +23,8 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(inv),     CAPSULE_CUDA_ENTRY(log_softmax), CAPSULE_CUDA_ENTRY(softmax),
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
 #if CAPSULE_CUDA_WITH_CUDNN
-    CAPSULE_CUDA_ENTRY(conv2d),
+    CAPSULE_CUDA_ENTRY(conv2d),  CAPSULE_CUDA_ENTRY(max_pool2d), CAPSULE_CUDA_ENTRY(max_pool2d_pad),
+    CAPSULE_CUDA_ENTRY(avg_pool2d), CAPSULE_CUDA_ENTRY(avg_pool2d_pad),
 #endif
 };
 
