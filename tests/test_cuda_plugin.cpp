@@ -563,10 +563,11 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
             EXPECT_NE(k.backward, nullptr);
         }
     }
-    // A build without cuDNN has no conv2d or pooling kernels (plugins/cuda/CMakeLists.txt); the
+    // A build without cuDNN has no conv2d, pooling or batch_norm kernels (plugins/cuda/CMakeLists.txt); the
     // manifest it generates beside the library then marks them planner-only.
     const std::set<std::string> on_cudnn{"native_cuda.conv2d", "native_cuda.max_pool2d", "native_cuda.max_pool2d_pad",
-                                         "native_cuda.avg_pool2d", "native_cuda.avg_pool2d_pad"};
+                                         "native_cuda.avg_pool2d", "native_cuda.avg_pool2d_pad",
+                                         "native_cuda.batch_norm"};
     const bool cudnn = implemented.count("native_cuda.conv2d") == 1;
     for (const auto& c : manifest.capsules) {
         if (on_cudnn.count(c.name) && !cudnn) continue;
@@ -575,7 +576,7 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), cudnn ? 28u : 23u);
+    EXPECT_EQ(implemented.size(), cudnn ? 29u : 23u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -784,6 +785,40 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
                                    attr_views(k2));
     EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(message, "output has shape [1, 2, 3, 3], expected [1, 2, 2, 2]");
+
+    // batch_norm: x [1, 2, 5, 5]; parameters [2].
+    const Dims c2{2}, one_value{1, 2, 1, 1};
+    const Dims stc2 = contiguous_strides(c2), st1 = contiguous_strides(one_value);
+    const auto bn = [&](const Dims& xs, const Dims& xst, size_t params, std::vector<Attr> attrs) {
+        const auto* k = find_kernel("native_cuda.batch_norm");
+        const capsule_tensor_view x = view(xs, xst, cuda, f32), out = x;
+        const std::vector<capsule_tensor_view> p(params, view(c2, stc2, cuda, f32));
+        const auto attr_list = attr_views(attrs);
+        capsule_forward_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = &x;
+        args.num_inputs = 1;
+        args.params = p.data();
+        args.num_params = p.size();
+        args.outputs = &out;
+        args.num_outputs = 1;
+        args.attrs = attr_list.data();
+        args.num_attrs = attr_list.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        const int32_t result = k->forward(&args, &st);
+        return std::make_pair(result, std::string(st.message));
+    };
+    std::tie(code, message) = bn(x4, stx4, 2, {});
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "batch_norm expects parameters weight, bias, running_mean and running_var");
+    std::tie(code, message) = bn(x4, stx4, 4, {bool_attr("affine", false)});
+    EXPECT_EQ(message, "batch_norm with affine = false expects parameters running_mean and running_var");
+    std::tie(code, message) = bn(one_value, st1, 4, {bool_attr("training", true)});
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "batch_norm training needs more than 1 value per channel");
+    std::tie(code, message) = bn(x4, stx4, 4, {float_attr("eps", 0)});
+    EXPECT_EQ(message, "batch_norm attribute 'eps' must be > 0");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1077,6 +1112,73 @@ TEST_F(CudaKernels, PoolingGradientsMatchFiniteDifferences) {
                     bool_attr("count_include_pad", false)},
                    {1, 2, 3, 3});
     check_gradient("native_cuda.avg_pool2d", {x}, {}, {int_attr("kernel_size", 2)}, {1, 2, 3, 2});
+}
+
+/// torch.nn.functional.batch_norm by its definition: per channel, mean and biased variance over N
+/// and the spatial dimensions (training) or the running ones, then (x − mean) / sqrt(var + eps)
+/// · weight + bias.
+HostTensor host_batch_norm(const HostTensor& x, const HostTensor* weight, const HostTensor* bias,
+                           const HostTensor& running_mean, const HostTensor& running_var, bool training, double eps) {
+    const int64_t N = x.shape[0], C = x.shape[1], S = count_of(x.shape) / std::max<int64_t>(N * C, 1);
+    HostTensor y{x.shape, x.values};
+    for (int64_t c = 0; c < C; ++c) {
+        double mean = running_mean.values[size_t(c)], var = running_var.values[size_t(c)];
+        if (training) {
+            double sum = 0, sq = 0;
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t i = 0; i < S; ++i) sum += x.values[size_t((n * C + c) * S + i)];
+            mean = sum / double(N * S);
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t i = 0; i < S; ++i) {
+                    const double d = x.values[size_t((n * C + c) * S + i)] - mean;
+                    sq += d * d;
+                }
+            var = sq / double(N * S);
+        }
+        const double w = weight ? weight->values[size_t(c)] : 1.0, b = bias ? bias->values[size_t(c)] : 0.0;
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t i = 0; i < S; ++i) {
+                double& v = y.values[size_t((n * C + c) * S + i)];
+                v = (v - mean) / std::sqrt(var + eps) * w + b;
+            }
+    }
+    return y;
+}
+
+TEST_F(CudaKernels, BatchNormMatchesItsDefinition) {
+    if (!find_kernel("native_cuda.batch_norm")) GTEST_SKIP() << "built without cuDNN: batch_norm is planner-only";
+    const HostTensor w = tensor({3}, 0.5, 2, 40), b = tensor({3}, -1, 1, 41), mean = tensor({3}, -0.5, 0.5, 42),
+                     var = tensor({3}, 0.5, 2, 43);
+    for (auto dtype : kFloatTypes)
+        for (const Dims& shape : {Dims{4, 3}, Dims{2, 3, 5}, Dims{2, 3, 4, 5}})
+            for (bool training : {false, true})
+                for (bool affine : {true, false}) {
+                    SCOPED_TRACE(std::string("batch_norm rank ") + std::to_string(shape.size()) +
+                                 (training ? " training" : " inference") + (affine ? "" : " affine false") + " " +
+                                 dtype_name(dtype));
+                    const HostTensor x = tensor(shape, -3, 3, 44);
+                    const std::vector<Attr> attrs{bool_attr("training", training), bool_attr("affine", affine),
+                                                  float_attr("eps", 1e-3)};
+                    const std::vector<HostTensor> params = affine ? std::vector<HostTensor>{w, b, mean, var}
+                                                                  : std::vector<HostTensor>{mean, var};
+                    const HostTensor want =
+                        host_batch_norm(x, affine ? &w : nullptr, affine ? &b : nullptr, mean, var, training, 1e-3);
+                    const auto got = run_forward("native_cuda.batch_norm", dtype, {x}, params, attrs, x.shape);
+                    const auto tol = tolerance(dtype);
+                    EXPECT_TRUE(all_close(got, want.values, tol.rtol * 10, tol.atol * 10));
+                }
+}
+
+TEST_F(CudaKernels, BatchNormGradientsMatchFiniteDifferences) {
+    if (!find_kernel("native_cuda.batch_norm")) GTEST_SKIP() << "built without cuDNN: batch_norm is planner-only";
+    const HostTensor x = tensor({2, 3, 2, 3}, -2, 2, 45), w = tensor({3}, 0.5, 2, 46), b = tensor({3}, -1, 1, 47),
+                     mean = tensor({3}, -0.5, 0.5, 48), var = tensor({3}, 0.5, 2, 49);
+    for (bool training : {false, true}) {
+        SCOPED_TRACE(training ? "training" : "inference");
+        check_gradient("native_cuda.batch_norm", {x}, {w, b, mean, var}, {bool_attr("training", training)}, x.shape);
+        check_gradient("native_cuda.batch_norm", {x}, {mean, var},
+                       {bool_attr("training", training), bool_attr("affine", false)}, x.shape);
+    }
 }
 
 TEST_F(CudaKernels, AbsentGradientsAreNotWritten) {

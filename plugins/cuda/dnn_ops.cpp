@@ -26,47 +26,11 @@
 #include <string>
 #include <tuple>
 
-#include <cudnn.h>
-
-#include "cuda_common.hpp"
+#include "cudnn_common.hpp"
 #include "kernels.hpp"
 
 namespace capsule::cuda {
 namespace {
-
-void check_cudnn(cudnnStatus_t status, const std::string& what) {
-    if (status == CUDNN_STATUS_SUCCESS) return;
-    const bool memory = status == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                        status == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
-    throw KernelError(memory ? CAPSULE_ERROR_OUT_OF_MEMORY : CAPSULE_ERROR_DEVICE,
-                      what + ": " + cudnnGetErrorString(status));
-}
-
-struct ThreadHandle {
-    cudnnHandle_t handle = nullptr;
-    int device = -1;
-    ThreadHandle() = default;
-    ThreadHandle(const ThreadHandle&) = delete;
-    ThreadHandle& operator=(const ThreadHandle&) = delete;
-    ~ThreadHandle() {
-        if (handle) (void)cudnnDestroy(handle);
-    }
-};
-
-/// This thread's cuDNN handle for the current device, bound to `stream`.
-cudnnHandle_t dnn_handle(cudaStream_t stream) {
-    thread_local ThreadHandle local;
-    int device = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    if (!local.handle || local.device != device) {
-        if (local.handle) (void)cudnnDestroy(local.handle);
-        local.handle = nullptr;
-        check_cudnn(cudnnCreate(&local.handle), "cudnnCreate");
-        local.device = device;
-    }
-    check_cudnn(cudnnSetStream(local.handle, stream), "cudnnSetStream");
-    return local.handle;
-}
 
 /// Owns one cuDNN descriptor (Create / Destroy pair).
 template <typename D, cudnnStatus_t (*Create)(D*), cudnnStatus_t (*Destroy)(D)>
@@ -151,16 +115,6 @@ ConvShape conv_shape(const Tensor& x, const Tensor& weight, const plugin::Attrib
 cudnnDataType_t data_type(capsule_dtype dtype) {
     return dtype == CAPSULE_DTYPE_FLOAT64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
 }
-
-/// 1 and 0 in the scaling type cuDNN expects for `dtype` (double for double data, else float).
-struct Scaling {
-    float f1 = 1, f0 = 0;
-    double d1 = 1, d0 = 0;
-    bool wide;
-    explicit Scaling(capsule_dtype dtype) : wide(dtype == CAPSULE_DTYPE_FLOAT64) {}
-    const void* one() const { return wide ? static_cast<const void*>(&d1) : &f1; }
-    const void* zero() const { return wide ? static_cast<const void*>(&d0) : &f0; }
-};
 
 /// The descriptors of a convolution's output y [N, K, H_out, W_out] and bias [1, K, 1, 1].
 struct OutputDescriptors {

@@ -1,7 +1,7 @@
 // The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
-// conv2d and pooling (when CMake found cuDNN: CAPSULE_CUDA_WITH_CUDNN): dnn_ops.cpp; probe and device
-// memory: device.cpp.
+// conv2d and pooling: dnn_ops.cpp, batch_norm: norm_ops.cpp (those when CMake found cuDNN:
+// CAPSULE_CUDA_WITH_CUDNN); probe and device memory: device.cpp.
 #pragma once
 
 #include "capsule/plugin.hpp"
@@ -44,6 +44,7 @@ CAPSULE_CUDA_KERNEL(max_pool2d)
 CAPSULE_CUDA_KERNEL(max_pool2d_pad)
 CAPSULE_CUDA_KERNEL(avg_pool2d)
 CAPSULE_CUDA_KERNEL(avg_pool2d_pad)
+CAPSULE_CUDA_KERNEL(batch_norm)  // norm_ops.cpp
 #endif
 
 #undef CAPSULE_CUDA_KERNEL

@@ -24,7 +24,7 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
 #if CAPSULE_CUDA_WITH_CUDNN
     CAPSULE_CUDA_ENTRY(conv2d),  CAPSULE_CUDA_ENTRY(max_pool2d), CAPSULE_CUDA_ENTRY(max_pool2d_pad),
-    CAPSULE_CUDA_ENTRY(avg_pool2d), CAPSULE_CUDA_ENTRY(avg_pool2d_pad),
+    CAPSULE_CUDA_ENTRY(avg_pool2d), CAPSULE_CUDA_ENTRY(avg_pool2d_pad), CAPSULE_CUDA_ENTRY(batch_norm),
 #endif
 };
 
