@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <numbers>
+#include <numeric>
 #include <set>
 #include <string>
 #include <thread>
@@ -576,7 +577,7 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), cudnn ? 29u : 23u);
+    EXPECT_EQ(implemented.size(), cudnn ? 34u : 28u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -706,6 +707,33 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     std::tie(code, message) = call("native_cuda.linear", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
     EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(message, "missing parameter 0");
+
+    const Dims s6{6}, s32{3, 2}, s53{5, 3};
+    const Dims st6 = contiguous_strides(s6), st32 = contiguous_strides(s32), st53 = contiguous_strides(s53);
+    std::tie(code, message) = call("native_cuda.reshape", {view(s23, st23, cuda, f32)}, view(s44, st44, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "reshape output [4, 4] does not hold the 6 elements of [2, 3]");
+    std::vector<Attr> axis0{int_attr("axis", 0)}, axis1{int_attr("axis", 1)};
+    std::tie(code, message) = call("native_cuda.concat", {view(s23, st23, cuda, f32), view(s32, st32, cuda, f32)},
+                                   view(s53, st53, cuda, f32), attr_views(axis0));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "concat input 1 [3, 2] differs from input 0 [2, 3] off the axis");
+    std::tie(code, message) = call("native_cuda.concat", {view(s23, st23, cuda, f32), view(s6, st6, cuda, f32)},
+                                   view(s53, st53, cuda, f32), attr_views(axis0));
+    EXPECT_EQ(message, "concat input 1 [6] has another rank than input 0 [2, 3]");
+    std::tie(code, message) = call("native_cuda.concat", {view(s23, st23, cuda, f32), view(s23, st23, cuda, f32)},
+                                   view(s53, st53, cuda, f32), attr_views(axis0));
+    EXPECT_EQ(message, "output has shape [5, 3], expected [4, 3]");
+    std::tie(code, message) = call("native_cuda.concat", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
+    EXPECT_EQ(message, "concat needs attribute 'axis'");
+    std::vector<Attr> axes5{Attr{"axes", CAPSULE_ATTR_INT, 5, 0, {}}};
+    std::tie(code, message) = call("native_cuda.reduce_mean", {view(s23, st23, cuda, f32)}, view(s3, st3, cuda, f32),
+                                   attr_views(axes5));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "reduce_mean axis 5 is out of range for rank 2");
+    std::tie(code, message) = call("native_cuda.reduce_sum", {view(s23, st23, cuda, f32)}, view(s3, st3, cuda, f32),
+                                   attr_views(axis1));
+    EXPECT_EQ(message, "output has shape [3], expected []");
 
     if (!find_kernel("native_cuda.conv2d")) return;  // built without cuDNN: conv2d is planner-only
     // conv2d: x [1, 2, 5, 5], weight [3, 2, 3, 3], bias [3] -> y [1, 3, 3, 3].
@@ -1179,6 +1207,55 @@ TEST_F(CudaKernels, BatchNormGradientsMatchFiniteDifferences) {
         check_gradient("native_cuda.batch_norm", {x}, {mean, var},
                        {bool_attr("training", training), bool_attr("affine", false)}, x.shape);
     }
+}
+
+TEST_F(CudaKernels, ReshapeConcatAndReductionsMoveAndSumLikeTorch) {
+    for (auto dtype : kFloatTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        const auto tol = tolerance(dtype);
+        const HostTensor x = tensor({2, 3, 4}, -1, 1, 50);
+        EXPECT_TRUE(all_close(run_forward("native_cuda.reshape", dtype, {x}, {}, {}, {6, 4}), x.values, 0, 0));
+        EXPECT_TRUE(all_close(run_forward("native_cuda.flatten", dtype, {x}, {}, {}, {2, 12}), x.values, 0, 0));
+        // torch.cat([a, b, c], dim) of [2, 1, 4], [2, 3, 4] and an empty [2, 0, 4] along 1 (and -2).
+        const HostTensor a = tensor({2, 1, 4}, -1, 1, 51), e{{2, 0, 4}, {}};
+        Values cat;
+        for (int64_t n = 0; n < 2; ++n) {
+            cat.insert(cat.end(), a.values.begin() + n * 4, a.values.begin() + (n + 1) * 4);
+            cat.insert(cat.end(), x.values.begin() + n * 12, x.values.begin() + (n + 1) * 12);
+        }
+        for (int64_t axis : {1, -2})
+            EXPECT_TRUE(all_close(run_forward("native_cuda.concat", dtype, {a, x, e}, {}, {int_attr("axis", axis)},
+                                              {2, 4, 4}),
+                                  cat, 0, 0));
+        // torch.sum / torch.mean over every axis and over one, with and without keepdim.
+        EXPECT_TRUE(all_close(run_forward("native_cuda.reduce_sum", dtype, {x}, {}, {}, {}),
+                              {std::accumulate(x.values.begin(), x.values.end(), 0.0)}, tol.rtol * 10, tol.atol * 10));
+        EXPECT_TRUE(all_close(run_forward("native_cuda.reduce_mean", dtype, {x}, {}, {bool_attr("keepdims", true)}, {1, 1, 1}),
+                              {std::accumulate(x.values.begin(), x.values.end(), 0.0) / 24}, tol.rtol * 10, tol.atol * 10));
+        Values sum1(8, 0.0);
+        for (int64_t i = 0; i < 24; ++i) sum1[size_t(i / 12 * 4 + i % 4)] += x.values[size_t(i)];
+        EXPECT_TRUE(all_close(run_forward("native_cuda.reduce_sum", dtype, {x}, {}, {int_attr("axes", 1)}, {2, 4}), sum1,
+                              tol.rtol * 10, tol.atol * 10));
+        Values mean1 = sum1;
+        for (auto& v : mean1) v /= 3;
+        EXPECT_TRUE(all_close(run_forward("native_cuda.reduce_mean", dtype, {x}, {},
+                                          {int_attr("axes", -2), bool_attr("keepdims", true)}, {2, 1, 4}),
+                              mean1, tol.rtol * 10, tol.atol * 10));
+        // The mean of no elements is NaN (torch.mean), their sum 0.
+        const HostTensor empty{{2, 0}, {}};
+        const auto nan_mean = run_forward("native_cuda.reduce_mean", dtype, {empty}, {}, {int_attr("axes", 1)}, {2});
+        ASSERT_EQ(nan_mean.size(), 2u);
+        EXPECT_TRUE(std::isnan(nan_mean[0]) && std::isnan(nan_mean[1]));
+        EXPECT_TRUE(all_close(run_forward("native_cuda.reduce_sum", dtype, {empty}, {}, {int_attr("axes", 1)}, {2}),
+                              {0, 0}, 0, 0));
+    }
+    const HostTensor x = tensor({2, 3, 4}, -1, 1, 52), a = tensor({2, 1, 4}, -1, 1, 53);
+    check_gradient("native_cuda.reshape", {x}, {}, {}, {4, 6});
+    check_gradient("native_cuda.flatten", {x}, {}, {}, {2, 12});
+    check_gradient("native_cuda.concat", {a, x}, {}, {int_attr("axis", 1)}, {2, 4, 4});
+    check_gradient("native_cuda.reduce_sum", {x}, {}, {int_attr("axes", 1)}, {2, 4});
+    check_gradient("native_cuda.reduce_mean", {x}, {}, {int_attr("axes", 2), bool_attr("keepdims", true)}, {2, 3, 1});
+    check_gradient("native_cuda.reduce_mean", {x}, {}, {}, {});
 }
 
 TEST_F(CudaKernels, AbsentGradientsAreNotWritten) {

@@ -1,5 +1,6 @@
 // The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
+// reshape, flatten, concat, reduce_sum and reduce_mean: shape_ops.cpp;
 // conv2d and pooling: dnn_ops.cpp, batch_norm: norm_ops.cpp (those when CMake found cuDNN:
 // CAPSULE_CUDA_WITH_CUDNN); probe and device memory: device.cpp.
 #pragma once
@@ -38,6 +39,11 @@ CAPSULE_CUDA_KERNEL(softmax)
 CAPSULE_CUDA_KERNEL(log_softmax)
 CAPSULE_CUDA_KERNEL(matmul)
 CAPSULE_CUDA_KERNEL(linear)
+CAPSULE_CUDA_KERNEL(reshape)  // shape_ops.cpp
+CAPSULE_CUDA_KERNEL(flatten)
+CAPSULE_CUDA_KERNEL(concat)
+CAPSULE_CUDA_KERNEL(reduce_sum)
+CAPSULE_CUDA_KERNEL(reduce_mean)
 #if CAPSULE_CUDA_WITH_CUDNN
 CAPSULE_CUDA_KERNEL(conv2d)  // dnn_ops.cpp, on cuDNN
 CAPSULE_CUDA_KERNEL(max_pool2d)

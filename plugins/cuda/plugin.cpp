@@ -22,6 +22,8 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(log),     CAPSULE_CUDA_ENTRY(sin),         CAPSULE_CUDA_ENTRY(cos),
     CAPSULE_CUDA_ENTRY(inv),     CAPSULE_CUDA_ENTRY(log_softmax), CAPSULE_CUDA_ENTRY(softmax),
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
+    CAPSULE_CUDA_ENTRY(reshape), CAPSULE_CUDA_ENTRY(flatten),     CAPSULE_CUDA_ENTRY(concat),
+    CAPSULE_CUDA_ENTRY(reduce_sum), CAPSULE_CUDA_ENTRY(reduce_mean),
 #if CAPSULE_CUDA_WITH_CUDNN
     CAPSULE_CUDA_ENTRY(conv2d),  CAPSULE_CUDA_ENTRY(max_pool2d), CAPSULE_CUDA_ENTRY(max_pool2d_pad),
     CAPSULE_CUDA_ENTRY(avg_pool2d), CAPSULE_CUDA_ENTRY(avg_pool2d_pad), CAPSULE_CUDA_ENTRY(batch_norm),
