@@ -596,10 +596,33 @@ def functional_checks(args, layers, tmp, repo, server):
             ("Content-Length and Transfer-Encoding", b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", b"400"),
             ("Content-Length +2", b"Content-Length: +2\r\n", b"400"),
             ("Transfer-Encoding gzip, chunked", b"Transfer-Encoding: gzip, chunked\r\n", b"400"),
+            ("two Transfer-Encoding headers", b"Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n", b"400"),
             ("Content-Encoding br", b"Content-Encoding: br\r\nContent-Length: 2\r\n", b"415")):
         answer = raw_exchange(port, head + extra + b"\r\n{}" + follow)
         check(answer.startswith(b"HTTP/1.1 " + status) and answer.count(b"HTTP/1.1 ") == 1,
               "%s: refused and closed: %r" % (what, answer[:300]))
+    # A body on a method whose bodies are never read (GET, HEAD, OPTIONS) would be the next
+    # request: refused and closed, the hidden request never answered.
+    hidden = b"GET /v2/models/mlp HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    for method in (b"GET", b"HEAD", b"OPTIONS"):
+        answer = raw_exchange(port, method + b" /v2/health/ready HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                              % len(hidden) + hidden, pause=0.3)
+        check(answer.startswith(b"HTTP/1.1 400") and answer.count(b"HTTP/1.1 ") == 1 and b'"platform"' not in answer,
+              "%s with a body: refused, the body not run: %r" % (method, answer[:300]))
+        answer = raw_exchange(port, method + b" /v2/health/ready HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              + b"%x\r\n" % len(hidden) + hidden + b"\r\n0\r\n\r\n", pause=0.3)
+        check(answer.startswith(b"HTTP/1.1 400") and answer.count(b"HTTP/1.1 ") == 1,
+              "%s with a chunked body: refused: %r" % (method, answer[:300]))
+    # A POST that declares no length has an empty body in HTTP/1.1: 411 at once, not a worker
+    # waiting for the connection to close (HTTP/1.0 too, and an empty Content-Length value).
+    for version in (b"HTTP/1.1", b"HTTP/1.0"):
+        started = time.monotonic()
+        answer = raw_exchange(port, b"POST /v2/models/mlp/infer " + version + b"\r\nHost: x\r\n\r\n", timeout=10)
+        check(answer.startswith(b"HTTP/1.1 411") and time.monotonic() - started < 1.5,
+              "a %s POST without a length: 411 at once: %r" % (version, answer[:300]))
+    answer = raw_exchange(port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n\r\n", timeout=10)
+    check(answer.startswith(b"HTTP/1.1 4") and not answer.startswith(b"HTTP/1.1 408"),
+          "an empty Content-Length value: refused at once: %r" % answer[:300])
     # Chunked bodies: read with the same limit (cpp-httplib itself has none for them).
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         body = json.dumps({"inputs": [ok_input]}).encode()
@@ -618,7 +641,8 @@ def functional_checks(args, layers, tmp, repo, server):
     check(answer.startswith(b"HTTP/1.1 413") and b"bytes as decoded" in answer, "a chunked body over the limit: %r" % answer[:200])
     # Paths that are not UTF-8: a 404 naming the path, and the server lives on.
     for bad_path in ("/%ff", "/v2/models/%ff", "/v2/models/%ff/infer"):
-        code, _, data = request(port, "GET" if "infer" not in bad_path else "POST", bad_path, b"{}")
+        infer = "infer" in bad_path
+        code, _, data = request(port, "POST" if infer else "GET", bad_path, b"{}" if infer else None)
         check(code == 404 and as_json(data) is not None and "\\xff" in as_json(data)["error"],
               "path %s: %d %r" % (bad_path, code, data[:200]))
     # Garbage bytes on the socket: the server answers the next request as usual.

@@ -44,14 +44,25 @@ std::optional<std::size_t> json_length_of(const httplib::Request& req) {
 /// connection alive, and the unread bytes would be read as the next request (request smuggling).
 void close_after_response(const httplib::Request&) { GatedServer::close_after_response(); }
 
+/// Whether cpp-httplib 0.11 reads the body of a request with this method. It reads none for the
+/// others (GET, HEAD, OPTIONS, ...), so a body sent with them would be read as the next request.
+bool method_reads_body(const std::string& method) {
+    return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
+}
+
 /// Why the request's framing is refused (before its body is read), or 0: more than one
-/// Content-Length, one that is not a plain decimal number, both Content-Length and
-/// Transfer-Encoding, a Transfer-Encoding other than chunked, a Content-Encoding other than
-/// identity, gzip or deflate, or a declared length over the limit.
+/// Content-Length or Transfer-Encoding header, a Content-Length that is not a plain decimal
+/// number, both Content-Length and Transfer-Encoding, a Transfer-Encoding other than chunked, a
+/// Content-Encoding other than identity, gzip or deflate, a declared length over the limit, a
+/// body on a method whose bodies are never read (GET, HEAD, ...), or a POST, PUT, PATCH or
+/// DELETE that declares no length (411: HTTP/1.1 gives it an empty body, cpp-httplib would
+/// read until the connection closes and hold a worker meanwhile).
 int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::string& why) {
     const auto lengths = req.get_header_value_count("Content-Length");
-    const bool chunked = req.has_header("Transfer-Encoding");
+    const auto encodings = req.get_header_value_count("Transfer-Encoding");
+    const bool chunked = encodings > 0;
     if (lengths > 1) return why = "more than one Content-Length header", 400;
+    if (encodings > 1) return why = "more than one Transfer-Encoding header", 400;
     if (lengths == 1 && chunked) return why = "both Content-Length and Transfer-Encoding", 400;
     if (chunked && req.get_header_value("Transfer-Encoding") != "chunked")
         return why = "Transfer-Encoding " + quoted_text(req.get_header_value("Transfer-Encoding")) +
@@ -68,7 +79,13 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
         if (ec != std::errc{} || end != text.data() + text.size() || n > max_bytes)
             return why = "request body of " + text + " bytes exceeds " + std::to_string(max_bytes) +
                          " bytes (capsule serve --max-request-bytes)", 413;
+        if (n > 0 && !method_reads_body(req.method))
+            return why = "a " + req.method + " request with a body (Content-Length " + text + ")", 400;
     }
+    if (chunked && !method_reads_body(req.method)) return why = "a " + req.method + " request with a chunked body", 400;
+    if (lengths == 0 && !chunked && method_reads_body(req.method))
+        return why = "a " + req.method + " request without Content-Length or Transfer-Encoding (send Content-Length: 0 "
+                     "for an empty body)", 411;
     return 0;
 }
 
