@@ -334,6 +334,12 @@ def build_repository(root, models_dir, layers):
                [("x", ["N", 2])], [("y", ["N", "N"])])
     with open(os.path.join(root, "gram", "config.json"), "w") as f:
         json.dump({"profile": "checked_cpu", "max_batch_size": 4, "inputs": {"x": [2]}}, f)
+    # An output of data-dependent length (NonZero): its metadata marks that axis -1.
+    os.makedirs(os.path.join(root, "nonzero", "1"))
+    write_onnx(os.path.join(root, "nonzero", "1", "model.onnx"), [onnx_node("NonZero", ["x"], "nz")],
+               [("x", [3, 4])], [("nz", [2, "K"], 7)])
+    with open(os.path.join(root, "nonzero", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu"}, f)
     # Data a kernel refuses (an index out of range) in one request of a dynamic batch.
     os.makedirs(os.path.join(root, "pick", "1"))
     write_onnx(os.path.join(root, "pick", "1", "model.onnx"),
@@ -367,6 +373,18 @@ def functional_checks(args, layers, tmp, repo, server):
           and meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
           and meta["versions"] == ["1"], "mlp metadata %r" % data)
     check(request(port, "GET", "/v2/models/mlp/versions/1/ready")[0] == 200, "mlp version 1 ready")
+    # NonZero's output: [2, -1] in the metadata (the session's [2, 12] is only its bound), and a
+    # reply of the length the data gives, with numpy.nonzero's indices.
+    code, _, data = request(port, "GET", "/v2/models/nonzero")
+    meta = as_json(data)
+    check(code == 200 and meta["outputs"] == [{"name": "nz", "datatype": "INT64", "shape": [2, -1]}],
+          "NonZero metadata: %r" % data)
+    x = [0, 1.5, 0, 0, -2, 0, 0, 0, 0, 0, 0, 7]
+    code, _, data = request(port, "POST", "/v2/models/nonzero/infer",
+                            {"inputs": [{"name": "x", "datatype": "FP32", "shape": [3, 4], "data": x}]})
+    out = as_json(data)
+    check(code == 200 and out["outputs"][0]["shape"] == [2, 3] and out["outputs"][0]["data"] == [0, 1, 2, 1, 0, 3],
+          "NonZero reply: %r" % data)
     code, _, data = request(port, "GET", "/v2/models/rocm_only/ready")
     doc = as_json(data)
     check(code == 503 and doc["ready"] is False and "rocm" in doc["reason"].lower(),

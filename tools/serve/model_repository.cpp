@@ -15,6 +15,9 @@ namespace fs = std::filesystem;
 
 struct ModelVersion::Loaded {
     Session session;
+    /// Output index -> the axis whose length depends on the data (Graph::output_lengths: a
+    /// NonZero's or NonMaxSuppression's): its session shape is only an upper bound.
+    std::map<std::size_t, std::size_t> variable_axes;
 };
 
 namespace {
@@ -72,15 +75,20 @@ ModelVersion::ModelVersion(std::string model, std::string version, fs::path file
         for (auto rows : sizes) sessions_.emplace(rows, load(rows));
         const Session& first = sessions_.begin()->second->session;
         if (batched) check_batch_independent_shapes();
-        auto describe = [&](const std::vector<TensorSlot>& slots, std::vector<TensorMetadata>& out) {
+        // -1 marks a variable dimension (the v2 protocol's): the batch, and an output's axis of
+        // data-dependent length (its session shape is only the bound).
+        auto describe = [&](const std::vector<TensorSlot>& slots, std::vector<TensorMetadata>& out,
+                            const std::map<std::size_t, std::size_t>& variable) {
             for (const auto& slot : slots) {
                 TensorMetadata m{slot.name, slot.type.dtype, slot.type.shape};
                 if (batched) m.shape[0] = -1;  // load() checked it is the batch
+                if (auto it = variable.find(out.size()); it != variable.end() && it->second < m.shape.size())
+                    m.shape[it->second] = -1;
                 out.push_back(std::move(m));
             }
         };
-        describe(first.inputs(), inputs_);
-        describe(first.outputs(), outputs_);
+        describe(first.inputs(), inputs_, {});
+        describe(first.outputs(), outputs_, sessions_.begin()->second->variable_axes);
         plan_summary_ = describe_plan(profile_, first);
     } catch (const std::exception& e) {  // Error, and the standard library's (memory, files)
         reason_ = e.what();
@@ -124,8 +132,13 @@ std::shared_ptr<const ModelVersion::Loaded> ModelVersion::load(std::int64_t rows
                                              gate_report(profile_, result.gate, false));
     SessionOptions options_for_session;
     options_for_session.threads = config_.threads;
-    auto loaded = std::make_shared<const Loaded>(Loaded{Session::create(
-        profile_, *result.accepted, model.graph, *host_, model.parameters, options_for_session)});
+    std::map<std::size_t, std::size_t> variable_axes;
+    for (const auto& length : model.graph.output_lengths)
+        for (std::size_t o = 0; o < model.graph.outputs.size(); ++o)
+            if (model.graph.outputs[o] == length.output) variable_axes[o] = static_cast<std::size_t>(length.axis);
+    auto loaded = std::make_shared<const Loaded>(Loaded{
+        Session::create(profile_, *result.accepted, model.graph, *host_, model.parameters, options_for_session),
+        std::move(variable_axes)});
     const Session& session = loaded->session;
     if (rows > 0)  // the batcher and padding slice outputs by rows: dimension 0 must be the batch
         for (const auto* slots : {&session.inputs(), &session.outputs()})
