@@ -150,6 +150,15 @@ TEST(OnnxImport, NonMaxSuppressionAndNonZeroOutputsHaveTheirDataDependentLength)
     // The graph round-trips through JSON IR with its output lengths.
     const Graph again = parse_graph(graph_to_json(model.graph));
     EXPECT_EQ(again.output_lengths, model.graph.output_lengths);
+    // An output listed twice is one node, its length marked once; both entries are cut.
+    auto twice = new_model(11);
+    *twice.mutable_graph() = m.graph();
+    twice.mutable_graph()->add_output()->CopyFrom(m.graph().output(1));
+    const auto model_twice = import(twice);
+    EXPECT_EQ(model_twice.graph.output_lengths.size(), 2u);
+    const auto out_twice = run(model_twice, {{"boxes", boxes}, {"scores", scores}});
+    ASSERT_EQ(out_twice.size(), 3u);
+    EXPECT_EQ(out_twice[2].to_doubles(), (std::vector<double>{0, 1, 3}));
 
     // A node reading the padded value is refused, naming the value.
     auto reader = new_model(11);

@@ -935,7 +935,10 @@ void bind_outputs(ImportContext& ctx, ImportedModel& out, const onnx::GraphProto
             if (ctx.node(id).name != o.name() && !ctx.name_used(o.name()))
                 id = ctx.add_identity(id, o.name());
             out.graph.outputs.push_back(id);
-            if (const auto length = ctx.data_dependent_length(o.name()))
+            // An output listed twice is one node: its length is marked once.
+            const bool marked = std::any_of(out.graph.output_lengths.begin(), out.graph.output_lengths.end(),
+                                            [&](const OutputLength& l) { return l.output == id; });
+            if (const auto length = ctx.data_dependent_length(o.name()); length && !marked)
                 out.graph.output_lengths.push_back({id, length->axis, length->length});
         }
     } catch (const Unsupported& u) {
