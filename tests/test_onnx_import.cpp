@@ -1023,3 +1023,83 @@ TEST(OnnxImport, IntegerNegAndFloat16ModRules) {
     add_node(mod, "Mod", {"a", "b"}, {"y"});
     EXPECT_TRUE(raises(ErrorCode::input, [&] { import(mod); }, "Mod on floating-point inputs needs fmod = 1"));
 }
+
+// Decompositions into several float ops (InstanceNormalization: reduce_mean, sub, mul, reduce_mean,
+// add, sqrt, div, mul, add) compute float16 / bfloat16 operands in float32 and round once, as a
+// fused kernel does: in float16 step by step, x − mean of values spread by 300 squared past
+// float16's range and every output was 0. Expected: the definition in double, rounded once.
+TEST(OnnxImport, HalfPrecisionDecompositionsComputeInFloat32AndRoundOnce) {
+    auto values = [](std::size_t n, double scale, double offset) {
+        std::vector<double> v;
+        for (std::size_t i = 0; i < n; ++i) v.push_back(offset + scale * std::sin(1.7 * double(i) + 0.3));
+        return v;
+    };
+    // Within one unit in the last place of the half type (float32 intermediates may sit on the
+    // other side of a rounding boundary than double ones).
+    auto expect_near_rounded = [](const Tensor& got, const std::vector<double>& want, DType dtype) {
+        ASSERT_EQ(got.dtype(), dtype);
+        const auto g = got.to_doubles();
+        ASSERT_EQ(g.size(), want.size());
+        const double ulp = dtype == DType::float16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+        for (std::size_t i = 0; i < g.size(); ++i)
+            EXPECT_NEAR(g[i], want[i], ulp * std::max(std::fabs(want[i]), 1e-3)) << "element " << i;
+    };
+    for (const auto& [elem, dtype] : {std::pair{onnx::TensorProto::FLOAT16, DType::float16},
+                                      std::pair{onnx::TensorProto::BFLOAT16, DType::bfloat16}}) {
+        SCOPED_TRACE(to_string(dtype));
+        // InstanceNormalization of x [1, 2, 4, 4], spread 300 around 0 (float16 overflows x²).
+        auto inst = new_model(13);
+        set_type(inst.mutable_graph()->add_input(), "x", elem, {1, 2, 4, 4});
+        set_type(inst.mutable_graph()->add_input(), "s", elem, {2});
+        set_type(inst.mutable_graph()->add_input(), "b", elem, {2});
+        set_type(inst.mutable_graph()->add_output(), "y", elem, {1, 2, 4, 4});
+        add_node(inst, "InstanceNormalization", {"x", "s", "b"}, {"y"});
+        const Tensor x = Tensor::from_values(dtype, {1, 2, 4, 4}, values(32, 300, 0));
+        const Tensor s = Tensor::from_values(dtype, {2}, {1.5, -0.5}), b = Tensor::from_values(dtype, {2}, {0.25, 2});
+        const auto xv = x.to_doubles(), sv = s.to_doubles(), bv = b.to_doubles();
+        std::vector<double> want;
+        for (int c = 0; c < 2; ++c) {
+            double mean = 0, var = 0;
+            for (int i = 0; i < 16; ++i) mean += xv[c * 16 + i] / 16;
+            for (int i = 0; i < 16; ++i) var += (xv[c * 16 + i] - mean) * (xv[c * 16 + i] - mean) / 16;
+            for (int i = 0; i < 16; ++i) want.push_back((xv[c * 16 + i] - mean) / std::sqrt(var + 1e-5) * sv[c] + bv[c]);
+        }
+        expect_near_rounded(run(import(inst), {{"x", x}, {"s", s}, {"b", b}})[0], want, dtype);
+
+        // MeanVarianceNormalization of x [2, 3, 2, 2] at 100 ± 1 (bfloat16's mean loses the
+        // spread) over axes (0, 2, 3): (x − mean) / (sqrt(var) + 1e-9).
+        auto mvn = new_model(13);
+        set_type(mvn.mutable_graph()->add_input(), "x", elem, {2, 3, 2, 2});
+        set_type(mvn.mutable_graph()->add_output(), "y", elem, {2, 3, 2, 2});
+        add_node(mvn, "MeanVarianceNormalization", {"x"}, {"y"});
+        const Tensor m = Tensor::from_values(dtype, {2, 3, 2, 2}, values(24, 1, 100));
+        const auto mv = m.to_doubles();
+        std::vector<double> mean(3, 0), var(3, 0), want_mvn(24);
+        for (int i = 0; i < 24; ++i) mean[i / 4 % 3] += mv[i] / 8;
+        for (int i = 0; i < 24; ++i) var[i / 4 % 3] += (mv[i] - mean[i / 4 % 3]) * (mv[i] - mean[i / 4 % 3]) / 8;
+        for (int i = 0; i < 24; ++i) want_mvn[i] = (mv[i] - mean[i / 4 % 3]) / (std::sqrt(var[i / 4 % 3]) + 1e-9);
+        expect_near_rounded(run(import(mvn), {{"x", m}})[0], want_mvn, dtype);
+
+        // Gemm with alpha 0.5 and a run-time C: 0.5 · A·B + C in one rounding.
+        auto gemm = new_model(13);
+        set_type(gemm.mutable_graph()->add_input(), "a", elem, {2, 3});
+        set_type(gemm.mutable_graph()->add_input(), "bm", elem, {3, 2});
+        set_type(gemm.mutable_graph()->add_input(), "c", elem, {2, 2});
+        set_type(gemm.mutable_graph()->add_output(), "y", elem, {2, 2});
+        auto* alpha = add_node(gemm, "Gemm", {"a", "bm", "c"}, {"y"})->add_attribute();
+        alpha->set_name("alpha");
+        alpha->set_type(onnx::AttributeProto::FLOAT);
+        alpha->set_f(0.5f);
+        const Tensor a = Tensor::from_values(dtype, {2, 3}, values(6, 10, 3)), bm = Tensor::from_values(dtype, {3, 2}, values(6, 7, -1)),
+                     cm = Tensor::from_values(dtype, {2, 2}, values(4, 50, 0));
+        const auto av = a.to_doubles(), bmv = bm.to_doubles(), cv = cm.to_doubles();
+        std::vector<double> want_gemm(4);
+        for (int i = 0; i < 2; ++i)
+            for (int j = 0; j < 2; ++j) {
+                double dot = 0;
+                for (int k = 0; k < 3; ++k) dot += av[i * 3 + k] * bmv[k * 2 + j];
+                want_gemm[i * 2 + j] = 0.5 * dot + cv[i * 2 + j];
+            }
+        expect_near_rounded(run(import(gemm), {{"a", a}, {"bm", bm}, {"c", cm}})[0], want_gemm, dtype);
+    }
+}

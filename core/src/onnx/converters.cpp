@@ -1610,6 +1610,55 @@ Converter activation(string op, vector<std::tuple<string, string, float>> attrs)
 }
 
 
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
+/// `convert` for a converter whose decomposition chains several float ops, run in float32 when
+/// its float inputs are float16 or bfloat16: each such input widened exactly (a cast node, or a
+/// widened constant, so weights stay parameters), the decomposition in float32, and each float32
+/// output rounded once to that half type, as one fused kernel computes them (ONNX Runtime,
+/// PyTorch's half kernels; the reference capsules' halves_in_float.hpp). Step by step in half
+/// precision every op would round: InstanceNormalization of values with a standard deviation of
+/// 300 squared them past float16's range and gave 0 everywhere.
+Converter in_float32(Converter convert) {
+    return [convert = std::move(convert)](ImportContext& c, const onnx::NodeProto& n) {
+        auto half_input = [&](const string& name) {
+            return !name.empty() && c.has(name) && c.value(name).is_tensor() && is_half(c.type(name).dtype);
+        };
+        std::optional<DType> half;
+        for (const auto& name : n.input())
+            if (half_input(name) && !half) half = c.type(name).dtype;
+        if (!half) return convert(c, n);
+        onnx::NodeProto wide = n;
+        for (int i = 0; i < n.input_size(); ++i) {
+            const string& name = n.input(i);
+            if (!half_input(name)) continue;
+            const string widened = c.fresh_value_name(name + "#float32");
+            if (c.is_constant(name)) {
+                const Tensor& t = c.constant(name, "input");
+                c.define_constant(widened, Tensor::from_values(DType::float32, t.shape(), t.to_doubles()));
+            } else {
+                c.define_node(widened, c.add("cast", {c.runtime(name)}, {{"to", string("float32")}}));
+            }
+            wide.set_input(i, widened);
+        }
+        for (int o = 0; o < n.output_size(); ++o)
+            if (!n.output(o).empty()) wide.set_output(o, c.fresh_value_name(n.output(o) + "#float32"));
+        convert(c, wide);
+        for (int o = 0; o < n.output_size(); ++o) {
+            const string &name = n.output(o), &computed = wide.output(o);
+            if (name.empty() || !c.has(computed)) continue;
+            if (c.type(computed).dtype != DType::float32) {  // an int64 or bool output: as it is
+                c.define(name, c.bound(computed));
+            } else if (c.is_constant(computed)) {
+                const Tensor& t = c.constant(computed, "output");
+                c.define_constant(name, Tensor::from_values(*half, t.shape(), t.to_doubles()));
+            } else {
+                c.define_node(name, c.add("cast", {c.runtime(computed)}, {{"to", string(to_string(*half))}}, name));
+            }
+        }
+    };
+}
+
 }  // namespace
 
 const std::map<string, Converter>& converters() {
@@ -1723,6 +1772,11 @@ const std::map<string, Converter>& converters() {
         t["ReduceL2"] = convert_reduce_l2;
         t["ReduceLogSum"] = reduce("reduce_sum", {}, "log");
         t["ReduceLogSumExp"] = convert_reduce_log_sum_exp;
+        // Decompositions into several float ops compute half-precision operands in float32.
+        for (const char* op : {"InstanceNormalization", "MeanVarianceNormalization", "Gemm", "LRN", "ReduceL2",
+                               "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp", "Mean", "RNN", "GRU", "LSTM",
+                               "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "Einsum"})
+            t[op] = in_float32(t.at(op));
         add_quantization_converters(t);
         add_signal_converters(t);
         add_control_flow_converters(t);
