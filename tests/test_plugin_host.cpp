@@ -668,8 +668,8 @@ TEST(Session, StubAndPlannerOnlyCapsulesAreRefused) {
     auto msg = error_of([&] { Session::create(cuda, *accepted.accepted, graph, shipped, {}); });
     EXPECT_EQ(msg, "capsule native_cuda.relu belongs to plugin native_cuda, which is stub");
     auto pool_graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
-        {"id": 0, "op": "input", "name": "x", "shape": [1, 1, 4, 4]},
-        {"id": 1, "op": "max_pool2d", "parents": [0], "attrs": {"kernel_size": 2}, "shape": [1, 1, 2, 2]}],
+        {"id": 0, "op": "input", "name": "x", "shape": [1, 1, 8]},
+        {"id": 1, "op": "max_pool", "parents": [0], "attrs": {"kernel_size": 2}, "shape": [1, 1, 4]}],
         "outputs": [1]})");
     // A planner-only capsule has no kernel, so it claims no test evidence: checked-runtime rejects
     // it as missing evidence.
@@ -684,7 +684,7 @@ TEST(Session, StubAndPlannerOnlyCapsulesAreRefused) {
     auto pool = lenient.accept_graph(shipped, pool_graph);
     ASSERT_TRUE(pool.accepted);
     EXPECT_EQ(error_of([&] { Session::create(lenient, *pool.accepted, pool_graph, shipped, {}); }),
-              "capsule native_cuda.max_pool2d is planner-only: it can be planned and audited, but no kernel is wired to run it");
+              "capsule native_cuda.max_pool is planner-only: it can be planned and audited, but no kernel is wired to run it");
 }
 
 TEST(Session, HostMustMatchTheProfileTarget) {
