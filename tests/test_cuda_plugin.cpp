@@ -741,10 +741,11 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     const Dims stx4 = contiguous_strides(x4), stx2 = contiguous_strides(x2), stw4 = contiguous_strides(w4),
                stw1 = contiguous_strides(w1), sty4 = contiguous_strides(y4), sty5 = contiguous_strides(y5),
                stb3 = contiguous_strides(b3);
-    auto conv = [&](const Dims& xs, const Dims& xst, std::vector<capsule_tensor_view> params, capsule_tensor_view out,
-                    std::vector<Attr> attrs) {
-        const auto* k = find_kernel("native_cuda.conv2d");
-        const capsule_tensor_view x = view(xs, xst, cuda, f32);
+    // `capsule`'s forward on input x with parameters.
+    auto call_with_params = [&](const char* capsule, const capsule_tensor_view& x,
+                                const std::vector<capsule_tensor_view>& params, const capsule_tensor_view& out,
+                                const std::vector<Attr>& attrs) {
+        const auto* k = find_kernel(capsule);
         const auto attr_list = attr_views(attrs);
         capsule_forward_args args{};
         args.struct_size = sizeof args;
@@ -760,6 +761,10 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
         st.struct_size = sizeof st;
         const int32_t result = k->forward(&args, &st);
         return std::make_pair(result, std::string(st.message));
+    };
+    auto conv = [&](const Dims& xs, const Dims& xst, std::vector<capsule_tensor_view> params, capsule_tensor_view out,
+                    std::vector<Attr> attrs) {
+        return call_with_params("native_cuda.conv2d", view(xs, xst, cuda, f32), params, out, attrs);
     };
     const auto w = view(w4, stw4, cuda, f32), b = view(b3, stb3, cuda, f32), y = view(y4, sty4, cuda, f32);
     const std::vector<Attr> k3{int_attr("out_channels", 3), int_attr("kernel_size", 3)};
@@ -818,24 +823,8 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     const Dims c2{2}, one_value{1, 2, 1, 1};
     const Dims stc2 = contiguous_strides(c2), st1 = contiguous_strides(one_value);
     const auto bn = [&](const Dims& xs, const Dims& xst, size_t params, std::vector<Attr> attrs) {
-        const auto* k = find_kernel("native_cuda.batch_norm");
-        const capsule_tensor_view x = view(xs, xst, cuda, f32), out = x;
-        const std::vector<capsule_tensor_view> p(params, view(c2, stc2, cuda, f32));
-        const auto attr_list = attr_views(attrs);
-        capsule_forward_args args{};
-        args.struct_size = sizeof args;
-        args.inputs = &x;
-        args.num_inputs = 1;
-        args.params = p.data();
-        args.num_params = p.size();
-        args.outputs = &out;
-        args.num_outputs = 1;
-        args.attrs = attr_list.data();
-        args.num_attrs = attr_list.size();
-        capsule_status st{};
-        st.struct_size = sizeof st;
-        const int32_t result = k->forward(&args, &st);
-        return std::make_pair(result, std::string(st.message));
+        const capsule_tensor_view x = view(xs, xst, cuda, f32);
+        return call_with_params("native_cuda.batch_norm", x, std::vector(params, view(c2, stc2, cuda, f32)), x, attrs);
     };
     std::tie(code, message) = bn(x4, stx4, 2, {});
     EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
