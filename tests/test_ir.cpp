@@ -441,6 +441,10 @@ TEST(ShapeInference, OnnxImportOpErrors) {
     EXPECT_CONTAINS(infer_error("non_max_suppression", {F({1, 6, 4}), F({1, 1, 6})},
                                 {{"max_output_boxes_per_class", n(1)}, {"center_point_box", n(2)}}),
                     "center_point_box 2 must be 0 or 1");
+    for (const double iou : {2.0, -0.5})  // ONNX: value range [0, 1]
+        EXPECT_CONTAINS(infer_error("non_max_suppression", {F({1, 6, 4}), F({1, 1, 6})},
+                                    {{"max_output_boxes_per_class", n(1)}, {"iou_threshold", x(iou)}}),
+                        "must be in [0, 1]");
     EXPECT_CONTAINS(infer_error("non_zero", {F({})}), "parent 0 is a scalar; non_zero needs rank ≥ 1");
     EXPECT_CONTAINS(infer_error("det", {F({2, 3})}), "the last two axes of [2, 3] are not square");
     EXPECT_CONTAINS(infer_error("det", {I64({2, 2})}), "expected a floating-point dtype");

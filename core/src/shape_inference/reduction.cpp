@@ -95,7 +95,10 @@ TensorType non_max_suppression(Context& c) {
     const int64_t per_class = c.int_min("max_output_boxes_per_class", 0, std::nullopt);
     const int64_t center = c.int_or("center_point_box", 0);
     if (center != 0 && center != 1) fail("center_point_box " + str(center) + " must be 0 or 1");
-    c.double_or("iou_threshold", 0.0);
+    // ONNX: "Value range [0, 1]" (ONNX Runtime refuses others; 2 would suppress nothing, −0.5
+    // every overlapping box).
+    const double iou = c.double_or("iou_threshold", 0.0);
+    if (!(iou >= 0 && iou <= 1)) fail("attribute 'iou_threshold' = " + num(iou) + " must be in [0, 1]");
     c.opt_double("score_threshold");
     return {{mul(mul(boxes[0], scores[1]), std::min(per_class, boxes[1])), 3}, DType::int64};
 }
