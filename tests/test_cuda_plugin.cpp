@@ -577,7 +577,7 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), cudnn ? 34u : 28u);
+    EXPECT_EQ(implemented.size(), cudnn ? 37u : 31u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -734,6 +734,26 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     std::tie(code, message) = call("native_cuda.reduce_sum", {view(s23, st23, cuda, f32)}, view(s3, st3, cuda, f32),
                                    attr_views(axis1));
     EXPECT_EQ(message, "output has shape [3], expected []");
+
+    // cross_entropy: logits [2, 3], int64 targets [2].
+    const Dims s2{2}, s0{};
+    const Dims st2 = contiguous_strides(s2), st0 = contiguous_strides(s0);
+    std::tie(code, message) = call("native_cuda.cross_entropy", {view(s23, st23, cuda, f32), view(s2, st2, cuda, f32)},
+                                   view(s0, st0, cuda, f32));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "target must be int64");
+    std::vector<Attr> bad_reduction{string_attr("reduction", "max")};
+    std::tie(code, message) = call("native_cuda.cross_entropy", {view(s23, st23, cuda, f32), view(s2, st2, cuda, i64)},
+                                   view(s0, st0, cuda, f32), attr_views(bad_reduction));
+    EXPECT_EQ(message, "cross_entropy reduction must be mean, sum or none, got 'max'");
+    std::tie(code, message) = call("native_cuda.cross_entropy", {view(s23, st23, cuda, f32), view(s3, st3, cuda, i64)},
+                                   view(s0, st0, cuda, f32));
+    EXPECT_EQ(message, "target has shape [3], expected [2]");
+    // The optimizer steps: sgd needs lr and step; adam checks its betas.
+    std::tie(code, message) = call("native_cuda.sgd", {view(s23, st23, cuda, f32), view(s23, st23, cuda, f32),
+                                                       view(s23, st23, cuda, f32)},
+                                   view(s23, st23, cuda, f32));
+    EXPECT_EQ(message, "sgd writes 2 outputs (parameter and 1 state buffer(s)), got 1");
 
     if (!find_kernel("native_cuda.conv2d")) return;  // built without cuDNN: conv2d is planner-only
     // conv2d: x [1, 2, 5, 5], weight [3, 2, 3, 3], bias [3] -> y [1, 3, 3, 3].

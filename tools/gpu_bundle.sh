@@ -19,12 +19,13 @@ rm -rf "$OUT"
 mkdir -p "$OUT/bin/plugins" "$OUT/lib" "$OUT/fashion-mnist"
 strip -o "$OUT/bin/capsule" "$BUILD/bin/capsule"
 strip -o "$OUT/bin/capsule_tests" "$BUILD/bin/capsule_tests"
+strip -o "$OUT/bin/libcapsule_onnx_import.so" "$BUILD/bin/libcapsule_onnx_import.so"  # `capsule` loads it for .onnx
 for p in native_cuda reference; do
   strip -o "$OUT/bin/plugins/libcapsule_$p.so" "$BUILD/bin/plugins/libcapsule_$p.so"
   cp "$BUILD/bin/plugins/$p.capsule.json" "$OUT/bin/plugins/"
 done
 # Every shared library of those files that is neither glibc's, the C++ runtime's nor CUDA's.
-for f in "$OUT"/bin/capsule "$OUT"/bin/capsule_tests "$OUT"/bin/plugins/*.so; do
+for f in "$OUT"/bin/capsule "$OUT"/bin/capsule_tests "$OUT"/bin/*.so "$OUT"/bin/plugins/*.so; do
   ldd "$f" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in

@@ -25,10 +25,13 @@ for m in cudnn cublas cuda_runtime; do
 done
 export LD_LIBRARY_PATH="$B/lib$CUDA_LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The tests look for the sources and plugins where the build machine had them.
-SRC=$(strings "$B/bin/capsule_tests" | grep -m1 -o '^/[^ ]*/plugins/cuda/native_cuda.capsule.json' | sed 's|/plugins/cuda/native_cuda.capsule.json||')
+SRC=$(grep -a -o -m1 '/[[:alnum:]_./-]*/tests/built_plugins.hpp' "$B/bin/capsule_tests" | head -n1 |
+  sed 's|/tests/built_plugins.hpp||')
 if [ -n "$SRC" ] && [ ! -e "$SRC" ]; then mkdir -p "$(dirname "$SRC")" && ln -s "$PWD" "$SRC"; fi
 mkdir -p build/bin && [ -e build/bin/plugins ] || ln -s "$B/bin/plugins" build/bin/plugins
 
+WORK=${TMPDIR:-/tmp}/gpu-check-out  # outputs of the runs (not sent back: $OUT takes few files)
+mkdir -p "$WORK"
 declare -a SUMMARY
 step() {  # step NAME COMMAND...: runs it, records its exit code
   local name=$1; shift
@@ -42,10 +45,10 @@ C="$B/bin/capsule"
 step device nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 step plugins "$C" plugins
 step unit-tests "$B/bin/capsule_tests" --gtest_filter='Cuda*' --gtest_brief=1
-step conformance "$C" verify native_cuda
+step conformance "$C" verify --plugin native_cuda
 
 compare() {  # compare MODEL: outputs under checked_cuda against checked_cpu, 1e-4 relative
-  local dir=tests/data/models/$1 work=$PWD/gpu-check-out/$1
+  local dir=tests/data/models/$1 work=$WORK/$1
   mkdir -p "$work/cpu" "$work/cuda"
   "$C" run --quiet --profile checked_cpu "$dir/model.onnx" --input "input=$dir/input.npy" --output-dir "$work/cpu" &&
     "$C" run --quiet --profile checked_cuda "$dir/model.onnx" --input "input=$dir/input.npy" --output-dir "$work/cuda" &&
@@ -68,7 +71,7 @@ step mobilenet compare mobilenet_v2
 train() {  # train PROFILE: one epoch of LeNet-5 on Fashion-MNIST
   [ -f "$B/fashion-mnist/train-images-idx3-ubyte.gz" ] || { echo "no Fashion-MNIST in the bundle"; return 77; }
   "$C" train --profile "$1" --model lenet --epochs 1 --optimizer adam --lr 0.002 --data "$B/fashion-mnist" \
-    --output "$PWD/gpu-check-out/lenet-$1.json"
+    --output "$WORK/lenet-$1.json"
 }
 step train-cuda train checked_cuda
 step train-cpu train checked_cpu
@@ -77,10 +80,18 @@ bench() {  # bench MODEL SHAPE
   "$C" bench --profile checked_cuda "$1" --input-shape "input=$2" --warmup 10 --iterations 50
 }
 [ -f build/bench-models/resnet18.onnx ] || python3 tools/bench/make_models.py build/bench-models >/dev/null 2>&1
+# tests/data/models/mobilenet_v2 is fixed at batch 2: torchvision's, exported with a free batch.
+python3 - "$WORK/mobilenet_v2.onnx" <<'PY' >/dev/null 2>&1
+import sys, torch, torchvision
+model = torchvision.models.mobilenet_v2().eval()
+torch.onnx.export(model, torch.randn(1, 3, 224, 224), sys.argv[1], input_names=["input"], output_names=["output"],
+                  dynamic_axes={"input": {0: "N"}, "output": {0: "N"}}, opset_version=13, dynamo=False)
+PY
 for shape in 1x3x224x224 32x3x224x224; do
   [ -f build/bench-models/resnet18.onnx ] && step "bench-resnet18-$shape" bench build/bench-models/resnet18.onnx "$shape"
-  step "bench-mobilenet-$shape" bench tests/data/models/mobilenet_v2/model.onnx "$shape"
+  [ -f "$WORK/mobilenet_v2.onnx" ] && step "bench-mobilenet-$shape" bench "$WORK/mobilenet_v2.onnx" "$shape"
 done
+step bench-mobilenet-fixed-batch-2 bench tests/data/models/mobilenet_v2/model.onnx 2x3x224x224
 torch_bench() {
   python3 - <<'PY'
 import time, torch, torchvision

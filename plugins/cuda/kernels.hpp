@@ -1,6 +1,7 @@
 // The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
-// reshape, flatten, concat, reduce_sum and reduce_mean: shape_ops.cpp;
+// reshape, flatten, concat, reduce_sum and reduce_mean: shape_ops.cpp; cross_entropy, sgd and
+// adam: training_ops.cpp;
 // conv2d and pooling: dnn_ops.cpp, batch_norm: norm_ops.cpp (those when CMake found cuDNN:
 // CAPSULE_CUDA_WITH_CUDNN); probe and device memory: device.cpp.
 #pragma once
@@ -44,6 +45,7 @@ CAPSULE_CUDA_KERNEL(flatten)
 CAPSULE_CUDA_KERNEL(concat)
 CAPSULE_CUDA_KERNEL(reduce_sum)
 CAPSULE_CUDA_KERNEL(reduce_mean)
+CAPSULE_CUDA_KERNEL(cross_entropy)  // training_ops.cpp
 #if CAPSULE_CUDA_WITH_CUDNN
 CAPSULE_CUDA_KERNEL(conv2d)  // dnn_ops.cpp, on cuDNN
 CAPSULE_CUDA_KERNEL(max_pool2d)
@@ -54,6 +56,10 @@ CAPSULE_CUDA_KERNEL(batch_norm)  // norm_ops.cpp
 #endif
 
 #undef CAPSULE_CUDA_KERNEL
+
+/// The optimizer steps (training_ops.cpp): forward only, run by capsule::Optimizer.
+void sgd_forward(const ForwardCall& call);
+void adam_forward(const ForwardCall& call);
 
 /// Is a CUDA device usable here? Names the CUDA error, the runtime and driver versions.
 int32_t probe(capsule_status* status) noexcept;

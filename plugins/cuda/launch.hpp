@@ -90,6 +90,35 @@ cudaError_t launch_softmax_backward(bool log, capsule_dtype dtype, const void* y
                                     void* gx, int64_t outer, int64_t axis, int64_t inner,
                                     cudaStream_t stream);
 
+/// cross_entropy per row of x [n, c] and int64 target [n] (training.cu): loss[i] (0 for a row
+/// whose target is ignore_index), counted[i] (0 for such a row, else 1), and *bad set to 1 when
+/// a target is outside [0, c) and not ignore_index.
+cudaError_t launch_cross_entropy_rows(capsule_dtype dtype, const void* x, const int64_t* target, void* loss,
+                                      void* counted, int* bad, int64_t n, int64_t c, int64_t ignore_index,
+                                      cudaStream_t stream);
+/// gx [n, c] = g_i (softmax(x_i) − onehot(t_i)), 0 for ignored rows; g_i = gy[i] with
+/// `per_row`, else gy[0] · scale.
+cudaError_t launch_cross_entropy_grad(capsule_dtype dtype, const void* x, const int64_t* target, const void* gy,
+                                      bool per_row, double scale, void* gx, int64_t n, int64_t c,
+                                      int64_t ignore_index, cudaStream_t stream);
+
+/// torch.optim.SGD's step (docs/ops.md `sgd`); `first`: step 1.
+struct SgdParams {
+    double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+    bool nesterov = false, first = false;
+};
+/// torch.optim.Adam's step (docs/ops.md `adam`): step_size = lr / (1 − β1ᵗ),
+/// correction2_sqrt = √(1 − β2ᵗ).
+struct AdamParams {
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0, step_size = 0, correction2_sqrt = 1;
+};
+/// One step over n elements; outputs may alias the inputs (each element is read before written).
+cudaError_t launch_sgd_step(capsule_dtype dtype, const void* p, const void* grad, const void* buf, void* p_out,
+                            void* buf_out, int64_t n, SgdParams params, cudaStream_t stream);
+cudaError_t launch_adam_step(capsule_dtype dtype, const void* p, const void* grad, const void* m, const void* v,
+                             void* p_out, void* m_out, void* v_out, int64_t n, AdamParams params,
+                             cudaStream_t stream);
+
 /// cudaSuccess when this library carries a kernel image the current device can run (probe).
 cudaError_t check_kernel_image();
 

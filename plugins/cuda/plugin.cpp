@@ -23,7 +23,9 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(inv),     CAPSULE_CUDA_ENTRY(log_softmax), CAPSULE_CUDA_ENTRY(softmax),
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
     CAPSULE_CUDA_ENTRY(reshape), CAPSULE_CUDA_ENTRY(flatten),     CAPSULE_CUDA_ENTRY(concat),
-    CAPSULE_CUDA_ENTRY(reduce_sum), CAPSULE_CUDA_ENTRY(reduce_mean),
+    CAPSULE_CUDA_ENTRY(reduce_sum), CAPSULE_CUDA_ENTRY(reduce_mean), CAPSULE_CUDA_ENTRY(cross_entropy),
+    kernel("native_cuda.sgd", forward_entry<sgd_forward>, nullptr),
+    kernel("native_cuda.adam", forward_entry<adam_forward>, nullptr),
 #if CAPSULE_CUDA_WITH_CUDNN
     CAPSULE_CUDA_ENTRY(conv2d),  CAPSULE_CUDA_ENTRY(max_pool2d), CAPSULE_CUDA_ENTRY(max_pool2d_pad),
     CAPSULE_CUDA_ENTRY(avg_pool2d), CAPSULE_CUDA_ENTRY(avg_pool2d_pad), CAPSULE_CUDA_ENTRY(batch_norm),
