@@ -168,13 +168,15 @@ public:
     DeviceTensor& operator=(const DeviceTensor&) = delete;
 
     size_t size() const { return static_cast<size_t>(count_of(shape_)); }
-    size_t bytes() const { return size() * (dtype_ == CAPSULE_DTYPE_FLOAT64 ? 8 : 4); }
+    size_t bytes() const { return size() * (dtype_ == CAPSULE_DTYPE_FLOAT32 ? 4 : 8); }
 
+    /// float32, float64, or int64 (integral values) from doubles.
     void upload(const Values& values) {
         if (values.size() != size()) throw std::runtime_error("upload: wrong number of values");
         std::vector<unsigned char> host(bytes());
         for (size_t i = 0; i < values.size(); ++i) {
             if (dtype_ == CAPSULE_DTYPE_FLOAT64) std::memcpy(&host[i * 8], &values[i], 8);
+            else if (dtype_ == CAPSULE_DTYPE_INT64) { const auto v = static_cast<int64_t>(values[i]); std::memcpy(&host[i * 8], &v, 8); }
             else { const float f = static_cast<float>(values[i]); std::memcpy(&host[i * 4], &f, 4); }
         }
         capsule_status st{};
@@ -191,6 +193,7 @@ public:
         Values out(size());
         for (size_t i = 0; i < out.size(); ++i) {
             if (dtype_ == CAPSULE_DTYPE_FLOAT64) std::memcpy(&out[i], &host[i * 8], 8);
+            else if (dtype_ == CAPSULE_DTYPE_INT64) { int64_t v; std::memcpy(&v, &host[i * 8], 8); out[i] = double(v); }
             else { float f; std::memcpy(&f, &host[i * 4], 4); out[i] = f; }
         }
         return out;
@@ -1265,6 +1268,98 @@ TEST_F(CudaKernels, ReshapeConcatAndReductionsMoveAndSumLikeTorch) {
     check_gradient("native_cuda.reduce_sum", {x}, {}, {int_attr("axes", 1)}, {2, 4});
     check_gradient("native_cuda.reduce_mean", {x}, {}, {int_attr("axes", 2), bool_attr("keepdims", true)}, {2, 3, 1});
     check_gradient("native_cuda.reduce_mean", {x}, {}, {}, {});
+}
+
+/// Runs `capsule`'s forward on device tensors (any number of outputs); "" or the status message.
+std::string call_forward(const std::string& capsule, const std::vector<const DeviceTensor*>& inputs,
+                         const std::vector<const DeviceTensor*>& outputs, const std::vector<Attr>& attrs) {
+    const auto* k = find_kernel(capsule);
+    if (!k) return "no kernel " + capsule;
+    std::vector<capsule_tensor_view> in, out;
+    for (const auto* t : inputs) in.push_back(t->view());
+    for (const auto* t : outputs) out.push_back(t->view());
+    const auto attr_list = attr_views(attrs);
+    capsule_forward_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = in.data();
+    args.num_inputs = in.size();
+    args.outputs = out.data();
+    args.num_outputs = out.size();
+    args.attrs = attr_list.data();
+    args.num_attrs = attr_list.size();
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    return k->forward(&args, &st) == CAPSULE_OK ? "" : std::string(st.message);
+}
+
+TEST_F(CudaKernels, CrossEntropyMatchesTorchAndRefusesBadTargets) {
+    if (!find_kernel("native_cuda.cross_entropy")) GTEST_SKIP() << "no cross_entropy kernel";
+    // Logits [4, 3] (one row large: logsumexp must not overflow), targets with one ignored row.
+    const HostTensor x{{4, 3}, {1, 2, 3, -1, 0.5, 0, 1000, 999, 998, 0.1, 0.2, 0.3}};
+    const HostTensor target{{4}, {2, 0, 1, -100}};
+    Values rows;  // logsumexp(x_i) − x_i[t_i], in double
+    for (int i = 0; i < 3; ++i) {
+        const double* r = &x.values[size_t(i) * 3];
+        const double m = std::max({r[0], r[1], r[2]});
+        rows.push_back(m + std::log(std::exp(r[0] - m) + std::exp(r[1] - m) + std::exp(r[2] - m)) - r[size_t(target.values[size_t(i)])]);
+    }
+    for (auto dtype : kFloatTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        const auto tol = tolerance(dtype);
+        const DeviceTensor dx(dtype, x), dt(CAPSULE_DTYPE_INT64, target);
+        for (const char* reduction : {"none", "sum", "mean"}) {
+            SCOPED_TRACE(reduction);
+            const bool none = std::string(reduction) == "none";
+            const DeviceTensor out(dtype, none ? Dims{4} : Dims{});
+            ASSERT_EQ(call_forward("native_cuda.cross_entropy", {&dx, &dt}, {&out}, {string_attr("reduction", reduction)}), "");
+            const double sum = rows[0] + rows[1] + rows[2];
+            const Values want = none ? Values{rows[0], rows[1], rows[2], 0} : Values{std::string(reduction) == "sum" ? sum : sum / 3};
+            EXPECT_TRUE(all_close(out.download(), want, tol.rtol * 10, tol.atol * 10));
+        }
+        // A target outside [0, C) that is not ignore_index: the caller's data error.
+        const DeviceTensor bad(CAPSULE_DTYPE_INT64, HostTensor{{4}, {2, 3, 1, 0}}), out(dtype, Dims{});
+        const auto message = call_forward("native_cuda.cross_entropy", {&dx, &bad}, {&out}, {});
+        EXPECT_NE(message.find("a target is outside [0, 3)"), std::string::npos) << message;
+    }
+}
+
+TEST_F(CudaKernels, SgdAndAdamStepsMatchTorchOptim) {
+    if (!find_kernel("native_cuda.sgd")) GTEST_SKIP() << "no optimizer kernels";
+    const HostTensor p{{4}, {1, -2, 0.5, 3}}, g{{4}, {0.1, -0.3, 2, 0}}, buf{{4}, {0.5, 0.5, -1, 2}},
+        v{{4}, {0.01, 0.2, 0.3, 0.4}};
+    for (auto dtype : kFloatTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        const auto tol = tolerance(dtype);
+        const DeviceTensor dp(dtype, p), dg(dtype, g), db(dtype, buf), dv(dtype, v), p_out(dtype, Dims{4}),
+            b_out(dtype, Dims{4}), v_out(dtype, Dims{4});
+        // SGD step 2, momentum 0.9, dampening 0.1, weight decay 0.01, lr 0.1 (torch.optim.SGD).
+        ASSERT_EQ(call_forward("native_cuda.sgd", {&dp, &dg, &db}, {&p_out, &b_out},
+                               {float_attr("lr", 0.1), float_attr("momentum", 0.9), float_attr("dampening", 0.1),
+                                float_attr("weight_decay", 0.01), int_attr("step", 2)}),
+                  "");
+        Values want_p, want_b;
+        for (size_t i = 0; i < 4; ++i) {
+            const double gi = g.values[i] + 0.01 * p.values[i], b = 0.9 * buf.values[i] + 0.9 * gi;
+            want_b.push_back(b);
+            want_p.push_back(p.values[i] - 0.1 * b);
+        }
+        EXPECT_TRUE(all_close(b_out.download(), want_b, tol.rtol * 10, tol.atol * 10));
+        EXPECT_TRUE(all_close(p_out.download(), want_p, tol.rtol * 10, tol.atol * 10));
+        // Adam step 3, lr 0.01, betas (0.9, 0.999), eps 1e-8 (torch.optim.Adam, amsgrad off).
+        ASSERT_EQ(call_forward("native_cuda.adam", {&dp, &dg, &db, &dv}, {&p_out, &b_out, &v_out},
+                               {float_attr("lr", 0.01), int_attr("step", 3)}),
+                  "");
+        Values want_pa, want_m, want_v;
+        for (size_t i = 0; i < 4; ++i) {
+            const double m = 0.9 * buf.values[i] + 0.1 * g.values[i], s = 0.999 * v.values[i] + 0.001 * g.values[i] * g.values[i];
+            want_m.push_back(m);
+            want_v.push_back(s);
+            want_pa.push_back(p.values[i] - 0.01 / (1 - std::pow(0.9, 3)) * m / (std::sqrt(s) / std::sqrt(1 - std::pow(0.999, 3)) + 1e-8));
+        }
+        EXPECT_TRUE(all_close(b_out.download(), want_m, tol.rtol * 10, tol.atol * 10));
+        EXPECT_TRUE(all_close(v_out.download(), want_v, tol.rtol * 10, tol.atol * 10));
+        EXPECT_TRUE(all_close(p_out.download(), want_pa, tol.rtol * 10, tol.atol * 10));
+    }
 }
 
 TEST_F(CudaKernels, AbsentGradientsAreNotWritten) {
