@@ -99,6 +99,31 @@ const capsule_kernel* find_kernel(const std::string& name) {
     return nullptr;
 }
 
+/// `capsule`'s forward kernel on these views: its status code (-1 when the plugin has no such
+/// kernel) and message.
+std::pair<int32_t, std::string> forward_on_views(const std::string& capsule,
+                                                 const std::vector<capsule_tensor_view>& inputs,
+                                                 const std::vector<capsule_tensor_view>& params,
+                                                 const std::vector<capsule_tensor_view>& outputs,
+                                                 const std::vector<capsule_attribute>& attrs) {
+    const auto* k = find_kernel(capsule);
+    if (!k) return {-1, "no kernel " + capsule};
+    capsule_forward_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = inputs.data();
+    args.num_inputs = inputs.size();
+    args.params = params.data();
+    args.num_params = params.size();
+    args.outputs = outputs.data();
+    args.num_outputs = outputs.size();
+    args.attrs = attrs.data();
+    args.num_attrs = attrs.size();
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    const int32_t code = k->forward(&args, &st);
+    return {code, std::string(st.message)};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Host tensors, attributes and views
 
@@ -239,19 +264,8 @@ struct DeviceCall {
 
     /// Runs the forward kernel; "" on success, else the status message.
     std::string forward(const capsule_kernel& k) {
-        capsule_forward_args args{};
-        args.struct_size = sizeof args;
-        args.inputs = in_views.data();
-        args.num_inputs = in_views.size();
-        args.params = param_views.data();
-        args.num_params = param_views.size();
-        args.outputs = &out_view;
-        args.num_outputs = 1;
-        args.attrs = attr_views_.data();
-        args.num_attrs = attr_views_.size();
-        capsule_status st{};
-        st.struct_size = sizeof st;
-        if (k.forward(&args, &st) != CAPSULE_OK) return st.message[0] ? st.message : "(no message)";
+        const auto [code, message] = forward_on_views(k.capsule_name, in_views, param_views, {out_view}, attr_views_);
+        if (code != CAPSULE_OK) return message.empty() ? "(no message)" : message;
         return "";
     }
 };
@@ -639,20 +653,8 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     };
     auto call = [&](const char* capsule, std::vector<capsule_tensor_view> in, capsule_tensor_view out,
                     std::vector<capsule_attribute> attrs = {}) {
-        const auto* k = find_kernel(capsule);
-        EXPECT_NE(k, nullptr) << capsule;
-        capsule_forward_args args{};
-        args.struct_size = sizeof args;
-        args.inputs = in.data();
-        args.num_inputs = in.size();
-        args.outputs = &out;
-        args.num_outputs = 1;
-        args.attrs = attrs.data();
-        args.num_attrs = attrs.size();
-        capsule_status st{};
-        st.struct_size = sizeof st;
-        const int32_t code = k ? k->forward(&args, &st) : -1;
-        return std::make_pair(code, std::string(st.message));
+        EXPECT_NE(find_kernel(capsule), nullptr) << capsule;
+        return forward_on_views(capsule, in, {}, {out}, attrs);
     };
     constexpr int32_t cuda = CAPSULE_DEVICE_CUDA, cpu = CAPSULE_DEVICE_CPU;
     constexpr int32_t f32 = CAPSULE_DTYPE_FLOAT32, f64 = CAPSULE_DTYPE_FLOAT64, i64 = CAPSULE_DTYPE_INT64;
@@ -768,22 +770,7 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     auto call_with_params = [&](const char* capsule, const capsule_tensor_view& x,
                                 const std::vector<capsule_tensor_view>& params, const capsule_tensor_view& out,
                                 const std::vector<Attr>& attrs) {
-        const auto* k = find_kernel(capsule);
-        const auto attr_list = attr_views(attrs);
-        capsule_forward_args args{};
-        args.struct_size = sizeof args;
-        args.inputs = &x;
-        args.num_inputs = 1;
-        args.params = params.data();
-        args.num_params = params.size();
-        args.outputs = &out;
-        args.num_outputs = 1;
-        args.attrs = attr_list.data();
-        args.num_attrs = attr_list.size();
-        capsule_status st{};
-        st.struct_size = sizeof st;
-        const int32_t result = k->forward(&args, &st);
-        return std::make_pair(result, std::string(st.message));
+        return forward_on_views(capsule, {x}, params, {out}, attr_views(attrs));
     };
     auto conv = [&](const Dims& xs, const Dims& xst, std::vector<capsule_tensor_view> params, capsule_tensor_view out,
                     std::vector<Attr> attrs) {
@@ -1273,23 +1260,11 @@ TEST_F(CudaKernels, ReshapeConcatAndReductionsMoveAndSumLikeTorch) {
 /// Runs `capsule`'s forward on device tensors (any number of outputs); "" or the status message.
 std::string call_forward(const std::string& capsule, const std::vector<const DeviceTensor*>& inputs,
                          const std::vector<const DeviceTensor*>& outputs, const std::vector<Attr>& attrs) {
-    const auto* k = find_kernel(capsule);
-    if (!k) return "no kernel " + capsule;
     std::vector<capsule_tensor_view> in, out;
     for (const auto* t : inputs) in.push_back(t->view());
     for (const auto* t : outputs) out.push_back(t->view());
-    const auto attr_list = attr_views(attrs);
-    capsule_forward_args args{};
-    args.struct_size = sizeof args;
-    args.inputs = in.data();
-    args.num_inputs = in.size();
-    args.outputs = out.data();
-    args.num_outputs = out.size();
-    args.attrs = attr_list.data();
-    args.num_attrs = attr_list.size();
-    capsule_status st{};
-    st.struct_size = sizeof st;
-    return k->forward(&args, &st) == CAPSULE_OK ? "" : std::string(st.message);
+    const auto [code, message] = forward_on_views(capsule, in, {}, out, attr_views(attrs));
+    return code == CAPSULE_OK ? "" : message;
 }
 
 TEST_F(CudaKernels, CrossEntropyMatchesTorchAndRefusesBadTargets) {

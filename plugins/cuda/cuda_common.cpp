@@ -214,4 +214,14 @@ Scratch::~Scratch() {
     if (pointer_) (void)cudaFreeAsync(pointer_, stream_);
 }
 
+DeviceScalar::DeviceScalar(capsule_dtype dtype, double value, cudaStream_t stream)
+    : memory_(dtype_bytes(dtype), stream) {
+    const float single = static_cast<float>(value);
+    // A copy from pageable host memory returns once it has staged the value (CUDA's API
+    // synchronization behaviour), so the stack value may go.
+    check_cuda(cudaMemcpyAsync(memory_.get(), dtype == CAPSULE_DTYPE_FLOAT64 ? static_cast<const void*>(&value) : &single,
+                               dtype_bytes(dtype), cudaMemcpyHostToDevice, stream),
+               "copying a scalar to the device");
+}
+
 }  // namespace capsule::cuda

@@ -70,4 +70,14 @@ private:
 
 inline size_t dtype_bytes(capsule_dtype dtype) { return dtype == CAPSULE_DTYPE_FLOAT64 ? 8 : 4; }
 
+/// One value of float dtype `dtype` in stream-ordered device memory (an operand to broadcast).
+class DeviceScalar {
+public:
+    DeviceScalar(capsule_dtype dtype, double value, cudaStream_t stream);
+    const void* get() const { return memory_.get(); }
+
+private:
+    Scratch memory_;
+};
+
 }  // namespace capsule::cuda

@@ -139,11 +139,8 @@ void inference_backward(const BackwardCall& call, const BatchNorm& b, capsule_dt
     const void* mean = call.param(b.mean_index).view->data;
     const void* var = call.param(b.var_index).view->data;
     // rstd = 1 / sqrt(var + eps); scale = weight · rstd (rstd without affine).
-    Scratch eps(width, stream), rstd(size_t(b.c) * width, stream), scale(size_t(b.c) * width, stream);
-    const float eps_f = static_cast<float>(b.eps);
-    check_cuda(cudaMemcpyAsync(eps.get(), dtype == CAPSULE_DTYPE_FLOAT64 ? static_cast<const void*>(&b.eps) : &eps_f,
-                               width, cudaMemcpyHostToDevice, stream),
-               "batch_norm eps");
+    const DeviceScalar eps(dtype, b.eps, stream);
+    Scratch rstd(size_t(b.c) * width, stream), scale(size_t(b.c) * width, stream);
     k.binary(Binary::add, var, cs, eps.get(), one, rstd.get(), cs);
     k.unary(Unary::sqrt, rstd.get(), rstd.get(), b.c);
     k.unary(Unary::inv, rstd.get(), rstd.get(), b.c);

@@ -131,23 +131,6 @@ Reduction reduction_of(const Tensor& x, const plugin::Attributes& attrs, const c
     return r;
 }
 
-/// A device scalar of `dtype` holding `value` (for broadcasting).
-class DeviceScalar {
-public:
-    DeviceScalar(capsule_dtype dtype, double value, cudaStream_t stream) : memory_(dtype_bytes(dtype), stream) {
-        const float f = static_cast<float>(value);
-        check_cuda(cudaMemcpyAsync(memory_.get(), dtype == CAPSULE_DTYPE_FLOAT64 ? static_cast<const void*>(&value) : &f,
-                                   dtype_bytes(dtype), cudaMemcpyHostToDevice, stream),
-                   "copying a scalar to the device");
-        // A copy from pageable host memory returns once it has staged the value (CUDA's API
-        // synchronization behaviour), so the stack value may go.
-    }
-    const void* get() const { return memory_.get(); }
-
-private:
-    Scratch memory_;
-};
-
 template <bool Mean>
 void reduce_forward(const ForwardCall& call, const char* op) {
     require_one_input(call, op);
