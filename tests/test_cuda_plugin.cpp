@@ -193,15 +193,16 @@ public:
     DeviceTensor& operator=(const DeviceTensor&) = delete;
 
     size_t size() const { return static_cast<size_t>(count_of(shape_)); }
-    size_t bytes() const { return size() * (dtype_ == CAPSULE_DTYPE_FLOAT32 ? 4 : 8); }
+    size_t bytes() const { return size() * (dtype_ == CAPSULE_DTYPE_BOOL ? 1 : dtype_ == CAPSULE_DTYPE_FLOAT32 ? 4 : 8); }
 
-    /// float32, float64, or int64 (integral values) from doubles.
+    /// float32, float64, int64 (integral values) or bool (nonzero = true) from doubles.
     void upload(const Values& values) {
         if (values.size() != size()) throw std::runtime_error("upload: wrong number of values");
         std::vector<unsigned char> host(bytes());
         for (size_t i = 0; i < values.size(); ++i) {
             if (dtype_ == CAPSULE_DTYPE_FLOAT64) std::memcpy(&host[i * 8], &values[i], 8);
             else if (dtype_ == CAPSULE_DTYPE_INT64) { const auto v = static_cast<int64_t>(values[i]); std::memcpy(&host[i * 8], &v, 8); }
+            else if (dtype_ == CAPSULE_DTYPE_BOOL) host[i] = values[i] != 0;
             else { const float f = static_cast<float>(values[i]); std::memcpy(&host[i * 4], &f, 4); }
         }
         capsule_status st{};
@@ -219,6 +220,7 @@ public:
         for (size_t i = 0; i < out.size(); ++i) {
             if (dtype_ == CAPSULE_DTYPE_FLOAT64) std::memcpy(&out[i], &host[i * 8], 8);
             else if (dtype_ == CAPSULE_DTYPE_INT64) { int64_t v; std::memcpy(&v, &host[i * 8], 8); out[i] = double(v); }
+            else if (dtype_ == CAPSULE_DTYPE_BOOL) out[i] = host[i];
             else { float f; std::memcpy(&f, &host[i * 4], 4); out[i] = f; }
         }
         return out;
@@ -536,6 +538,13 @@ std::vector<UnaryCase> unary_cases() {
     };
 }
 
+/// "[2, 3]".
+std::string shape_text(const Dims& dims) {
+    std::string text = "[";
+    for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+    return text + "]";
+}
+
 std::string describe(const std::vector<Attr>& attrs) {
     std::string s;
     for (const auto& a : attrs) s += " " + a.name;
@@ -594,7 +603,7 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), cudnn ? 37u : 31u);
+    EXPECT_EQ(implemented.size(), cudnn ? 38u : 32u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -759,6 +768,32 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
                                                        view(s23, st23, cuda, f32)},
                                    view(s23, st23, cuda, f32));
     EXPECT_EQ(message, "sgd writes 2 outputs (parameter and 1 state buffer(s)), got 1");
+
+    // scaled_dot_product_attention (native_cuda.flash_attention): q [1, 2, E], k [1, 3, E], v [1, 3, 4].
+    const Dims q1{1, 2, 4}, k1{1, 3, 4}, v1{1, 3, 4}, kw{1, 3, 5}, q130{1, 2, 130}, k130{1, 3, 130}, m33{3, 3}, m23{2, 3};
+    const Dims stq1 = contiguous_strides(q1), stk1 = contiguous_strides(k1), stkw = contiguous_strides(kw),
+               stq130 = contiguous_strides(q130), stk130 = contiguous_strides(k130), stm33 = contiguous_strides(m33),
+               stm23 = contiguous_strides(m23);
+    const auto attention = [&](std::vector<capsule_tensor_view> in, std::vector<Attr> attrs = {}) {
+        return call("native_cuda.flash_attention", std::move(in), view(q1, stq1, cuda, f32), attr_views(attrs));
+    };
+    const auto q = view(q1, stq1, cuda, f32), k = view(k1, stk1, cuda, f32), v = view(v1, stk1, cuda, f32);
+    std::tie(code, message) = attention({q, view(kw, stkw, cuda, f32), v});
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "scaled_dot_product_attention: query and key embeddings differ ([1, 2, 4] and [1, 3, 5])");
+    std::tie(code, message) = attention({view(q130, stq130, cuda, f32), view(k130, stk130, cuda, f32), v});
+    EXPECT_EQ(code, CAPSULE_ERROR_UNSUPPORTED);
+    EXPECT_EQ(message, "scaled_dot_product_attention: native_cuda.flash_attention keeps a head of at most 128 values "
+                       "per row in registers; query [1, 2, 130] and value [1, 3, 4] have 130");
+    std::tie(code, message) = attention({q, k, v, view(m23, stm23, cuda, CAPSULE_DTYPE_BOOL)}, {bool_attr("is_causal", true)});
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "scaled_dot_product_attention: is_causal cannot be combined with a mask");
+    std::tie(code, message) = attention({q, k, v, view(m23, stm23, cuda, i64)});
+    EXPECT_EQ(message, "scaled_dot_product_attention: mask must be bool or float32, got int64");
+    std::tie(code, message) = attention({q, k, v, view(m33, stm33, cuda, f32)});
+    EXPECT_EQ(message, "scaled_dot_product_attention: mask [3, 3] does not broadcast to the scores [1, 2, 3]");
+    std::tie(code, message) = attention({q, k, v}, {float_attr("scale", INFINITY)});
+    EXPECT_EQ(message, "scaled_dot_product_attention: attribute 'scale' must be finite");
 
     if (!find_kernel("native_cuda.conv2d")) return;  // built without cuDNN: conv2d is planner-only
     // conv2d: x [1, 2, 5, 5], weight [3, 2, 3, 3], bias [3] -> y [1, 3, 3, 3].
@@ -1267,6 +1302,90 @@ std::string call_forward(const std::string& capsule, const std::vector<const Dev
     return code == CAPSULE_OK ? "" : message;
 }
 
+/// F.scaled_dot_product_attention by its definition, in double: out = softmax(scale q kᵀ + mask) v
+/// over [..., L, S] scores; `mask` broadcasts to them (bool: 0 hides a key; else added); a fully
+/// masked row gives zeros.
+HostTensor host_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* mask,
+                          bool boolean_mask, bool causal) {
+    const size_t r = q.shape.size();
+    const int64_t L = q.shape[r - 2], E = q.shape[r - 1], S = k.shape[r - 2], Ev = v.shape[r - 1];
+    const int64_t batch = count_of(Dims(q.shape.begin(), q.shape.end() - 2));
+    Dims scores(q.shape.begin(), q.shape.end() - 2);
+    scores.insert(scores.end(), {L, S});
+    HostTensor out{q.shape, Values(size_t(batch * L * Ev), 0.0)};
+    out.shape.back() = Ev;
+    const double scale = 1 / std::sqrt(double(E));
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < L; ++i) {
+            Values p(static_cast<size_t>(S));
+            double m = -INFINITY;
+            for (int64_t j = 0; j < S; ++j) {
+                double s = 0;
+                for (int64_t d = 0; d < E; ++d) s += q.values[size_t((b * L + i) * E + d)] * k.values[size_t((b * S + j) * E + d)];
+                s *= scale;
+                if (causal && j > i) s = -INFINITY;
+                if (mask) {
+                    const double mv = mask->values[size_t(source_index(coords_of((b * L + i) * S + j, scores), mask->shape))];
+                    if (boolean_mask) s = mv != 0 ? s : -INFINITY;
+                    else s += mv;
+                }
+                p[size_t(j)] = s;
+                m = std::max(m, s);
+            }
+            if (m == -INFINITY) continue;
+            double sum = 0;
+            for (auto& x : p) sum += x = std::exp(x - m);
+            for (int64_t j = 0; j < S; ++j)
+                for (int64_t d = 0; d < Ev; ++d)
+                    out.values[size_t((b * L + i) * Ev + d)] += p[size_t(j)] / sum * v.values[size_t((b * S + j) * Ev + d)];
+        }
+    return out;
+}
+
+TEST_F(CudaKernels, FlashAttentionMatchesItsDefinition) {
+    struct Case {
+        Dims q, k, v, mask;
+        bool boolean, causal;
+    };
+    // Several key tiles (16) and query blocks (64); a head of 128 (the widest); causal with
+    // L != S; bool and additive masks broadcast over batch and rows; no keys at all.
+    const std::vector<Case> cases = {{{2, 3, 70, 8}, {2, 3, 37, 8}, {2, 3, 37, 6}, {}, false, false},
+                                     {{1, 130, 16}, {1, 130, 16}, {1, 130, 16}, {}, false, true},
+                                     {{1, 20, 32}, {1, 90, 32}, {1, 90, 24}, {}, false, true},
+                                     {{2, 9, 128}, {2, 21, 128}, {2, 21, 128}, {}, false, false},
+                                     {{2, 2, 11, 4}, {2, 2, 19, 4}, {2, 2, 19, 5}, {2, 1, 11, 19}, true, false},
+                                     {{2, 11, 4}, {2, 19, 4}, {2, 19, 4}, {19}, false, false},
+                                     {{2, 3, 4}, {2, 0, 4}, {2, 0, 4}, {}, false, false}};
+    for (auto dtype : kFloatTypes)
+        for (const auto& c : cases) {
+            SCOPED_TRACE("q " + shape_text(c.q) + " k " + shape_text(c.k) + " v " + shape_text(c.v) + " mask " +
+                         shape_text(c.mask) + (c.causal ? " causal " : " ") + dtype_name(dtype));
+            const HostTensor q = tensor(c.q, -2, 2, 41), k = tensor(c.k, -2, 2, 42), v = tensor(c.v, -1, 1, 43);
+            HostTensor mask = tensor(c.mask, -2, 2, 44);
+            if (c.boolean)
+                for (auto& x : mask.values) x = x > -1 ? 1 : 0;
+            if (c.boolean) std::fill(mask.values.begin(), mask.values.begin() + 19, 0.0);  // row 0: all hidden
+            const bool masked = !c.mask.empty();
+            const HostTensor want = host_attention(q, k, v, masked ? &mask : nullptr, c.boolean, c.causal);
+            const DeviceTensor dq(dtype, q), dk(dtype, k), dv(dtype, v), out(dtype, want.shape);
+            const DeviceTensor dmask(c.boolean ? CAPSULE_DTYPE_BOOL : dtype, mask);
+            std::vector<const DeviceTensor*> inputs{&dq, &dk, &dv};
+            if (masked) inputs.push_back(&dmask);
+            ASSERT_EQ(call_forward("native_cuda.flash_attention", inputs, {&out}, {bool_attr("is_causal", c.causal)}), "");
+            const auto tol = tolerance(dtype);
+            EXPECT_TRUE(all_close(out.download(), want.values, tol.rtol * 10, tol.atol * 10));
+        }
+}
+
+TEST_F(CudaKernels, FlashAttentionGradientsMatchFiniteDifferences) {
+    // Gradients of q, k, v and of an additive mask (summed over the rows it broadcasts to).
+    const HostTensor q = tensor({2, 5, 3}, -1, 1, 51), k = tensor({2, 18, 3}, -1, 1, 52), v = tensor({2, 18, 2}, -1, 1, 53);
+    check_gradient("native_cuda.flash_attention", {q, k, v}, {}, {}, {2, 5, 2});
+    check_gradient("native_cuda.flash_attention", {q, k, v}, {}, {bool_attr("is_causal", true)}, {2, 5, 2});
+    check_gradient("native_cuda.flash_attention", {q, k, v, tensor({2, 1, 18}, -1, 1, 54)}, {}, {float_attr("scale", 0.7)},
+                   {2, 5, 2});
+}
+
 TEST_F(CudaKernels, CrossEntropyMatchesTorchAndRefusesBadTargets) {
     if (!find_kernel("native_cuda.cross_entropy")) GTEST_SKIP() << "no cross_entropy kernel";
     // Logits [4, 3] (one row large: logsumexp must not overflow), targets with one ignored row.
@@ -1296,6 +1415,51 @@ TEST_F(CudaKernels, CrossEntropyMatchesTorchAndRefusesBadTargets) {
         const auto message = call_forward("native_cuda.cross_entropy", {&dx, &bad}, {&out}, {});
         EXPECT_NE(message.find("a target is outside [0, 3)"), std::string::npos) << message;
     }
+}
+
+TEST_F(CudaKernels, CrossEntropyGradientIsSoftmaxMinusOneHot) {
+    if (!find_kernel("native_cuda.cross_entropy")) GTEST_SKIP() << "no cross_entropy kernel";
+    // d loss / d x_i = g_i (softmax(x_i) − onehot(t_i)); g_i = gy / (rows counted) for mean, gy for
+    // sum, gy[i] for none; 0 on the ignored row.
+    const HostTensor x{{4, 3}, {1, 2, 3, -1, 0.5, 0, 1000, 999, 998, 0.1, 0.2, 0.3}};
+    const HostTensor target{{4}, {2, 0, 1, -100}};
+    const Values p = host_softmax(x, 1, false);
+    const auto* k = find_kernel("native_cuda.cross_entropy");
+    ASSERT_NE(k->backward, nullptr);
+    for (auto dtype : kFloatTypes)
+        for (const char* reduction : {"none", "sum", "mean"}) {
+            SCOPED_TRACE(std::string(reduction) + " " + dtype_name(dtype));
+            const bool none = std::string(reduction) == "none";
+            const HostTensor gy = none ? HostTensor{{4}, {0.5, -2, 1.5, 7}} : HostTensor{{}, {3}};
+            Values want(12, 0.0);
+            for (int i = 0; i < 3; ++i) {
+                const double g = none ? gy.values[size_t(i)] : std::string(reduction) == "sum" ? 3 : 3.0 / 3;
+                for (int c = 0; c < 3; ++c)
+                    want[size_t(i * 3 + c)] = g * (p[size_t(i * 3 + c)] - (c == int(target.values[size_t(i)]) ? 1 : 0));
+            }
+            const DeviceTensor dx(dtype, x), dt(CAPSULE_DTYPE_INT64, target), dgy(dtype, gy), dgx(dtype, x.shape);
+            const std::vector<capsule_tensor_view> inputs{dx.view(), dt.view()};
+            capsule_tensor_view absent{};  // the target has no gradient
+            absent.struct_size = sizeof absent;
+            const std::vector<capsule_tensor_view> grads{dgx.view(), absent};
+            const capsule_tensor_view gout = dgy.view();
+            const std::vector<Attr> attrs{string_attr("reduction", reduction)};
+            const auto views = attr_views(attrs);
+            capsule_backward_args args{};
+            args.struct_size = sizeof args;
+            args.inputs = inputs.data();
+            args.num_inputs = inputs.size();
+            args.num_outputs = 1;
+            args.grad_outputs = &gout;
+            args.grad_inputs = grads.data();
+            args.attrs = views.data();
+            args.num_attrs = views.size();
+            capsule_status st{};
+            st.struct_size = sizeof st;
+            ASSERT_EQ(k->backward(&args, &st), CAPSULE_OK) << st.message;
+            const auto tol = tolerance(dtype);
+            EXPECT_TRUE(all_close(dgx.download(), want, tol.rtol * 10, tol.atol * 10));
+        }
 }
 
 TEST_F(CudaKernels, SgdAndAdamStepsMatchTorchOptim) {

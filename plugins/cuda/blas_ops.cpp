@@ -1,4 +1,5 @@
-// matmul and linear on cuBLAS, forward and backward.
+// matmul and linear on cuBLAS, forward and backward (linear's forward with a bias on cuBLASLt's
+// bias epilogue where it has an algorithm: blas_lt.cpp).
 //
 // Row-major tensors meet column-major cuBLAS by the transpose identity: a row-major [r, c] buffer
 // is the column-major [c, r] matrix, so C = op(A) op(B) in row-major is C^T = op(B)^T op(A)^T,
@@ -21,6 +22,7 @@
 
 #include <cublas_v2.h>
 
+#include "blas_lt.hpp"
 #include "cuda_common.hpp"
 #include "kernels.hpp"
 
@@ -356,13 +358,19 @@ void linear_forward(const ForwardCall& call) {
     const LinearShape s = linear_shape(x, w, call.num_params(), call.attrs());
     require_shape(y, s.y, "output");
     const cudaStream_t stream = stream_of(call.args->stream);
-    rm_gemm(dtype, stream, s.rows, s.out, s.in, Operand{x.view->data, s.in, false},
-            Operand{w.view->data, s.in, true}, y.view->data, 1);
+    const Tensor bias = s.bias ? call.param(1) : Tensor{nullptr};
     if (s.bias) {
-        const Tensor bias = call.param(1);
         require_cuda_tensor(bias, "parameter bias");
         common_float_dtype({{x, "input 0"}, {bias, "parameter bias"}});
         require_shape(bias, {s.out}, "parameter bias");
+        if (lt_linear_with_bias(dtype, stream, s.rows, s.in, s.out, x.view->data, w.view->data, bias.view->data,
+                                y.view->data))
+            return;
+    }
+    // Without a bias, or where cuBLASLt has no algorithm: a cuBLAS GEMM, then the bias kernel.
+    rm_gemm(dtype, stream, s.rows, s.out, s.in, Operand{x.view->data, s.in, false},
+            Operand{w.view->data, s.in, true}, y.view->data, 1);
+    if (s.bias) {
         const Dims rows_out{s.rows, s.out};
         check_cuda(launch_binary_forward(Binary::add, dtype, y.view->data, bias.view->data,
                                          y.view->data, broadcast_layout(rows_out, {s.out}, rows_out),

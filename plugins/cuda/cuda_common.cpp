@@ -1,4 +1,5 @@
 #include "cuda_common.hpp"
+#include "memory_pool.hpp"
 
 #include "capsule/shape_math.hpp"
 
@@ -32,6 +33,16 @@ int64_t element_count(const Dims& dims) {
     return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<>());
 }
 
+const char* dtype_name(int32_t dtype) {
+    switch (dtype) {
+        case CAPSULE_DTYPE_FLOAT32: return "float32";
+        case CAPSULE_DTYPE_FLOAT64: return "float64";
+        case CAPSULE_DTYPE_INT64: return "int64";
+        case CAPSULE_DTYPE_BOOL: return "bool";
+        default: return "unknown";
+    }
+}
+
 namespace {
 
 const char* device_name(int32_t device) {
@@ -49,29 +60,26 @@ const char* device_name(int32_t device) {
     }
 }
 
-const char* dtype_name(int32_t dtype) {
-    switch (dtype) {
-        case CAPSULE_DTYPE_FLOAT32: return "float32";
-        case CAPSULE_DTYPE_FLOAT64: return "float64";
-        case CAPSULE_DTYPE_INT64: return "int64";
-        case CAPSULE_DTYPE_BOOL: return "bool";
-        default: return "unknown";
-    }
-}
 
 }  // namespace
 
 void require_cuda_tensor(const Tensor& t, const std::string& what) {
     const capsule_tensor_view* v = t.view;
     plugin::require(v != nullptr, what + " is missing");
+    if (v->dtype != CAPSULE_DTYPE_FLOAT32 && v->dtype != CAPSULE_DTYPE_FLOAT64 && v->device == CAPSULE_DEVICE_CUDA)
+        throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
+                          what + " has dtype " + dtype_name(v->dtype) +
+                              "; native_cuda kernels support float32 and float64");
+    require_cuda_layout(t, what);
+}
+
+void require_cuda_layout(const Tensor& t, const std::string& what) {
+    const capsule_tensor_view* v = t.view;
+    plugin::require(v != nullptr, what + " is missing");
     if (v->device != CAPSULE_DEVICE_CUDA)
         throw KernelError(CAPSULE_ERROR_INVALID_ARGUMENT,
                           what + " is a " + device_name(v->device) +
                               " tensor; native_cuda kernels take CUDA tensors");
-    if (v->dtype != CAPSULE_DTYPE_FLOAT32 && v->dtype != CAPSULE_DTYPE_FLOAT64)
-        throw KernelError(CAPSULE_ERROR_UNSUPPORTED,
-                          what + " has dtype " + dtype_name(v->dtype) +
-                              "; native_cuda kernels support float32 and float64");
     plugin::require(v->rank >= 0 && (v->rank == 0 || v->shape != nullptr),
                     what + " has an invalid rank or no shape");
     int64_t expected_stride = 1;
@@ -206,13 +214,11 @@ ReduceLayout reduce_layout(const Dims& source, const Dims& target0) {
 
 Scratch::Scratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
     if (bytes == 0) return;
-    check_cuda(cudaMallocAsync(&pointer_, bytes, stream),
-               "cudaMallocAsync of " + std::to_string(bytes) + " bytes of scratch");
+    check_cuda(pool_allocate(&pointer_, bytes, stream),
+               "allocating " + std::to_string(bytes) + " bytes of scratch from the device's memory pool");
 }
 
-Scratch::~Scratch() {
-    if (pointer_) (void)cudaFreeAsync(pointer_, stream_);
-}
+Scratch::~Scratch() { pool_release(pointer_, stream_); }
 
 DeviceScalar::DeviceScalar(capsule_dtype dtype, double value, cudaStream_t stream)
     : memory_(dtype_bytes(dtype), stream) {

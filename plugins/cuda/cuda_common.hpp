@@ -35,6 +35,8 @@ inline cudaStream_t stream_of(void* stream) {
     return stream ? static_cast<cudaStream_t>(stream) : cudaStreamPerThread;
 }
 
+/// "float32", "float64", "int64", "bool" (the dtypes native_cuda kernels meet), else "unknown".
+const char* dtype_name(int32_t dtype);
 Dims dims_of(const Tensor& t);
 std::string dims_text(const Dims& dims);
 int64_t element_count(const Dims& dims);
@@ -42,6 +44,8 @@ int64_t element_count(const Dims& dims);
 /// Checks that `t` is a CUDA tensor of a float dtype with row-major contiguous strides and
 /// device memory (unless empty); `what` names it in messages ("input 0", "output").
 void require_cuda_tensor(const Tensor& t, const std::string& what);
+/// The same checks without the dtype's: a CUDA tensor, row-major contiguous, with device memory.
+void require_cuda_layout(const Tensor& t, const std::string& what);
 /// The float dtype shared by `tensors` (all already checked with require_cuda_tensor).
 capsule_dtype common_float_dtype(std::initializer_list<std::pair<Tensor, const char*>> tensors);
 /// Raises INVALID_ARGUMENT unless `t` has shape `expected`.
@@ -54,7 +58,8 @@ BroadcastLayout broadcast_layout(const Dims& a, const Dims& b, const Dims& out);
 /// Layout summing `source` onto `target` (target broadcasts to source).
 ReduceLayout reduce_layout(const Dims& source, const Dims& target);
 
-/// Device memory released on scope exit, allocated and freed in the order of `stream`.
+/// Device memory from the plugin's caching pool (memory_pool.hpp), released on scope exit,
+/// allocated and freed in the order of `stream`.
 class Scratch {
 public:
     Scratch(size_t bytes, cudaStream_t stream);

@@ -1,4 +1,5 @@
-// The native CUDA plugin's probe and device interface (memory and host<->device copies).
+// The native CUDA plugin's probe and device interface (memory from the caching pool of
+// memory_pool.hpp, host<->device copies).
 //
 // All of it uses the calling thread's current CUDA device (device 0 unless the embedding program
 // chose another; CUDA_VISIBLE_DEVICES selects which physical GPU that is).
@@ -6,6 +7,7 @@
 
 #include "cuda_common.hpp"
 #include "kernels.hpp"
+#include "memory_pool.hpp"
 
 #ifndef CAPSULE_CUDA_ARCHITECTURES
 #define CAPSULE_CUDA_ARCHITECTURES "unknown"
@@ -53,22 +55,27 @@ int32_t fail(capsule_status* status, const std::string& message) {
     return set_status(status, CAPSULE_ERROR_DEVICE, "native_cuda: %s", message.c_str());
 }
 
+/// Back to the caching pool, after the work this thread enqueued (the runtime releases a tensor
+/// only once the runs that used it have downloaded their outputs, so no other stream reads it).
+void release(void* pointer) noexcept { pool_release(pointer, cudaStreamPerThread); }
+
 int32_t allocate(size_t bytes, void** out, capsule_status* status) noexcept {
     if (!out) return set_status(status, CAPSULE_ERROR_INVALID_ARGUMENT, "allocate: out is NULL");
     *out = nullptr;
     // A zero-byte request still gets a distinct, valid pointer (NULL means "absent" to kernels).
-    const cudaError_t e = cudaMalloc(out, bytes == 0 ? 1 : bytes);
+    // From the caching pool, ordered on this thread's stream; waiting for that stream makes the
+    // block usable from any stream on return, as cudaMalloc's would be.
+    cudaError_t e = pool_allocate(out, bytes, cudaStreamPerThread);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cudaStreamPerThread);
     if (e == cudaSuccess) return CAPSULE_OK;
+    release(*out);
     *out = nullptr;
     return set_status(status,
                       e == cudaErrorMemoryAllocation ? CAPSULE_ERROR_OUT_OF_MEMORY
                                                      : CAPSULE_ERROR_DEVICE,
                       "%s",
-                      cuda_error_text(e, "cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
-}
-
-void release(void* pointer) noexcept {
-    if (pointer) (void)cudaFree(pointer);
+                      cuda_error_text(e, "allocating " + std::to_string(bytes) +
+                                             " bytes from the device's memory pool").c_str());
 }
 
 int32_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what,

@@ -1,7 +1,8 @@
 // The native CUDA plugin's kernels, as the ABI sees them (plugin.cpp assembles the table).
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
 // reshape, flatten, concat, reduce_sum and reduce_mean: shape_ops.cpp; cross_entropy, sgd and
-// adam: training_ops.cpp;
+// adam: training_ops.cpp; scaled_dot_product_attention (native_cuda.flash_attention):
+// attention_ops.cpp;
 // conv2d and pooling: dnn_ops.cpp, batch_norm: norm_ops.cpp (those when CMake found cuDNN:
 // CAPSULE_CUDA_WITH_CUDNN); probe and device memory: device.cpp.
 #pragma once
@@ -46,6 +47,7 @@ CAPSULE_CUDA_KERNEL(concat)
 CAPSULE_CUDA_KERNEL(reduce_sum)
 CAPSULE_CUDA_KERNEL(reduce_mean)
 CAPSULE_CUDA_KERNEL(cross_entropy)  // training_ops.cpp
+CAPSULE_CUDA_KERNEL(flash_attention)  // attention_ops.cpp: scaled_dot_product_attention
 #if CAPSULE_CUDA_WITH_CUDNN
 CAPSULE_CUDA_KERNEL(conv2d)  // dnn_ops.cpp, on cuDNN
 CAPSULE_CUDA_KERNEL(max_pool2d)
@@ -63,7 +65,8 @@ void adam_forward(const ForwardCall& call);
 
 /// Is a CUDA device usable here? Names the CUDA error, the runtime and driver versions.
 int32_t probe(capsule_status* status) noexcept;
-/// cudaMalloc / cudaFree / cudaMemcpy / cudaDeviceSynchronize on the current device.
+/// Memory from the caching pool (memory_pool.hpp), cudaMemcpy and cudaDeviceSynchronize on the
+/// current device.
 extern const capsule_device_interface kDeviceInterface;
 
 }  // namespace capsule::cuda

@@ -24,6 +24,7 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
     CAPSULE_CUDA_ENTRY(reshape), CAPSULE_CUDA_ENTRY(flatten),     CAPSULE_CUDA_ENTRY(concat),
     CAPSULE_CUDA_ENTRY(reduce_sum), CAPSULE_CUDA_ENTRY(reduce_mean), CAPSULE_CUDA_ENTRY(cross_entropy),
+    CAPSULE_CUDA_ENTRY(flash_attention),
     kernel("native_cuda.sgd", forward_entry<sgd_forward>, nullptr),
     kernel("native_cuda.adam", forward_entry<adam_forward>, nullptr),
 #if CAPSULE_CUDA_WITH_CUDNN

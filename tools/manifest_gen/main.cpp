@@ -242,6 +242,7 @@ KernelCapsule make_capsule(const std::string& plugin, Device device, const OpInf
         k.vjp = descriptor(ClaimKind::vjp_refinement, k, d.evidence.at("no_backward"), summary("no_backward"),
                            d.provenance);
     k.notes = override.value("notes", d.notes);
+    k.name = kernel->name;  // plugin.<op>, or the name an override declares (generate checks which)
     return k;
 }
 
@@ -273,14 +274,24 @@ ordered_json generate(const std::string& declaration_path, const std::string& li
     const PluginManifest base = parse_manifest(head.dump(), declaration_path);
     const CapsuleDefaults d = read_defaults(decl.at("capsules"), declaration_path);
 
+    // Capsule names the declaration gives instead of plugin.<op> (e.g. native_cuda.flash_attention
+    // for scaled_dot_product_attention): a kernel of that name implements that op.
+    std::map<std::string, BackendOp> declared_names;
+    for (const auto& [op, o] : d.overrides.items())
+        if (o.is_object() && o.contains("name") && o.at("name").is_string())
+            declared_names.emplace(o.at("name").get<std::string>(), parse<BackendOp>(op));
     std::vector<KernelCapsule> capsules;
     std::set<BackendOp> implemented;
+    std::set<std::string> kernel_names;
     const capsule_plugin* table = plugin_table(library);
     for (const auto& kernel : kernel_table(table, library)) {
         const std::string prefix = base.name + ".";
         if (kernel.name.rfind(prefix, 0) != 0)
-            fail(library + ": kernel " + kernel.name + " is not named " + prefix + "<op>");
-        const BackendOp op = parse<BackendOp>(kernel.name.substr(prefix.size()));
+            fail(library + ": kernel " + kernel.name + " is not named " + prefix + "<op> or a name the declaration gives");
+        const auto declared = declared_names.find(kernel.name);
+        const BackendOp op = declared != declared_names.end() ? declared->second
+                                                              : parse<BackendOp>(kernel.name.substr(prefix.size()));
+        kernel_names.insert(kernel.name);
         if (!implemented.insert(op).second) fail(library + ": two kernels for " + kernel.name);
         capsules.push_back(make_capsule(base.name, base.device, op_info(op), &kernel, d));
     }
@@ -292,8 +303,9 @@ ordered_json generate(const std::string& declaration_path, const std::string& li
         const BackendOp which = parse<BackendOp>(op);
         if (!implemented.count(which) && !d.planner_only.count(which))
             fail(declaration_path + ": $.capsules.overrides." + op + ": the library has no kernel for it");
-        if (implemented.count(which) && o.contains("name"))
-            fail(declaration_path + ": $.capsules.overrides." + op + ".name: a kernel's capsule is named by the library");
+        if (implemented.count(which) && o.contains("name") && !kernel_names.count(o.at("name").get<std::string>()))
+            fail(declaration_path + ": $.capsules.overrides." + op + ".name: the library implements " + op +
+                 " under another name (a kernel's capsule is named by the library)");
     }
     if (decl.at("capsules").contains("planner_only") && decl.at("capsules").at("planner_only").is_array())
         for (const auto& op : decl.at("capsules").at("planner_only"))
