@@ -154,11 +154,13 @@ struct Attr {
     int64_t i = 0;
     double f = 0;
     std::string s;
+    std::vector<int64_t> ints = {};
 };
 Attr int_attr(std::string n, int64_t v) { return {std::move(n), CAPSULE_ATTR_INT, v, 0, {}}; }
 Attr float_attr(std::string n, double v) { return {std::move(n), CAPSULE_ATTR_FLOAT, 0, v, {}}; }
 Attr bool_attr(std::string n, bool v) { return {std::move(n), CAPSULE_ATTR_BOOL, v ? 1 : 0, 0, {}}; }
 Attr string_attr(std::string n, std::string v) { return {std::move(n), CAPSULE_ATTR_STRING, 0, 0, std::move(v)}; }
+Attr ints_attr(std::string n, std::vector<int64_t> v) { return {std::move(n), CAPSULE_ATTR_INTS, 0, 0, {}, std::move(v)}; }
 
 /// ABI views of `attrs` (which must outlive them).
 std::vector<capsule_attribute> attr_views(const std::vector<Attr>& attrs) {
@@ -171,6 +173,8 @@ std::vector<capsule_attribute> attr_views(const std::vector<Attr>& attrs) {
         v.int_value = a.i;
         v.float_value = a.f;
         v.string_value = a.s.c_str();
+        v.ints = a.ints.data();
+        v.count = a.ints.size();
         views.push_back(v);
     }
     return views;
@@ -603,7 +607,7 @@ TEST(CudaPlugin, TableMatchesTheManifest) {
         EXPECT_EQ(runs, implemented.count(c.name) == 1)
             << c.name << " is " << to_string(c.runtime) << " in the manifest";
     }
-    EXPECT_EQ(implemented.size(), cudnn ? 38u : 32u);
+    EXPECT_EQ(implemented.size(), cudnn ? 48u : 42u);
 
     // A different major ABI is refused.
     EXPECT_EQ(loaded().entry(CAPSULE_ABI_MAJOR + 1, 0), nullptr);
@@ -794,6 +798,54 @@ TEST(CudaPlugin, KernelsRefuseBadArgumentsBeforeTouchingTheDevice) {
     EXPECT_EQ(message, "scaled_dot_product_attention: mask [3, 3] does not broadcast to the scores [1, 2, 3]");
     std::tie(code, message) = attention({q, k, v}, {float_attr("scale", INFINITY)});
     EXPECT_EQ(message, "scaled_dot_product_attention: attribute 'scale' must be finite");
+
+    // Element moves and layer_norm: x [2, 3].
+    std::vector<Attr> perm_attrs{ints_attr("dims", {0, 0})};
+    std::tie(code, message) = call("native_cuda.permute", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(perm_attrs));
+    EXPECT_EQ(code, CAPSULE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(message, "permute: attribute 'dims' = [0, 0] repeats axis 0");
+    std::tie(code, message) = call("native_cuda.transpose2d", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
+    EXPECT_EQ(message, "output has shape [2, 3], expected [3, 2]");
+    std::tie(code, message) = call("native_cuda.transpose3d_last_two", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32));
+    EXPECT_EQ(message, "transpose3d_last_two expects a rank-3 input, got rank 2");
+    const Dims nine(9, 1), st9 = contiguous_strides(nine);
+    std::vector<Attr> nine_dims{ints_attr("dims", {8, 7, 6, 5, 4, 3, 2, 1, 0})};
+    std::tie(code, message) = call("native_cuda.permute", {view(nine, st9, cuda, f32)}, view(nine, st9, cuda, f32),
+                                   attr_views(nine_dims));
+    EXPECT_EQ(code, CAPSULE_ERROR_UNSUPPORTED);
+    EXPECT_EQ(message, "permute: native_cuda moves elements of tensors of at most 8 dimensions, got [1, 1, 1, 1, 1, 1, 1, 1, 1]");
+    std::vector<Attr> zero_step{ints_attr("starts", {0}), ints_attr("ends", {2}), ints_attr("steps", {0})};
+    std::tie(code, message) = call("native_cuda.slice", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(zero_step));
+    EXPECT_EQ(message, "slice: attribute 'steps' has a 0 step");
+    std::vector<Attr> clamped{ints_attr("starts", {-100}), ints_attr("ends", {INT64_MAX}), ints_attr("axes", {1})};
+    std::tie(code, message) = call("native_cuda.slice", {view(s23, st23, cuda, f32)}, view(s4, st4, cuda, f32),
+                                   attr_views(clamped));
+    EXPECT_EQ(message, "output has shape [4], expected [2, 3]");  // clamped to the whole axis
+    std::vector<Attr> wide_reflect{ints_attr("pads", {0, 3, 0, 0}), string_attr("mode", "reflect")};
+    std::tie(code, message) = call("native_cuda.pad", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(wide_reflect));
+    EXPECT_EQ(message, "pad: mode 'reflect' needs pads smaller than the padded axis: axis 1 has size 3");
+    std::vector<Attr> crop{ints_attr("pads", {-3, 0, 0, 0})};
+    std::tie(code, message) = call("native_cuda.pad", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(crop));
+    EXPECT_EQ(message, "pad: attribute 'pads' crops axis 0 (size 2) below 0");
+    std::tie(code, message) = call("native_cuda.gather", {view(s23, st23, cuda, f32), view(s2, st2, cuda, f32)},
+                                   view(s23, st23, cuda, f32));
+    EXPECT_EQ(message, "gather: indices (input 1) must be int64, got float32");
+    std::vector<Attr> axis_far{int_attr("axis", 2)};
+    std::tie(code, message) = call("native_cuda.gather", {view(s23, st23, cuda, f32), view(s2, st2, cuda, i64)},
+                                   view(s23, st23, cuda, f32), attr_views(axis_far));
+    EXPECT_EQ(message, "gather: attribute 'axis' = 2 is out of range for rank 2");
+    std::vector<Attr> ln{ints_attr("normalized_shape", {2}), bool_attr("elementwise_affine", false)};
+    std::tie(code, message) = call("native_cuda.layer_norm", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(ln));
+    EXPECT_EQ(message, "layer_norm: normalized_shape [2] does not match the trailing dimensions of [2, 3]");
+    std::vector<Attr> ln3{ints_attr("normalized_shape", {3})};
+    std::tie(code, message) = call("native_cuda.layer_norm", {view(s23, st23, cuda, f32)}, view(s23, st23, cuda, f32),
+                                   attr_views(ln3));
+    EXPECT_EQ(message, "layer_norm expects 2 parameters (weight, bias as elementwise_affine and bias say), got 0");
 
     if (!find_kernel("native_cuda.conv2d")) return;  // built without cuDNN: conv2d is planner-only
     // conv2d: x [1, 2, 5, 5], weight [3, 2, 3, 3], bias [3] -> y [1, 3, 3, 3].
@@ -1384,6 +1436,145 @@ TEST_F(CudaKernels, FlashAttentionGradientsMatchFiniteDifferences) {
     check_gradient("native_cuda.flash_attention", {q, k, v}, {}, {bool_attr("is_causal", true)}, {2, 5, 2});
     check_gradient("native_cuda.flash_attention", {q, k, v, tensor({2, 1, 18}, -1, 1, 54)}, {}, {float_attr("scale", 0.7)},
                    {2, 5, 2});
+}
+
+/// Row-major index of output element `o` of a permutation of `in` (out dim d = in dim perm[d]).
+HostTensor host_permute(const HostTensor& x, const Dims& perm) {
+    Dims out;
+    for (int64_t d : perm) out.push_back(x.shape[size_t(d)]);
+    HostTensor y{out, {}};
+    for (int64_t o = 0; o < count_of(out); ++o) {
+        const Dims c = coords_of(o, out);
+        Dims ci(x.shape.size());
+        for (size_t d = 0; d < perm.size(); ++d) ci[size_t(perm[d])] = c[d];
+        y.values.push_back(x.values[size_t(source_index(ci, x.shape))]);
+    }
+    return y;
+}
+
+TEST_F(CudaKernels, PermutationsSlicesAndPaddingMoveElementsLikeTorch) {
+    const HostTensor x = tensor({2, 3, 4}, -1, 1, 61);
+    const std::vector<std::tuple<std::string, std::vector<Attr>, Dims>> permutations = {
+        {"permute", {ints_attr("dims", {2, -3, 1})}, {2, 0, 1}},
+        {"swapAdjacentAtDepth", {int_attr("depth", 1)}, {0, 2, 1}},
+        {"transpose3d_first_to_last", {}, {1, 2, 0}},
+        {"transpose3d_last_to_first", {}, {2, 0, 1}},
+        {"transpose3d_last_two", {}, {0, 2, 1}}};
+    for (auto dtype : kFloatTypes)
+        for (const auto& [op, attrs, perm] : permutations) {
+            SCOPED_TRACE(op + " " + dtype_name(dtype));
+            const HostTensor want = host_permute(x, perm);
+            EXPECT_TRUE(all_close(run_forward("native_cuda." + op, dtype, {x}, {}, attrs, want.shape), want.values, 0, 0));
+            if (dtype == CAPSULE_DTYPE_FLOAT64) check_gradient("native_cuda." + op, {x}, {}, attrs, want.shape);
+        }
+    const HostTensor m = tensor({3, 5}, -1, 1, 62);
+    const HostTensor mt = host_permute(m, {1, 0});
+    EXPECT_TRUE(all_close(run_forward("native_cuda.transpose2d", CAPSULE_DTYPE_FLOAT32, {m}, {}, {}, mt.shape), mt.values, 0, 0));
+    // slice: x[:, ::-2, 1:] (ONNX: start 2, end INT64_MIN, step -2 on axis 1; start 1, end 10 on axis 2).
+    const std::vector<Attr> sl{ints_attr("starts", {2, 1}), ints_attr("ends", {INT64_MIN, 10}), ints_attr("axes", {1, -1}),
+                               ints_attr("steps", {-2, 1})};
+    HostTensor want_slice{{2, 2, 3}, {}};
+    for (int64_t a = 0; a < 2; ++a)
+        for (int64_t b : {2, 0})
+            for (int64_t c = 1; c < 4; ++c) want_slice.values.push_back(x.values[size_t((a * 3 + b) * 4 + c)]);
+    EXPECT_TRUE(all_close(run_forward("native_cuda.slice", CAPSULE_DTYPE_FLOAT32, {x}, {}, sl, want_slice.shape),
+                          want_slice.values, 0, 0));
+    check_gradient("native_cuda.slice", {x}, {}, sl, want_slice.shape);
+    // pad on [3, 5]: rows 1 before and 2 after, columns cropped by 1 before and padded 2 after.
+    for (const char* mode : {"constant", "reflect", "edge"}) {
+        SCOPED_TRACE(mode);
+        std::vector<Attr> pa{ints_attr("pads", {1, -1, 2, 2}), string_attr("mode", mode)};
+        if (std::string(mode) == "constant") pa.push_back(float_attr("value", 2.5));
+        HostTensor want{{6, 6}, {}};
+        for (int64_t r = 0; r < 6; ++r)
+            for (int64_t c = 0; c < 6; ++c) {
+                int64_t i = r - 1, j = c + 1;  // input row and column read
+                const auto fold = [&](int64_t k, int64_t n) {
+                    if (std::string(mode) == "edge") return std::clamp<int64_t>(k, 0, n - 1);
+                    return k < 0 ? -k : k >= n ? 2 * (n - 1) - k : k;  // reflect
+                };
+                if (std::string(mode) == "constant" && (i < 0 || i >= 3 || j >= 5)) {
+                    want.values.push_back(2.5);
+                    continue;
+                }
+                i = fold(i, 3);
+                j = fold(j, 5);
+                want.values.push_back(m.values[size_t(i * 5 + j)]);
+            }
+        EXPECT_TRUE(all_close(run_forward("native_cuda.pad", CAPSULE_DTYPE_FLOAT64, {m}, {}, pa, want.shape), want.values, 0, 0));
+        check_gradient("native_cuda.pad", {m}, {}, pa, want.shape);
+    }
+}
+
+TEST_F(CudaKernels, GatherTakesAlongAnAxisAndScatterAddsItsGradient) {
+    const HostTensor data = tensor({2, 4, 3}, -1, 1, 63);
+    const HostTensor indices{{2, 2}, {3, -4, 3, 1}};  // −4 is row 0; 3 repeats: its gradient sums
+    const HostTensor gy = tensor({2, 2, 2, 3}, -1, 1, 64);
+    for (auto dtype : kFloatTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        const DeviceTensor dd(dtype, data), di(CAPSULE_DTYPE_INT64, indices), out(dtype, Dims{2, 2, 2, 3});
+        ASSERT_EQ(call_forward("native_cuda.gather", {&dd, &di}, {&out}, {int_attr("axis", 1)}), "");
+        Values want, want_grad(data.values.size(), 0.0);
+        for (int64_t p = 0; p < 2; ++p)
+            for (int64_t k = 0; k < 4; ++k)
+                for (int64_t q = 0; q < 3; ++q) {
+                    const int64_t row = (int64_t(indices.values[size_t(k)]) + 4) % 4;
+                    want.push_back(data.values[size_t((p * 4 + row) * 3 + q)]);
+                    want_grad[size_t((p * 4 + row) * 3 + q)] += gy.values[size_t((p * 4 + k) * 3 + q)];
+                }
+        EXPECT_TRUE(all_close(out.download(), want, 0, 0));
+        // Backward: the gradient of data, scatter-added.
+        const DeviceTensor dgy(dtype, gy), dgx(dtype, data.shape);
+        const std::vector<capsule_tensor_view> inputs{dd.view(), di.view()};
+        capsule_tensor_view absent{};
+        absent.struct_size = sizeof absent;
+        const std::vector<capsule_tensor_view> grads{dgx.view(), absent};
+        const capsule_tensor_view gout = dgy.view();
+        const std::vector<Attr> attrs{int_attr("axis", 1)};
+        const auto views = attr_views(attrs);
+        capsule_backward_args args{};
+        args.struct_size = sizeof args;
+        args.inputs = inputs.data();
+        args.num_inputs = inputs.size();
+        args.num_outputs = 1;
+        args.grad_outputs = &gout;
+        args.grad_inputs = grads.data();
+        args.attrs = views.data();
+        args.num_attrs = views.size();
+        capsule_status st{};
+        st.struct_size = sizeof st;
+        ASSERT_EQ(find_kernel("native_cuda.gather")->backward(&args, &st), CAPSULE_OK) << st.message;
+        const auto tol = tolerance(dtype);
+        EXPECT_TRUE(all_close(dgx.download(), want_grad, tol.rtol, tol.atol));
+        // An index outside [−4, 4): the caller's data error, read back from the device.
+        const DeviceTensor bad(CAPSULE_DTYPE_INT64, HostTensor{{2}, {1, 4}}), out2(dtype, Dims{2, 2, 3});
+        const auto message = call_forward("native_cuda.gather", {&dd, &bad}, {&out2}, {int_attr("axis", 1)});
+        EXPECT_EQ(message, "gather: an index is out of range for axis 1 of size 4 (valid: -4..3)");
+    }
+}
+
+TEST_F(CudaKernels, LayerNormMatchesTorchAndItsGradients) {
+    // x [2, 3, 4] over normalized_shape [3, 4]: mean and biased variance of each [3, 4] block.
+    const HostTensor x = tensor({2, 3, 4}, -2, 2, 65), w = tensor({3, 4}, 0.5, 1.5, 66), b = tensor({3, 4}, -1, 1, 67);
+    Values want;
+    for (int64_t r = 0; r < 2; ++r) {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < 12; ++j) mean += x.values[size_t(r * 12 + j)] / 12;
+        for (int64_t j = 0; j < 12; ++j) var += std::pow(x.values[size_t(r * 12 + j)] - mean, 2) / 12;
+        for (int64_t j = 0; j < 12; ++j)
+            want.push_back((x.values[size_t(r * 12 + j)] - mean) / std::sqrt(var + 1e-3) * w.values[size_t(j)] + b.values[size_t(j)]);
+    }
+    const std::vector<Attr> attrs{ints_attr("normalized_shape", {3, 4}), float_attr("eps", 1e-3)};
+    for (auto dtype : kFloatTypes) {
+        SCOPED_TRACE(dtype_name(dtype));
+        const auto tol = tolerance(dtype);
+        EXPECT_TRUE(all_close(run_forward("native_cuda.layer_norm", dtype, {x}, {w, b}, attrs, x.shape), want,
+                              tol.rtol * 10, tol.atol * 10));
+    }
+    check_gradient("native_cuda.layer_norm", {x}, {w, b}, attrs, x.shape);
+    check_gradient("native_cuda.layer_norm", {x}, {}, {ints_attr("normalized_shape", {4}), bool_attr("elementwise_affine", false)},
+                   x.shape);
+    check_gradient("native_cuda.layer_norm", {x}, {w}, {ints_attr("normalized_shape", {3, 4}), bool_attr("bias", false)}, x.shape);
 }
 
 TEST_F(CudaKernels, CrossEntropyMatchesTorchAndRefusesBadTargets) {

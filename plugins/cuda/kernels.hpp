@@ -2,7 +2,8 @@
 // Elementwise and softmax kernels: elementwise_ops.cpp; matmul and linear: blas_ops.cpp;
 // reshape, flatten, concat, reduce_sum and reduce_mean: shape_ops.cpp; cross_entropy, sgd and
 // adam: training_ops.cpp; scaled_dot_product_attention (native_cuda.flash_attention):
-// attention_ops.cpp;
+// attention_ops.cpp; permutations, slice, pad and gather: index_ops.cpp; layer_norm:
+// layer_norm_ops.cpp;
 // conv2d and pooling: dnn_ops.cpp, batch_norm: norm_ops.cpp (those when CMake found cuDNN:
 // CAPSULE_CUDA_WITH_CUDNN); probe and device memory: device.cpp.
 #pragma once
@@ -48,6 +49,16 @@ CAPSULE_CUDA_KERNEL(reduce_sum)
 CAPSULE_CUDA_KERNEL(reduce_mean)
 CAPSULE_CUDA_KERNEL(cross_entropy)  // training_ops.cpp
 CAPSULE_CUDA_KERNEL(flash_attention)  // attention_ops.cpp: scaled_dot_product_attention
+CAPSULE_CUDA_KERNEL(permute)  // index_ops.cpp
+CAPSULE_CUDA_KERNEL(transpose2d)
+CAPSULE_CUDA_KERNEL(swapAdjacentAtDepth)
+CAPSULE_CUDA_KERNEL(transpose3d_first_to_last)
+CAPSULE_CUDA_KERNEL(transpose3d_last_to_first)
+CAPSULE_CUDA_KERNEL(transpose3d_last_two)
+CAPSULE_CUDA_KERNEL(slice)
+CAPSULE_CUDA_KERNEL(pad)
+CAPSULE_CUDA_KERNEL(gather)
+CAPSULE_CUDA_KERNEL(layer_norm)  // layer_norm_ops.cpp
 #if CAPSULE_CUDA_WITH_CUDNN
 CAPSULE_CUDA_KERNEL(conv2d)  // dnn_ops.cpp, on cuDNN
 CAPSULE_CUDA_KERNEL(max_pool2d)

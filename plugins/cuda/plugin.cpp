@@ -24,7 +24,11 @@ constexpr capsule_kernel kKernels[] = {
     CAPSULE_CUDA_ENTRY(matmul),  CAPSULE_CUDA_ENTRY(linear),
     CAPSULE_CUDA_ENTRY(reshape), CAPSULE_CUDA_ENTRY(flatten),     CAPSULE_CUDA_ENTRY(concat),
     CAPSULE_CUDA_ENTRY(reduce_sum), CAPSULE_CUDA_ENTRY(reduce_mean), CAPSULE_CUDA_ENTRY(cross_entropy),
-    CAPSULE_CUDA_ENTRY(flash_attention),
+    CAPSULE_CUDA_ENTRY(flash_attention), CAPSULE_CUDA_ENTRY(permute),    CAPSULE_CUDA_ENTRY(transpose2d),
+    CAPSULE_CUDA_ENTRY(swapAdjacentAtDepth), CAPSULE_CUDA_ENTRY(transpose3d_first_to_last),
+    CAPSULE_CUDA_ENTRY(transpose3d_last_to_first), CAPSULE_CUDA_ENTRY(transpose3d_last_two),
+    CAPSULE_CUDA_ENTRY(slice),   CAPSULE_CUDA_ENTRY(pad),         CAPSULE_CUDA_ENTRY(gather),
+    CAPSULE_CUDA_ENTRY(layer_norm),
     kernel("native_cuda.sgd", forward_entry<sgd_forward>, nullptr),
     kernel("native_cuda.adam", forward_entry<adam_forward>, nullptr),
 #if CAPSULE_CUDA_WITH_CUDNN
