@@ -1506,6 +1506,32 @@ TEST_F(CudaKernels, PermutationsSlicesAndPaddingMoveElementsLikeTorch) {
     }
 }
 
+/// Runs `capsule`'s backward for inputs (x, an int64 second input without a gradient) and one
+/// output: gx from gy; "" or the status message.
+std::string call_backward_of_first(const std::string& capsule, const DeviceTensor& x, const DeviceTensor& second,
+                                   const DeviceTensor& gy, const DeviceTensor& gx, const std::vector<Attr>& attrs) {
+    const auto* k = find_kernel(capsule);
+    if (!k || !k->backward) return "no backward kernel " + capsule;
+    const std::vector<capsule_tensor_view> inputs{x.view(), second.view()};
+    capsule_tensor_view absent{};
+    absent.struct_size = sizeof absent;
+    const std::vector<capsule_tensor_view> grads{gx.view(), absent};
+    const capsule_tensor_view gout = gy.view();
+    const auto views = attr_views(attrs);
+    capsule_backward_args args{};
+    args.struct_size = sizeof args;
+    args.inputs = inputs.data();
+    args.num_inputs = inputs.size();
+    args.num_outputs = 1;
+    args.grad_outputs = &gout;
+    args.grad_inputs = grads.data();
+    args.attrs = views.data();
+    args.num_attrs = views.size();
+    capsule_status st{};
+    st.struct_size = sizeof st;
+    return k->backward(&args, &st) == CAPSULE_OK ? "" : st.message;
+}
+
 TEST_F(CudaKernels, GatherTakesAlongAnAxisAndScatterAddsItsGradient) {
     const HostTensor data = tensor({2, 4, 3}, -1, 1, 63);
     const HostTensor indices{{2, 2}, {3, -4, 3, 1}};  // −4 is row 0; 3 repeats: its gradient sums
@@ -1525,25 +1551,7 @@ TEST_F(CudaKernels, GatherTakesAlongAnAxisAndScatterAddsItsGradient) {
         EXPECT_TRUE(all_close(out.download(), want, 0, 0));
         // Backward: the gradient of data, scatter-added.
         const DeviceTensor dgy(dtype, gy), dgx(dtype, data.shape);
-        const std::vector<capsule_tensor_view> inputs{dd.view(), di.view()};
-        capsule_tensor_view absent{};
-        absent.struct_size = sizeof absent;
-        const std::vector<capsule_tensor_view> grads{dgx.view(), absent};
-        const capsule_tensor_view gout = dgy.view();
-        const std::vector<Attr> attrs{int_attr("axis", 1)};
-        const auto views = attr_views(attrs);
-        capsule_backward_args args{};
-        args.struct_size = sizeof args;
-        args.inputs = inputs.data();
-        args.num_inputs = inputs.size();
-        args.num_outputs = 1;
-        args.grad_outputs = &gout;
-        args.grad_inputs = grads.data();
-        args.attrs = views.data();
-        args.num_attrs = views.size();
-        capsule_status st{};
-        st.struct_size = sizeof st;
-        ASSERT_EQ(find_kernel("native_cuda.gather")->backward(&args, &st), CAPSULE_OK) << st.message;
+        ASSERT_EQ(call_backward_of_first("native_cuda.gather", dd, di, dgy, dgx, {int_attr("axis", 1)}), "");
         const auto tol = tolerance(dtype);
         EXPECT_TRUE(all_close(dgx.download(), want_grad, tol.rtol, tol.atol));
         // An index outside [−4, 4): the caller's data error, read back from the device.
@@ -1615,8 +1623,6 @@ TEST_F(CudaKernels, CrossEntropyGradientIsSoftmaxMinusOneHot) {
     const HostTensor x{{4, 3}, {1, 2, 3, -1, 0.5, 0, 1000, 999, 998, 0.1, 0.2, 0.3}};
     const HostTensor target{{4}, {2, 0, 1, -100}};
     const Values p = host_softmax(x, 1, false);
-    const auto* k = find_kernel("native_cuda.cross_entropy");
-    ASSERT_NE(k->backward, nullptr);
     for (auto dtype : kFloatTypes)
         for (const char* reduction : {"none", "sum", "mean"}) {
             SCOPED_TRACE(std::string(reduction) + " " + dtype_name(dtype));
@@ -1629,25 +1635,9 @@ TEST_F(CudaKernels, CrossEntropyGradientIsSoftmaxMinusOneHot) {
                     want[size_t(i * 3 + c)] = g * (p[size_t(i * 3 + c)] - (c == int(target.values[size_t(i)]) ? 1 : 0));
             }
             const DeviceTensor dx(dtype, x), dt(CAPSULE_DTYPE_INT64, target), dgy(dtype, gy), dgx(dtype, x.shape);
-            const std::vector<capsule_tensor_view> inputs{dx.view(), dt.view()};
-            capsule_tensor_view absent{};  // the target has no gradient
-            absent.struct_size = sizeof absent;
-            const std::vector<capsule_tensor_view> grads{dgx.view(), absent};
-            const capsule_tensor_view gout = dgy.view();
-            const std::vector<Attr> attrs{string_attr("reduction", reduction)};
-            const auto views = attr_views(attrs);
-            capsule_backward_args args{};
-            args.struct_size = sizeof args;
-            args.inputs = inputs.data();
-            args.num_inputs = inputs.size();
-            args.num_outputs = 1;
-            args.grad_outputs = &gout;
-            args.grad_inputs = grads.data();
-            args.attrs = views.data();
-            args.num_attrs = views.size();
-            capsule_status st{};
-            st.struct_size = sizeof st;
-            ASSERT_EQ(k->backward(&args, &st), CAPSULE_OK) << st.message;
+            ASSERT_EQ(call_backward_of_first("native_cuda.cross_entropy", dx, dt, dgy, dgx,
+                                             {string_attr("reduction", reduction)}),
+                      "");
             const auto tol = tolerance(dtype);
             EXPECT_TRUE(all_close(dgx.download(), want, tol.rtol * 10, tol.atol * 10));
         }

@@ -13,14 +13,6 @@
 namespace capsule::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
-
-unsigned blocks_for(int64_t n) {
-    const int64_t b = (n + kThreads - 1) / kThreads;
-    return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
-}
-
 template <typename T>
 __device__ __forceinline__ T unary_value(Unary op, T x, const UnaryParams& p) {
     switch (op) {

@@ -7,13 +7,6 @@
 namespace capsule::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-    const int64_t b = (n + kThreads - 1) / kThreads;
-    return static_cast<unsigned>(b < (1 << 20) ? b : (1 << 20));
-}
-
 /// The input element output element `o` reads, or −1 for the padding constant.
 __device__ int64_t source_of(const IndexMap& m, int64_t o) {
     int64_t source = m.base;

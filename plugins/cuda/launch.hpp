@@ -16,6 +16,16 @@
 
 namespace capsule::cuda {
 
+/// Threads per block of the one-thread-per-element kernels.
+inline constexpr int kThreads = 256;
+
+/// Blocks for n elements at kThreads each, at most 2^16: the kernels' grid-stride loops cover
+/// the rest.
+inline unsigned blocks_for(int64_t n) {
+    const int64_t blocks = (n + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(blocks < (int64_t(1) << 16) ? blocks : (int64_t(1) << 16));
+}
+
 /// Most dimensions a broadcast or reduction layout carries after merging adjacent dimensions
 /// that behave alike (so NumPy shapes of any rank usually fit).
 inline constexpr int kMaxLayoutRank = 8;

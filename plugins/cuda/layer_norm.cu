@@ -1,13 +1,13 @@
 // layer_norm kernels (layer_norm.hpp): one block per row of x viewed as [rows, n], n the product of
 // normalized_shape. Statistics in two passes over the row (mean, then the biased variance of the
 // deviations), each reduced across the block in shared memory; the backward pass recomputes them.
+#include "launch.hpp"
 #include "layer_norm.hpp"
 
 namespace capsule::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 1u << 20;
+constexpr unsigned kMaxBlocks = 1u << 20;  // rows per launch; blocks loop over the rest
 
 /// The sum of every thread's `value` over the block (all threads get it).
 template <typename T>
@@ -84,7 +84,7 @@ __global__ void layer_norm_grad_rows(LayerNormShape s, const T* __restrict__ x, 
     }
 }
 
-unsigned blocks_for(int64_t rows) { return unsigned(rows < int64_t(kMaxBlocks) ? rows : kMaxBlocks); }
+unsigned blocks_for_rows(int64_t rows) { return unsigned(rows < int64_t(kMaxBlocks) ? rows : kMaxBlocks); }
 
 }  // namespace
 
@@ -92,11 +92,11 @@ cudaError_t launch_layer_norm_forward(capsule_dtype dtype, const LayerNormShape&
                                       const void* bias, void* y, cudaStream_t stream) {
     if (s.rows == 0 || s.n == 0) return cudaSuccess;
     if (dtype == CAPSULE_DTYPE_FLOAT64)
-        layer_norm_rows<double><<<blocks_for(s.rows), kThreads, 0, stream>>>(
+        layer_norm_rows<double><<<blocks_for_rows(s.rows), kThreads, 0, stream>>>(
             s, static_cast<const double*>(x), static_cast<const double*>(weight), static_cast<const double*>(bias),
             static_cast<double*>(y));
     else
-        layer_norm_rows<float><<<blocks_for(s.rows), kThreads, 0, stream>>>(
+        layer_norm_rows<float><<<blocks_for_rows(s.rows), kThreads, 0, stream>>>(
             s, static_cast<const float*>(x), static_cast<const float*>(weight), static_cast<const float*>(bias),
             static_cast<float*>(y));
     return cudaGetLastError();
@@ -106,11 +106,11 @@ cudaError_t launch_layer_norm_backward(capsule_dtype dtype, const LayerNormShape
                                        const void* dy, void* dx, void* dy_xhat, cudaStream_t stream) {
     if (s.rows == 0 || s.n == 0) return cudaSuccess;
     if (dtype == CAPSULE_DTYPE_FLOAT64)
-        layer_norm_grad_rows<double><<<blocks_for(s.rows), kThreads, 0, stream>>>(
+        layer_norm_grad_rows<double><<<blocks_for_rows(s.rows), kThreads, 0, stream>>>(
             s, static_cast<const double*>(x), static_cast<const double*>(weight), static_cast<const double*>(dy),
             static_cast<double*>(dx), static_cast<double*>(dy_xhat));
     else
-        layer_norm_grad_rows<float><<<blocks_for(s.rows), kThreads, 0, stream>>>(
+        layer_norm_grad_rows<float><<<blocks_for_rows(s.rows), kThreads, 0, stream>>>(
             s, static_cast<const float*>(x), static_cast<const float*>(weight), static_cast<const float*>(dy),
             static_cast<float*>(dx), static_cast<float*>(dy_xhat));
     return cudaGetLastError();

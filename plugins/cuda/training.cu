@@ -8,12 +8,6 @@
 namespace capsule::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-    const int64_t b = (n + kThreads - 1) / kThreads;
-    return static_cast<unsigned>(b < (1 << 20) ? b : (1 << 20));
-}
 
 /// loss[i] = (m − x[i, t]) + log Σ_j exp(x[i, j] − m), m the row maximum; 0 for a row whose
 /// target is ignore_index (counted[i] = 0, else 1); a target outside [0, C) sets *bad to 1.
