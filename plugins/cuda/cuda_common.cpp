@@ -60,7 +60,6 @@ const char* device_name(int32_t device) {
     }
 }
 
-
 }  // namespace
 
 void require_cuda_tensor(const Tensor& t, const std::string& what) {

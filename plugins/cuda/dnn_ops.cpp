@@ -12,7 +12,8 @@
 // tensor-core arithmetic, so float32 results are IEEE single precision like the cuBLAS kernels.
 // The algorithm is the first deterministic one of cuDNN's heuristics (cudnnGet*Algorithm_v7), so
 // a run repeats its bits; its workspace is stream-ordered scratch memory. cuDNN handles are per
-// host thread, as the cuBLAS ones (blas_ops.cpp).
+// host thread, as the cuBLAS ones (blas_ops.cpp); so are the forward plans (descriptors and
+// algorithm, keyed by shapes and attributes: forward_plan), made on a session's first run.
 //
 // max_pool2d[_pad] and avg_pool2d[_pad] follow torch.nn.functional.max_pool2d / avg_pool2d
 // (docs/ops.md): kernel_size, stride (default kernel_size), padding (at most half the kernel),
@@ -23,6 +24,8 @@
 // is refused (UNSUPPORTED), not computed differently.
 #include <array>
 #include <climits>
+#include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -181,6 +184,39 @@ std::pair<decltype(Perf{}.algo), size_t> pick_algorithm(const Perf* perf, int co
 
 constexpr int kMaxAlgorithms = 16;
 
+/// A forward convolution's descriptors and the algorithm cuDNN's heuristics chose for it.
+struct ForwardPlan {
+    ConvDescriptors d;
+    cudnnConvolutionFwdAlgo_t algo{};
+    size_t workspace = 0;
+    ForwardPlan(const ConvShape& s, capsule_dtype dtype) : d(s, dtype) {}
+};
+
+/// This thread's forward plan for (device, dtype, shapes, attributes), made on first use: the
+/// heuristic query and the descriptors then cost nothing on the next runs of a session. Plans
+/// hold no device memory; the cache is cleared past kMaxPlans shapes (a model with shapes that
+/// keep changing).
+const ForwardPlan& forward_plan(cudnnHandle_t h, const ConvShape& s, capsule_dtype dtype) {
+    constexpr size_t kMaxPlans = 256;
+    using Key = std::array<int64_t, 18>;
+    thread_local std::map<Key, std::unique_ptr<ForwardPlan>> plans;
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    const Key key{device,       int64_t(dtype), s.n,          s.c,          s.h,           s.w,
+                  s.k,          s.kh,           s.kw,         s.groups,     s.stride[0],   s.stride[1],
+                  s.padding[0], s.padding[1],   s.dilation[0], s.dilation[1], s.oh,        s.ow};
+    if (const auto it = plans.find(key); it != plans.end()) return *it->second;
+    auto plan = std::make_unique<ForwardPlan>(s, dtype);
+    cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgorithms];
+    int count = 0;
+    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, plan->d.x.get(), plan->d.weight.get(), plan->d.conv.get(),
+                                                       plan->d.y.get(), kMaxAlgorithms, &count, perf),
+                "conv2d forward heuristics");
+    std::tie(plan->algo, plan->workspace) = pick_algorithm(perf, count, "forward convolution");
+    if (plans.size() >= kMaxPlans) plans.clear();
+    return *plans.emplace(key, std::move(plan)).first->second;
+}
+
 /// y (already holding the convolution) += bias, broadcast over N, H and W.
 void add_bias(cudnnHandle_t h, const OutputDescriptors& d, const Scaling& s, const void* bias, void* y) {
     check_cudnn(cudnnAddTensor(h, s.one(), d.bias.get(), bias, s.one(), d.y.get(), y), "conv2d bias");
@@ -220,17 +256,12 @@ void conv2d_forward(const ForwardCall& call) {
         if (s.bias) add_bias(h, OutputDescriptors(s, dtype), one_zero, bias.view->data, y.view->data);
         return;
     }
-    const ConvDescriptors d(s, dtype);
-    cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgorithms];
-    int count = 0;
-    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.weight.get(), d.conv.get(), d.y.get(),
-                                                       kMaxAlgorithms, &count, perf),
-                "conv2d forward heuristics");
-    const auto [algo, bytes] = pick_algorithm(perf, count, "forward convolution");
-    Scratch workspace(bytes, stream);
+    const ForwardPlan& plan = forward_plan(h, s, dtype);
+    const ConvDescriptors& d = plan.d;
+    Scratch workspace(plan.workspace, stream);
     check_cudnn(cudnnConvolutionForward(h, one_zero.one(), d.x.get(), x.view->data, d.weight.get(), weight.view->data,
-                                        d.conv.get(), algo, workspace.get(), bytes, one_zero.zero(), d.y.get(),
-                                        y.view->data),
+                                        d.conv.get(), plan.algo, workspace.get(), plan.workspace, one_zero.zero(),
+                                        d.y.get(), y.view->data),
                 "cudnnConvolutionForward");
     if (s.bias) add_bias(h, d, one_zero, bias.view->data, y.view->data);
 }
