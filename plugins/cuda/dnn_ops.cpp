@@ -12,8 +12,8 @@
 // tensor-core arithmetic, so float32 results are IEEE single precision like the cuBLAS kernels.
 // The algorithm is the first deterministic one of cuDNN's heuristics (cudnnGet*Algorithm_v7), so
 // a run repeats its bits; its workspace is stream-ordered scratch memory. cuDNN handles are per
-// host thread, as the cuBLAS ones (blas_ops.cpp); so are the forward plans (descriptors and
-// algorithm, keyed by shapes and attributes: forward_plan), made on a session's first run.
+// host thread, as the cuBLAS ones (blas_ops.cpp); so are the plans (descriptors and the three
+// passes' algorithms, keyed by shapes and attributes: conv_plan), made on a session's first run.
 //
 // max_pool2d[_pad] and avg_pool2d[_pad] follow torch.nn.functional.max_pool2d / avg_pool2d
 // (docs/ops.md): kernel_size, stride (default kernel_size), padding (at most half the kernel),
@@ -184,37 +184,81 @@ std::pair<decltype(Perf{}.algo), size_t> pick_algorithm(const Perf* perf, int co
 
 constexpr int kMaxAlgorithms = 16;
 
-/// A forward convolution's descriptors and the algorithm cuDNN's heuristics chose for it.
-struct ForwardPlan {
-    ConvDescriptors d;
-    cudnnConvolutionFwdAlgo_t algo{};
+/// A cuDNN algorithm with its workspace size in bytes.
+template <typename Algo>
+struct Choice {
+    Algo algo{};
     size_t workspace = 0;
-    ForwardPlan(const ConvShape& s, capsule_dtype dtype) : d(s, dtype) {}
+    bool chosen = false;
 };
 
-/// This thread's forward plan for (device, dtype, shapes, attributes), made on first use: the
-/// heuristic query and the descriptors then cost nothing on the next runs of a session. Plans
-/// hold no device memory; the cache is cleared past kMaxPlans shapes (a model with shapes that
-/// keep changing).
-const ForwardPlan& forward_plan(cudnnHandle_t h, const ConvShape& s, capsule_dtype dtype) {
+/// A convolution's descriptors and the algorithms cuDNN's heuristics chose for its forward,
+/// backward-data and backward-filter passes (each asked for on its first use).
+struct ConvPlan {
+    ConvDescriptors d;
+    Choice<cudnnConvolutionFwdAlgo_t> forward;
+    Choice<cudnnConvolutionBwdDataAlgo_t> backward_data;
+    Choice<cudnnConvolutionBwdFilterAlgo_t> backward_filter;
+    ConvPlan(const ConvShape& s, capsule_dtype dtype) : d(s, dtype) {}
+};
+
+/// This thread's plan for (device, dtype, shapes, attributes), made on first use: the heuristic
+/// queries and the descriptors then cost nothing on a session's next runs. Plans hold no device
+/// memory; the cache is cleared past kMaxPlans shapes (a model whose shapes keep changing).
+ConvPlan& conv_plan(const ConvShape& s, capsule_dtype dtype) {
     constexpr size_t kMaxPlans = 256;
     using Key = std::array<int64_t, 18>;
-    thread_local std::map<Key, std::unique_ptr<ForwardPlan>> plans;
+    thread_local std::map<Key, std::unique_ptr<ConvPlan>> plans;
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
     const Key key{device,       int64_t(dtype), s.n,          s.c,          s.h,           s.w,
                   s.k,          s.kh,           s.kw,         s.groups,     s.stride[0],   s.stride[1],
                   s.padding[0], s.padding[1],   s.dilation[0], s.dilation[1], s.oh,        s.ow};
     if (const auto it = plans.find(key); it != plans.end()) return *it->second;
-    auto plan = std::make_unique<ForwardPlan>(s, dtype);
-    cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgorithms];
-    int count = 0;
-    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, plan->d.x.get(), plan->d.weight.get(), plan->d.conv.get(),
-                                                       plan->d.y.get(), kMaxAlgorithms, &count, perf),
-                "conv2d forward heuristics");
-    std::tie(plan->algo, plan->workspace) = pick_algorithm(perf, count, "forward convolution");
+    auto plan = std::make_unique<ConvPlan>(s, dtype);
     if (plans.size() >= kMaxPlans) plans.clear();
     return *plans.emplace(key, std::move(plan)).first->second;
+}
+
+const Choice<cudnnConvolutionFwdAlgo_t>& forward_choice(cudnnHandle_t h, ConvPlan& p) {
+    if (!p.forward.chosen) {
+        cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgorithms];
+        int count = 0;
+        check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, p.d.x.get(), p.d.weight.get(), p.d.conv.get(),
+                                                           p.d.y.get(), kMaxAlgorithms, &count, perf),
+                    "conv2d forward heuristics");
+        std::tie(p.forward.algo, p.forward.workspace) = pick_algorithm(perf, count, "forward convolution");
+        p.forward.chosen = true;
+    }
+    return p.forward;
+}
+
+const Choice<cudnnConvolutionBwdDataAlgo_t>& backward_data_choice(cudnnHandle_t h, ConvPlan& p) {
+    if (!p.backward_data.chosen) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgorithms];
+        int count = 0;
+        check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.d.weight.get(), p.d.y.get(), p.d.conv.get(),
+                                                                p.d.x.get(), kMaxAlgorithms, &count, perf),
+                    "conv2d backward-data heuristics");
+        std::tie(p.backward_data.algo, p.backward_data.workspace) =
+            pick_algorithm(perf, count, "backward-data convolution");
+        p.backward_data.chosen = true;
+    }
+    return p.backward_data;
+}
+
+const Choice<cudnnConvolutionBwdFilterAlgo_t>& backward_filter_choice(cudnnHandle_t h, ConvPlan& p) {
+    if (!p.backward_filter.chosen) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgorithms];
+        int count = 0;
+        check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.d.x.get(), p.d.y.get(), p.d.conv.get(),
+                                                                  p.d.weight.get(), kMaxAlgorithms, &count, perf),
+                    "conv2d backward-filter heuristics");
+        std::tie(p.backward_filter.algo, p.backward_filter.workspace) =
+            pick_algorithm(perf, count, "backward-filter convolution");
+        p.backward_filter.chosen = true;
+    }
+    return p.backward_filter;
 }
 
 /// y (already holding the convolution) += bias, broadcast over N, H and W.
@@ -256,11 +300,12 @@ void conv2d_forward(const ForwardCall& call) {
         if (s.bias) add_bias(h, OutputDescriptors(s, dtype), one_zero, bias.view->data, y.view->data);
         return;
     }
-    const ForwardPlan& plan = forward_plan(h, s, dtype);
+    ConvPlan& plan = conv_plan(s, dtype);
     const ConvDescriptors& d = plan.d;
-    Scratch workspace(plan.workspace, stream);
+    const auto& choice = forward_choice(h, plan);
+    Scratch workspace(choice.workspace, stream);
     check_cudnn(cudnnConvolutionForward(h, one_zero.one(), d.x.get(), x.view->data, d.weight.get(), weight.view->data,
-                                        d.conv.get(), plan.algo, workspace.get(), plan.workspace, one_zero.zero(),
+                                        d.conv.get(), choice.algo, workspace.get(), choice.workspace, one_zero.zero(),
                                         d.y.get(), y.view->data),
                 "cudnnConvolutionForward");
     if (s.bias) add_bias(h, d, one_zero, bias.view->data, y.view->data);
@@ -297,30 +342,22 @@ void conv2d_backward(const BackwardCall& call) {
     }
     const cudnnHandle_t h = dnn_handle(stream);
     const Scaling one_zero(dtype);
-    const ConvDescriptors d(s, dtype);
-    int count = 0;
+    ConvPlan& plan = conv_plan(s, dtype);
+    const ConvDescriptors& d = plan.d;
     if (gx.present()) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgorithms];
-        check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.weight.get(), d.y.get(), d.conv.get(), d.x.get(),
-                                                                kMaxAlgorithms, &count, perf),
-                    "conv2d backward-data heuristics");
-        const auto [algo, bytes] = pick_algorithm(perf, count, "backward-data convolution");
-        Scratch workspace(bytes, stream);
+        const auto& choice = backward_data_choice(h, plan);
+        Scratch workspace(choice.workspace, stream);
         check_cudnn(cudnnConvolutionBackwardData(h, one_zero.one(), d.weight.get(), weight.view->data, d.y.get(),
-                                                 gy.view->data, d.conv.get(), algo, workspace.get(), bytes,
-                                                 one_zero.zero(), d.x.get(), gx.view->data),
+                                                 gy.view->data, d.conv.get(), choice.algo, workspace.get(),
+                                                 choice.workspace, one_zero.zero(), d.x.get(), gx.view->data),
                     "cudnnConvolutionBackwardData");
     }
     if (gw.present()) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgorithms];
-        check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(),
-                                                                  d.weight.get(), kMaxAlgorithms, &count, perf),
-                    "conv2d backward-filter heuristics");
-        const auto [algo, bytes] = pick_algorithm(perf, count, "backward-filter convolution");
-        Scratch workspace(bytes, stream);
+        const auto& choice = backward_filter_choice(h, plan);
+        Scratch workspace(choice.workspace, stream);
         check_cudnn(cudnnConvolutionBackwardFilter(h, one_zero.one(), d.x.get(), x.view->data, d.y.get(),
-                                                   gy.view->data, d.conv.get(), algo, workspace.get(), bytes,
-                                                   one_zero.zero(), d.weight.get(), gw.view->data),
+                                                   gy.view->data, d.conv.get(), choice.algo, workspace.get(),
+                                                   choice.workspace, one_zero.zero(), d.weight.get(), gw.view->data),
                     "cudnnConvolutionBackwardFilter");
     }
     if (gb.present())
