@@ -138,6 +138,16 @@ Dims pad_front(const Dims& d, size_t rank) {
 
 }  // namespace
 
+capsule_dtype require_unary_grads(const Tensor& x, const Tensor& gy, const Tensor& gx, const Dims& gy_shape) {
+    require_cuda_tensor(x, "input 0");
+    require_cuda_tensor(gy, "grad output");
+    require_cuda_tensor(gx, "grad input 0");
+    const auto dtype = common_float_dtype({{x, "input 0"}, {gy, "grad output"}, {gx, "grad input 0"}});
+    require_shape(gy, gy_shape, "grad output");
+    require_shape(gx, dims_of(x), "grad input 0");
+    return dtype;
+}
+
 BroadcastLayout broadcast_layout(const Dims& a0, const Dims& b0, const Dims& out) {
     const Dims a = pad_front(a0, out.size()), b = pad_front(b0, out.size());
     struct Group { int64_t size; bool a_broadcast, b_broadcast; };

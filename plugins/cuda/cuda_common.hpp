@@ -48,6 +48,9 @@ void require_cuda_tensor(const Tensor& t, const std::string& what);
 void require_cuda_layout(const Tensor& t, const std::string& what);
 /// The float dtype shared by `tensors` (all already checked with require_cuda_tensor).
 capsule_dtype common_float_dtype(std::initializer_list<std::pair<Tensor, const char*>> tensors);
+/// The checks of a one-input backward call: x, gy ("grad output") and gx ("grad input 0") CUDA
+/// tensors of one float dtype, gy of shape `gy_shape`, gx of x's shape; returns that dtype.
+capsule_dtype require_unary_grads(const Tensor& x, const Tensor& gy, const Tensor& gx, const Dims& gy_shape);
 /// Raises INVALID_ARGUMENT unless `t` has shape `expected`.
 void require_shape(const Tensor& t, const Dims& expected, const std::string& what);
 

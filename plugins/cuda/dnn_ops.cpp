@@ -184,21 +184,36 @@ std::pair<decltype(Perf{}.algo), size_t> pick_algorithm(const Perf* perf, int co
 
 constexpr int kMaxAlgorithms = 16;
 
-/// A cuDNN algorithm with its workspace size in bytes.
-template <typename Algo>
+/// A cuDNN algorithm with its workspace size in bytes, chosen on first use from the results of
+/// the pass's heuristics (`Perf`: the pass's cudnn*AlgoPerf_t).
+template <typename Perf>
 struct Choice {
-    Algo algo{};
+    decltype(Perf{}.algo) algo{};
     size_t workspace = 0;
     bool chosen = false;
+
+    /// `query(perf, &count)` runs the heuristics into up to kMaxAlgorithms results; `what` names
+    /// the pass in pick_algorithm's message.
+    template <typename Query>
+    const Choice& ensure(const char* what, Query&& query) {
+        if (!chosen) {
+            Perf perf[kMaxAlgorithms];
+            int count = 0;
+            query(perf, &count);
+            std::tie(algo, workspace) = pick_algorithm(perf, count, what);
+            chosen = true;
+        }
+        return *this;
+    }
 };
 
 /// A convolution's descriptors and the algorithms cuDNN's heuristics chose for its forward,
 /// backward-data and backward-filter passes (each asked for on its first use).
 struct ConvPlan {
     ConvDescriptors d;
-    Choice<cudnnConvolutionFwdAlgo_t> forward;
-    Choice<cudnnConvolutionBwdDataAlgo_t> backward_data;
-    Choice<cudnnConvolutionBwdFilterAlgo_t> backward_filter;
+    Choice<cudnnConvolutionFwdAlgoPerf_t> forward;
+    Choice<cudnnConvolutionBwdDataAlgoPerf_t> backward_data;
+    Choice<cudnnConvolutionBwdFilterAlgoPerf_t> backward_filter;
     ConvPlan(const ConvShape& s, capsule_dtype dtype) : d(s, dtype) {}
 };
 
@@ -218,47 +233,6 @@ ConvPlan& conv_plan(const ConvShape& s, capsule_dtype dtype) {
     auto plan = std::make_unique<ConvPlan>(s, dtype);
     if (plans.size() >= kMaxPlans) plans.clear();
     return *plans.emplace(key, std::move(plan)).first->second;
-}
-
-const Choice<cudnnConvolutionFwdAlgo_t>& forward_choice(cudnnHandle_t h, ConvPlan& p) {
-    if (!p.forward.chosen) {
-        cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgorithms];
-        int count = 0;
-        check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, p.d.x.get(), p.d.weight.get(), p.d.conv.get(),
-                                                           p.d.y.get(), kMaxAlgorithms, &count, perf),
-                    "conv2d forward heuristics");
-        std::tie(p.forward.algo, p.forward.workspace) = pick_algorithm(perf, count, "forward convolution");
-        p.forward.chosen = true;
-    }
-    return p.forward;
-}
-
-const Choice<cudnnConvolutionBwdDataAlgo_t>& backward_data_choice(cudnnHandle_t h, ConvPlan& p) {
-    if (!p.backward_data.chosen) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgorithms];
-        int count = 0;
-        check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.d.weight.get(), p.d.y.get(), p.d.conv.get(),
-                                                                p.d.x.get(), kMaxAlgorithms, &count, perf),
-                    "conv2d backward-data heuristics");
-        std::tie(p.backward_data.algo, p.backward_data.workspace) =
-            pick_algorithm(perf, count, "backward-data convolution");
-        p.backward_data.chosen = true;
-    }
-    return p.backward_data;
-}
-
-const Choice<cudnnConvolutionBwdFilterAlgo_t>& backward_filter_choice(cudnnHandle_t h, ConvPlan& p) {
-    if (!p.backward_filter.chosen) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgorithms];
-        int count = 0;
-        check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.d.x.get(), p.d.y.get(), p.d.conv.get(),
-                                                                  p.d.weight.get(), kMaxAlgorithms, &count, perf),
-                    "conv2d backward-filter heuristics");
-        std::tie(p.backward_filter.algo, p.backward_filter.workspace) =
-            pick_algorithm(perf, count, "backward-filter convolution");
-        p.backward_filter.chosen = true;
-    }
-    return p.backward_filter;
 }
 
 /// y (already holding the convolution) += bias, broadcast over N, H and W.
@@ -302,7 +276,11 @@ void conv2d_forward(const ForwardCall& call) {
     }
     ConvPlan& plan = conv_plan(s, dtype);
     const ConvDescriptors& d = plan.d;
-    const auto& choice = forward_choice(h, plan);
+    const auto& choice = plan.forward.ensure("forward convolution", [&](auto* perf, int* count) {
+        check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.weight.get(), d.conv.get(), d.y.get(),
+                                                           kMaxAlgorithms, count, perf),
+                    "conv2d forward heuristics");
+    });
     Scratch workspace(choice.workspace, stream);
     check_cudnn(cudnnConvolutionForward(h, one_zero.one(), d.x.get(), x.view->data, d.weight.get(), weight.view->data,
                                         d.conv.get(), choice.algo, workspace.get(), choice.workspace, one_zero.zero(),
@@ -345,7 +323,11 @@ void conv2d_backward(const BackwardCall& call) {
     ConvPlan& plan = conv_plan(s, dtype);
     const ConvDescriptors& d = plan.d;
     if (gx.present()) {
-        const auto& choice = backward_data_choice(h, plan);
+        const auto& choice = plan.backward_data.ensure("backward-data convolution", [&](auto* perf, int* count) {
+            check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.weight.get(), d.y.get(), d.conv.get(),
+                                                                    d.x.get(), kMaxAlgorithms, count, perf),
+                        "conv2d backward-data heuristics");
+        });
         Scratch workspace(choice.workspace, stream);
         check_cudnn(cudnnConvolutionBackwardData(h, one_zero.one(), d.weight.get(), weight.view->data, d.y.get(),
                                                  gy.view->data, d.conv.get(), choice.algo, workspace.get(),
@@ -353,7 +335,11 @@ void conv2d_backward(const BackwardCall& call) {
                     "cudnnConvolutionBackwardData");
     }
     if (gw.present()) {
-        const auto& choice = backward_filter_choice(h, plan);
+        const auto& choice = plan.backward_filter.ensure("backward-filter convolution", [&](auto* perf, int* count) {
+            check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(),
+                                                                      d.weight.get(), kMaxAlgorithms, count, perf),
+                        "conv2d backward-filter heuristics");
+        });
         Scratch workspace(choice.workspace, stream);
         check_cudnn(cudnnConvolutionBackwardFilter(h, one_zero.one(), d.x.get(), x.view->data, d.y.get(),
                                                    gy.view->data, d.conv.get(), choice.algo, workspace.get(),

@@ -73,12 +73,7 @@ void unary_backward(const BackwardCall& call) {
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
     const Tensor x = call.input(0), gy = call.grad_output(0);
-    require_cuda_tensor(x, "input 0");
-    require_cuda_tensor(gy, "grad output");
-    require_cuda_tensor(gx, "grad input 0");
-    const auto dtype = common_float_dtype({{x, "input 0"}, {gy, "grad output"}, {gx, "grad input 0"}});
-    require_shape(gy, dims_of(x), "grad output");
-    require_shape(gx, dims_of(x), "grad input 0");
+    const auto dtype = require_unary_grads(x, gy, gx, dims_of(x));
     const auto [op, params] = unary_op(kOp, call.attrs());
     check_cuda(launch_unary_backward(op, dtype, x.view->data, gy.view->data, gx.view->data,
                                      x.numel(), params, stream_of(call.args->stream)),
@@ -188,12 +183,7 @@ void softmax_backward_impl(const BackwardCall& call) {
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
     const Tensor x = call.input(0), gy = call.grad_output(0);
-    require_cuda_tensor(x, "input 0");
-    require_cuda_tensor(gy, "grad output");
-    require_cuda_tensor(gx, "grad input 0");
-    const auto dtype = common_float_dtype({{x, "input 0"}, {gy, "grad output"}, {gx, "grad input 0"}});
-    require_shape(gy, dims_of(x), "grad output");
-    require_shape(gx, dims_of(x), "grad input 0");
+    const auto dtype = require_unary_grads(x, gy, gx, dims_of(x));
     const AxisView v = axis_view(x, call.attrs());
     const cudaStream_t stream = stream_of(call.args->stream);
     // The VJP needs the forward output; recompute it when the host does not pass it.

@@ -27,6 +27,19 @@ __device__ void stage(T* tile, const T* source, int64_t first, int64_t count, in
     for (int64_t e = threadIdx.x; e < count * width; e += blockDim.x) tile[e] = from[e];
 }
 
+/// The keys a block of query rows reads: all S, or under a causal mask none past its last row.
+__device__ int64_t keys_seen_by_block(const Geometry& g) {
+    return g.causal ? min_of(g.S, (int64_t(blockIdx.x) + 1) * kRows) : g.S;
+}
+
+/// Copies keys j0 .. j0+count−1 of batch entry b (their k and v rows) into the shared tiles.
+template <typename T>
+__device__ void stage_keys(const Geometry& g, T* k_tile, T* v_tile, const T* k, const T* v, int64_t b, int64_t j0,
+                           int64_t count) {
+    stage(k_tile, k + b * g.S * g.E, j0, count, g.E);
+    stage(v_tile, v + b * g.S * g.Ev, j0, count, g.Ev);
+}
+
 template <typename T, int D>
 __global__ void forward_kernel(Geometry g, const T* q, const T* k, const T* v, const void* mask,
                                T* out) {
@@ -35,8 +48,7 @@ __global__ void forward_kernel(Geometry g, const T* q, const T* k, const T* v, c
     T* v_tile = k_tile + kTile * g.E;
     const int64_t i = int64_t(blockIdx.x) * kRows + threadIdx.x;
     const bool active = i < g.L;
-    // Under a causal mask no row of this block sees a key past its last row.
-    const int64_t last_key = g.causal ? min_of(g.S, (int64_t(blockIdx.x) + 1) * kRows) : g.S;
+    const int64_t last_key = keys_seen_by_block(g);
     for (int64_t b = blockIdx.y; b < g.batch; b += gridDim.y) {
         const int64_t base = g.mask == flash::MaskKind::none ? 0 : flash::mask_base(g, b);
         T q_row[D];
@@ -46,8 +58,7 @@ __global__ void forward_kernel(Geometry g, const T* q, const T* k, const T* v, c
         flash::forward_begin(row, g.Ev);
         for (int64_t j0 = 0; j0 < last_key; j0 += kTile) {
             const int64_t count = min_of(kTile, g.S - j0);
-            stage(k_tile, k + b * g.S * g.E, j0, count, g.E);
-            stage(v_tile, v + b * g.S * g.Ev, j0, count, g.Ev);
+            stage_keys(g, k_tile, v_tile, k, v, b, j0, count);
             __syncthreads();
             if (active) flash::forward_tile(g, row, q_row, k_tile, v_tile, i, j0, count, base, mask);
             __syncthreads();
@@ -65,7 +76,7 @@ __global__ void query_kernel(Geometry g, const T* q, const T* k, const T* v, con
     T* v_tile = k_tile + kTile * g.E;
     const int64_t i = int64_t(blockIdx.x) * kRows + threadIdx.x;
     const bool active = i < g.L;
-    const int64_t last_key = g.causal ? min_of(g.S, (int64_t(blockIdx.x) + 1) * kRows) : g.S;
+    const int64_t last_key = keys_seen_by_block(g);
     for (int64_t b = blockIdx.y; b < g.batch; b += gridDim.y) {
         const int64_t base = g.mask == flash::MaskKind::none ? 0 : flash::mask_base(g, b);
         const int64_t row = b * g.L + i;
@@ -78,8 +89,7 @@ __global__ void query_kernel(Geometry g, const T* q, const T* k, const T* v, con
         flash::stats_begin(st);
         for (int64_t j0 = 0; j0 < last_key; j0 += kTile) {
             const int64_t count = min_of(kTile, g.S - j0);
-            stage(k_tile, k + b * g.S * g.E, j0, count, g.E);
-            stage(v_tile, v + b * g.S * g.Ev, j0, count, g.Ev);
+            stage_keys(g, k_tile, v_tile, k, v, b, j0, count);
             __syncthreads();
             if (active) flash::stats_tile(g, st, q_row, o_row, k_tile, v_tile, i, j0, count, base, mask);
             __syncthreads();
@@ -95,8 +105,7 @@ __global__ void query_kernel(Geometry g, const T* q, const T* k, const T* v, con
         for (int64_t d = 0; d < g.E; ++d) dq_row[d] = 0;
         for (int64_t j0 = 0; j0 < last_key; j0 += kTile) {
             const int64_t count = min_of(kTile, g.S - j0);
-            stage(k_tile, k + b * g.S * g.E, j0, count, g.E);
-            stage(v_tile, v + b * g.S * g.Ev, j0, count, g.Ev);
+            stage_keys(g, k_tile, v_tile, k, v, b, j0, count);
             __syncthreads();
             if (active)
                 flash::dq_tile(g, dq_row, q_row, o_row, row_lse, row_delta, k_tile, v_tile, i, j0,

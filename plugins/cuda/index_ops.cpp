@@ -78,11 +78,7 @@ void move_backward(const BackwardCall& call, const Tensor& x, const Movement& m)
     const Tensor gx = call.grad_input(0);
     if (!gx.present()) return;
     const Tensor gy = call.grad_output(0);
-    require_cuda_tensor(gy, "grad output");
-    require_cuda_tensor(gx, "grad input 0");
-    const auto dtype = common_float_dtype({{x, "input 0"}, {gy, "grad output"}, {gx, "grad input 0"}});
-    require_shape(gy, m.out, "grad output");
-    require_shape(gx, dims_of(x), "grad input 0");
+    const auto dtype = require_unary_grads(x, gy, gx, m.out);
     const cudaStream_t stream = stream_of(call.args->stream);
     check_cuda(cudaMemsetAsync(gx.view->data, 0, size_t(gx.numel()) * dtype_bytes(dtype), stream), "clearing the gradient");
     check_cuda(launch_index_map_backward(dtype, m.map, gy.view->data, gx.view->data, gy.numel(), stream),

@@ -14,6 +14,13 @@
 namespace capsule::cuda {
 namespace {
 
+/// Raises unless `t` is a CUDA tensor of input x's dtype with shape `shape`; `what` names it.
+void require_like_input(const Tensor& x, const Tensor& t, const Dims& shape, const std::string& what) {
+    require_cuda_tensor(t, what);
+    common_float_dtype({{x, "input 0"}, {t, what.c_str()}});
+    require_shape(t, shape, what);
+}
+
 struct LayerNormCall {
     LayerNormShape shape;
     Dims normalized;
@@ -48,11 +55,7 @@ LayerNormCall layer_norm_call(const Call& call, capsule_dtype& dtype) {
     c.shape.n = element_count(c.normalized);
     c.shape.rows = element_count(Dims(shape.begin(), shape.end() - std::ptrdiff_t(c.normalized.size())));
     for (size_t p = 0; p < params; ++p) {
-        const std::string what = p == 0 ? "parameter weight" : "parameter bias";
-        const Tensor t = call.param(p);
-        require_cuda_tensor(t, what);
-        common_float_dtype({{x, "input 0"}, {t, what.c_str()}});
-        require_shape(t, c.normalized, what);
+        require_like_input(x, call.param(p), c.normalized, p == 0 ? "parameter weight" : "parameter bias");
     }
     return c;
 }
@@ -67,9 +70,7 @@ void layer_norm_forward(const ForwardCall& call) {
     capsule_dtype dtype{};
     const LayerNormCall c = layer_norm_call(call, dtype);
     const Tensor x = call.input(0), y = call.output(0);
-    require_cuda_tensor(y, "output");
-    common_float_dtype({{x, "input 0"}, {y, "output"}});
-    require_shape(y, dims_of(x), "output");
+    require_like_input(x, y, dims_of(x), "output");
     check_cuda(launch_layer_norm_forward(dtype, c.shape, x.view->data, param_data(call, 0, c.affine),
                                          param_data(call, 1, c.bias), y.view->data, stream_of(call.args->stream)),
                "launching layer_norm");
@@ -79,14 +80,10 @@ void layer_norm_backward(const BackwardCall& call) {
     capsule_dtype dtype{};
     const LayerNormCall c = layer_norm_call(call, dtype);
     const Tensor x = call.input(0), gy = call.grad_output(0);
-    require_cuda_tensor(gy, "grad output");
-    common_float_dtype({{x, "input 0"}, {gy, "grad output"}});
-    require_shape(gy, dims_of(x), "grad output");
+    require_like_input(x, gy, dims_of(x), "grad output");
     const auto wanted = [&](const Tensor& g, const Dims& shape, const std::string& what) -> void* {
         if (!g.present()) return nullptr;
-        require_cuda_tensor(g, what);
-        common_float_dtype({{x, "input 0"}, {g, what.c_str()}});
-        require_shape(g, shape, what);
+        require_like_input(x, g, shape, what);
         return g.view->data;
     };
     void* dx = wanted(call.grad_input(0), dims_of(x), "grad input 0");
