@@ -21,6 +21,8 @@
 #include "capsule/onnx_import.hpp"
 #include "capsule/session.hpp"
 #include "capsule/tensor_io.hpp"
+#include "capsule/training.hpp"
+#include "capsule/fashion_mnist.hpp"
 #include "built_plugins.hpp"
 #include "capsule_fixtures.hpp"
 #include "conformance/case_builders.hpp"
@@ -161,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
         return name;
     });
 
-TEST(OnednnPlugin, ImplementsEveryManifestCapsuleWithPreparedForwardKernels) {
+TEST(OnednnPlugin, ImplementsEveryManifestCapsuleWithPreparedForwardAndBackwardKernels) {
     REQUIRE_ONEDNN();
     std::ifstream f(fs::path(CAPSULE_SOURCE_DIR) / "plugins/cpu/onednn.capsule.json");
     const auto manifest = nlohmann::json::parse(f);
@@ -173,10 +175,10 @@ TEST(OnednnPlugin, ImplementsEveryManifestCapsuleWithPreparedForwardKernels) {
     for (std::size_t i = 0; i < p.num_kernels; ++i) {
         const auto& k = p.kernels[i];
         EXPECT_EQ(manifest["capsules"][i]["name"], k.capsule_name);
-        EXPECT_EQ(manifest["capsules"][i]["vjp"], "none") << k.capsule_name;
+        EXPECT_EQ(manifest["capsules"][i]["vjp"], "torchlean-tape") << k.capsule_name;
         EXPECT_NE(k.prepare, nullptr) << k.capsule_name;
         EXPECT_NE(k.release, nullptr) << k.capsule_name;
-        EXPECT_EQ(k.backward, nullptr) << k.capsule_name << ": forward-only (VJP mode none)";
+        EXPECT_NE(k.backward, nullptr) << k.capsule_name << ": training runs on the oneDNN capsules (torchlean-tape)";
     }
 }
 
@@ -670,9 +672,12 @@ TEST(OnednnCompiledGroups, LinearReluIsFusedAndMatchesTheNodeByNodeRunAndTheRefe
     RunTimings timings;
     expect_same(fused.run({{"x", x}}, timings)[0], want[0], 1e-5);
     EXPECT_EQ(timings.steps.size(), 1u);
-    // run_recording runs node by node (its tape needs every intermediate value); inference-only
-    // onednn_cpu refuses it.
-    EXPECT_TRUE(raises(ErrorCode::other, [&] { fused.run_recording({{"x", x}}); }));
+    // run_recording runs node by node (its tape needs every intermediate value), and backward
+    // calls the oneDNN capsules' backward kernels: the input gradient equals checked_cpu's.
+    const Tensor w = Tensor::from_values(DType::float32, want[0].shape(), capsule::testing::pseudo_random(std::size_t(want[0].numel()), 16, 1.0));
+    const auto grad = fused.backward(fused.run_recording({{"x", x}}).tape, {w});
+    const auto grad_want = reference.backward(reference.run_recording({{"x", x}}).tape, {w});
+    expect_same(grad.inputs.at("x"), grad_want.inputs.at("x"), 1e-5);
 }
 
 // A state's forward calls re-point the oneDNN memory objects of its first call at each call's
@@ -1432,6 +1437,45 @@ TEST(OnednnCompiledGroups, ModelsFuseConvolutionsWithTheirRelu) {
     std::cout << "squeezenet1_1 compiled groups: " << described << "\n";
     EXPECT_NE(described.find("conv2d+relu x"), std::string::npos) << described;
     EXPECT_GT(fused_nodes, 2u);
+}
+
+// ---- training on the oneDNN capsules (their backward kernels, VJP mode torchlean-tape) -------
+
+// Four SGD steps of LeNet-5 (batch 64, momentum 0.9) under onednn_cpu, whose training plan puts
+// the convolutions, pools, relus and linear layers (forward and backward) on the oneDNN capsules,
+// give the loss and the parameters of the same steps under checked_cpu (reference capsules) within
+// float32 rounding: the two differ only in summation order.
+TEST(OnednnTraining, LeNetStepsMatchCheckedCpu) {
+    REQUIRE_ONEDNN();
+    const auto train = take_first(load_fashion_mnist(kDefaultFashionMnistDir, "train"), 256);
+    TrainingConfig config{64, SgdOptions{.lr = 0.05, .momentum = 0.9}, 7};
+    auto run = [&](const char* profile_name, double* loss, std::set<std::string>* onednn_ops) {
+        const auto& profile = find_builtin_profile(profile_name);
+        auto plans = plan_training(profile, capsule::testing::built_host(), ModelKind::lenet, config);
+        EXPECT_TRUE(plans.accepted()) << profile_name;
+        for (const auto& g : plans.training_plan.accepted->plan().groups)
+            if (g.capsule->provider == Provider::onednn) onednn_ops->insert(std::string(to_string(g.op)));
+        auto trainer = Trainer::create(profile, capsule::testing::built_host(), plans, config);
+        *loss = trainer.train_epoch(train, {}).train_loss;
+        return trainer.parameters();
+    };
+    double loss_onednn = 0, loss_checked = 0;
+    std::set<std::string> on_onednn, on_onednn_checked;
+    const auto onednn = run("onednn_cpu", &loss_onednn, &on_onednn);
+    const auto checked = run("checked_cpu", &loss_checked, &on_onednn_checked);
+    EXPECT_EQ(on_onednn, (std::set<std::string>{"conv2d", "linear", "max_pool2d", "relu"}));
+    EXPECT_TRUE(on_onednn_checked.empty());
+    EXPECT_NEAR(loss_onednn, loss_checked, 1e-4 * std::fabs(loss_checked));
+    ASSERT_EQ(onednn.size(), checked.size());
+    for (const auto& [key, t] : checked) {
+        const Tensor& u = onednn.at(key);
+        double scale = 0, diff = 0;
+        for (std::int64_t i = 0; i < t.numel(); ++i) {
+            scale = std::max(scale, std::fabs(t.at(i)));
+            diff = std::max(diff, std::fabs(u.at(i) - t.at(i)));
+        }
+        EXPECT_LE(diff, 1e-4 * scale) << key;
+    }
 }
 
 // LeakSanitizer's exit-time tracer crashes (signal 11) while stopping the libgomp worker threads

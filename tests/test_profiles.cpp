@@ -220,7 +220,7 @@ TEST(Profiles, OnednnCpuAndOsTargets) {
     EXPECT_EQ(dnn.target.os, OperatingSystem::linux_os);
     EXPECT_EQ(dnn.acceptance_policy, AcceptancePolicy::checked_runtime());
     EXPECT_EQ(dnn.config.backend, BackendPreference::prefer(Provider::onednn));
-    EXPECT_EQ(dnn.config.vjp_mode, VJPMode::none);  // inference: onednn capsules are forward-only
+    EXPECT_EQ(dnn.config.vjp_mode, VJPMode::torchlean_tape);  // as checked_cpu: onednn capsules have backward kernels
     EXPECT_EQ(planned_capsule(dnn, BackendOp::matmul), "onednn.matmul");
     EXPECT_EQ(planned_capsule(dnn, BackendOp::conv2d), "onednn.conv2d");
     EXPECT_EQ(planned_capsule(dnn, BackendOp::concat), "onednn.concat");

@@ -110,15 +110,13 @@ BackendProfile BackendProfile::libtorch_autograd_cpu() {
                 AcceptancePolicy::allow_trusted_runtime());
 }
 
-// Inference on oneDNN: its capsules come first (prefer:onednn); ops it lacks stay on the
-// reference capsules of the same plan. VJP mode none: the oneDNN capsules have no backward
-// kernels, so a differentiating mode (torchlean-tape) would never admit them; training uses
-// checked_cpu.
+// checked_cpu on oneDNN: its capsules come first (prefer:onednn); ops it lacks stay on the
+// reference capsules of the same plan. VJP mode torchlean-tape, as checked_cpu: every oneDNN
+// capsule has a backward kernel, so training runs on them too.
 BackendProfile BackendProfile::onednn_cpu() {
     auto p = checked_cpu();
     p.name = "onednn_cpu";
     p.config.backend = BackendPreference::prefer(Provider::onednn);
-    p.config.vjp_mode = VJPMode::none;
     p.target = linux_cpu_with(BuildFeature::onednn);
     return p;
 }

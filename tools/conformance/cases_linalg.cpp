@@ -438,6 +438,15 @@ void batch_norm_cases(std::vector<KernelCase>& out, BackendOp op, const std::str
                           1e-5, 92)));
     out.push_back(grad(bn("grad_training_no_affine", random(DType::float64, {4, 3}, 93), false, true,
                           1e-3, 94)));
+    // Gradients in eval mode for x, weight and bias (the running statistics are not trained:
+    // their gradient is zero by definition, not what finite differences give, so unchecked).
+    auto eval = grad(bn("grad_eval_4d", random(DType::float64, {2, 3, 2, 2}, 95), true, false, 1e-5, 96));
+    eval.all_param_grads = false;
+    eval.grad_params = {0, 1};
+    out.push_back(std::move(eval));
+    auto eval_plain = grad(bn("grad_eval_no_affine", random(DType::float64, {3, 2, 4}, 97), false, false, 1e-3, 98));
+    eval_plain.all_param_grads = false;
+    out.push_back(std::move(eval_plain));
 }
 
 void attention_cases(std::vector<KernelCase>& out) {

@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -72,8 +73,17 @@ struct Buffer {
     }
 };
 
-Buffer make_buffer(const CaseTensor& t, bool as_f64 = false) {
-    const DType d = as_f64 && (t.dtype == DType::float32) ? DType::float64 : t.dtype;
+/// How a call types the case's float tensors: as written, or all float64 (gradient checks of
+/// kernels that take it), or all float32 (gradient checks of float32-only kernels).
+enum class Floats { as_written, float64, float32 };
+
+DType float_type(DType d, Floats floats) {
+    if (d != DType::float32 && d != DType::float64) return d;
+    return floats == Floats::float64 ? DType::float64 : floats == Floats::float32 ? DType::float32 : d;
+}
+
+Buffer make_buffer(const CaseTensor& t, Floats floats = Floats::as_written) {
+    const DType d = float_type(t.dtype, floats);
     Buffer b(d, t.shape);
     if (t.values.size() != b.size())
         throw std::runtime_error("case tensor " + to_string(t.shape) + " has " +
@@ -88,7 +98,7 @@ const capsule_kernel* find_kernel(const capsule_plugin& plugin, const std::strin
     return nullptr;
 }
 
-TensorType output_type(const KernelCase& c, bool as_f64) {
+TensorType output_type(const KernelCase& c, Floats floats) {
     Node node;
     node.id = 0;
     node.kind = NodeKind::op;
@@ -96,7 +106,7 @@ TensorType output_type(const KernelCase& c, bool as_f64) {
     node.attrs = c.attrs;
     std::vector<TensorType> parents;
     for (const auto& t : c.inputs)
-        parents.push_back({t.shape, as_f64 && t.dtype == DType::float32 ? DType::float64 : t.dtype});
+        parents.push_back({t.shape, float_type(t.dtype, floats)});
     return infer_type(node, parents);
 }
 
@@ -107,15 +117,15 @@ struct Call {
 
     /// `inferred` (may be null) receives whether shape inference accepted the inputs; with it, an
     /// output that inference rejects is allocated from `c.expected` instead of raising.
-    Call(const KernelCase& c, bool as_f64, bool* inferred = nullptr) : attrs(c.attrs) {
-        for (const auto& t : c.inputs) inputs.push_back(make_buffer(t, as_f64));
-        for (const auto& t : c.params) params.push_back(make_buffer(t, as_f64));
+    Call(const KernelCase& c, Floats floats, bool* inferred = nullptr) : attrs(c.attrs) {
+        for (const auto& t : c.inputs) inputs.push_back(make_buffer(t, floats));
+        for (const auto& t : c.params) params.push_back(make_buffer(t, floats));
         TensorType type;
         if (!inferred) {
-            type = output_type(c, as_f64);
+            type = output_type(c, floats);
         } else {
             try {
-                type = output_type(c, as_f64);
+                type = output_type(c, floats);
                 *inferred = true;
             } catch (const std::exception&) {
                 type = {c.expected.shape, c.expected.dtype};
@@ -262,7 +272,7 @@ CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c, boo
             // The output has the inferred type, or `expected`'s when inference rejects the
             // inputs (the kernel must refuse them too); nothing is compared.
             bool inferred = false;
-            Call call(c, false, &inferred);
+            Call call(c, Floats::as_written, &inferred);
             const std::string err =
                 c.error_in_backward ? backward_without_output(*k, call) : call.forward(*k);
             if (err.empty())
@@ -272,7 +282,7 @@ CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c, boo
                 return failed("expected an error containing '" + c.expected_error + "', got: " + err);
             return {};
         }
-        Call call(c, false);
+        Call call(c, Floats::as_written);
         if (c.expected.dtype != call.outputs[0].dtype || c.expected.shape != call.outputs[0].shape)
             return failed("case expects " + std::string(to_string(c.expected.dtype)) +
                           to_string(c.expected.shape) + " but shape inference gives " +
@@ -304,7 +314,7 @@ std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::
             error = "plugin has no kernel for " + capsule_name;
             return {};
         }
-        Call call(c, false);
+        Call call(c, Floats::as_written);
         error = call.forward(*k);
         if (!error.empty()) return {};
         return call.outputs[0].values();
@@ -312,6 +322,11 @@ std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::
         error = std::string("case error: ") + e.what();
         return {};
     }
+}
+
+bool gradient_in_float32(const capsule_kernel& k) {
+    const bool declares = CAPSULE_HAS_FIELD(&k, capsule_kernel, dtypes) && k.dtypes != 0;
+    return declares && !(k.dtypes & CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FLOAT64));
 }
 
 std::string run_gradient_case(const capsule_plugin& plugin, const std::string& capsule_name,
@@ -323,7 +338,18 @@ std::string run_gradient_case(const capsule_plugin& plugin, const std::string& c
 
 namespace {
 
-/// One backward call on float64 copies of a case's inputs (Backward::run).
+/// Gradients are checked in float64, or in float32 for a kernel whose dtypes exclude float64 (the
+/// oneDNN capsules): central differences of a float32 forward then use a step of
+/// kFloat32Step and compare within kFloat32GradTol (absolute and relative), since their rounding
+/// error is about 6e-8 · |objective| / step.
+constexpr double kFloat32Step = 1e-3, kFloat32GradTol = 1e-2;
+
+Floats gradient_floats(const capsule_kernel& k) {
+    return gradient_in_float32(k) ? Floats::float32 : Floats::float64;
+}
+
+/// One backward call on float64 (or float32, gradient_floats) copies of a case's inputs
+/// (Backward::run).
 struct Backward {
     std::unique_ptr<Call> base;  // inputs, parameters and the forward output
     std::unique_ptr<Buffer> gout;
@@ -334,7 +360,7 @@ struct Backward {
     std::string run(const capsule_kernel& k, const KernelCase& c) {
         if (!k.backward) return std::string(k.capsule_name) + " has no backward kernel";
         if (!c.expected_error.empty()) return "an error case cannot check gradients";
-        base = std::make_unique<Call>(c, true);
+        base = std::make_unique<Call>(c, gradient_floats(k));
         if (auto err = base->forward(k); !err.empty()) return err;
         gout = std::make_unique<Buffer>(base->outputs[0].dtype, base->outputs[0].shape);
         std::uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -412,6 +438,10 @@ CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c) {
         const Buffer& gout = *b.gout;
         const std::vector<Buffer>& gin = b.gin;
         const std::vector<Buffer>& gparam = b.gparam;
+        const Floats floats = gradient_floats(*k);
+        const bool f32 = floats == Floats::float32;
+        const double step = f32 ? std::max(c.fd_step, kFloat32Step) : c.fd_step;
+        const double tol = f32 ? std::max(c.grad_tol, kFloat32GradTol) : c.grad_tol;
 
         // Central differences of <gout, f(x)> for each checked tensor element.
         auto objective = [&](Call& call) -> double {
@@ -425,19 +455,21 @@ CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c) {
             auto& src = is_param ? c.params[index] : c.inputs[index];
             std::vector<double> numeric(src.values.size());
             for (std::size_t e = 0; e < src.values.size(); ++e) {
-                Call plus(c, true), minus(c, true);
+                Call plus(c, floats), minus(c, floats);
                 auto& bp = is_param ? plus.params[index] : plus.inputs[index];
                 auto& bm = is_param ? minus.params[index] : minus.inputs[index];
-                bp.set(e, src.values[e] + c.fd_step);
-                bm.set(e, src.values[e] - c.fd_step);
-                numeric[e] = (objective(plus) - objective(minus)) / (2 * c.fd_step);
+                bp.set(e, src.values[e] + step);
+                bm.set(e, src.values[e] - step);
+                numeric[e] = (objective(plus) - objective(minus)) / (2 * step);
             }
-            compare(grad.values(), numeric, c.grad_tol, c.grad_tol,
+            compare(grad.values(), numeric, tol, tol,
                     std::string(is_param ? "grad param " : "grad input ") + std::to_string(index),
                     outcome);
         };
         for (auto i : Backward::checked_inputs(c)) check_tensor(false, i, gin[i]);
-        for (std::size_t i = 0; i < c.params.size(); ++i) check_tensor(true, i, gparam[i]);
+        for (std::size_t i = 0; i < c.params.size(); ++i)
+            if (c.all_param_grads || std::find(c.grad_params.begin(), c.grad_params.end(), i) != c.grad_params.end())
+                check_tensor(true, i, gparam[i]);
         return outcome;
     } catch (const std::exception& e) {
         return failed(std::string("case error: ") + e.what());

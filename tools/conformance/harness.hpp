@@ -60,8 +60,13 @@ struct KernelCase {
     bool error_in_backward = false;
     /// Check the backward kernel against finite differences (float64 copies of the inputs).
     bool check_gradient = false;
-    /// Inputs (by index) whose gradient is checked; default: every float input and parameter.
+    /// Inputs (by index) whose gradient is checked; default: every float input.
     std::vector<std::size_t> grad_inputs;
+    /// Parameters (by index) whose gradient is checked; default (`all_param_grads`): every one.
+    /// Inference batch norm's running statistics change its output but get zero gradients by
+    /// definition (they are not trained), so its cases check the other parameters only.
+    std::vector<std::size_t> grad_params;
+    bool all_param_grads = true;
     /// Finite-difference step and tolerance for the gradient check.
     double fd_step = 1e-6;
     double grad_tol = 1e-5;
@@ -84,8 +89,14 @@ struct CaseOutcome {
 /// (what `capsule verify` asks of every plugin).
 CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c, bool exact_messages = true);
 /// Checks `kernel`'s backward against central finite differences of its forward, in float64
-/// (see run_gradient_case).
+/// (see run_gradient_case), or in float32 for a kernel that does not take float64
+/// (gradient_in_float32: every float tensor of the case becomes float32, the difference step is
+/// at least 1e-3 and the tolerance at least 1e-2, absolute and relative).
 CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c);
+
+/// True when `kernel` declares its dtypes (ABI 1.1) without float64: check_gradient then runs
+/// the case in float32.
+bool gradient_in_float32(const capsule_kernel& kernel);
 
 /// Runs the forward kernel of capsule `capsule_name` from `plugin` on `c` (a kernel with `prepare`
 /// is prepared first with one thread, run with its state and released); returns "" on success

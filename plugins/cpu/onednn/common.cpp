@@ -40,6 +40,31 @@ memory::dims strides_of(const Tensor& t) {
     return memory::dims(t.view->strides, t.view->strides + t.rank());
 }
 
+int backward_threads(const NodeState* state) { return state ? std::max(state->threads, 1) : 1; }
+
+void require_plain_float32(const char* capsule, const Tensor& t, const char* what) {
+    plugin::require(t.dtype() == CAPSULE_DTYPE_FLOAT32, [&] {
+        return std::string(capsule) + ": " + what + " must be float32";
+    });
+    if (t.view->strides == nullptr || t.rank() == 0) return;
+    const auto plain = row_major_strides(t.shape());
+    for (int i = 0; i < t.rank(); ++i)
+        plugin::require(t.dim(i) <= 1 || t.view->strides[i] == plain[std::size_t(i)], [&] {
+            return std::string(capsule) + ": " + what + " " + shape_string(t.shape()) +
+                   " must be row-major contiguous in a backward call";
+        });
+}
+
+float* grad_buffer(const char* capsule, const Tensor& g, const Tensor& like, const char* what) {
+    if (!g.present()) return nullptr;
+    require_plain_float32(capsule, g, what);
+    plugin::require(std::equal(g.shape().begin(), g.shape().end(), like.shape().begin(), like.shape().end()), [&] {
+        return std::string(capsule) + ": " + what + " " + shape_string(g.shape()) + " does not match " +
+               shape_string(like.shape());
+    });
+    return g.data<float>();
+}
+
 memory::desc plain_desc(const memory::dims& dims) {
     return memory::desc(dims, memory::data_type::f32, row_major_strides(dims));
 }
@@ -213,7 +238,7 @@ void* scratch(int index, std::size_t bytes) {
         std::unique_ptr<char[], AlignedDelete> data;
         std::size_t size = 0;
     };
-    thread_local Buffer buffers[3];
+    thread_local Buffer buffers[6];
     auto& b = buffers[index];
     if (b.size < bytes) {
         b.data.reset();

@@ -28,6 +28,7 @@
 
 namespace capsule::onednn {
 
+using capsule::plugin::BackwardCall;
 using capsule::plugin::ForwardCall;
 using capsule::plugin::KernelError;
 using capsule::plugin::PrepareCall;
@@ -237,7 +238,8 @@ dnnl::primitive_attr scratchpad_attr(const PostOp& activation, bool sum = false)
 PostOp clamp_post_op(const plugin::Attributes& attrs);
 
 /// A per-thread buffer of at least `bytes`, 64-byte aligned, reused across calls on the same
-/// thread; `index` 0 and 1 hold staged activations (source, destination), 2 the scratchpad.
+/// thread; `index` 0 and 1 hold staged activations (source, destination), 2 the scratchpad,
+/// 3 to 5 a backward call's staged operands (conv2d_backward).
 void* scratch(int index, std::size_t bytes);
 
 /// Executes `primitive` of node `state` on the calling thread's stream with `args` (plus the
@@ -284,6 +286,41 @@ int32_t forward_entry(const capsule_forward_args* args, capsule_status* status) 
         }
     });
 }
+
+/// Adapts `void Fn(const BackwardCall&)`, catching oneDNN errors.
+template <void (*Fn)(const BackwardCall&)>
+int32_t backward_entry(const capsule_backward_args* args, capsule_status* status) noexcept {
+    return plugin::guarded(status, [&] {
+        try {
+            Fn(BackwardCall{args});
+        } catch (const dnnl::error& e) {
+            rethrow_dnnl("backward", e);
+        }
+    });
+}
+
+/// The node's prepared state in a backward call (the host hands every call of a node the state
+/// its prepare returned), or nullptr from a host whose backward arguments predate the field.
+template <typename State>
+const State* backward_state(const BackwardCall& call) {
+    return CAPSULE_HAS_FIELD(call.args, capsule_backward_args, state)
+               ? static_cast<const State*>(call.args->state)
+               : nullptr;
+}
+
+/// The intra-op threads of a backward call: those the host granted the node at prepare, 1 without
+/// a state.
+int backward_threads(const NodeState* state);
+
+/// Checks that `t` is a float32 tensor in the host's row-major layout (what backward calls
+/// receive; the channels-last views of compiled groups never reach them); raises
+/// INVALID_ARGUMENT naming `capsule` and `what` otherwise.
+void require_plain_float32(const char* capsule, const Tensor& t, const char* what);
+
+/// The float32 buffer of a gradient the host wants (`g` present), checked to be a plain float32
+/// tensor of `like`'s shape; nullptr when the host does not want it. Raises INVALID_ARGUMENT on a
+/// mismatch.
+float* grad_buffer(const char* capsule, const Tensor& g, const Tensor& like, const char* what);
 
 /// Frees a state made by prepare_entry.
 template <typename State>

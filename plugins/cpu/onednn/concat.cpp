@@ -135,9 +135,53 @@ void concat(const ForwardCall& call) {
     execute(s, s.primitive, std::move(args));
 }
 
+/// The vector-Jacobian product of torch.cat: each input's gradient is its block of dy along
+/// `axis` (row-major copies; any dtype the forward takes).
+void concat_backward(const BackwardCall& call) {
+    const char* name = "onednn.concat";
+    const Tensor dy = call.grad_output();
+    plugin::require(call.num_inputs() >= 1 && dy.rank() >= 1, "onednn.concat: expects at least one input of rank >= 1");
+    const auto axis = try_normalize_axis(call.attrs().get_int("axis", 0), dy.rank());
+    plugin::require(axis.has_value(), [&] {
+        return std::string(name) + ": axis out of range for rank " + std::to_string(dy.rank());
+    });
+    const int64_t element = dy.dtype() == CAPSULE_DTYPE_BOOL ? 1 : dy.dtype() == CAPSULE_DTYPE_FLOAT32 ? 4 : 8;
+    int64_t outer = 1;
+    for (int64_t d = 0; d < *axis; ++d) outer *= dy.dim(int(d));
+    const int64_t row = outer == 0 ? 0 : dy.numel() / outer * element;  // bytes of dy per outer index
+    // Checked whole before any copy: each input matches dy apart from `axis`, and their sizes
+    // along it add up to dy's.
+    int64_t along = 0;
+    for (std::size_t k = 0; k < call.num_inputs(); ++k) {
+        const Tensor x = call.input(k);
+        bool matches = x.rank() == dy.rank() && x.dtype() == dy.dtype();
+        for (int d = 0; matches && d < x.rank(); ++d) matches = d == *axis || x.dim(d) == dy.dim(d);
+        const Tensor gx = call.grad_input(k);
+        matches = matches && (!gx.present() || (gx.dtype() == x.dtype() && gx.numel() == x.numel()));
+        plugin::require(matches, [&] {
+            return std::string(name) + ": input " + std::to_string(k) + " " + shape_string(x.shape()) +
+                   " (or its gradient) does not match grad output " + shape_string(dy.shape());
+        });
+        along += x.dim(int(*axis));
+    }
+    plugin::require(along == dy.dim(int(*axis)), [&] {
+        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " is not the concat of the inputs";
+    });
+    int64_t offset = 0;
+    const auto* g = dy.data<const unsigned char>();
+    for (std::size_t k = 0; k < call.num_inputs(); ++k) {
+        const Tensor x = call.input(k), gx = call.grad_input(k);
+        const int64_t block = outer == 0 ? 0 : x.numel() / outer * element;
+        if (gx.present())
+            for (int64_t o = 0; o < outer; ++o)
+                std::memcpy(gx.data<unsigned char>() + o * block, g + o * row + offset, static_cast<std::size_t>(block));
+        offset += block;
+    }
+}
+
 }  // namespace
 
-const capsule_kernel concat_kernel = plugin::kernel("onednn.concat", forward_entry<concat>, nullptr,
+const capsule_kernel concat_kernel = plugin::kernel("onednn.concat", forward_entry<concat>, backward_entry<concat_backward>,
                                                     prepare_entry<ConcatState, prepare_concat>,
                                                     release_entry<ConcatState>);
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 #include "kernels.hpp"
@@ -76,6 +78,8 @@ void run_staged(const NodeState& state, const dnnl::primitive& primitive, const 
 
 // ---- conv2d ---------------------------------------------------------------------------------
 
+struct ConvBackward;
+
 /// torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups)
 /// (cross-correlation, zero padding on both sides): x [N, C_in, H, W] (nchw), weight
 /// [out_channels, C_in/groups, kh, kw] (oihw; goihw with groups > 1, which is the same memory),
@@ -97,6 +101,9 @@ struct ConvState : NodeState {
     memory weights;
     memory::desc bias_md;
     dnnl::convolution_forward primitive;
+    /// The backward primitives (conv2d_backward), built on the node's first backward call.
+    mutable std::mutex backward_mutex;
+    mutable std::shared_ptr<const ConvBackward> backward;
 };
 
 /// The outputs (o, oy, ox) that F.conv2d makes NaN and oneDNN does not: the definition multiplies
@@ -244,6 +251,174 @@ void conv2d(const ForwardCall& call) {
             out[n * ys[0] + o * ys[1] + oy * ys[2] + ox * ys[3]] = std::numeric_limits<float>::quiet_NaN();
 }
 
+// ---- conv2d backward ------------------------------------------------------------------------
+
+/// oneDNN's convolution_backward_data and convolution_backward_weights for one node's shapes. The
+/// primitives compute in the layouts oneDNN prefers (`any`: blocked, for its jit kernels; on the
+/// host's plain nchw / oihw it picks a gemm-based implementation, 5x slower on LeNet's
+/// convolutions); operands are reordered from and to the host's plain layouts through per-thread
+/// buffers where the layouts differ.
+struct ConvBackward {
+    bool has_bias = false;
+    /// The host's plain layouts: x, dx and dy nchw, weight oihw (goihw with groups), bias x.
+    memory::desc x_md, w_md, b_md, y_md;
+    /// What the primitives take: backward data (dy, weight, dx) and backward weights (x, dy, dw).
+    memory::desc data_dy, data_w, data_dx, weights_x, weights_dy, weights_dw;
+    /// User-managed scratchpads (per-thread buffers, as the forward's): oneDNN's own would
+    /// allocate, and page-fault, on every call.
+    memory::desc data_scratchpad, weights_scratchpad;
+    dnnl::convolution_backward_data data;
+    dnnl::convolution_backward_weights weights;
+};
+
+/// The backward primitives of the conv2d node `call` describes (shapes and attributes as the
+/// forward's, see build_conv2d).
+std::shared_ptr<const ConvBackward> build_conv2d_backward(const BackwardCall& call) {
+    const char* name = "onednn.conv2d";
+    const Tensor x = call.input(0), w = call.param(0), dy = call.grad_output();
+    const auto attrs = call.attrs();
+    const auto stride = pair_attr(attrs, "stride", 1, name);
+    const auto padding = pair_attr(attrs, "padding", 0, name);
+    const auto dilation = pair_attr(attrs, "dilation", 1, name);
+    const int64_t groups = attrs.get_int("groups", 1);
+    auto b = std::make_shared<ConvBackward>();
+    b->has_bias = attrs.get_bool("bias", true);
+    const int64_t c = x.dim(1), o = w.dim(0);
+    using tag = memory::format_tag;
+    const auto f32 = memory::data_type::f32;
+    const memory::dims w_dims = groups == 1 ? memory::dims{o, c, w.dim(2), w.dim(3)}
+                                            : memory::dims{groups, o / groups, c / groups, w.dim(2), w.dim(3)};
+    b->x_md = memory::desc(dims_of(x), f32, tag::nchw);
+    b->y_md = memory::desc(dims_of(dy), f32, tag::nchw);
+    b->w_md = memory::desc(w_dims, f32, groups == 1 ? tag::oihw : tag::goihw);
+    b->b_md = memory::desc({o}, f32, tag::x);
+    const memory::desc x_any(dims_of(x), f32, tag::any), y_any(dims_of(dy), f32, tag::any), w_any(w_dims, f32, tag::any);
+    const memory::dims strides{stride[0], stride[1]}, dil{dilation[0] - 1, dilation[1] - 1},
+        pad{padding[0], padding[1]};
+    memory::dims pad_r(2);
+    for (int i = 0; i < 2; ++i) {
+        const int64_t span = (w.dim(2 + i) - 1) * dilation[i] + 1;
+        pad_r[i] = std::max<int64_t>(padding[i], (dy.dim(2 + i) - 1) * stride[i] + span - x.dim(2 + i) - padding[i]);
+    }
+    const auto algo = dnnl::algorithm::convolution_direct;
+    const auto forward = b->has_bias
+                             ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any,
+                                                               w_any, b->b_md, y_any, strides, dil, pad, pad_r)
+                             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any,
+                                                               w_any, y_any, strides, dil, pad, pad_r);
+    const dnnl::convolution_forward::primitive_desc hint(forward, cpu_engine());
+    const dnnl::convolution_backward_data::primitive_desc data(
+        dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dil, pad, pad_r), scratchpad_attr(),
+        cpu_engine(), hint);
+    b->data_dy = data.diff_dst_desc();
+    b->data_w = data.weights_desc();
+    b->data_dx = data.diff_src_desc();
+    b->data_scratchpad = data.scratchpad_desc();
+    b->data = dnnl::convolution_backward_data(data);
+    const auto weights = b->has_bias ? dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b->b_md, y_any,
+                                                                                 strides, dil, pad, pad_r)
+                                     : dnnl::convolution_backward_weights::desc(algo, x_any, w_any, y_any, strides,
+                                                                                 dil, pad, pad_r);
+    const dnnl::convolution_backward_weights::primitive_desc weights_pd(weights, scratchpad_attr(), cpu_engine(), hint);
+    b->weights_x = weights_pd.src_desc();
+    b->weights_dy = weights_pd.diff_dst_desc();
+    b->weights_dw = weights_pd.diff_weights_desc();
+    b->weights_scratchpad = weights_pd.scratchpad_desc();
+    b->weights = dnnl::convolution_backward_weights(weights_pd);
+    return b;
+}
+
+/// A plain host buffer seen in layout `wanted`: the buffer itself when the layouts agree, else a
+/// per-thread buffer (`slot`, see scratch) that the plain values are reordered into when `read`.
+memory staged(const memory::desc& plain, const memory::desc& wanted, const void* data, int slot, bool read) {
+    memory host = wrap(plain, data);
+    if (wanted == plain) return host;
+    memory inner = wrap(wanted, scratch(slot, wanted.get_size()));
+    if (read) dnnl::reorder(host, inner).execute(thread_stream(), host, inner);
+    return inner;
+}
+
+/// Reorders `inner` into the plain host buffer `data` unless it is that buffer.
+void unstage(memory inner, const memory::desc& plain, void* data) {
+    if (inner.get_data_handle() == data) return;
+    memory host = wrap(plain, data);
+    dnnl::reorder(inner, host).execute(thread_stream(), inner, host);
+}
+
+/// The vector-Jacobian product of F.conv2d (PyTorch's ConvolutionBackward): dx = the transposed
+/// convolution of dy with the weights (oneDNN convolution_backward_data), dweight = the
+/// correlation of x with dy and dbias = Σ_{n, oy, ox} dy (convolution_backward_weights), on
+/// x [N, C, H, W], weight [O, C/groups, kh, kw], dy [N, O, OH, OW]. The primitives are built on a
+/// node's first backward call and kept in its state. Gradients the host does not want are not
+/// computed (dweight is computed into scratch when only dbias is wanted).
+void conv2d_backward(const BackwardCall& call) {
+    const char* name = "onednn.conv2d";
+    const Tensor x = call.input(0), w = call.param(0), dy = call.grad_output();
+    require_plain_float32(name, x, "input x");
+    require_plain_float32(name, w, "weight");
+    require_plain_float32(name, dy, "grad output");
+    plugin::require(x.rank() == 4 && w.rank() == 4 && dy.rank() == 4 && dy.dim(0) == x.dim(0) &&
+                        dy.dim(1) == w.dim(0),
+                    [&] {
+                        return std::string(name) + ": grad output " + shape_string(dy.shape()) +
+                               " does not match input " + shape_string(x.shape()) + " and weight " +
+                               shape_string(w.shape());
+                    });
+    const bool has_bias = call.attrs().get_bool("bias", true);
+    float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
+    float* dw = grad_buffer(name, call.grad_param(0), w, "grad weight");
+    float* db = has_bias && call.num_params() > 1 ? grad_buffer(name, call.grad_param(1), call.param(1), "grad bias")
+                                                  : nullptr;
+    if (!dx && !dw && !db) return;
+    if (x.numel() == 0 || dy.numel() == 0 || w.numel() == 0) {
+        // Nothing to sum: every gradient is zero.
+        if (dx) std::fill(dx, dx + x.numel(), 0.0f);
+        if (dw) std::fill(dw, dw + w.numel(), 0.0f);
+        if (db) std::fill(db, db + w.dim(0), 0.0f);
+        return;
+    }
+    const ConvState* state = backward_state<ConvState>(call);
+    std::shared_ptr<const ConvBackward> b;
+    if (state) {
+        const std::lock_guard lock(state->backward_mutex);
+        if (!state->backward) {
+            const ThreadScope scope(backward_threads(state));
+            state->backward = build_conv2d_backward(call);
+        }
+        b = state->backward;
+    } else {
+        b = build_conv2d_backward(call);
+    }
+    const ThreadScope scope(backward_threads(state));
+    auto& stream = thread_stream();
+    auto with_scratchpad = [](std::unordered_map<int, memory> args, const memory::desc& pad) {
+        if (pad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(pad, scratch(2, pad.get_size())));
+        return args;
+    };
+    // Slots 3 to 6 of the per-thread buffers (0 and 1 are the forward's, 2 the scratchpad).
+    if (dx) {
+        const memory g = staged(b->y_md, b->data_dy, dy.data<float>(), 3, true);
+        const memory wt = staged(b->w_md, b->data_w, w.data<float>(), 4, true);
+        const memory out = staged(b->x_md, b->data_dx, dx, 5, false);
+        b->data.execute(stream, with_scratchpad({{DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_WEIGHTS, wt}, {DNNL_ARG_DIFF_SRC, out}},
+                                                b->data_scratchpad));
+        unstage(out, b->x_md, dx);
+    }
+    if (dw || db) {
+        std::vector<float> dw_scratch(dw ? 0 : static_cast<std::size_t>(w.numel()));
+        std::vector<float> db_scratch(db || !b->has_bias ? 0 : static_cast<std::size_t>(w.dim(0)));
+        float* dw_host = dw ? dw : dw_scratch.data();
+        const memory src = staged(b->x_md, b->weights_x, x.data<float>(), 3, true);
+        const memory g = staged(b->y_md, b->weights_dy, dy.data<float>(), 4, true);
+        const memory out = staged(b->w_md, b->weights_dw, dw_host, 5, false);
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_DIFF_WEIGHTS, out}};
+        if (b->has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(b->b_md, db ? db : db_scratch.data()));
+        b->weights.execute(stream, with_scratchpad(std::move(args), b->weights_scratchpad));
+        unstage(out, b->w_md, dw_host);
+    }
+    stream.wait();
+}
+
 // ---- pools ----------------------------------------------------------------------------------
 
 /// torch.nn.functional.max_pool2d / avg_pool2d(x, kernel_size, stride, padding, ceil_mode,
@@ -385,6 +560,68 @@ void pool(const ForwardCall& call) {
     if constexpr (Max && !FiniteInput) fix_max_pool(s, call.input(0), call.output());
 }
 
+/// The vector-Jacobian product of the 2-D pools, as PyTorch's CPU kernels
+/// (max_pool2d_with_indices_backward, avg_pool2d_backward): a max pool routes each dy to its
+/// window's first maximum in row-major order (a NaN counts as the maximum, the window's last NaN
+/// winning, as in the forward), an average pool spreads dy / divisor over the window's taps inside
+/// the input, where the divisor counts the explicit padding with count_include_pad (windows past
+/// the padding, ceil_mode, are clamped to it). Windows follow dy's shape; x, dx [N, C, H, W].
+template <bool Max, bool Padded>
+void pool_backward(const BackwardCall& call) {
+    const char* name = pool_name<Max, Padded>();
+    const Tensor x = call.input(0), dy = call.grad_output();
+    require_plain_float32(name, x, "input x");
+    require_plain_float32(name, dy, "grad output");
+    plugin::require(x.rank() == 4 && dy.rank() == 4 && dy.dim(0) == x.dim(0) && dy.dim(1) == x.dim(1), [&] {
+        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
+               shape_string(x.shape());
+    });
+    float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
+    if (!dx) return;
+    const auto attrs = call.attrs();
+    plugin::require(attrs.has("kernel_size"), [&] { return std::string(name) + ": kernel_size is required"; });
+    const auto kernel = pair_attr(attrs, "kernel_size", 1, name);
+    const auto stride = attrs.has("stride") ? pair_attr(attrs, "stride", 1, name) : kernel;
+    const auto padding = Padded ? pair_attr(attrs, "padding", 0, name) : std::array<int64_t, 2>{0, 0};
+    const bool include_pad = Padded ? attrs.get_bool("count_include_pad", true) : true;
+    const int64_t H = x.dim(2), W = x.dim(3), OH = dy.dim(2), OW = dy.dim(3);
+    const int64_t planes = x.dim(0) * x.dim(1);
+    const float* X = x.data<float>();
+    const float* G = dy.data<float>();
+    std::fill(dx, dx + x.numel(), 0.0f);
+    for (int64_t p = 0; p < planes; ++p) {
+        const float* plane = X + p * H * W;
+        float* dplane = dx + p * H * W;
+        for (int64_t oy = 0; oy < OH; ++oy)
+            for (int64_t ox = 0; ox < OW; ++ox) {
+                const int64_t ys = oy * stride[0] - padding[0], xs = ox * stride[1] - padding[1];
+                const int64_t ye = std::min(ys + kernel[0], H + padding[0]), xe = std::min(xs + kernel[1], W + padding[1]);
+                const int64_t y0 = std::max<int64_t>(ys, 0), x0 = std::max<int64_t>(xs, 0);
+                const int64_t y1 = std::min(ye, H), x1 = std::min(xe, W);
+                if (y0 >= y1 || x0 >= x1) continue;
+                const float g = G[(p * OH + oy) * OW + ox];
+                if constexpr (Max) {
+                    int64_t best_i = y0 * W + x0;
+                    float best = -std::numeric_limits<float>::infinity();
+                    for (int64_t yy = y0; yy < y1; ++yy)
+                        for (int64_t xx = x0; xx < x1; ++xx) {
+                            const float v = plane[yy * W + xx];
+                            if (v > best || v != v) {
+                                best = v;
+                                best_i = yy * W + xx;
+                            }
+                        }
+                    dplane[best_i] += g;
+                } else {
+                    const int64_t divisor = include_pad ? (ye - ys) * (xe - xs) : (y1 - y0) * (x1 - x0);
+                    const float share = static_cast<float>(double(g) / double(divisor));
+                    for (int64_t yy = y0; yy < y1; ++yy)
+                        for (int64_t xx = x0; xx < x1; ++xx) dplane[yy * W + xx] += share;
+                }
+            }
+    }
+}
+
 }  // namespace
 
 void* prepare_conv2d_fused(const PrepareCall& call, const Fusion& fusion) {
@@ -421,19 +658,19 @@ bool computes_in_bf16(const capsule_kernel* kernel, const void* state) {
 }
 
 const capsule_kernel conv2d_kernel = plugin::kernel(
-    "onednn.conv2d", forward_entry<conv2d>, nullptr, prepare_entry<ConvState, prepare_conv2d>,
+    "onednn.conv2d", forward_entry<conv2d>, backward_entry<conv2d_backward>, prepare_entry<ConvState, prepare_conv2d>,
     release_entry<ConvState>, kFloat32Only);
 const capsule_kernel max_pool2d_kernel = plugin::kernel(
-    "onednn.max_pool2d", forward_entry<pool<true, false>>, nullptr,
+    "onednn.max_pool2d", forward_entry<pool<true, false>>, backward_entry<pool_backward<true, false>>,
     prepare_entry<PoolState, prepare_pool<true, false>>, release_entry<PoolState>, kFloat32Only);
 const capsule_kernel max_pool2d_pad_kernel = plugin::kernel(
-    "onednn.max_pool2d_pad", forward_entry<pool<true, true>>, nullptr,
+    "onednn.max_pool2d_pad", forward_entry<pool<true, true>>, backward_entry<pool_backward<true, true>>,
     prepare_entry<PoolState, prepare_pool<true, true>>, release_entry<PoolState>, kFloat32Only);
 const capsule_kernel avg_pool2d_kernel = plugin::kernel(
-    "onednn.avg_pool2d", forward_entry<pool<false, false>>, nullptr,
+    "onednn.avg_pool2d", forward_entry<pool<false, false>>, backward_entry<pool_backward<false, false>>,
     prepare_entry<PoolState, prepare_pool<false, false>>, release_entry<PoolState>, kFloat32Only);
 const capsule_kernel avg_pool2d_pad_kernel = plugin::kernel(
-    "onednn.avg_pool2d_pad", forward_entry<pool<false, true>>, nullptr,
+    "onednn.avg_pool2d_pad", forward_entry<pool<false, true>>, backward_entry<pool_backward<false, true>>,
     prepare_entry<PoolState, prepare_pool<false, true>>, release_entry<PoolState>, kFloat32Only);
 
 }  // namespace capsule::onednn

@@ -1,5 +1,7 @@
 // onednn eltwise (relu, gelu, sigmoid, tanh), softmax / log_softmax, binary add / sub / mul with
 // broadcasting, and batch_norm inference.
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "capsule/shape_math.hpp"
@@ -334,10 +336,245 @@ void batch_norm(const ForwardCall& call) {
     execute(s, s.primitive, std::move(args));
 }
 
+// ---- backward -------------------------------------------------------------------------------
+// PyTorch's derivative formulas (tools/autograd/derivatives.yaml), element by element in float32;
+// memory-bound loops, so plain C++ rather than oneDNN primitives (whose relu and clip backward
+// would map a NaN input's gradient differently from PyTorch's threshold_backward).
+
+/// A one-input op's backward operands, checked: x, the forward output y (nullptr when the host
+/// passed none), dy, and dx (nullptr when the host does not want it).
+struct UnaryGrads {
+    const float* x;
+    const float* y;
+    const float* g;
+    float* dx;
+    int64_t n;
+};
+UnaryGrads unary_grads(const BackwardCall& call, const char* name) {
+    const Tensor x = call.input(0), dy = call.grad_output();
+    require_plain_float32(name, x, "input x");
+    require_plain_float32(name, dy, "grad output");
+    plugin::require(dy.numel() == x.numel(), [&] {
+        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
+               shape_string(x.shape());
+    });
+    const Tensor y = call.output();
+    return {x.data<float>(), y.present() ? y.data<float>() : nullptr, dy.data<float>(),
+            grad_buffer(name, call.grad_input(0), x, "grad input"), x.numel()};
+}
+
+/// dx = f(x, y, dy) element by element.
+template <typename F>
+void unary_backward(const BackwardCall& call, const char* name, bool needs_output, F f) {
+    const UnaryGrads u = unary_grads(call, name);
+    if (!u.dx) return;
+    plugin::require(!needs_output || u.y, [&] { return std::string(name) + ": backward needs the forward output"; });
+    for (int64_t i = 0; i < u.n; ++i) u.dx[i] = f(u.x[i], needs_output ? u.y[i] : 0.0f, u.g[i]);
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f, kGeluKappa = 0.044715f;
+constexpr float kSqrt1_2 = 0.7071067811865476f, kInvSqrt2Pi = 0.3989422804014327f;
+
+/// torch.relu's threshold_backward: 0 where x <= 0 (so at 0), else dy (a NaN x passes dy).
+void relu_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.relu", false, [](float x, float, float g) { return x <= 0.0f ? 0.0f : g; });
+}
+
+/// torch.clamp: dy where min <= x <= max (bounds inclusive; NaN x gives 0), else 0.
+void clamp_backward(const BackwardCall& call) {
+    const auto attrs = call.attrs();
+    const float inf = std::numeric_limits<float>::infinity();
+    const float lo = static_cast<float>(attrs.get_float("min", -inf)), hi = static_cast<float>(attrs.get_float("max", inf));
+    unary_backward(call, "onednn.clamp", false,
+                   [lo, hi](float x, float, float g) { return x >= lo && x <= hi ? g : 0.0f; });
+}
+
+/// F.gelu's GeluBackward: erf form dy (Φ(x) + x φ(x)), with 1 + erf(z) as erfc(-z) so the negative
+/// tail keeps its size; tanh form dy (½(1 + tanh u) + ½x sech²(u) √(2/π)(1 + 3κx²)), u = √(2/π)(x + κx³).
+void gelu_backward(const BackwardCall& call) {
+    const auto approximate = call.attrs().get_string("approximate", "none");
+    plugin::require(approximate == "none" || approximate == "tanh", [&] {
+        return "onednn.gelu: attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'";
+    });
+    if (approximate == "tanh")
+        unary_backward(call, "onednn.gelu", false, [](float x, float, float g) {
+            const float u = kSqrt2OverPi * (x + kGeluKappa * x * x * x);
+            const float t = std::tanh(u);
+            const float one_plus_tanh = 2.0f / (1.0f + std::exp(-2.0f * u));
+            return g * (0.5f * one_plus_tanh + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluKappa * x * x));
+        });
+    else
+        unary_backward(call, "onednn.gelu", false, [](float x, float, float g) {
+            return g * (0.5f * std::erfc(-x * kSqrt1_2) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+        });
+}
+
+/// torch.sigmoid's sigmoid_backward: dy y (1 - y) from the output y.
+void sigmoid_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.sigmoid", true, [](float, float y, float g) { return g * y * (1.0f - y); });
+}
+
+/// torch.tanh's tanh_backward: dy (1 - y²) from the output y.
+void tanh_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.tanh", true, [](float, float y, float g) { return g * (1.0f - y * y); });
+}
+
+/// torch.softmax's _softmax_backward_data: dx = y (dy - Σ_axis dy y); log_softmax's
+/// _log_softmax_backward_data: dx = dy - exp(y) Σ_axis dy; y the forward output.
+template <bool Log>
+void softmax_backward(const BackwardCall& call) {
+    const char* name = Log ? "onednn.log_softmax" : "onednn.softmax";
+    const UnaryGrads u = unary_grads(call, name);
+    if (!u.dx || u.n == 0) return;
+    plugin::require(u.y != nullptr, [&] { return std::string(name) + ": backward needs the forward output"; });
+    const Tensor x = call.input(0);
+    const int rank = std::max(x.rank(), 1);
+    const auto axis = try_normalize_axis(call.attrs().get_int("axis", -1), rank);
+    plugin::require(axis.has_value(), [&] {
+        return std::string(name) + ": axis out of range for rank " + std::to_string(x.rank());
+    });
+    int64_t outer = 1, length = 1, inner = 1;
+    for (int i = 0; i < x.rank(); ++i) (i < *axis ? outer : i == *axis ? length : inner) *= x.dim(i);
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            const int64_t base = o * length * inner + i;
+            double total = 0.0;
+            for (int64_t k = 0; k < length; ++k) {
+                const int64_t at = base + k * inner;
+                total += Log ? double(u.g[at]) : double(u.g[at]) * double(u.y[at]);
+            }
+            const float sum = static_cast<float>(total);
+            for (int64_t k = 0; k < length; ++k) {
+                const int64_t at = base + k * inner;
+                u.dx[at] = Log ? u.g[at] - std::exp(u.y[at]) * sum : u.y[at] * (u.g[at] - sum);
+            }
+        }
+}
+
+/// Row-major strides of an operand of `shape` read broadcast against `out` (0 on its broadcast
+/// and missing leading dims).
+std::vector<int64_t> broadcast_strides(std::span<const int64_t> shape, const std::vector<int64_t>& out) {
+    std::vector<int64_t> strides(out.size(), 0);
+    int64_t stride = 1;
+    for (std::size_t i = shape.size(); i-- > 0;) {
+        const std::size_t o = out.size() - shape.size() + i;
+        strides[o] = shape[i] == 1 ? 0 : stride;
+        stride *= shape[i];
+    }
+    return strides;
+}
+
+/// The vector-Jacobian product of torch.add / torch.sub / torch.mul with broadcasting: each
+/// operand's gradient is dy (add; -dy for sub's b; dy times the other operand for mul) summed
+/// over the dims that operand was broadcast along, back to its own shape.
+template <Binary Op>
+void binary_backward(const BackwardCall& call) {
+    const char* name = Op == Binary::add ? "onednn.add" : Op == Binary::sub ? "onednn.sub" : "onednn.mul";
+    const Tensor a = call.input(0), b = call.input(1), dy = call.grad_output();
+    require_plain_float32(name, a, "input a");
+    require_plain_float32(name, b, "input b");
+    require_plain_float32(name, dy, "grad output");
+    const std::vector<int64_t> out(dy.shape().begin(), dy.shape().end());
+    for (const Tensor* t : {&a, &b})
+        plugin::require(t->rank() <= dy.rank() && [&] {
+            for (int i = 1; i <= t->rank(); ++i)
+                if (t->dim(-i) != 1 && t->dim(-i) != dy.dim(-i)) return false;
+            return true;
+        }(), [&] {
+            return std::string(name) + ": grad output " + shape_string(dy.shape()) + " is not the broadcast of " +
+                   shape_string(a.shape()) + " and " + shape_string(b.shape());
+        });
+    float* da = grad_buffer(name, call.grad_input(0), a, "grad a");
+    float* db = grad_buffer(name, call.grad_input(1), b, "grad b");
+    if (da) std::fill(da, da + a.numel(), 0.0f);
+    if (db) std::fill(db, db + b.numel(), 0.0f);
+    const int64_t total = dy.numel();
+    if ((!da && !db) || total == 0) return;
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    const float* G = dy.data<float>();
+    const auto as = broadcast_strides(a.shape(), out), bs = broadcast_strides(b.shape(), out);
+    const std::size_t rank = out.size();
+    if (rank == 0) {  // scalars
+        if (da) da[0] = Op == Binary::mul ? G[0] * B[0] : G[0];
+        if (db) db[0] = Op == Binary::mul ? G[0] * A[0] : Op == Binary::sub ? -G[0] : G[0];
+        return;
+    }
+    // Rows of the last dim, each at offsets (ao, bo) into a and b.
+    const int64_t last = out[rank - 1], rows = total / last;
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t ao = 0, bo = 0;
+        for (std::size_t i = 0; i + 1 < rank; ++i) {
+            ao += index[i] * as[i];
+            bo += index[i] * bs[i];
+        }
+        const float* g = G + r * last;
+        for (int64_t j = 0; j < last; ++j) {
+            const int64_t ai = ao + j * as[rank - 1], bi = bo + j * bs[rank - 1];
+            if (da) da[ai] += Op == Binary::mul ? g[j] * B[bi] : g[j];
+            if (db) db[bi] += Op == Binary::mul ? g[j] * A[ai] : Op == Binary::sub ? -g[j] : g[j];
+        }
+        for (std::size_t i = rank - 1; i-- > 0;) {
+            if (++index[i] < out[i]) break;
+            index[i] = 0;
+        }
+    }
+}
+
+/// The vector-Jacobian product of inference batch norm (native_batch_norm_backward with
+/// training = false): with r = 1 / sqrt(running_var + eps), dx = dy · weight · r, dweight =
+/// Σ dy (x - running_mean) r, dbias = Σ dy (sums over N and the spatial dims, in double); the
+/// running statistics get zero gradients.
+void batch_norm_backward(const BackwardCall& call) {
+    const char* name = "onednn.batch_norm";
+    const auto attrs = call.attrs();
+    if (attrs.get_bool("training", false))
+        plugin::fail(CAPSULE_ERROR_UNSUPPORTED, "onednn.batch_norm: training = true (batch statistics) is not "
+                                                "implemented by the oneDNN capsule");
+    const bool affine = attrs.get_bool("affine", true);
+    const double eps = attrs.get_float("eps", 1e-5);
+    const Tensor x = call.input(0), dy = call.grad_output();
+    require_plain_float32(name, x, "input x");
+    require_plain_float32(name, dy, "grad output");
+    plugin::require(call.num_params() == (affine ? 4u : 2u) && x.rank() >= 2 && dy.numel() == x.numel(),
+                    "onednn.batch_norm: expects x [N, C, ...], its grad, and parameters [weight, bias,] "
+                    "running_mean, running_var");
+    const int64_t n = x.dim(0), c = x.dim(1), spatial = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
+    const std::size_t stats = affine ? 2 : 0;
+    for (std::size_t i = 0; i < call.num_params(); ++i) require_plain_float32(name, call.param(i), "a parameter");
+    const float* mean = call.param(stats).data<float>();
+    const float* var = call.param(stats + 1).data<float>();
+    const float* weight = affine ? call.param(0).data<float>() : nullptr;
+    float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
+    float* dw = affine ? grad_buffer(name, call.grad_param(0), call.param(0), "grad weight") : nullptr;
+    float* db = affine ? grad_buffer(name, call.grad_param(1), call.param(1), "grad bias") : nullptr;
+    for (std::size_t i = stats; i < stats + 2; ++i)
+        if (float* g = grad_buffer(name, call.grad_param(i), call.param(i), "grad running statistic"))
+            std::fill(g, g + c, 0.0f);
+    const float* X = x.data<float>();
+    const float* G = dy.data<float>();
+    for (int64_t ch = 0; ch < c; ++ch) {
+        const double r = 1.0 / std::sqrt(double(var[ch]) + eps), m = mean[ch];
+        double sum_dy = 0, sum_dyx = 0;
+        const double k = (weight ? double(weight[ch]) : 1.0) * r;
+        for (int64_t bi = 0; bi < n; ++bi) {
+            const int64_t base = (bi * c + ch) * spatial;
+            for (int64_t i = 0; i < spatial; ++i) {
+                sum_dy += G[base + i];
+                sum_dyx += double(G[base + i]) * (double(X[base + i]) - m) * r;
+                if (dx) dx[base + i] = static_cast<float>(k * double(G[base + i]));
+            }
+        }
+        if (dw) dw[ch] = static_cast<float>(sum_dyx);
+        if (db) db[ch] = static_cast<float>(sum_dy);
+    }
+}
+
 template <typename State, std::unique_ptr<State> (*Prepare)(const PrepareCall&),
-          void (*Forward)(const ForwardCall&)>
+          void (*Forward)(const ForwardCall&), void (*Backward)(const BackwardCall&)>
 constexpr capsule_kernel entry(const char* name) {
-    return plugin::kernel(name, forward_entry<Forward>, nullptr, prepare_entry<State, Prepare>,
+    return plugin::kernel(name, forward_entry<Forward>, backward_entry<Backward>, prepare_entry<State, Prepare>,
                           release_entry<State>, kFloat32Only);
 }
 
@@ -357,27 +594,27 @@ constexpr char k_mul[] = "onednn.mul";
 }  // namespace
 
 const capsule_kernel relu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::relu>, run_relu<k_relu>>(k_relu);
+    entry<PrimitiveState, prepare_unary<Unary::relu>, run_relu<k_relu>, relu_backward>(k_relu);
 const capsule_kernel clamp_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::clamp>, run_relu<k_clamp>>(k_clamp);
+    entry<PrimitiveState, prepare_unary<Unary::clamp>, run_relu<k_clamp>, clamp_backward>(k_clamp);
 const capsule_kernel gelu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary<k_gelu>>(k_gelu);
+    entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary<k_gelu>, gelu_backward>(k_gelu);
 const capsule_kernel sigmoid_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary<k_sigmoid>>(k_sigmoid);
+    entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary<k_sigmoid>, sigmoid_backward>(k_sigmoid);
 const capsule_kernel tanh_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary<k_tanh>>(k_tanh);
+    entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary<k_tanh>, tanh_backward>(k_tanh);
 const capsule_kernel softmax_kernel =
-    entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>>(k_softmax);
+    entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>, softmax_backward<false>>(k_softmax);
 const capsule_kernel log_softmax_kernel =
-    entry<SoftmaxState, prepare_softmax<true>, run_softmax<k_log_softmax>>(k_log_softmax);
+    entry<SoftmaxState, prepare_softmax<true>, run_softmax<k_log_softmax>, softmax_backward<true>>(k_log_softmax);
 const capsule_kernel add_kernel =
-    entry<PrimitiveState, prepare_binary<Binary::add>, run_binary<k_add>>(k_add);
+    entry<PrimitiveState, prepare_binary<Binary::add>, run_binary<k_add>, binary_backward<Binary::add>>(k_add);
 const capsule_kernel sub_kernel =
-    entry<PrimitiveState, prepare_binary<Binary::sub>, run_binary<k_sub>>(k_sub);
+    entry<PrimitiveState, prepare_binary<Binary::sub>, run_binary<k_sub>, binary_backward<Binary::sub>>(k_sub);
 const capsule_kernel mul_kernel =
-    entry<PrimitiveState, prepare_binary<Binary::mul>, run_binary<k_mul>>(k_mul);
+    entry<PrimitiveState, prepare_binary<Binary::mul>, run_binary<k_mul>, binary_backward<Binary::mul>>(k_mul);
 const capsule_kernel batch_norm_kernel =
-    entry<BatchNormState, prepare_batch_norm, batch_norm>("onednn.batch_norm");
+    entry<BatchNormState, prepare_batch_norm, batch_norm, batch_norm_backward>("onednn.batch_norm");
 
 capsule_forward_fn elementwise_finite_input_forward(const capsule_kernel* kernel) {
     // By name: the plugin's table holds copies of these entries.

@@ -1,4 +1,5 @@
 // onednn.linear and onednn.matmul.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels.hpp"
@@ -194,6 +195,127 @@ void matmul(const ForwardCall& call) {
              {DNNL_ARG_DST, wrap(s.c_md, out.data<float>())}});
 }
 
+// ---- backward: linear and matmul through oneDNN's sgemm ---------------------------------------
+
+/// Row-major C[m × n] = op(A) · op(B) (+ C when `accumulate`) by oneDNN's sgemm; with k = 0, C is
+/// zeroed (or kept), never scaled: sgemm would compute 0 · C, NaN for NaN garbage in C.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        if (!accumulate)
+            for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, static_cast<std::size_t>(n) * sizeof(float));
+        return;
+    }
+    const auto status = dnnl::sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb,
+                                    accumulate ? 1.0f : 0.0f, c, ldc);
+    plugin::require(status == dnnl::status::success, "onednn: sgemm failed (oneDNN status " +
+                                                          std::to_string(static_cast<int>(status)) + ")");
+}
+
+/// The vector-Jacobian product of F.linear (PyTorch's LinearBackward): with x flattened to
+/// [M, in] and dy to [M, out], dx = dy · weight [M, in], dweight = dyᵀ · x [out, in], dbias =
+/// Σ_rows dy [out]. Gradients the host does not want are not computed.
+void linear_backward(const BackwardCall& call) {
+    const char* name = "onednn.linear";
+    const Tensor x = call.input(0), w = call.param(0), dy = call.grad_output();
+    require_plain_float32(name, x, "input x");
+    require_plain_float32(name, w, "weight");
+    require_plain_float32(name, dy, "grad output");
+    plugin::require(x.rank() >= 1 && w.rank() == 2 && x.dim(-1) == w.dim(1) && dy.rank() == x.rank() &&
+                        dy.dim(-1) == w.dim(0) && dy.numel() / std::max<int64_t>(w.dim(0), 1) * w.dim(0) == dy.numel(),
+                    [&] {
+                        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
+                               shape_string(x.shape()) + " and weight " + shape_string(w.shape());
+                    });
+    const int64_t in = w.dim(1), out = w.dim(0), rows = product(x.shape(), 0, x.rank() - 1);
+    plugin::require(product(dy.shape(), 0, dy.rank() - 1) == rows, [&] {
+        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
+               shape_string(x.shape());
+    });
+    const ThreadScope scope(backward_threads(backward_state<LinearState>(call)));
+    const float* X = x.data<float>();
+    const float* W = w.data<float>();
+    const float* G = dy.data<float>();
+    if (float* dx = grad_buffer(name, call.grad_input(0), x, "grad input"))
+        gemm(false, false, rows, in, out, G, out, W, in, dx, in, false);
+    if (float* dw = grad_buffer(name, call.grad_param(0), w, "grad weight"))
+        gemm(true, false, out, in, rows, G, out, X, in, dw, in, false);
+    if (call.num_params() > 1)
+        if (float* db = grad_buffer(name, call.grad_param(1), call.param(1), "grad bias")) {
+            std::fill(db, db + out, 0.0f);
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t o = 0; o < out; ++o) db[o] += G[r * out + o];
+        }
+}
+
+/// The vector-Jacobian product of torch.matmul (PyTorch's MmBackward / BmmBackward with
+/// broadcasting): with a [.., n, k], b [.., k, m] and dc [.., n, m] aligned as in the forward
+/// (1-D operands promoted, batch dims broadcast), da = Σ over the batch positions a was
+/// broadcast to of dc · bᵀ, db likewise of aᵀ · dc.
+void matmul_backward(const BackwardCall& call) {
+    const char* name = "onednn.matmul";
+    const Tensor a = call.input(0), b = call.input(1), dc = call.grad_output();
+    require_plain_float32(name, a, "input a");
+    require_plain_float32(name, b, "input b");
+    require_plain_float32(name, dc, "grad output");
+    plugin::require(a.rank() >= 1 && b.rank() >= 1, "onednn.matmul: operands need rank >= 1");
+    // As the forward: 1-D a is [1, k], 1-D b is [k, 1], both padded with leading 1s to one rank.
+    const std::size_t rank = std::max<std::size_t>({std::size_t(a.rank()), std::size_t(b.rank()), 2});
+    std::vector<int64_t> ad(rank, 1), bd(rank, 1);
+    std::copy(a.shape().begin(), a.shape().end(), ad.end() - (a.rank() == 1 ? 1 : a.rank()));
+    if (b.rank() == 1)
+        bd[rank - 2] = b.dim(0);
+    else
+        std::copy(b.shape().begin(), b.shape().end(), bd.end() - b.rank());
+    const int64_t n = ad[rank - 2], k = ad[rank - 1], m = bd[rank - 1];
+    plugin::require(bd[rank - 2] == k, [&] {
+        return std::string(name) + ": inner dimensions differ: " + shape_string(a.shape()) + " @ " +
+               shape_string(b.shape());
+    });
+    std::vector<int64_t> cd(rank - 2);
+    int64_t batches = 1;
+    for (std::size_t i = 0; i + 2 < rank; ++i) {
+        plugin::require(ad[i] == bd[i] || ad[i] == 1 || bd[i] == 1, [&] {
+            return std::string(name) + ": batch dims of " + shape_string(a.shape()) + " and " +
+                   shape_string(b.shape()) + " do not broadcast";
+        });
+        cd[i] = ad[i] == 1 ? bd[i] : ad[i];
+        batches *= cd[i];
+    }
+    plugin::require(dc.numel() == batches * n * m, [&] {
+        return std::string(name) + ": grad output " + shape_string(dc.shape()) + " does not match " +
+               shape_string(a.shape()) + " @ " + shape_string(b.shape());
+    });
+    float* da = grad_buffer(name, call.grad_input(0), a, "grad a");
+    float* db = grad_buffer(name, call.grad_input(1), b, "grad b");
+    if (da) std::fill(da, da + a.numel(), 0.0f);
+    if (db) std::fill(db, db + b.numel(), 0.0f);
+    if ((!da && !db) || batches == 0 || n * m == 0) return;
+    const ThreadScope scope(backward_threads(backward_state<MatmulState>(call)));
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    const float* C = dc.data<float>();
+    // Batch position -> offset of a's and b's matrix (0 along their broadcast dims).
+    std::vector<int64_t> index(rank - 2, 0);
+    for (int64_t t = 0; t < batches; ++t) {
+        int64_t a_off = 0, b_off = 0, a_stride = 1, b_stride = 1;
+        for (std::size_t i = rank - 2; i-- > 0;) {
+            if (ad[i] != 1) a_off += index[i] * a_stride;
+            if (bd[i] != 1) b_off += index[i] * b_stride;
+            a_stride *= ad[i];
+            b_stride *= bd[i];
+        }
+        const float* ct = C + t * n * m;
+        if (da) gemm(false, true, n, k, m, ct, m, B + b_off * k * m, m, da + a_off * n * k, k, true);
+        if (db) gemm(true, false, k, m, n, A + a_off * n * k, k, ct, m, db + b_off * k * m, m, true);
+        for (std::size_t i = rank - 2; i-- > 0;) {
+            if (++index[i] < cd[i]) break;
+            index[i] = 0;
+        }
+    }
+}
+
 }  // namespace
 
 void* prepare_linear_fused(const PrepareCall& call, const Fusion& fusion) {
@@ -214,10 +336,10 @@ bool linear_computes_in_bf16(const capsule_kernel* kernel, const void* state) {
 }
 
 const capsule_kernel linear_kernel = plugin::kernel(
-    "onednn.linear", forward_entry<linear>, nullptr, prepare_entry<LinearState, prepare_linear>,
+    "onednn.linear", forward_entry<linear>, backward_entry<linear_backward>, prepare_entry<LinearState, prepare_linear>,
     release_entry<LinearState>, kFloat32Only);
 const capsule_kernel matmul_kernel = plugin::kernel(
-    "onednn.matmul", forward_entry<matmul>, nullptr, prepare_entry<MatmulState, prepare_matmul>,
+    "onednn.matmul", forward_entry<matmul>, backward_entry<matmul_backward>, prepare_entry<MatmulState, prepare_matmul>,
     release_entry<MatmulState>, kFloat32Only);
 
 }  // namespace capsule::onednn

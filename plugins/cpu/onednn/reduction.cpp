@@ -186,10 +186,59 @@ void reduce_mean(const ForwardCall& call) {
     }
 }
 
+/// The vector-Jacobian product of torch.mean(x, dim=axes, keepdim): dx = dy / count, dy read
+/// broadcast along the reduced axes (count = the product of their sizes; `axes` as the forward).
+void reduce_mean_backward(const BackwardCall& call) {
+    const char* name = "onednn.reduce_mean";
+    const Tensor x = call.input(0), dy = call.grad_output();
+    require_plain_float32(name, x, "input x");
+    require_plain_float32(name, dy, "grad output");
+    float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
+    if (!dx) return;
+    const std::size_t rank = static_cast<std::size_t>(x.rank());
+    std::vector<char> reduced(rank, call.attrs().has("axes") ? 0 : 1);
+    for (const int64_t a : rank == 0 ? std::vector<int64_t>{} : call.attrs().get_ints("axes", {})) {
+        const auto axis = try_normalize_axis(a, x.rank());
+        plugin::require(axis.has_value(), [&] {
+            return std::string(name) + ": axis " + std::to_string(a) + " out of range for rank " + std::to_string(x.rank());
+        });
+        reduced[static_cast<std::size_t>(*axis)] = 1;
+    }
+    // dy's row-major strides over x's dims (0 along the reduced ones, which dy holds once).
+    std::vector<int64_t> strides(rank, 0);
+    int64_t count = 1, stride = 1, outputs = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+        if (reduced[d]) {
+            count *= x.dim(int(d));
+            continue;
+        }
+        strides[d] = stride;
+        stride *= x.dim(int(d));
+        outputs *= x.dim(int(d));
+    }
+    plugin::require(dy.numel() == outputs, [&] {
+        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
+               shape_string(x.shape()) + " reduced over the given axes";
+    });
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    const float* G = dy.data<float>();
+    std::vector<int64_t> index(rank, 0);
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t at = 0;
+        for (std::size_t d = 0; d < rank; ++d) at += index[d] * strides[d];
+        dx[i] = static_cast<float>(double(G[at]) / double(count));
+        for (std::size_t d = rank; d-- > 0;) {
+            if (++index[d] < x.dim(int(d))) break;
+            index[d] = 0;
+        }
+    }
+}
+
 }  // namespace
 
 const capsule_kernel reduce_mean_kernel =
-    plugin::kernel("onednn.reduce_mean", forward_entry<reduce_mean>, nullptr,
+    plugin::kernel("onednn.reduce_mean", forward_entry<reduce_mean>, backward_entry<reduce_mean_backward>,
                    prepare_entry<ReduceMeanState, prepare_reduce_mean>, release_entry<ReduceMeanState>, kFloat32Only);
 
 }  // namespace capsule::onednn
