@@ -41,6 +41,8 @@ public:
     void begin_request() {
         body_ = false;
         timed_out_ = false;
+        head_.clear();
+        head_too_large_ = false;
         deadline_ = Clock::now() + limits_.gate.head;
     }
     void begin_body() {
@@ -48,6 +50,8 @@ public:
         deadline_ = Clock::now() + limits_.body_grace;
     }
     bool buffered() const { return begin_ < end_; }
+    /// The head's bytes read so far (all of it once the body begins); empty when too large.
+    std::string_view head() const { return head_too_large_ ? std::string_view{} : std::string_view(head_); }
     /// A read of this request failed because its deadline passed.
     bool timed_out() const { return timed_out_; }
     /// The bytes read but not yet taken: the start of a pipelined request.
@@ -62,7 +66,7 @@ public:
                 timed_out_ = true;
                 return -1;
             }
-            if (size >= buffer_.size()) return counted(receive(ptr, size));
+            if (size >= buffer_.size()) return kept(ptr, counted(receive(ptr, size)));
             const ssize_t n = counted(receive(buffer_.data(), buffer_.size()));
             if (n <= 0) return n;
             begin_ = 0;
@@ -71,7 +75,7 @@ public:
         const std::size_t n = std::min(size, end_ - begin_);
         std::memcpy(ptr, buffer_.data() + begin_, n);
         begin_ += n;
-        return static_cast<ssize_t>(n);
+        return kept(ptr, static_cast<ssize_t>(n));
     }
 
     ssize_t write(const char* ptr, size_t size) override {
@@ -108,6 +112,16 @@ private:
         return n;
     }
 
+    /// Keeps the bytes cpp-httplib takes for the head (it reads a head a byte at a time, never
+    /// past its blank line), up to the gate's max_head_bytes.
+    ssize_t kept(const char* ptr, ssize_t n) {
+        if (body_ || n <= 0 || head_too_large_) return n;
+        head_too_large_ = head_.size() + static_cast<std::size_t>(n) > limits_.gate.max_head_bytes;
+        if (head_too_large_) head_.clear();
+        else head_.append(ptr, static_cast<std::size_t>(n));
+        return n;
+    }
+
     /// Body bytes earn the body more time: one second per min_body_rate bytes.
     ssize_t counted(ssize_t n) {
         if (body_ && n > 0)
@@ -132,7 +146,8 @@ private:
     const ConnectionLimits& limits_;
     std::vector<char> buffer_;
     std::size_t begin_ = 0, end_ = 0;
-    bool body_ = false, timed_out_ = false;
+    bool body_ = false, timed_out_ = false, head_too_large_ = false;
+    std::string head_;
     Clock::time_point deadline_{};
 };
 
@@ -187,6 +202,8 @@ void GatedServer::close_after_response() { close_requested = true; }
 
 bool GatedServer::read_timed_out() { return current_stream && current_stream->timed_out(); }
 
+std::string_view GatedServer::request_head() { return current_stream ? current_stream->head() : std::string_view{}; }
+
 void GatedServer::body_begins() {
     if (current_stream) current_stream->begin_body();
 }
@@ -204,7 +221,7 @@ void GatedServer::serve_connection(socket_t sock, std::string read) {
         close_requested = false;
         bool closed_by_client = false;
         const bool last = served >= keep_alive_max_count_ || svr_sock_ == INVALID_SOCKET;
-        const bool answered = process_request(stream, last, closed_by_client, nullptr);
+        const bool answered = process_request(stream, last, closed_by_client, setup_);
         if (!answered || closed_by_client || last || close_requested || svr_sock_ == INVALID_SOCKET) break;
         // The next request, when all of it is here already (pipelined, or sent at once), is
         // answered on this worker; otherwise the gate waits for it on no thread.

@@ -12,8 +12,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "connection_gate.hpp"
 
@@ -47,6 +49,15 @@ public:
     /// For handlers: a read of the request this thread is answering failed on its deadline
     /// (read_timeout, or the body's minimum rate).
     static bool read_timed_out();
+    /// For the expect-100 and pre-routing handlers: the request's head (request line, header
+    /// lines, blank line) as it arrived, which cpp-httplib's parsed headers do not show in full
+    /// (it drops a line without a colon or with an empty value). Empty when the head is over the
+    /// gate's max_head_bytes.
+    static std::string_view request_head();
+
+    /// Runs on every request once cpp-httplib has parsed its head and before anything else
+    /// (process_request's hook): the one place a request may be changed.
+    void set_request_setup(std::function<void(httplib::Request&)> setup) { setup_ = std::move(setup); }
 
 private:
     bool process_and_close_socket(socket_t sock) override;
@@ -56,6 +67,7 @@ private:
     std::unique_ptr<httplib::ThreadPool> workers_;
     std::unique_ptr<ConnectionGate> gate_;
     bool drained_ = false;
+    std::function<void(httplib::Request&)> setup_;
 };
 
 }  // namespace capsule::serve
