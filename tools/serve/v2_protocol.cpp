@@ -318,6 +318,12 @@ void add_output(InferRequest& request, const ModelVersion& model, const std::str
     request.outputs.push_back({name, binary});
 }
 
+void check_output_parameter(const std::string& output, const std::string& key) {
+    if (key == "classification")
+        bad("output " + quoted_text(output) + ": parameter 'classification' asks for the classification extension, "
+            "which this server does not support");
+}
+
 void default_outputs(InferRequest& request, const ModelVersion& model, bool binary) {
     if (request.outputs.empty())
         for (const auto& m : model.outputs()) request.outputs.push_back({m.name, binary});
@@ -416,6 +422,11 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             if (!output.is_object() || !output.contains("name") || !output["name"].is_string())
                 bad("each requested output must be an object with a string 'name'");
             const auto name = output["name"].get<std::string>();
+            for (const auto& [key, _] : output.items())
+                if (key != "name" && key != "parameters")
+                    bad("output " + quoted_text(name) + ": unknown key " + quoted_text(key) + " (valid: name, parameters)");
+            if (output.contains("parameters") && output["parameters"].is_object())
+                for (const auto& [key, _] : output["parameters"].items()) check_output_parameter(name, key);
             const json* b = parameter(output, "binary_data");
             add_output(request, model, name, b ? flag(b, "output " + quoted_text(name) + ": binary_data") : binary_default);
         }

@@ -92,6 +92,9 @@ void fill_from_bytes(Tensor& t, std::string_view bytes, const std::string& name)
 /// Adds output `name` to the request's outputs. Raises ProtocolError(400) for an unknown or
 /// repeated one.
 void add_output(InferRequest& request, const ModelVersion& model, const std::string& name, bool binary);
+/// Refuses (ProtocolError 400) an output parameter of an extension this server does not
+/// implement: classification (Triton's classification extension).
+void check_output_parameter(const std::string& output, const std::string& key);
 /// When the request named no output (an absent or empty list, over REST and gRPC alike), asks for
 /// every output of `model`, binary or not as `binary` says.
 void default_outputs(InferRequest& request, const ModelVersion& model, bool binary);
