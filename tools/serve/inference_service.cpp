@@ -27,6 +27,13 @@ std::shared_ptr<const ModelVersion> InferenceService::find(const std::string& mo
     throw ProtocolError(404, "model " + quoted_text(model) + " has no version " + quoted_text(version));
 }
 
+InferenceService::Readiness InferenceService::readiness(const std::string& model, const std::string& version) const {
+    if (auto m = repository_->models().find(model); m != repository_->models().end() && m->second.versions.empty())
+        return {model, version, false, m->second.reason};
+    const auto found = find(model, version);
+    return {found->model(), found->version(), found->ready(), found->reason()};
+}
+
 std::vector<std::string> InferenceService::versions(const std::string& model) const {
     std::vector<std::string> out;
     if (auto it = repository_->models().find(model); it != repository_->models().end())

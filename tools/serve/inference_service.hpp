@@ -29,6 +29,15 @@ public:
     /// ProtocolError(404) for an unknown model (naming the models there are) or version, and
     /// ProtocolError(503) with the reason for a model whose config.json is unusable.
     std::shared_ptr<const ModelVersion> find(const std::string& model, const std::string& version) const;
+    /// Whether `model` `version` ("" for the latest) is ready, as the ready endpoints say it.
+    struct Readiness {
+        std::string model, version;  // version: "" when the model has none
+        bool ready = false;
+        std::string reason;  // why not ready
+    };
+    /// Readiness, also of a model that is not ready as a whole (config.json unusable, no version):
+    /// not ready with its reason. Raises ProtocolError(404) for an unknown model or version.
+    Readiness readiness(const std::string& model, const std::string& version) const;
     /// The version numbers of `model`, as strings.
     std::vector<std::string> versions(const std::string& model) const;
 
