@@ -110,6 +110,16 @@ int main(int argc, char** argv) {
         req.set_name("rocm_only");
         check(call(&inference::GRPCInferenceService::Stub::ModelReady, req, ready).ok() && !ready.ready(),
               "rocm_only is not ready");
+        // A model not ready as a whole (config.json unusable, no version directory): the same answer.
+        for (const char* name : {"bad_config", "no_version"}) {
+            req.set_name(name);
+            ready.set_ready(true);
+            const auto s = call(&inference::GRPCInferenceService::Stub::ModelReady, req, ready);
+            check(s.ok() && !ready.ready(), std::string(name) + " is not ready (OK, ready=false): " + s.error_message());
+        }
+        req.set_name("nope");
+        check(call(&inference::GRPCInferenceService::Stub::ModelReady, req, ready).error_code() == grpc::StatusCode::NOT_FOUND,
+              "ModelReady of an unknown model: NOT_FOUND");
     }
     auto infer = [&](const inference::ModelInferRequest& req, inference::ModelInferResponse& res) {
         return call(&inference::GRPCInferenceService::Stub::ModelInfer, req, res);
@@ -169,6 +179,13 @@ int main(int argc, char** argv) {
          [](inference::ModelInferRequest& r) { *r.add_inputs() = r.inputs(0); }},
         {"unknown output", grpc::StatusCode::INVALID_ARGUMENT, "unknown output 'y'",
          [](inference::ModelInferRequest& r) { r.add_outputs()->set_name("y"); }},
+        {"the classification extension", grpc::StatusCode::INVALID_ARGUMENT,
+         "classification extension, which this server does not support",
+         [](inference::ModelInferRequest& r) {
+             auto* out = r.add_outputs();
+             out->set_name("logits");
+             (*out->mutable_parameters())["classification"].set_int64_param(2);
+         }},
         {"raw entries not one per input", grpc::StatusCode::INVALID_ARGUMENT, "raw_input_contents holds 2 entries for 1 inputs",
          [](inference::ModelInferRequest& r) {
              r.add_raw_input_contents("a");

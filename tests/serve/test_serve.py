@@ -320,6 +320,9 @@ def build_repository(root, models_dir, layers):
         model(name, {"profile": "checked_cpu"}, [(os.path.join(models_dir, name, "model.onnx"), "model.onnx")])
     model("rocm_only", {"profile": "future_rocm"}, [(os.path.join(models_dir, "squeezenet1_1", "model.onnx"), "model.onnx")])
     model("bad_config", '{"profile": "checked_cpu", "profile": "onednn_cpu"}', [])
+    os.makedirs(os.path.join(root, "no_version"))  # a model without a version directory
+    with open(os.path.join(root, "no_version", "config.json"), "w") as f:
+        json.dump({"profile": "checked_cpu"}, f)
     # A model whose output's dimension 0 is not the batch (a mean over it): refused with batching.
     os.makedirs(os.path.join(root, "rowmix", "1"))
     write_onnx(os.path.join(root, "rowmix", "1", "model.onnx"),
@@ -729,6 +732,14 @@ def functional_checks(args, layers, tmp, repo, server):
           0 < answer.find(b'"live"') < answer.find(b'"extensions"') < answer.find(b'"ready"'),
           "three pipelined requests: %r" % answer[:600])
 
+    range_checks(port, flat)
+    header_line_checks(port)
+    not_ready_checks(port)
+    inference_header_length_checks(port, flat)
+    output_checks(port, flat)
+    content_coding_checks(port, flat, direct)
+    method_checks(port)
+
     metrics = request(port, "GET", "/metrics")[2].decode()
     check('capsule_inference_requests_total{model="mlp",version="1"}' in metrics and
           'capsule_inference_failures_total{model="mlp",version="1",status="400"}' in metrics and
@@ -745,6 +756,180 @@ def functional_checks(args, layers, tmp, repo, server):
     check(code == 0, "exit status after SIGTERM is %s" % code)
     check(results[-1][0] == 200, "the request in flight at SIGTERM was answered: %r" % (results[-1][:1],))
     check(any("SIGTERM" in line for line in server.log), "the server says it is draining")
+
+
+def response_parts(answer):
+    """(status, headers lowercased, body) of the first response in `answer`, read by its
+    Content-Length."""
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if len(lines[0].split()) > 1 else 0
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, rest[:int(headers.get("content-length", len(rest)))]
+
+
+def range_checks(port, flat):
+    """Range is ignored: every response whole, with its status (RFC 9110 14.2 lets a server)."""
+    header = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 784 * 4}}],
+                         "parameters": {"binary_data_output": True}}).encode()
+    body = header + struct.pack("<784f", *flat[:784])
+    infer = {"Inference-Header-Content-Length": str(len(header))}
+    code, _, plain = request(port, "POST", "/v2/models/mlp/infer", body, infer)
+    ranges = "bytes=" + ",".join(["0-"] * 300)
+    code, headers, data = request(port, "POST", "/v2/models/mlp/infer", body, dict(infer, Range=ranges))
+    check(code == 200 and data == plain and "Content-Range" not in headers and
+          headers.get("Content-Type") == "application/octet-stream",
+          "test_range_ignored_on_infer: 300 ranges on POST infer: %d %r %r" % (code, headers, data[:200]))
+    _, _, meta = request(port, "GET", "/v2/models/mlp")
+    for value in ("bytes=0-10", "bytes=999999-", "bytes=0-1,3-4"):
+        code, headers, data = request(port, "GET", "/v2/models/mlp", headers={"Range": value})
+        check(code == 200 and data == meta and "Content-Range" not in headers and headers.get("Accept-Ranges") == "none",
+              "test_range_ignored_on_get: Range %s on GET metadata: %d %r %r" % (value, code, headers, data[:200]))
+    code, headers, _ = request(port, "HEAD", "/v2/models/mlp")
+    check(code == 200 and headers.get("Accept-Ranges") == "none", "test_range_head_not_advertised: %r" % headers)
+    for value, shown in ((b"bytes=abc", "'bytes=abc'"), (b"bytes=0-1,5-3", "'bytes=0-1,5-3'")):
+        answer = raw_exchange(port, b"GET /v2/models/mlp HTTP/1.1\r\nHost: x\r\nRange: " + value + b"\r\n\r\n")
+        status, headers, data = response_parts(answer)
+        doc = as_json(data)
+        check(status == 416 and "content-range" not in headers and doc and
+              doc["error"] == "malformed Range header %s (this server ignores Range, but cpp-httplib refuses one it "
+                              "cannot parse)" % shown,
+              "test_range_malformed: Range %s: %r" % (value, answer[:400]))
+
+
+def header_line_checks(port):
+    """A header name that is not a token (whitespace before the colon) or an obs-fold line: 400,
+    and the connection closes (the pipelined request is never answered)."""
+    b = b'{"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]}]}'
+    follow = b"GET /v2/models/mlp HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    for what, line, named in (
+            ("Transfer-Encoding : chunked", b"Transfer-Encoding : chunked\r\n", "header name 'Transfer-Encoding '"),
+            ("Content-Length<TAB>: 3", b"X-A: 1\r\nContent-Length\t: 3\r\n", "header name 'Content-Length\\x09'"),
+            ("obs-fold with a colon", b"X-A: 1\r\n X-B: 2\r\n", "header line ' X-B: 2' starts with whitespace"),
+            ("obs-fold without a colon", b"X-A: 1\r\n\tchunked\r\n", "header line '\\x09chunked' starts with whitespace"),
+            ("a line without a colon", b"X-A 1\r\n", "header line 'X-A 1' has no colon")):
+        answer = raw_exchange(port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: h\r\n" + line +
+                              b"Content-Length: %d\r\n\r\n" % len(b) + b + follow, pause=0.3)
+        status, _, data = response_parts(answer)
+        doc = as_json(data)
+        check(status == 400 and answer.count(b"HTTP/1.1 ") == 1 and doc and named in doc["error"],
+              "test_header_name_not_token: %s: %r" % (what, answer[:400]))
+
+
+def not_ready_checks(port):
+    """A model not ready as a whole answers ready like a version that is not ready."""
+    for name, reason in (("bad_config", "duplicate key"), ("no_version", "no version directory"), ("rocm_only", "rocm")):
+        code, _, data = request(port, "GET", "/v2/models/%s/ready" % name)
+        doc = as_json(data)
+        check(code == 503 and isinstance(doc, dict) and doc.get("name") == name and doc.get("ready") is False and
+              reason in doc.get("reason", "").lower() and "version" in doc and "error" not in doc,
+              "test_model_not_ready_body: %s: %d %r" % (name, code, data[:300]))
+    code, _, data = request(port, "GET", "/v2/models/nope/ready")
+    check(code == 404 and "unknown model 'nope'" in as_json(data)["error"], "ready of an unknown model: %d %r" % (code, data))
+
+
+def inference_header_length_checks(port, flat):
+    head = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": 784 * 4}}]}).encode()
+    body = head + struct.pack("<784f", *flat[:784])
+    start = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n" % len(body)
+    for what, lines, message in (
+            ("two different values", b"Inference-Header-Content-Length: %d\r\nInference-Header-Content-Length: 5\r\n" % len(head),
+             "more than one Inference-Header-Content-Length header"),
+            ("two equal values", b"Inference-Header-Content-Length: %d\r\ninference-header-content-length: %d\r\n" % (len(head), len(head)),
+             "more than one Inference-Header-Content-Length header"),
+            ("an empty value", b"Inference-Header-Content-Length:\r\n", "Inference-Header-Content-Length '' is not a byte count"),
+            ("a blank value", b"Inference-Header-Content-Length:   \r\n", "Inference-Header-Content-Length '' is not a byte count")):
+        answer = raw_exchange(port, start + lines + b"\r\n" + body)
+        status, _, data = response_parts(answer)
+        doc = as_json(data)
+        check(status == 400 and doc and doc["error"] == message,
+              "test_inference_header_length: %s: %r" % (what, answer[:400]))
+
+
+def output_checks(port, flat):
+    path = "/v2/models/mlp/infer"
+    ok_input = {"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}
+    expect_error(port, "test_output_unknown_key", 400, path, {"inputs": [ok_input], "outputs": [{"name": "logits", "foo": 1}]},
+                 contains="output 'logits': unknown key 'foo'")
+    expect_error(port, "test_output_classification", 400, path,
+                 {"inputs": [ok_input], "outputs": [{"name": "logits", "parameters": {"classification": 2}}]},
+                 contains="classification extension, which this server does not support")
+    code, headers, data = request(port, "POST", path, {"inputs": [ok_input],
+                                                       "outputs": [{"name": "logits", "parameters": {"binary_data": True}}]})
+    n = int(headers.get("Inference-Header-Content-Length", "-1"))
+    check(code == 200 and n > 0 and len(data) == n + 40, "test_output_binary_data still works: %d %r" % (code, data[:200]))
+
+
+def content_coding_checks(port, flat, direct):
+    path = "/v2/models/mlp/infer"
+    text = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": flat[:784]}]}).encode()
+    for what, coding, body in (
+            ("GZIP", "GZIP", gzip.compress(text)),
+            ("Gzip, two members", "Gzip", gzip.compress(text[:1000]) + gzip.compress(text[1000:])),
+            ("gzip, three members", "gzip", gzip.compress(text[:10]) + gzip.compress(text[10:20]) + gzip.compress(text[20:])),
+            ("DEFLATE", "DEFLATE", __import__("zlib").compress(text))):
+        code, _, data = request(port, "POST", path, body, {"Content-Type": "application/json", "Content-Encoding": coding})
+        doc = as_json(data)
+        check(code == 200 and doc and close(doc["outputs"][0]["data"], direct[:10]),
+              "test_content_coding: %s: %d %r" % (what, code, data[:200]))
+    expect_error(port, "test_content_coding: a gzip member cut short", 400, path, gzip.compress(text)[:-8],
+                 {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "could not be read")
+    expect_error(port, "test_content_coding: bytes after a deflate stream", 400, path,
+                 __import__("zlib").compress(text) + b"xx", {"Content-Type": "application/json", "Content-Encoding": "deflate"},
+                 "could not be read")
+    bomb = gzip.compress(b"[" + b"0," * (3 << 19) + b"0]") * 2  # two members, 6 MiB as decoded
+    expect_error(port, "test_content_coding: a two-member gzip body over the limit once decoded", 413, path, bomb,
+                 {"Content-Type": "application/json", "Content-Encoding": "gzip"}, "bytes as decoded")
+
+
+def method_checks(port):
+    code, headers, data = request(port, "GET", "/v2/models/mlp/infer")
+    doc = as_json(data)
+    check(code == 405 and headers.get("Allow") == "POST" and doc and "allowed: POST" in doc["error"],
+          "test_wrong_method: GET infer: %d %r %r" % (code, headers, data[:200]))
+    code, headers, data = request(port, "POST", "/v2/health/live", b"{}", {"Content-Type": "application/json"})
+    doc = as_json(data)
+    check(code == 405 and headers.get("Allow") == "GET, HEAD" and doc and "allowed: GET, HEAD" in doc["error"],
+          "test_wrong_method: POST live: %d %r %r" % (code, headers, data[:200]))
+    code, headers, data = request(port, "DELETE", "/v2/models/mlp/versions/1/ready", b"")
+    check(code == 405 and headers.get("Allow") == "GET, HEAD", "test_wrong_method: DELETE ready: %d %r" % (code, data[:200]))
+    check(request(port, "GET", "/v2/models/mlp/nothing")[0] == 404, "test_wrong_method: an unknown path stays 404")
+
+
+def busy(args):
+    """A request refused as busy (--max-concurrency) is counted under its model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = os.path.join(tmp, "repo")
+        os.makedirs(os.path.join(repo, "slow", "1"))
+        write_onnx(os.path.join(repo, "slow", "1", "model.onnx"), [onnx_node("Relu", ["x"], "y")],
+                   [("x", ["N", 4])], [("y", ["N", 4])])
+        with open(os.path.join(repo, "slow", "config.json"), "w") as f:
+            json.dump({"profile": "checked_cpu", "max_batch_size": 8, "inputs": {"x": [4]},
+                       "dynamic_batching": {"max_queue_delay_us": 1000000, "preferred_batch_sizes": [8]}}, f)
+        with Server(args.capsule, repo, ["--max-concurrency", "2"]) as server:
+            body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+            codes = []
+            waiting = [threading.Thread(target=lambda: codes.append(request(server.port, "POST", "/v2/models/slow/infer", body)[0]))
+                       for _ in range(2)]
+            for t in waiting:
+                t.start()
+            time.sleep(0.3)  # both admitted, waiting out the batcher's delay
+            code, _, data = request(server.port, "POST", "/v2/models/slow/infer", body)
+            for t in waiting:
+                t.join()
+            check(code == 503 and "server busy" in as_json(data)["error"] and codes == [200, 200],
+                  "test_busy_counted_under_model: the third of three: %d %r, the others %r" % (code, data[:200], codes))
+            metrics = request(server.port, "GET", "/metrics")[2].decode()
+            check('capsule_inference_requests_total{model="slow",version="1"} 3' in metrics and
+                  'capsule_inference_failures_total{model="slow",version="1",status="503"} 1' in metrics and
+                  'model="",version="",status="503"' not in metrics,
+                  "test_busy_counted_under_model: metrics:\n" + metrics[:1500])
+            check(server.stop() == 0, "the busy server exits 0")
 
 
 def load(args, layers, clients, requests_each):
@@ -821,6 +1006,7 @@ def main():
         load(args, layers, *args.load)
     else:
         functional(args, layers)
+        busy(args)
     if FAILURES:
         print("%d check(s) failed" % len(FAILURES))
         return 1

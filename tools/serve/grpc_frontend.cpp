@@ -125,7 +125,10 @@ InferRequest read_request(const inference::ModelInferRequest& req, const ModelVe
         }
     }
     inputs.finish();
-    for (const auto& out : req.outputs()) add_output(request, model, out.name(), true);
+    for (const auto& out : req.outputs()) {
+        for (const auto& [key, _] : out.parameters()) check_output_parameter(out.name(), key);
+        add_output(request, model, out.name(), true);
+    }
     default_outputs(request, model, true);
     return request;
 }
@@ -163,7 +166,8 @@ public:
     }
     grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* req,
                             inference::ModelReadyResponse* res) override {
-        return guarded([&] { res->set_ready(service_.find(req->name(), req->version())->ready()); });
+        // A model not ready as a whole is ready=false too, as a version is (REST: 503 and the reason).
+        return guarded([&] { res->set_ready(service_.readiness(req->name(), req->version()).ready); });
     }
     grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
                                 inference::ServerMetadataResponse* res) override {
@@ -194,18 +198,15 @@ public:
     grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* req,
                             inference::ModelInferResponse* res) override {
         const auto arrived = Clock::now();
-        std::unique_ptr<InferenceService::Admission> admission;
         std::shared_ptr<const ModelVersion> version;
-        if (auto s = guarded([&] {
-                version = service_.find(req->model_name(), req->model_version());
-                admission = service_.admit();
-            });
-            !s.ok())
+        if (auto s = guarded([&] { version = service_.find(req->model_name(), req->model_version()); }); !s.ok())
             return s;
+        std::unique_ptr<InferenceService::Admission> admission;
         int status = 200;
         InferenceService::Outcome outcome;
         grpc::Status result = grpc::Status::OK;
         try {
+            admission = service_.admit();  // busy: UNAVAILABLE, counted under the model
             InferenceService::require_ready(*version);
             auto request = read_request(*req, *version);
             outcome = service_.run(*version, request, arrived);

@@ -8,9 +8,12 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <regex>
 
+#include "body_coding.hpp"
 #include "capsule/error.hpp"
 #include "gated_server.hpp"
+#include "request_head.hpp"
 #include "v2_protocol.hpp"
 
 namespace capsule::serve {
@@ -28,10 +31,14 @@ void reply_error(httplib::Response& res, int status, const std::string& message)
     res.set_content(error_body(message), kJsonType);
 }
 
-/// The Inference-Header-Content-Length header (binary tensor data extension), if present.
-std::optional<std::size_t> json_length_of(const httplib::Request& req) {
-    if (!req.has_header("Inference-Header-Content-Length")) return std::nullopt;
-    const auto text = req.get_header_value("Inference-Header-Content-Length");
+/// The Inference-Header-Content-Length header (binary tensor data extension), if present, read
+/// from the head as sent (cpp-httplib drops a header with an empty value). Raises
+/// ProtocolError(400) for more than one, or for a value that is not a byte count.
+std::optional<std::size_t> json_length_of(std::string_view head) {
+    const auto values = header_values(head, "Inference-Header-Content-Length");
+    if (values.empty()) return std::nullopt;
+    if (values.size() > 1) throw ProtocolError(400, "more than one Inference-Header-Content-Length header");
+    const auto text = values.front();
     std::size_t n = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (ec != std::errc{} || end != text.data() + text.size())
@@ -50,14 +57,24 @@ bool method_reads_body(const std::string& method) {
     return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
 }
 
-/// Why the request's framing is refused (before its body is read), or 0: more than one
-/// Content-Length or Transfer-Encoding header, a Content-Length that is not a plain decimal
+/// Why the request's framing is refused (before its body is read), or 0: a malformed header line
+/// (request_head.hpp), a head over the gate's limit (431), more than one Content-Length,
+/// Transfer-Encoding, Content-Encoding or Inference-Header-Content-Length header, an
+/// Inference-Header-Content-Length that is not a byte count, a Content-Length that is not a plain decimal
 /// number, both Content-Length and Transfer-Encoding, a Transfer-Encoding other than chunked, a
-/// Content-Encoding other than identity, gzip or deflate, a declared length over the limit, a
+/// Content-Encoding other than identity, gzip or deflate (415), a declared length over the limit, a
 /// body on a method whose bodies are never read (GET, HEAD, ...), or a POST, PUT, PATCH or
 /// DELETE that declares no length (411: HTTP/1.1 gives it an empty body, cpp-httplib would
 /// read until the connection closes and hold a worker meanwhile).
 int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::string& why) {
+    const auto head = GatedServer::request_head();
+    if (head.empty()) return why = "the request head is too large", 431;
+    if (why = malformed_header_line(head); !why.empty()) return 400;
+    try {
+        json_length_of(head);
+    } catch (const ProtocolError& e) {
+        return why = e.what(), e.status;
+    }
     const auto lengths = req.get_header_value_count("Content-Length");
     const auto encodings = req.get_header_value_count("Transfer-Encoding");
     const bool chunked = encodings > 0;
@@ -67,9 +84,12 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
     if (chunked && req.get_header_value("Transfer-Encoding") != "chunked")
         return why = "Transfer-Encoding " + quoted_text(req.get_header_value("Transfer-Encoding")) +
                      " is not supported (only chunked)", 400;
-    const auto encoding = req.get_header_value("Content-Encoding");
-    if (!encoding.empty() && encoding != "identity" && encoding != "gzip" && encoding != "deflate")
-        return why = "Content-Encoding " + quoted_text(encoding) + " is not supported (identity, gzip, deflate)", 415;
+    // From the head: the request setup takes Content-Encoding away from cpp-httplib.
+    const auto encodings_sent = header_values(head, "Content-Encoding");
+    if (encodings_sent.size() > 1) return why = "more than one Content-Encoding header", 400;
+    if (encodings_sent.size() == 1 && !content_coding(encodings_sent.front()))
+        return why = "Content-Encoding " + quoted_text(encodings_sent.front()) +
+                     " is not supported (identity, gzip, deflate)", 415;
     if (lengths == 1) {
         const auto text = req.get_header_value("Content-Length");
         std::uint64_t n = 0;
@@ -89,6 +109,27 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
     return 0;
 }
 
+/// The path of a model, or of one of its versions.
+const std::string kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+
+/// The methods the endpoint at `path` answers, for a 405's Allow header; "" when there is none.
+std::string allowed_methods(const std::string& path) {
+    static const std::regex get(R"(/v2/health/live|/v2/health/ready|/v2|/metrics|)" + kModelPath + "(?:/ready)?");
+    static const std::regex post(kModelPath + "/infer");
+    if (std::regex_match(path, get)) return "GET, HEAD";
+    if (std::regex_match(path, post)) return "POST";
+    return "";
+}
+
+/// 405 naming the allowed methods when `req`'s path is an endpoint, else 404.
+void reply_no_endpoint(const httplib::Request& req, httplib::Response& res) {
+    const auto allowed = allowed_methods(req.path);
+    if (allowed.empty()) return reply_error(res, 404, "no such endpoint: " + req.method + " " + quoted_text(req.path));
+    res.set_header("Allow", allowed);
+    reply_error(res, 405, "method " + req.method + " is not allowed for " + quoted_text(req.path) + " (allowed: " +
+                              allowed + ")");
+}
+
 }  // namespace
 
 HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
@@ -105,6 +146,8 @@ HttpFrontend::HttpFrontend(InferenceService& service, HttpOptions options)
     // A response is written as headers then body: without TCP_NODELAY, Nagle's algorithm holds
     // the body until the client's delayed ACK (about 40 ms per request on a kept-alive connection).
     server_->set_tcp_nodelay(true);
+    // Range is ignored (routes()); without this cpp-httplib answers HEAD with Accept-Ranges: bytes.
+    server_->set_default_headers({{"Accept-Ranges", "none"}});
     // SO_REUSEADDR only: cpp-httplib also sets SO_REUSEPORT, which would let a second server bind
     // the same port and silently take half of the connections.
     server_->set_socket_options([](socket_t sock) {
@@ -134,6 +177,17 @@ void HttpFrontend::stop() { server_->stop(); }
 
 void HttpFrontend::routes() {
     auto& s = *server_;
+    // The one place a request is changed: once its head is parsed, before anything reads it.
+    s.set_request_setup([](httplib::Request& req) {
+        // Range is ignored, as RFC 9110 14.2 lets a server: cpp-httplib would apply it to every
+        // response, infer replies included, and build a multi-range one in memory (300 ranges of
+        // a 4 MiB reply made 1.26 GB). Every response is whole, with its status (never 206).
+        req.ranges.clear();
+        // Bodies are decoded by read_body (body_coding.hpp), not by cpp-httplib, which decodes
+        // "gzip" and "deflate" only in lower case and a gzip body's first member only. The coding
+        // is read from the head as sent.
+        req.headers.erase("Content-Encoding");
+    });
     // Every status >= 400 without a body gets the protocol's error object (httplib's own 404,
     // 413 for a body over the limit, 400 for a request it could not parse).
     // Before any body is read: framing a front proxy could read differently is refused, and the
@@ -158,13 +212,24 @@ void HttpFrontend::routes() {
         close_after_response(req);
         return status;
     });
-    s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Unhandled, though it writes the body: with Handled, cpp-httplib would apply to the body the
+    // ranges of a Range header it parsed in part before refusing it (416).
+    s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        constexpr auto done = httplib::Server::HandlerResponse::Unhandled;
         // cpp-httplib's own refusals (a request it could not parse or read): the framing is in
-        // doubt, so the connection closes.
-        if (res.status == 400 || res.status == 413 || res.status == 414 || res.status == 431) close_after_response(req);
-        if (!res.body.empty()) return;
+        // doubt, or the body unread, so the connection closes.
+        if (res.status == 400 || res.status == 413 || res.status == 414 || res.status == 416 || res.status == 431)
+            close_after_response(req);
+        if (!res.body.empty()) return done;
+        if (res.status == 404) {  // no route: a known path with another method is 405
+            reply_no_endpoint(req, res);
+            service_.metrics().record_http_error(res.status);
+            return done;
+        }
         std::string message = "malformed HTTP request (HTTP " + std::to_string(res.status) + ")";
-        if (res.status == 404) message = "no such endpoint: " + req.method + " " + quoted_text(req.path);
+        if (res.status == 416)
+            message = "malformed Range header " + quoted_text(req.get_header_value("Range")) +
+                      " (this server ignores Range, but cpp-httplib refuses one it cannot parse)";
         if (res.status == 413)
             message = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded"
                           ? "a body sent as application/x-www-form-urlencoded (curl -d's default) may hold at most "
@@ -173,7 +238,8 @@ void HttpFrontend::routes() {
                                 " bytes (capsule serve --max-request-bytes)";
         service_.metrics().record_http_error(res.status);
         res.set_content(error_body(message), kJsonType);
-    });
+        return done;
+    }));
     s.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         service_.metrics().record_http_error(500);
         std::string message = "internal error";
@@ -216,7 +282,7 @@ void HttpFrontend::routes() {
             reply_error(res, e.status, e.what());
         }
     };
-    const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+    const std::string& model_path = kModelPath;
     s.Get(model_path, [=, this](const httplib::Request& req, httplib::Response& res) {
         protocol(res, false, [&] {
             const auto version = find(req);
@@ -225,10 +291,10 @@ void HttpFrontend::routes() {
     });
     s.Get(model_path + "/ready", [=, this](const httplib::Request& req, httplib::Response& res) {
         protocol(res, false, [&] {
-            const auto version = find(req);
-            json body{{"name", version->model()}, {"version", version->version()}, {"ready", version->ready()}};
-            if (!version->ready()) body["reason"] = version->reason();
-            res.status = version->ready() ? 200 : 503;
+            const auto r = service_.readiness(req.matches[1], req.matches[2]);
+            json body{{"name", r.model}, {"version", r.version}, {"ready", r.ready}};
+            if (!r.ready) body["reason"] = r.reason;
+            res.status = r.ready ? 200 : 503;
             res.set_content(json_text(body), kJsonType);
         });
     });
@@ -237,15 +303,17 @@ void HttpFrontend::routes() {
     // bytes and ignores chunked bodies. A body over the limit, or one that cannot be decoded,
     // stops the read and closes the connection: what is left of it is never read as a request.
     auto read_body = [this](const httplib::Request& req, const httplib::ContentReader& read, std::string& body) {
+        // framing_refusal has refused any coding but these.
+        const auto sent = header_values(GatedServer::request_head(), "Content-Encoding");
+        BodyDecoder decoder(sent.empty() ? ContentCoding::identity : content_coding(sent.front()).value_or(ContentCoding::identity));
         bool too_large = false;
         const bool complete = read([&](const char* data, std::size_t n) {
-            if (body.size() + n > options_.max_request_bytes) {
-                too_large = true;
-                return false;
-            }
-            body.append(data, n);
-            return true;
-        });
+            return decoder.feed({data, n}, [&](std::string_view piece) {
+                too_large = body.size() + piece.size() > options_.max_request_bytes;
+                if (!too_large) body.append(piece);
+                return !too_large;
+            });
+        }) && decoder.complete();
         if (too_large || !complete) close_after_response(req);  // the rest of the body is never read
         if (!complete && !too_large && GatedServer::read_timed_out())
             throw ProtocolError(408, "the request body did not arrive in time: it must arrive within "
@@ -267,19 +335,16 @@ void HttpFrontend::routes() {
             service_.metrics().record_http_error(e.status);
             return reply_error(res, e.status, e.what());
         }
-        std::unique_ptr<InferenceService::Admission> admission;
         std::shared_ptr<const ModelVersion> version;
-        protocol(res, true, [&] {
-            version = find(req);
-            admission = service_.admit();
-        });
-        if (!admission) version.reset();  // busy: counted, answered
+        protocol(res, true, [&] { version = find(req); });
         if (!version) return;
+        std::unique_ptr<InferenceService::Admission> admission;
         int status = 200;
         InferenceService::Outcome outcome;
         try {
+            admission = service_.admit();  // busy: 503, counted under the model
             InferenceService::require_ready(*version);
-            auto request = parse_infer_request(request_body, json_length_of(req), *version);
+            auto request = parse_infer_request(request_body, json_length_of(GatedServer::request_head()), *version);
             outcome = service_.run(*version, request, arrived);
             auto body = infer_response(request, *version, outcome.outputs);
             if (body.json_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.json_length));
@@ -298,12 +363,13 @@ void HttpFrontend::routes() {
         }
         service_.metrics().record(version->model(), version->version(), status, outcome.queue, outcome.compute);
     });
-    // Any other request with a body: its body is not read, the connection closes after the 404.
+    // Any other request with a body: its body is not read, the connection closes after the 404
+    // (405 for an endpoint's path).
     const auto no_endpoint = [this](const httplib::Request& req, httplib::Response& res,
                                     const httplib::ContentReader&) {
         close_after_response(req);  // the body is not read
-        service_.metrics().record_http_error(404);
-        reply_error(res, 404, "no such endpoint: " + req.method + " " + quoted_text(req.path));
+        reply_no_endpoint(req, res);
+        service_.metrics().record_http_error(res.status);
     };
     s.Post(".*", no_endpoint);
     s.Put(".*", no_endpoint);
