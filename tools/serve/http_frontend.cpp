@@ -75,15 +75,17 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
     } catch (const ProtocolError& e) {
         return why = e.what(), e.status;
     }
-    const auto lengths = req.get_header_value_count("Content-Length");
-    const auto encodings = req.get_header_value_count("Transfer-Encoding");
-    const bool chunked = encodings > 0;
+    // Framing headers as sent: cpp-httplib percent-decodes header values ("Content-Length: %32"
+    // would read as 2 here while a proxy in front reads no length at all).
+    const auto length_values = header_values(head, "Content-Length");
+    const auto encoding_values = header_values(head, "Transfer-Encoding");
+    const auto lengths = length_values.size();
+    const bool chunked = !encoding_values.empty();
     if (lengths > 1) return why = "more than one Content-Length header", 400;
-    if (encodings > 1) return why = "more than one Transfer-Encoding header", 400;
+    if (encoding_values.size() > 1) return why = "more than one Transfer-Encoding header", 400;
     if (lengths == 1 && chunked) return why = "both Content-Length and Transfer-Encoding", 400;
-    if (chunked && req.get_header_value("Transfer-Encoding") != "chunked")
-        return why = "Transfer-Encoding " + quoted_text(req.get_header_value("Transfer-Encoding")) +
-                     " is not supported (only chunked)", 400;
+    if (chunked && encoding_values.front() != "chunked")
+        return why = "Transfer-Encoding " + quoted_text(encoding_values.front()) + " is not supported (only chunked)", 400;
     // From the head: the request setup takes Content-Encoding away from cpp-httplib.
     const auto encodings_sent = header_values(head, "Content-Encoding");
     if (encodings_sent.size() > 1) return why = "more than one Content-Encoding header", 400;
@@ -91,7 +93,7 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
         return why = "Content-Encoding " + quoted_text(encodings_sent.front()) +
                      " is not supported (identity, gzip, deflate)", 415;
     if (lengths == 1) {
-        const auto text = req.get_header_value("Content-Length");
+        const std::string text(length_values.front());
         std::uint64_t n = 0;
         const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
         const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
