@@ -342,6 +342,48 @@ INSTANTIATE_TEST_SUITE_P(Shapes, OnednnVersusReference,
                              return name;
                          });
 
+// The backward kernels on the same shapes and attributes: every gradient (inputs and parameters)
+// of a oneDNN capsule, computed in float32, equals the reference capsule's, computed in float64
+// on the same values with the same upstream gradient (run_gradient_values), within float32
+// rounding (1e-4 of the gradient's largest magnitude).
+class OnednnGradientVersusReference : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(OnednnGradientVersusReference, WithinOneInTenThousand) {
+    REQUIRE_ONEDNN();
+    const auto cmp = comparisons()[GetParam()];
+    KernelCase c;
+    c.name = cmp.name;
+    c.op = cmp.op;
+    c.inputs = cmp.inputs;
+    c.params = cmp.params;
+    c.attrs = cmp.attrs;
+    c.check_gradient = true;
+    std::string error;
+    const auto want = run_gradient_values(reference_plugin(), "reference." + std::string(to_string(c.op)), c, error);
+    ASSERT_EQ(error, "") << "reference backward failed";
+    const auto got = run_gradient_values(*onednn_plugin(), capsule_name(c.op), c, error);
+    ASSERT_EQ(error, "") << "onednn backward failed";
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t t = 0; t < want.size(); ++t) {
+        ASSERT_EQ(got[t].size(), want[t].size()) << cmp.name << " gradient " << t;
+        double scale = 0;
+        for (double w : want[t]) scale = std::max(scale, std::fabs(w));
+        for (std::size_t i = 0; i < want[t].size(); ++i)
+            ASSERT_LE(std::fabs(got[t][i] - want[t][i]), 1e-4 * std::max(scale, 1e-3))
+                << cmp.name << " gradient " << t << " element " << i << ": onednn " << got[t][i] << ", reference "
+                << want[t][i];
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, OnednnGradientVersusReference,
+                         ::testing::Range<std::size_t>(0, comparisons().size()),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                             std::string name = comparisons()[info.param].name;
+                             for (auto& ch : name)
+                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                             return name;
+                         });
+
 // torch.mean sums float32 in double on CPU: where float32 partial sums could overflow, or an
 // input is not finite, onednn.reduce_mean sums in double too (reduction.cpp) and matches the
 // reference capsule, IEEE cases included (inf + -inf = NaN, NaN stays, a lone inf stays).
