@@ -113,6 +113,10 @@ Trainer Trainer::create(const BackendProfile& profile, const PluginHost& host,
     auto params = initial_parameters(plans.model, config.seed);
     SessionOptions no_input_grads;
     no_input_grads.input_gradients = false;
+    // The training session only records (run_recording calls kernels node by node), so compiled
+    // groups would be compiled, at creation and at every step's refresh, and never run; external
+    // autograd is the exception: it records whole groups.
+    no_input_grads.compile_groups = profile.config.vjp_mode == VJPMode::external_autograd;
     // Both sessions read `params` in place (CPU); after optimizer steps each is refreshed
     // (Session::refresh_parameters), as its kernels and groups may keep copies of weights.
     auto training = Session::create(profile, *plans.training_plan.accepted, plans.training, host,
