@@ -55,6 +55,12 @@ void require_plain_float32(const char* capsule, const Tensor& t, const char* wha
         });
 }
 
+void require_shape(const char* capsule, const Tensor& t, std::span<const int64_t> want, const char* what) {
+    plugin::require(std::equal(t.shape().begin(), t.shape().end(), want.begin(), want.end()), [&] {
+        return std::string(capsule) + ": " + what + " " + shape_string(t.shape()) + " should be " + shape_string(want);
+    });
+}
+
 float* grad_buffer(const char* capsule, const Tensor& g, const Tensor& like, const char* what) {
     if (!g.present()) return nullptr;
     require_plain_float32(capsule, g, what);

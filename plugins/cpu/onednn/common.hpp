@@ -317,6 +317,11 @@ int backward_threads(const NodeState* state);
 /// INVALID_ARGUMENT naming `capsule` and `what` otherwise.
 void require_plain_float32(const char* capsule, const Tensor& t, const char* what);
 
+/// Checks that `t` has exactly the dims `want` (a backward call's operands must agree with each
+/// other and with the node's attributes; a kernel trusting a count alone would index past one of
+/// them); raises INVALID_ARGUMENT naming `capsule`, `what` and both shapes otherwise.
+void require_shape(const char* capsule, const Tensor& t, std::span<const int64_t> want, const char* what);
+
 /// The float32 buffer of a gradient the host wants (`g` present), checked to be a plain float32
 /// tensor of `like`'s shape; nullptr when the host does not want it. Raises INVALID_ARGUMENT on a
 /// mismatch.

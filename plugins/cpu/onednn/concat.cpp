@@ -157,7 +157,8 @@ void concat_backward(const BackwardCall& call) {
         bool matches = x.rank() == dy.rank() && x.dtype() == dy.dtype();
         for (int d = 0; matches && d < x.rank(); ++d) matches = d == *axis || x.dim(d) == dy.dim(d);
         const Tensor gx = call.grad_input(k);
-        matches = matches && (!gx.present() || (gx.dtype() == x.dtype() && gx.numel() == x.numel()));
+        matches = matches && (!gx.present() || (gx.dtype() == x.dtype() && std::equal(gx.shape().begin(), gx.shape().end(),
+                                                                                      x.shape().begin(), x.shape().end())));
         plugin::require(matches, [&] {
             return std::string(name) + ": input " + std::to_string(k) + " " + shape_string(x.shape()) +
                    " (or its gradient) does not match grad output " + shape_string(dy.shape());

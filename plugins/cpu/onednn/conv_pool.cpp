@@ -345,6 +345,91 @@ void unstage(memory inner, const memory::desc& plain, void* data) {
     dnnl::reorder(inner, host).execute(thread_stream(), inner, host);
 }
 
+/// A conv2d backward call's geometry (attributes and shapes as the forward's).
+struct ConvGeometry {
+    std::array<int64_t, 2> stride{}, padding{}, dilation{};
+    int64_t groups = 1;
+    int64_t in_h = 0, in_w = 0, kh = 0, kw = 0;
+    int64_t channels_per_group = 0;  // C / groups: the weight's dim 1
+};
+
+/// Checks a conv2d backward call's shapes as the reference capsule does: x [N, C, H, W], weight
+/// [O, C/groups, kh, kw], bias [O] when the `bias` attribute holds, and dy exactly F.conv2d's
+/// output [N, O, OH, OW] with OH = (H + 2·pad - ((kh - 1)·dilation + 1)) / stride + 1 (floor).
+/// Raises INVALID_ARGUMENT naming what disagrees.
+ConvGeometry check_conv2d_backward(const BackwardCall& call) {
+    const char* name = "onednn.conv2d";
+    const Tensor x = call.input(0), w = call.param(0), dy = call.grad_output();
+    plugin::require(x.rank() == 4 && w.rank() == 4 && dy.rank() == 4,
+                    "onednn.conv2d: expects x [N, C, H, W], weight [O, C/groups, kh, kw] and dy [N, O, OH, OW]");
+    const auto attrs = call.attrs();
+    ConvGeometry g;
+    g.stride = pair_attr(attrs, "stride", 1, name);
+    g.padding = pair_attr(attrs, "padding", 0, name);
+    g.dilation = pair_attr(attrs, "dilation", 1, name);
+    g.groups = attrs.get_int("groups", 1);
+    g.in_h = x.dim(2);
+    g.in_w = x.dim(3);
+    g.kh = w.dim(2);
+    g.kw = w.dim(3);
+    g.channels_per_group = w.dim(1);
+    const int64_t c = x.dim(1), o = w.dim(0);
+    plugin::require(o >= 1 && attrs.get_int("out_channels", o) == o, [&] {
+        return std::string(name) + ": attribute 'out_channels' must be >= 1 and match weight " + shape_string(w.shape());
+    });
+    plugin::require(g.groups >= 1 && c % g.groups == 0 && o % g.groups == 0 && w.dim(1) * g.groups == c, [&] {
+        return std::string(name) + ": weight " + shape_string(w.shape()) + " with groups " + std::to_string(g.groups) +
+               " does not match input " + shape_string(x.shape());
+    });
+    const bool has_bias = attrs.get_bool("bias", true);
+    plugin::require(call.num_params() == (has_bias ? 2u : 1u),
+                    "onednn.conv2d: expects parameters weight and (with bias) bias");
+    if (has_bias) {
+        const int64_t bias_shape[] = {o};
+        require_shape(name, call.param(1), bias_shape, "bias");
+    }
+    std::array<int64_t, 4> out{x.dim(0), o, 0, 0};
+    for (int i = 0; i < 2; ++i) {
+        plugin::require(g.stride[i] >= 1 && g.dilation[i] >= 1 && g.padding[i] >= 0,
+                        "onednn.conv2d: stride and dilation must be >= 1, padding >= 0");
+        const int64_t span = (w.dim(2 + i) - 1) * g.dilation[i] + 1, room = x.dim(2 + i) + 2 * g.padding[i] - span;
+        plugin::require(room >= 0, [&] {
+            return std::string(name) + ": the padded input " + shape_string(x.shape()) + " is smaller than the kernel";
+        });
+        out[std::size_t(2 + i)] = room / g.stride[i] + 1;
+    }
+    require_shape(name, dy, out, "grad output");
+    return g;
+}
+
+/// F.conv2d's dweight multiplies every tap by its input, the zero padding included, so a NaN or
+/// infinite dy whose window reaches the padding makes the taps that land there NaN (0 · inf);
+/// oneDNN skips padded taps. Sets those weight gradients [O, C/groups, kh, kw] to NaN (nothing
+/// to do for a finite dy, the usual case).
+void padding_nan_weight_grads(const ConvGeometry& g, const Tensor& dy, float* dw) {
+    const float* d = dy.data<float>();
+    bool finite = true;
+    for (int64_t i = 0, n = dy.numel(); i < n && finite; ++i) finite = std::isfinite(d[i]);
+    if (finite) return;
+    const int64_t batch = dy.dim(0), o = dy.dim(1), oh = dy.dim(2), ow = dy.dim(3);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t n = 0; n < batch; ++n)
+        for (int64_t c = 0; c < o; ++c)
+            for (int64_t y = 0; y < oh; ++y)
+                for (int64_t x = 0; x < ow; ++x) {
+                    if (std::isfinite(d[((n * o + c) * oh + y) * ow + x])) continue;
+                    for (int64_t i = 0; i < g.kh; ++i)
+                        for (int64_t j = 0; j < g.kw; ++j) {
+                            const int64_t iy = y * g.stride[0] - g.padding[0] + i * g.dilation[0];
+                            const int64_t ix = x * g.stride[1] - g.padding[1] + j * g.dilation[1];
+                            if (iy >= 0 && iy < g.in_h && ix >= 0 && ix < g.in_w) continue;
+                            // Every input channel of the group reads the padding at this tap.
+                            for (int64_t k = 0; k < g.channels_per_group; ++k)
+                                dw[((c * g.channels_per_group + k) * g.kh + i) * g.kw + j] = nan;
+                        }
+                }
+}
+
 /// The vector-Jacobian product of F.conv2d (PyTorch's ConvolutionBackward): dx = the transposed
 /// convolution of dy with the weights (oneDNN convolution_backward_data), dweight = the
 /// correlation of x with dy and dbias = Σ_{n, oy, ox} dy (convolution_backward_weights), on
@@ -357,27 +442,42 @@ void conv2d_backward(const BackwardCall& call) {
     require_plain_float32(name, x, "input x");
     require_plain_float32(name, w, "weight");
     require_plain_float32(name, dy, "grad output");
-    plugin::require(x.rank() == 4 && w.rank() == 4 && dy.rank() == 4 && dy.dim(0) == x.dim(0) &&
-                        dy.dim(1) == w.dim(0),
-                    [&] {
-                        return std::string(name) + ": grad output " + shape_string(dy.shape()) +
-                               " does not match input " + shape_string(x.shape()) + " and weight " +
-                               shape_string(w.shape());
-                    });
+    const auto geometry = check_conv2d_backward(call);
     const bool has_bias = call.attrs().get_bool("bias", true);
     float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
     float* dw = grad_buffer(name, call.grad_param(0), w, "grad weight");
-    float* db = has_bias && call.num_params() > 1 ? grad_buffer(name, call.grad_param(1), call.param(1), "grad bias")
-                                                  : nullptr;
+    float* db = has_bias ? grad_buffer(name, call.grad_param(1), call.param(1), "grad bias") : nullptr;
     if (!dx && !dw && !db) return;
     if (x.numel() == 0 || dy.numel() == 0 || w.numel() == 0) {
-        // Nothing to sum: every gradient is zero.
+        // Nothing multiplies: dx and dweight are zero; dbias is still Σ dy (it does not read x).
         if (dx) std::fill(dx, dx + x.numel(), 0.0f);
         if (dw) std::fill(dw, dw + w.numel(), 0.0f);
-        if (db) std::fill(db, db + w.dim(0), 0.0f);
+        if (db) {
+            const int64_t o = w.dim(0), plane = dy.dim(2) * dy.dim(3);
+            const float* g = dy.data<float>();
+            for (int64_t c = 0; c < o; ++c) {
+                double sum = 0;
+                for (int64_t n = 0; n < dy.dim(0); ++n)
+                    for (int64_t i = 0; i < plane; ++i) sum += g[(n * o + c) * plane + i];
+                db[c] = static_cast<float>(sum);
+            }
+        }
         return;
     }
     const ConvState* state = backward_state<ConvState>(call);
+    if (state) {
+        // The cached primitives are for the prepared shapes (the forward refuses others too).
+        plugin::require(state->input_shapes.size() == 1 &&
+                            std::equal(x.shape().begin(), x.shape().end(), state->input_shapes[0].begin(),
+                                       state->input_shapes[0].end()) &&
+                            std::equal(dy.shape().begin(), dy.shape().end(), state->output_shape.begin(),
+                                       state->output_shape.end()),
+                        [&] {
+                            return std::string(name) + ": backward called with input " + shape_string(x.shape()) +
+                                   " and grad output " + shape_string(dy.shape()) +
+                                   ", not the shapes the node was prepared for";
+                        });
+    }
     std::shared_ptr<const ConvBackward> b;
     if (state) {
         const std::lock_guard lock(state->backward_mutex);
@@ -415,6 +515,8 @@ void conv2d_backward(const BackwardCall& call) {
         if (b->has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(b->b_md, db ? db : db_scratch.data()));
         b->weights.execute(stream, with_scratchpad(std::move(args), b->weights_scratchpad));
         unstage(out, b->w_md, dw_host);
+        stream.wait();
+        if (dw) padding_nan_weight_grads(geometry, dy, dw);
     }
     stream.wait();
 }
@@ -572,9 +674,8 @@ void pool_backward(const BackwardCall& call) {
     const Tensor x = call.input(0), dy = call.grad_output();
     require_plain_float32(name, x, "input x");
     require_plain_float32(name, dy, "grad output");
-    plugin::require(x.rank() == 4 && dy.rank() == 4 && dy.dim(0) == x.dim(0) && dy.dim(1) == x.dim(1), [&] {
-        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
-               shape_string(x.shape());
+    plugin::require(x.rank() == 4, [&] {
+        return std::string(name) + ": expects x [N, C, H, W], got " + shape_string(x.shape());
     });
     float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
     if (!dx) return;
@@ -584,6 +685,24 @@ void pool_backward(const BackwardCall& call) {
     const auto stride = attrs.has("stride") ? pair_attr(attrs, "stride", 1, name) : kernel;
     const auto padding = Padded ? pair_attr(attrs, "padding", 0, name) : std::array<int64_t, 2>{0, 0};
     const bool include_pad = Padded ? attrs.get_bool("count_include_pad", true) : true;
+    const bool ceil_mode = Padded && attrs.get_bool("ceil_mode", false);
+    // dy must be the pool's output, by PyTorch's rule (the reference capsule's): floor or ceil of
+    // (in + 2·pad - kernel) / stride + 1, a ceil-mode window starting past the input and its left
+    // padding dropped; padding at most half the kernel.
+    std::array<int64_t, 4> out{x.dim(0), x.dim(1), 0, 0};
+    for (int i = 0; i < 2; ++i) {
+        plugin::require(kernel[i] >= 1 && stride[i] >= 1 && padding[i] >= 0 && padding[i] <= kernel[i] / 2, [&] {
+            return std::string(name) + ": kernel and stride must be >= 1 and padding at most half the kernel size";
+        });
+        const int64_t in = x.dim(2 + i), span = in + 2 * padding[i] - kernel[i];
+        plugin::require(span >= 0, [&] {
+            return std::string(name) + ": input " + shape_string(x.shape()) + " is smaller than the kernel";
+        });
+        int64_t o = span / stride[i] + (ceil_mode && span % stride[i] != 0 ? 1 : 0) + 1;
+        if (ceil_mode && (o - 1) * stride[i] >= in + padding[i]) --o;
+        out[std::size_t(2 + i)] = o;
+    }
+    require_shape(name, dy, out, "grad output");
     const int64_t H = x.dim(2), W = x.dim(3), OH = dy.dim(2), OW = dy.dim(3);
     const int64_t planes = x.dim(0) * x.dim(1);
     const float* X = x.data<float>();

@@ -354,11 +354,12 @@ UnaryGrads unary_grads(const BackwardCall& call, const char* name) {
     const Tensor x = call.input(0), dy = call.grad_output();
     require_plain_float32(name, x, "input x");
     require_plain_float32(name, dy, "grad output");
-    plugin::require(dy.numel() == x.numel(), [&] {
-        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
-               shape_string(x.shape());
-    });
+    require_shape(name, dy, x.shape(), "grad output");
     const Tensor y = call.output();
+    if (y.present()) {
+        require_plain_float32(name, y, "output");
+        require_shape(name, y, x.shape(), "output");
+    }
     return {x.data<float>(), y.present() ? y.data<float>() : nullptr, dy.data<float>(),
             grad_buffer(name, call.grad_input(0), x, "grad input"), x.numel()};
 }
@@ -399,9 +400,11 @@ void gelu_backward(const BackwardCall& call) {
     if (approximate == "tanh")
         unary_backward(call, "onednn.gelu", false, [](float x, float, float g) {
             const float u = kSqrt2OverPi * (x + kGeluKappa * x * x * x);
-            const float t = std::tanh(u);
             const float one_plus_tanh = 2.0f / (1.0f + std::exp(-2.0f * u));
-            return g * (0.5f * one_plus_tanh + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluKappa * x * x));
+            // sech²(u) = 4 e^{-2|u|} / (1 + e^{-2|u|})²: 1 - tanh²(u) cancels to 0 in the tails.
+            const float e = std::exp(-2.0f * std::fabs(u));
+            const float sech2 = 4.0f * e / ((1.0f + e) * (1.0f + e));
+            return g * (0.5f * one_plus_tanh + 0.5f * x * sech2 * kSqrt2OverPi * (1.0f + 3.0f * kGeluKappa * x * x));
         });
     else
         unary_backward(call, "onednn.gelu", false, [](float x, float, float g) {
@@ -474,16 +477,18 @@ void binary_backward(const BackwardCall& call) {
     require_plain_float32(name, a, "input a");
     require_plain_float32(name, b, "input b");
     require_plain_float32(name, dy, "grad output");
-    const std::vector<int64_t> out(dy.shape().begin(), dy.shape().end());
-    for (const Tensor* t : {&a, &b})
-        plugin::require(t->rank() <= dy.rank() && [&] {
-            for (int i = 1; i <= t->rank(); ++i)
-                if (t->dim(-i) != 1 && t->dim(-i) != dy.dim(-i)) return false;
-            return true;
-        }(), [&] {
-            return std::string(name) + ": grad output " + shape_string(dy.shape()) + " is not the broadcast of " +
-                   shape_string(a.shape()) + " and " + shape_string(b.shape());
+    // dy must be exactly the NumPy broadcast of a and b.
+    const int out_rank = std::max(a.rank(), b.rank());
+    std::vector<int64_t> out(static_cast<std::size_t>(out_rank));
+    for (int i = 1; i <= out_rank; ++i) {
+        const int64_t da_ = i <= a.rank() ? a.dim(-i) : 1, db_ = i <= b.rank() ? b.dim(-i) : 1;
+        plugin::require(da_ == db_ || da_ == 1 || db_ == 1, [&] {
+            return std::string(name) + ": inputs " + shape_string(a.shape()) + " and " + shape_string(b.shape()) +
+                   " do not broadcast";
         });
+        out[std::size_t(out_rank - i)] = da_ == 1 ? db_ : da_;
+    }
+    require_shape(name, dy, out, "grad output");
     float* da = grad_buffer(name, call.grad_input(0), a, "grad a");
     float* db = grad_buffer(name, call.grad_input(1), b, "grad b");
     if (da) std::fill(da, da + a.numel(), 0.0f);
@@ -534,15 +539,21 @@ void batch_norm_backward(const BackwardCall& call) {
                                                 "implemented by the oneDNN capsule");
     const bool affine = attrs.get_bool("affine", true);
     const double eps = attrs.get_float("eps", 1e-5);
+    plugin::require(eps > 0 && std::isfinite(eps), "onednn.batch_norm: attribute 'eps' must be > 0");
     const Tensor x = call.input(0), dy = call.grad_output();
     require_plain_float32(name, x, "input x");
     require_plain_float32(name, dy, "grad output");
-    plugin::require(call.num_params() == (affine ? 4u : 2u) && x.rank() >= 2 && dy.numel() == x.numel(),
+    plugin::require(call.num_params() == (affine ? 4u : 2u) && x.rank() >= 2,
                     "onednn.batch_norm: expects x [N, C, ...], its grad, and parameters [weight, bias,] "
                     "running_mean, running_var");
+    require_shape(name, dy, x.shape(), "grad output");
     const int64_t n = x.dim(0), c = x.dim(1), spatial = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
     const std::size_t stats = affine ? 2 : 0;
-    for (std::size_t i = 0; i < call.num_params(); ++i) require_plain_float32(name, call.param(i), "a parameter");
+    const int64_t channels[] = {c};
+    for (std::size_t i = 0; i < call.num_params(); ++i) {
+        require_plain_float32(name, call.param(i), "a parameter");
+        require_shape(name, call.param(i), channels, "a parameter");
+    }
     const float* mean = call.param(stats).data<float>();
     const float* var = call.param(stats + 1).data<float>();
     const float* weight = affine ? call.param(0).data<float>() : nullptr;

@@ -222,17 +222,18 @@ void linear_backward(const BackwardCall& call) {
     require_plain_float32(name, x, "input x");
     require_plain_float32(name, w, "weight");
     require_plain_float32(name, dy, "grad output");
-    plugin::require(x.rank() >= 1 && w.rank() == 2 && x.dim(-1) == w.dim(1) && dy.rank() == x.rank() &&
-                        dy.dim(-1) == w.dim(0) && dy.numel() / std::max<int64_t>(w.dim(0), 1) * w.dim(0) == dy.numel(),
-                    [&] {
-                        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
-                               shape_string(x.shape()) + " and weight " + shape_string(w.shape());
-                    });
-    const int64_t in = w.dim(1), out = w.dim(0), rows = product(x.shape(), 0, x.rank() - 1);
-    plugin::require(product(dy.shape(), 0, dy.rank() - 1) == rows, [&] {
-        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
-               shape_string(x.shape());
+    plugin::require(x.rank() >= 1 && w.rank() == 2 && x.dim(-1) == w.dim(1), [&] {
+        return std::string(name) + ": input " + shape_string(x.shape()) + " does not match weight " +
+               shape_string(w.shape()) + " [out, in]";
     });
+    const int64_t in = w.dim(1), out = w.dim(0), rows = product(x.shape(), 0, x.rank() - 1);
+    std::vector<int64_t> y_shape(x.shape().begin(), x.shape().end());
+    y_shape.back() = out;
+    require_shape(name, dy, y_shape, "grad output");
+    if (call.num_params() > 1) {
+        const int64_t bias_shape[] = {out};
+        require_shape(name, call.param(1), bias_shape, "bias");
+    }
     const ThreadScope scope(backward_threads(backward_state<LinearState>(call)));
     const float* X = x.data<float>();
     const float* W = w.data<float>();
@@ -283,10 +284,11 @@ void matmul_backward(const BackwardCall& call) {
         cd[i] = ad[i] == 1 ? bd[i] : ad[i];
         batches *= cd[i];
     }
-    plugin::require(dc.numel() == batches * n * m, [&] {
-        return std::string(name) + ": grad output " + shape_string(dc.shape()) + " does not match " +
-               shape_string(a.shape()) + " @ " + shape_string(b.shape());
-    });
+    // torch.matmul's result: the broadcast batch dims, then n (unless a is 1-D), then m (unless b is).
+    std::vector<int64_t> c_shape(cd);
+    if (a.rank() >= 2) c_shape.push_back(n);
+    if (b.rank() >= 2) c_shape.push_back(m);
+    require_shape(name, dc, c_shape, "grad output");
     float* da = grad_buffer(name, call.grad_input(0), a, "grad a");
     float* db = grad_buffer(name, call.grad_input(1), b, "grad b");
     if (da) std::fill(da, da + a.numel(), 0.0f);

@@ -197,16 +197,22 @@ void reduce_mean_backward(const BackwardCall& call) {
     if (!dx) return;
     const std::size_t rank = static_cast<std::size_t>(x.rank());
     std::vector<char> reduced(rank, call.attrs().has("axes") ? 0 : 1);
-    for (const int64_t a : rank == 0 ? std::vector<int64_t>{} : call.attrs().get_ints("axes", {})) {
+    const auto axes = rank == 0 ? std::vector<int64_t>{} : call.attrs().get_ints("axes", {});
+    plugin::require(!call.attrs().has("axes") || rank == 0 || !axes.empty(),
+                    "onednn.reduce_mean: attribute 'axes' is empty; omit it to reduce over every axis");
+    for (const int64_t a : axes) {
         const auto axis = try_normalize_axis(a, x.rank());
         plugin::require(axis.has_value(), [&] {
             return std::string(name) + ": axis " + std::to_string(a) + " out of range for rank " + std::to_string(x.rank());
+        });
+        plugin::require(!reduced[static_cast<std::size_t>(*axis)], [&] {
+            return std::string(name) + ": attribute 'axes' repeats axis " + std::to_string(*axis);
         });
         reduced[static_cast<std::size_t>(*axis)] = 1;
     }
     // dy's row-major strides over x's dims (0 along the reduced ones, which dy holds once).
     std::vector<int64_t> strides(rank, 0);
-    int64_t count = 1, stride = 1, outputs = 1;
+    int64_t count = 1, stride = 1;
     for (std::size_t d = rank; d-- > 0;) {
         if (reduced[d]) {
             count *= x.dim(int(d));
@@ -214,12 +220,20 @@ void reduce_mean_backward(const BackwardCall& call) {
         }
         strides[d] = stride;
         stride *= x.dim(int(d));
-        outputs *= x.dim(int(d));
     }
-    plugin::require(dy.numel() == outputs, [&] {
-        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
-               shape_string(x.shape()) + " reduced over the given axes";
-    });
+    // dy is x's shape with the reduced axes kept as 1 (keepdims) or removed, as the forward's y.
+    std::vector<int64_t> kept, removed;
+    for (std::size_t d = 0; d < rank; ++d) {
+        kept.push_back(reduced[d] ? 1 : x.dim(int(d)));
+        if (!reduced[d]) removed.push_back(x.dim(int(d)));
+    }
+    const auto g = dy.shape();
+    plugin::require(std::equal(g.begin(), g.end(), kept.begin(), kept.end()) ||
+                        std::equal(g.begin(), g.end(), removed.begin(), removed.end()) || (rank == 0 && dy.numel() == 1),
+                    [&] {
+                        return std::string(name) + ": grad output " + shape_string(dy.shape()) + " does not match input " +
+                               shape_string(x.shape()) + " reduced over the given axes";
+                    });
     const int64_t n = x.numel();
     if (n == 0) return;
     const float* G = dy.data<float>();
