@@ -309,19 +309,33 @@ std::vector<Compare> comparisons() {
     return out;
 }
 
-}  // namespace
-
-class OnednnVersusReference : public ::testing::TestWithParam<std::size_t> {};
-
-TEST_P(OnednnVersusReference, WithinOneInTenThousand) {
-    REQUIRE_ONEDNN();
-    const auto cmp = comparisons()[GetParam()];
+/// Comparison `index` as a conformance case.
+KernelCase comparison_case(std::size_t index) {
+    const auto cmp = comparisons()[index];
     KernelCase c;
     c.name = cmp.name;
     c.op = cmp.op;
     c.inputs = cmp.inputs;
     c.params = cmp.params;
     c.attrs = cmp.attrs;
+    return c;
+}
+
+/// A comparison's name as a test name (alphanumerics and underscores).
+std::string comparison_name(const ::testing::TestParamInfo<std::size_t>& info) {
+    std::string name = comparisons()[info.param].name;
+    for (auto& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return name;
+}
+
+}  // namespace
+
+class OnednnVersusReference : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(OnednnVersusReference, WithinOneInTenThousand) {
+    REQUIRE_ONEDNN();
+    const KernelCase c = comparison_case(GetParam());
     std::string error;
     auto want = run_forward_values(reference_plugin(), "reference." + std::string(to_string(c.op)), c, error);
     ASSERT_EQ(error, "") << "reference kernel failed";
@@ -332,17 +346,11 @@ TEST_P(OnednnVersusReference, WithinOneInTenThousand) {
     for (double w : want) scale = std::max(scale, std::fabs(w));
     for (std::size_t i = 0; i < got.size(); ++i)
         ASSERT_LE(std::fabs(got[i] - want[i]), 1e-4 * std::fabs(want[i]) + 1e-6 * std::max(scale, 1.0))
-            << cmp.name << " element " << i << ": onednn " << got[i] << ", reference " << want[i];
+            << c.name << " element " << i << ": onednn " << got[i] << ", reference " << want[i];
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, OnednnVersusReference,
-                         ::testing::Range<std::size_t>(0, comparisons().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                             std::string name = comparisons()[info.param].name;
-                             for (auto& ch : name)
-                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                             return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, OnednnVersusReference, ::testing::Range<std::size_t>(0, comparisons().size()),
+                         comparison_name);
 
 // The backward kernels on the same shapes and attributes: every gradient (inputs and parameters)
 // of a oneDNN capsule, computed in float32, equals the reference capsule's, computed in float64
@@ -352,13 +360,7 @@ class OnednnGradientVersusReference : public ::testing::TestWithParam<std::size_
 
 TEST_P(OnednnGradientVersusReference, WithinOneInTenThousand) {
     REQUIRE_ONEDNN();
-    const auto cmp = comparisons()[GetParam()];
-    KernelCase c;
-    c.name = cmp.name;
-    c.op = cmp.op;
-    c.inputs = cmp.inputs;
-    c.params = cmp.params;
-    c.attrs = cmp.attrs;
+    KernelCase c = comparison_case(GetParam());
     c.check_gradient = true;
     std::string error;
     const auto want = run_gradient_values(reference_plugin(), "reference." + std::string(to_string(c.op)), c, error);
@@ -367,24 +369,18 @@ TEST_P(OnednnGradientVersusReference, WithinOneInTenThousand) {
     ASSERT_EQ(error, "") << "onednn backward failed";
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t t = 0; t < want.size(); ++t) {
-        ASSERT_EQ(got[t].size(), want[t].size()) << cmp.name << " gradient " << t;
+        ASSERT_EQ(got[t].size(), want[t].size()) << c.name << " gradient " << t;
         double scale = 0;
         for (double w : want[t]) scale = std::max(scale, std::fabs(w));
         for (std::size_t i = 0; i < want[t].size(); ++i)
             ASSERT_LE(std::fabs(got[t][i] - want[t][i]), 1e-4 * std::max(scale, 1e-3))
-                << cmp.name << " gradient " << t << " element " << i << ": onednn " << got[t][i] << ", reference "
+                << c.name << " gradient " << t << " element " << i << ": onednn " << got[t][i] << ", reference "
                 << want[t][i];
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, OnednnGradientVersusReference,
-                         ::testing::Range<std::size_t>(0, comparisons().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                             std::string name = comparisons()[info.param].name;
-                             for (auto& ch : name)
-                                 if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                             return name;
-                         });
+                         ::testing::Range<std::size_t>(0, comparisons().size()), comparison_name);
 
 // torch.mean sums float32 in double on CPU: where float32 partial sums could overflow, or an
 // input is not finite, onednn.reduce_mean sums in double too (reduction.cpp) and matches the
