@@ -508,9 +508,7 @@ TEST(OnednnRefusals, ForwardWithoutPreparedStateIsRefused) {
     a.num_outputs = 1;
     capsule_status st{};
     st.struct_size = sizeof st;
-    const capsule_kernel* relu = nullptr;
-    for (std::size_t i = 0; i < p.num_kernels; ++i)
-        if (std::string(p.kernels[i].capsule_name) == "onednn.relu") relu = &p.kernels[i];
+    const capsule_kernel* relu = find_kernel(p, "onednn.relu");
     ASSERT_NE(relu, nullptr);
     EXPECT_NE(relu->forward(&a, &st), CAPSULE_OK);
     EXPECT_NE(std::string(st.message).find("onednn.relu: called without its prepared state"), std::string::npos)
@@ -1597,9 +1595,7 @@ DirectResult direct_backward(const capsule_plugin& plugin, const std::string& ca
                              bool with_output = false, std::map<std::size_t, Shape> grad_shapes_in = {},
                              std::map<std::size_t, Shape> grad_shapes_param = {}, void* state = nullptr) {
     DirectResult r;
-    const capsule_kernel* k = nullptr;
-    for (std::size_t i = 0; i < plugin.num_kernels; ++i)
-        if (capsule == plugin.kernels[i].capsule_name) k = &plugin.kernels[i];
+    const capsule_kernel* k = find_kernel(plugin, capsule);
     if (!k || !k->backward) {
         r.error = "no backward kernel " + capsule;
         return r;
@@ -1639,15 +1635,19 @@ DirectResult direct_backward(const capsule_plugin& plugin, const std::string& ca
     std::vector<capsule_tensor_view> gin_views, gparam_views;
     gin_shapes.resize(ins.size());
     gparam_shapes.resize(ps.size());
+    // Each gradient buffer: NaN where the kernel must write, then kGuardCount guard values.
+    auto guarded = [](const Shape& shape) {
+        std::vector<float> buffer(std::size_t(numel_of(shape)) + kGuardCount, kGuard);
+        std::fill(buffer.begin(), buffer.begin() + numel_of(shape), std::numeric_limits<float>::quiet_NaN());
+        return buffer;
+    };
     for (std::size_t i = 0; i < ins.size(); ++i) {
         gin_shapes[i] = grad_shapes_in.count(i) ? grad_shapes_in[i] : ins[i].shape;
-        gin[i].assign(std::size_t(numel_of(gin_shapes[i])) + kGuardCount, kGuard);
-        std::fill(gin[i].begin(), gin[i].begin() + numel_of(gin_shapes[i]), std::numeric_limits<float>::quiet_NaN());
+        gin[i] = guarded(gin_shapes[i]);
     }
     for (std::size_t i = 0; i < ps.size(); ++i) {
         gparam_shapes[i] = grad_shapes_param.count(i) ? grad_shapes_param[i] : ps[i].shape;
-        gparam[i].assign(std::size_t(numel_of(gparam_shapes[i])) + kGuardCount, kGuard);
-        std::fill(gparam[i].begin(), gparam[i].begin() + numel_of(gparam_shapes[i]), std::numeric_limits<float>::quiet_NaN());
+        gparam[i] = guarded(gparam_shapes[i]);
     }
     for (std::size_t i = 0; i < ins.size(); ++i)
         gin_views.push_back(view_of(gin_shapes[i], want_in[i] ? gin[i].data() : nullptr));
@@ -2111,10 +2111,7 @@ namespace {
 /// Prepares `capsule` of the oneDNN plugin for these shapes (parameters with data) and threads.
 void* prepare_onednn(const std::string& capsule, const std::vector<DT>& inputs, std::vector<DT>& params,
                      const Shape& out_shape, const Attributes& attrs, std::size_t threads, const capsule_kernel** kernel) {
-    const auto& p = *onednn_plugin();
-    const capsule_kernel* k = nullptr;
-    for (std::size_t i = 0; i < p.num_kernels; ++i)
-        if (capsule == p.kernels[i].capsule_name) k = &p.kernels[i];
+    const capsule_kernel* k = find_kernel(*onednn_plugin(), capsule);
     *kernel = k;
     std::vector<capsule_tensor_view> in, ps;
     for (auto& t : inputs) in.push_back(view_of(t.shape, nullptr));

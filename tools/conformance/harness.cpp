@@ -92,11 +92,6 @@ Buffer make_buffer(const CaseTensor& t, Floats floats = Floats::as_written) {
     return b;
 }
 
-const capsule_kernel* find_kernel(const capsule_plugin& plugin, const std::string& name) {
-    for (std::size_t i = 0; i < plugin.num_kernels; ++i)
-        if (name == plugin.kernels[i].capsule_name) return &plugin.kernels[i];
-    return nullptr;
-}
 
 TensorType output_type(const KernelCase& c, Floats floats) {
     Node node;
@@ -322,6 +317,12 @@ std::vector<double> run_forward_values(const capsule_plugin& plugin, const std::
         error = std::string("case error: ") + e.what();
         return {};
     }
+}
+
+const capsule_kernel* find_kernel(const capsule_plugin& plugin, const std::string& name) {
+    for (std::size_t i = 0; i < plugin.num_kernels; ++i)
+        if (name == plugin.kernels[i].capsule_name) return &plugin.kernels[i];
+    return nullptr;
 }
 
 bool gradient_in_float32(const capsule_kernel& k) {

@@ -94,6 +94,9 @@ CaseOutcome check_forward(const capsule_kernel& kernel, const KernelCase& c, boo
 /// at least 1e-3 and the tolerance at least 1e-2, absolute and relative).
 CaseOutcome check_gradient(const capsule_kernel& kernel, const KernelCase& c);
 
+/// The kernel entry of capsule `name` in `plugin`'s table, or nullptr.
+const capsule_kernel* find_kernel(const capsule_plugin& plugin, const std::string& name);
+
 /// True when `kernel` declares its dtypes (ABI 1.1) without float64: check_gradient then runs
 /// the case in float32.
 bool gradient_in_float32(const capsule_kernel& kernel);
