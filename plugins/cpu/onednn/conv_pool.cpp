@@ -23,6 +23,14 @@ std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* na
     plugin::fail(std::string(capsule) + ": attribute '" + name + "' must be an int or a pair");
 }
 
+/// The right (bottom) padding that makes oneDNN's output size `out` along one spatial dim equal
+/// the host's, which takes floor division with `padding` on both sides (a ceil-mode pool's last
+/// window may need more): out = (in + padding + right - ((kernel - 1)·dilation + 1)) / stride + 1.
+int64_t right_padding(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation = 1) {
+    const int64_t span = (kernel - 1) * dilation + 1;
+    return std::max<int64_t>(padding, (out - 1) * stride + span - in - padding);
+}
+
 /// Activations stay in the layout of their view (the host's plain nchw; nhwc for a value a
 /// compiled group keeps channels-last), while the primitive may prefer another (nChw16c, nhwc):
 /// when it does, forward reorders in and out through per-thread scratch buffers. `plain` is the
@@ -198,15 +206,9 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& f
     s->bias_md = memory::desc({o}, f32, tag::x);
     const memory::dims strides{stride[0], stride[1]}, dil{dilation[0] - 1, dilation[1] - 1},
         pad{padding[0], padding[1]};
-    // Right/bottom padding so that oneDNN's output size equals the host's (floor division):
-    // out = (in + pl + pr - ((k - 1) d + 1)) / s + 1.
     memory::dims pad_r(2);
-    for (int i = 0; i < 2; ++i) {
-        const int64_t in = x.dim(2 + i), k = w.dim(2 + i), out = y.dim(2 + i);
-        const int64_t span = (k - 1) * dilation[i] + 1;
-        pad_r[i] = (out - 1) * stride[i] + span - in - padding[i];
-        if (pad_r[i] < padding[i]) pad_r[i] = padding[i];
-    }
+    for (int i = 0; i < 2; ++i)
+        pad_r[i] = right_padding(x.dim(2 + i), y.dim(2 + i), w.dim(2 + i), stride[i], padding[i], dilation[i]);
     // Input and weights in input_type (bfloat16 under fpmath bf16, unless only oneDNN's
     // reference implementation has it here), bias and output float32.
     auto primitive_desc = [&](memory::data_type type, dnnl::algorithm algorithm) {
@@ -252,98 +254,6 @@ void conv2d(const ForwardCall& call) {
 }
 
 // ---- conv2d backward ------------------------------------------------------------------------
-
-/// oneDNN's convolution_backward_data and convolution_backward_weights for one node's shapes. The
-/// primitives compute in the layouts oneDNN prefers (`any`: blocked, for its jit kernels; on the
-/// host's plain nchw / oihw it picks a gemm-based implementation, 5x slower on LeNet's
-/// convolutions); operands are reordered from and to the host's plain layouts through per-thread
-/// buffers where the layouts differ.
-struct ConvBackward {
-    bool has_bias = false;
-    /// The host's plain layouts: x, dx and dy nchw, weight oihw (goihw with groups), bias x.
-    memory::desc x_md, w_md, b_md, y_md;
-    /// What the primitives take: backward data (dy, weight, dx) and backward weights (x, dy, dw).
-    memory::desc data_dy, data_w, data_dx, weights_x, weights_dy, weights_dw;
-    /// User-managed scratchpads (per-thread buffers, as the forward's): oneDNN's own would
-    /// allocate, and page-fault, on every call.
-    memory::desc data_scratchpad, weights_scratchpad;
-    dnnl::convolution_backward_data data;
-    dnnl::convolution_backward_weights weights;
-};
-
-/// The backward primitives of the conv2d node `call` describes (shapes and attributes as the
-/// forward's, see build_conv2d).
-std::shared_ptr<const ConvBackward> build_conv2d_backward(const BackwardCall& call) {
-    const char* name = "onednn.conv2d";
-    const Tensor x = call.input(0), w = call.param(0), dy = call.grad_output();
-    const auto attrs = call.attrs();
-    const auto stride = pair_attr(attrs, "stride", 1, name);
-    const auto padding = pair_attr(attrs, "padding", 0, name);
-    const auto dilation = pair_attr(attrs, "dilation", 1, name);
-    const int64_t groups = attrs.get_int("groups", 1);
-    auto b = std::make_shared<ConvBackward>();
-    b->has_bias = attrs.get_bool("bias", true);
-    const int64_t c = x.dim(1), o = w.dim(0);
-    using tag = memory::format_tag;
-    const auto f32 = memory::data_type::f32;
-    const memory::dims w_dims = groups == 1 ? memory::dims{o, c, w.dim(2), w.dim(3)}
-                                            : memory::dims{groups, o / groups, c / groups, w.dim(2), w.dim(3)};
-    b->x_md = memory::desc(dims_of(x), f32, tag::nchw);
-    b->y_md = memory::desc(dims_of(dy), f32, tag::nchw);
-    b->w_md = memory::desc(w_dims, f32, groups == 1 ? tag::oihw : tag::goihw);
-    b->b_md = memory::desc({o}, f32, tag::x);
-    const memory::desc x_any(dims_of(x), f32, tag::any), y_any(dims_of(dy), f32, tag::any), w_any(w_dims, f32, tag::any);
-    const memory::dims strides{stride[0], stride[1]}, dil{dilation[0] - 1, dilation[1] - 1},
-        pad{padding[0], padding[1]};
-    memory::dims pad_r(2);
-    for (int i = 0; i < 2; ++i) {
-        const int64_t span = (w.dim(2 + i) - 1) * dilation[i] + 1;
-        pad_r[i] = std::max<int64_t>(padding[i], (dy.dim(2 + i) - 1) * stride[i] + span - x.dim(2 + i) - padding[i]);
-    }
-    const auto algo = dnnl::algorithm::convolution_direct;
-    const auto forward = b->has_bias
-                             ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any,
-                                                               w_any, b->b_md, y_any, strides, dil, pad, pad_r)
-                             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any,
-                                                               w_any, y_any, strides, dil, pad, pad_r);
-    const dnnl::convolution_forward::primitive_desc hint(forward, cpu_engine());
-    const dnnl::convolution_backward_data::primitive_desc data(
-        dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dil, pad, pad_r), scratchpad_attr(),
-        cpu_engine(), hint);
-    b->data_dy = data.diff_dst_desc();
-    b->data_w = data.weights_desc();
-    b->data_dx = data.diff_src_desc();
-    b->data_scratchpad = data.scratchpad_desc();
-    b->data = dnnl::convolution_backward_data(data);
-    const auto weights = b->has_bias ? dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b->b_md, y_any,
-                                                                                 strides, dil, pad, pad_r)
-                                     : dnnl::convolution_backward_weights::desc(algo, x_any, w_any, y_any, strides,
-                                                                                 dil, pad, pad_r);
-    const dnnl::convolution_backward_weights::primitive_desc weights_pd(weights, scratchpad_attr(), cpu_engine(), hint);
-    b->weights_x = weights_pd.src_desc();
-    b->weights_dy = weights_pd.diff_dst_desc();
-    b->weights_dw = weights_pd.diff_weights_desc();
-    b->weights_scratchpad = weights_pd.scratchpad_desc();
-    b->weights = dnnl::convolution_backward_weights(weights_pd);
-    return b;
-}
-
-/// A plain host buffer seen in layout `wanted`: the buffer itself when the layouts agree, else a
-/// per-thread buffer (`slot`, see scratch) that the plain values are reordered into when `read`.
-memory staged(const memory::desc& plain, const memory::desc& wanted, const void* data, int slot, bool read) {
-    memory host = wrap(plain, data);
-    if (wanted == plain) return host;
-    memory inner = wrap(wanted, scratch(slot, wanted.get_size()));
-    if (read) dnnl::reorder(host, inner).execute(thread_stream(), host, inner);
-    return inner;
-}
-
-/// Reorders `inner` into the plain host buffer `data` unless it is that buffer.
-void unstage(memory inner, const memory::desc& plain, void* data) {
-    if (inner.get_data_handle() == data) return;
-    memory host = wrap(plain, data);
-    dnnl::reorder(inner, host).execute(thread_stream(), inner, host);
-}
 
 /// A conv2d backward call's geometry (attributes and shapes as the forward's).
 struct ConvGeometry {
@@ -400,6 +310,94 @@ ConvGeometry check_conv2d_backward(const BackwardCall& call) {
     }
     require_shape(name, dy, out, "grad output");
     return g;
+}
+
+/// oneDNN's convolution_backward_data and convolution_backward_weights for one node's shapes. The
+/// primitives compute in the layouts oneDNN prefers (`any`: blocked, for its jit kernels; on the
+/// host's plain nchw / oihw it picks a gemm-based implementation, 5x slower on LeNet's
+/// convolutions); operands are reordered from and to the host's plain layouts through per-thread
+/// buffers where the layouts differ.
+struct ConvBackward {
+    bool has_bias = false;
+    /// The host's plain layouts: x, dx and dy nchw, weight oihw (goihw with groups), bias x.
+    memory::desc x_md, w_md, b_md, y_md;
+    /// What the primitives take: backward data (dy, weight, dx) and backward weights (x, dy, dw).
+    memory::desc data_dy, data_w, data_dx, weights_x, weights_dy, weights_dw;
+    /// User-managed scratchpads (per-thread buffers, as the forward's): oneDNN's own would
+    /// allocate, and page-fault, on every call.
+    memory::desc data_scratchpad, weights_scratchpad;
+    dnnl::convolution_backward_data data;
+    dnnl::convolution_backward_weights weights;
+};
+
+/// The backward primitives of the conv2d node `call` describes, of geometry `g`
+/// (check_conv2d_backward).
+std::shared_ptr<const ConvBackward> build_conv2d_backward(const BackwardCall& call, const ConvGeometry& g) {
+    const Tensor x = call.input(0), w = call.param(0), dy = call.grad_output();
+    const auto& stride = g.stride;
+    const auto& padding = g.padding;
+    const auto& dilation = g.dilation;
+    const int64_t groups = g.groups;
+    auto b = std::make_shared<ConvBackward>();
+    b->has_bias = call.attrs().get_bool("bias", true);
+    const int64_t c = x.dim(1), o = w.dim(0);
+    using tag = memory::format_tag;
+    const auto f32 = memory::data_type::f32;
+    const memory::dims w_dims = groups == 1 ? memory::dims{o, c, w.dim(2), w.dim(3)}
+                                            : memory::dims{groups, o / groups, c / groups, w.dim(2), w.dim(3)};
+    b->x_md = memory::desc(dims_of(x), f32, tag::nchw);
+    b->y_md = memory::desc(dims_of(dy), f32, tag::nchw);
+    b->w_md = memory::desc(w_dims, f32, groups == 1 ? tag::oihw : tag::goihw);
+    b->b_md = memory::desc({o}, f32, tag::x);
+    const memory::desc x_any(dims_of(x), f32, tag::any), y_any(dims_of(dy), f32, tag::any), w_any(w_dims, f32, tag::any);
+    const memory::dims strides{stride[0], stride[1]}, dil{dilation[0] - 1, dilation[1] - 1},
+        pad{padding[0], padding[1]};
+    memory::dims pad_r(2);
+    for (int i = 0; i < 2; ++i)
+        pad_r[i] = right_padding(x.dim(2 + i), dy.dim(2 + i), w.dim(2 + i), stride[i], padding[i], dilation[i]);
+    const auto algo = dnnl::algorithm::convolution_direct;
+    const auto forward = b->has_bias
+                             ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any,
+                                                               w_any, b->b_md, y_any, strides, dil, pad, pad_r)
+                             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any,
+                                                               w_any, y_any, strides, dil, pad, pad_r);
+    const dnnl::convolution_forward::primitive_desc hint(forward, cpu_engine());
+    const dnnl::convolution_backward_data::primitive_desc data(
+        dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dil, pad, pad_r), scratchpad_attr(),
+        cpu_engine(), hint);
+    b->data_dy = data.diff_dst_desc();
+    b->data_w = data.weights_desc();
+    b->data_dx = data.diff_src_desc();
+    b->data_scratchpad = data.scratchpad_desc();
+    b->data = dnnl::convolution_backward_data(data);
+    const auto weights = b->has_bias ? dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b->b_md, y_any,
+                                                                                 strides, dil, pad, pad_r)
+                                     : dnnl::convolution_backward_weights::desc(algo, x_any, w_any, y_any, strides,
+                                                                                 dil, pad, pad_r);
+    const dnnl::convolution_backward_weights::primitive_desc weights_pd(weights, scratchpad_attr(), cpu_engine(), hint);
+    b->weights_x = weights_pd.src_desc();
+    b->weights_dy = weights_pd.diff_dst_desc();
+    b->weights_dw = weights_pd.diff_weights_desc();
+    b->weights_scratchpad = weights_pd.scratchpad_desc();
+    b->weights = dnnl::convolution_backward_weights(weights_pd);
+    return b;
+}
+
+/// A plain host buffer seen in layout `wanted`: the buffer itself when the layouts agree, else a
+/// per-thread buffer (`slot`, see scratch) that the plain values are reordered into when `read`.
+memory staged(const memory::desc& plain, const memory::desc& wanted, const void* data, int slot, bool read) {
+    memory host = wrap(plain, data);
+    if (wanted == plain) return host;
+    memory inner = wrap(wanted, scratch(slot, wanted.get_size()));
+    if (read) dnnl::reorder(host, inner).execute(thread_stream(), host, inner);
+    return inner;
+}
+
+/// Reorders `inner` into the plain host buffer `data` unless it is that buffer.
+void unstage(memory inner, const memory::desc& plain, void* data) {
+    if (inner.get_data_handle() == data) return;
+    memory host = wrap(plain, data);
+    dnnl::reorder(inner, host).execute(thread_stream(), inner, host);
 }
 
 /// F.conv2d's dweight multiplies every tap by its input, the zero padding included, so a NaN or
@@ -483,11 +481,11 @@ void conv2d_backward(const BackwardCall& call) {
         const std::lock_guard lock(state->backward_mutex);
         if (!state->backward) {
             const ThreadScope scope(backward_threads(state));
-            state->backward = build_conv2d_backward(call);
+            state->backward = build_conv2d_backward(call, geometry);
         }
         b = state->backward;
     } else {
-        b = build_conv2d_backward(call);
+        b = build_conv2d_backward(call, geometry);
     }
     const ThreadScope scope(backward_threads(state));
     auto& stream = thread_stream();
@@ -576,7 +574,7 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     memory::dims pad_r(2);
     for (int i = 0; i < 2; ++i) {
         const int64_t in = x.dim(2 + i), out = y.dim(2 + i);
-        pad_r[i] = std::max<int64_t>(padding[i], (out - 1) * stride[i] + kernel[i] - in - padding[i]);
+        pad_r[i] = right_padding(in, out, kernel[i], stride[i], padding[i]);
         if (!Max && include_pad && any_pad && pad_r[i] > padding[i])
             plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
                          std::string(name) + ": count_include_pad with ceil_mode windows that run past "
