@@ -14,6 +14,8 @@
 #include <string>
 #include <utility>
 
+#include "request_head.hpp"
+
 namespace capsule::serve {
 
 namespace {
@@ -40,12 +42,6 @@ std::size_t head_length(std::string_view bytes) {
     const auto crlf = bytes.find("\n\r\n"), lf = bytes.find("\n\n");
     const std::size_t end = std::min(crlf == npos ? npos : crlf + 3, lf == npos ? npos : lf + 2);
     return end == npos ? 0 : end;
-}
-
-bool same_name(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
 }
 
 /// The body length a head declares when the gate may wait for the body: exactly one

@@ -35,13 +35,13 @@ std::string_view trimmed(std::string_view s) {
     return s;
 }
 
+}  // namespace
+
 bool same_name(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
                return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
            });
 }
-
-}  // namespace
 
 std::string malformed_header_line(std::string_view head) {
     std::string why;

@@ -16,6 +16,9 @@ namespace capsule::serve {
 /// (RFC 9110 5.6.2; whitespace before the colon).
 std::string malformed_header_line(std::string_view head);
 
+/// Whether two header field names are the same (ASCII case-insensitive, RFC 9110 5.1).
+bool same_name(std::string_view a, std::string_view b);
+
 /// The values of every header line named `name` (case-insensitive), without the whitespace
 /// around them, in order; "" for a line with an empty value.
 std::vector<std::string_view> header_values(std::string_view head, std::string_view name);
