@@ -29,6 +29,16 @@ struct PrimitiveState : NodeState {
 /// oneDNN clip, see clamp_post_op): elementwise over the tensor seen as one flat vector, any rank.
 enum class Unary { relu, gelu, sigmoid, tanh, clamp };
 
+/// F.gelu's `approximate`: true for "tanh", false for "none" (the default); raises
+/// INVALID_ARGUMENT for anything else.
+bool gelu_tanh(const plugin::Attributes& attrs) {
+    const auto approximate = attrs.get_string("approximate", "none");
+    plugin::require(approximate == "none" || approximate == "tanh", [&] {
+        return "onednn.gelu: attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'";
+    });
+    return approximate == "tanh";
+}
+
 template <Unary Op>
 std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
     const char* name = Op == Unary::relu      ? "onednn.relu"
@@ -52,14 +62,7 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
         alpha = clip.alpha;
         beta = clip.beta;
     } else if constexpr (Op == Unary::gelu) {
-        const auto approximate = call.attrs().get_string("approximate", "none");
-        if (approximate == "none")
-            algo = dnnl::algorithm::eltwise_gelu_erf;
-        else if (approximate == "tanh")
-            algo = dnnl::algorithm::eltwise_gelu_tanh;
-        else
-            plugin::fail("onednn.gelu: attribute 'approximate' must be 'none' or 'tanh', got '" +
-                         approximate + "'");
+        algo = gelu_tanh(call.attrs()) ? dnnl::algorithm::eltwise_gelu_tanh : dnnl::algorithm::eltwise_gelu_erf;
     } else if constexpr (Op == Unary::sigmoid) {
         algo = dnnl::algorithm::eltwise_logistic;
     } else if constexpr (Op == Unary::tanh) {
@@ -393,11 +396,7 @@ void clamp_backward(const BackwardCall& call) {
 /// F.gelu's GeluBackward: erf form dy (Φ(x) + x φ(x)), with 1 + erf(z) as erfc(-z) so the negative
 /// tail keeps its size; tanh form dy (½(1 + tanh u) + ½x sech²(u) √(2/π)(1 + 3κx²)), u = √(2/π)(x + κx³).
 void gelu_backward(const BackwardCall& call) {
-    const auto approximate = call.attrs().get_string("approximate", "none");
-    plugin::require(approximate == "none" || approximate == "tanh", [&] {
-        return "onednn.gelu: attribute 'approximate' must be 'none' or 'tanh', got '" + approximate + "'";
-    });
-    if (approximate == "tanh")
+    if (gelu_tanh(call.attrs()))
         unary_backward(call, "onednn.gelu", false, [](float x, float, float g) {
             const float u = kSqrt2OverPi * (x + kGeluKappa * x * x * x);
             const float one_plus_tanh = 2.0f / (1.0f + std::exp(-2.0f * u));
