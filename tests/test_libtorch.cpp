@@ -112,11 +112,11 @@ TEST_P(LibTorchGradients, EqualTheReferenceBackwardKernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedCases, LibTorchGradients, ::testing::Range<std::size_t>(0, gradient_cases().size()),
-                         [](const ::testing::TestParamInfo<std::size_t>& info) {
-                             std::string name = gradient_cases()[info.param].name;
+                         [](const ::testing::TestParamInfo<std::size_t>& case_info) {
+                             std::string name = gradient_cases()[case_info.param].name;
                              for (auto& ch : name)
                                  if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                             return name + "_" + std::to_string(info.param);
+                             return name + "_" + std::to_string(case_info.param);
                          });
 
 // ---- the shared ONNX models under libtorch_forward_cpu ------------------------------------------

@@ -158,8 +158,8 @@ INSTANTIATE_TEST_SUITE_P(
             if (manifest_ops().count(shared_cases()[i].op)) out.push_back(i);
         return out;
     }()),
-    [](const ::testing::TestParamInfo<std::size_t>& info) {
-        std::string name = shared_cases()[info.param].name;
+    [](const ::testing::TestParamInfo<std::size_t>& case_info) {
+        std::string name = shared_cases()[case_info.param].name;
         for (auto& ch : name)
             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
         return name;
@@ -1745,7 +1745,6 @@ using A = Attributes;
 constexpr double kI = std::numeric_limits<double>::infinity();
 constexpr double kN = std::numeric_limits<double>::quiet_NaN();
 
-DT ones(Shape s) { return dt(s, std::vector<double>(std::size_t(numel_of(s)), 1.0)); }
 DT ramp(Shape s, double start = 1.0, double step = 1.0) {
     std::vector<double> v(std::size_t(numel_of(s)));
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = start + step * double(i);
