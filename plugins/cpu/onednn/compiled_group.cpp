@@ -187,12 +187,11 @@ BoundTerms node_terms(const Unit& u, const capsule_group_args& g) {
         if (numel(x) == 0) return {};  // a mean of no elements is NaN: unknown, so measured
         return {BoundRule::mean, 0, 0, outputs > 0 ? numel(x) / outputs : 0};
     }
-    if (name.starts_with("onednn.avg_pool2d")) {
-        // The window sum is formed in float32 before the division: bounded by the window size.
-        const auto k = attrs_of(u).get_ints("kernel_size", {1});
-        return {BoundRule::mean, 0, 0, k.size() == 2 ? k[0] * k[1] : k[0] * k[0]};
-    }
-    if (name == "onednn.relu" || name == "onednn.gelu" || name.starts_with("onednn.max_pool2d"))
+    // An average pool's output is a mean of its window (with padding's zeros): at most the
+    // input's bound; a window whose float32 sum overflows is computed again in double
+    // (fix_avg_pool in conv_pool.cpp).
+    if (name == "onednn.relu" || name == "onednn.gelu" || name.starts_with("onednn.max_pool2d") ||
+        name.starts_with("onednn.avg_pool2d"))
         return {BoundRule::same};
     if (name == "onednn.sigmoid" || name == "onednn.tanh" || name == "onednn.softmax") return {BoundRule::unit};
     if (name == "onednn.add" || name == "onednn.sub") return {BoundRule::sum};

@@ -102,6 +102,7 @@ struct ConvState : NodeState {
     bool sum_input1 = false;             // a fused residual add of input 1 (Fusion)
     bool reference = false;              // oneDNN's unoptimised implementation was picked
     bool winograd = false;               // convolution_winograd (Fusion::winograd)
+    bool no_input_channels = false;      // C = 0: every output is its channel's bias (or 0)
     /// Outputs (o, oy, ox) of every image that a NaN or infinite weight on the zero padding
     /// makes NaN (padding_nan_outputs); empty for finite weights.
     std::vector<std::array<int64_t, 3>> padding_nan;
@@ -192,10 +193,10 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& f
     s->limit_threads(2.0 * double(y.numel()) * double(w.numel() / std::max<int64_t>(o, 1)));
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
     const ThreadScope scope(s->threads);
-    if (s->empty || c == 0) {
-        plugin::require(s->empty, "onednn.conv2d: zero input channels are not supported");
-        return s;
-    }
+    // With no input channels every product sum is empty: F.conv2d gives the bias (oneDNN has no
+    // primitive for C = 0).
+    s->no_input_channels = c == 0;
+    if (s->empty || s->no_input_channels) return s;
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
     const memory::dims x_dims = dims_of(x), y_dims = dims_of(y);
@@ -237,9 +238,23 @@ std::unique_ptr<ConvState> build_conv2d(const PrepareCall& call, const Fusion& f
 
 std::unique_ptr<ConvState> prepare_conv2d(const PrepareCall& call) { return build_conv2d(call, Fusion{}); }
 
+/// y = bias broadcast over [N, O, OH, OW] (0 without bias): a convolution over no input channels.
+void fill_with_bias(const ConvState& s, const ForwardCall& call) {
+    const Tensor y = call.output();
+    float* out = y.data<float>();
+    const float* bias = s.has_bias ? call.param(1).data<float>() : nullptr;
+    const int64_t* ys = y.view->strides;  // nchw, or nhwc inside a compiled group
+    for (int64_t n = 0; n < y.dim(0); ++n)
+        for (int64_t o = 0; o < y.dim(1); ++o)
+            for (int64_t h = 0; h < y.dim(2); ++h)
+                for (int64_t w = 0; w < y.dim(3); ++w)
+                    out[n * ys[0] + o * ys[1] + h * ys[2] + w * ys[3]] = bias ? bias[o] : 0.0f;
+}
+
 void conv2d(const ForwardCall& call) {
     const auto& s = state_of<ConvState>(call, "onednn.conv2d");
     if (s.empty) return;
+    if (s.no_input_channels) return fill_with_bias(s, call);
     std::unordered_map<int, memory> extra{{DNNL_ARG_WEIGHTS, s.weights}};
     if (s.has_bias) extra.emplace(DNNL_ARG_BIAS, wrap(s.bias_md, call.param(1).data<float>()));
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
@@ -529,8 +544,11 @@ void conv2d_backward(const BackwardCall& call) {
 /// ceil_mode, the last window may run
 /// past the explicit padding: oneDNN gets the larger right padding that makes its output size
 /// equal the host's. Average pooling with count_include_pad divides by the whole window in
-/// oneDNN but, in PyTorch, only by the part within the explicitly padded input: that combination
-/// (count_include_pad with a window past the padding) is refused, not computed differently.
+/// oneDNN but, in PyTorch, only by the part within the explicitly padded input; and oneDNN sums a
+/// window in float32, where a sum of large finite values (4 x 3e38) overflows to inf although
+/// their mean is finite (the reference capsule sums in double). A second pass (fix_avg_pool)
+/// computes those outputs, the windows past the padding and every non-finite one, as the
+/// reference capsule does.
 template <bool Max, bool Padded>
 constexpr const char* pool_name() {
     return Max ? (Padded ? "onednn.max_pool2d_pad" : "onednn.max_pool2d")
@@ -540,6 +558,7 @@ constexpr const char* pool_name() {
 struct PoolState : NodeState {
     using NodeState::NodeState;
     bool empty = false;
+    bool divides_by_padded_window = false;  // avg with count_include_pad and explicit padding
     std::array<int64_t, 2> kernel{}, stride{}, padding{};
     Staged src, dst;
     dnnl::pooling_forward primitive;
@@ -571,17 +590,10 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     // Without explicit padding, a window past the input (ceil_mode) averages its valid part in
     // PyTorch, which is oneDNN's exclude-padding average.
     const bool any_pad = padding[0] > 0 || padding[1] > 0;
+    s->divides_by_padded_window = !Max && include_pad && any_pad;
     memory::dims pad_r(2);
-    for (int i = 0; i < 2; ++i) {
-        const int64_t in = x.dim(2 + i), out = y.dim(2 + i);
-        pad_r[i] = right_padding(in, out, kernel[i], stride[i], padding[i]);
-        if (!Max && include_pad && any_pad && pad_r[i] > padding[i])
-            plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
-                         std::string(name) + ": count_include_pad with ceil_mode windows that run past "
-                         "the padding (input " + shape_string(x.shape()) + ", output " +
-                         shape_string(y.shape()) + ") divides differently in oneDNN than in PyTorch; "
-                         "not supported");
-    }
+    for (int i = 0; i < 2; ++i)
+        pad_r[i] = right_padding(x.dim(2 + i), y.dim(2 + i), kernel[i], stride[i], padding[i]);
     const auto algo = Max ? dnnl::algorithm::pooling_max
                           : (include_pad && any_pad ? dnnl::algorithm::pooling_avg_include_padding
                                                     : dnnl::algorithm::pooling_avg_exclude_padding);
@@ -650,6 +662,38 @@ void fix_max_pool(const PoolState& s, const Tensor& x, const Tensor& y) {
         });
 }
 
+/// Recomputes, as the reference capsule does (a double sum of the window's taps inside the input
+/// over PyTorch's divisor), each average-pool output that oneDNN computes differently: a window
+/// of count_include_pad that runs past the explicit padding (ceil_mode), which oneDNN divides by
+/// the whole kernel, and any non-finite output, which may be a float32 sum's overflow (see
+/// pool_name's comment). A window holding an infinity or NaN stays non-finite.
+void fix_avg_pool(const PoolState& s, const Tensor& x, const Tensor& y) {
+    const float* in = x.data<float>();
+    float* out = y.data<float>();
+    const int64_t* xs = x.view->strides;
+    const int64_t* ys = y.view->strides;
+    const int64_t H = x.dim(2), W = x.dim(3);
+    for (int64_t n = 0; n < y.dim(0); ++n)
+        for (int64_t c = 0; c < y.dim(1); ++c)
+            for (int64_t oh = 0; oh < y.dim(2); ++oh)
+                for (int64_t ow = 0; ow < y.dim(3); ++ow) {
+                    float& dst = out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]];
+                    const int64_t h0 = oh * s.stride[0] - s.padding[0], w0 = ow * s.stride[1] - s.padding[1];
+                    const int64_t h1 = std::min(h0 + s.kernel[0], H + s.padding[0]);
+                    const int64_t w1 = std::min(w0 + s.kernel[1], W + s.padding[1]);
+                    const bool past_padding =
+                        s.divides_by_padded_window && (h1 - h0 < s.kernel[0] || w1 - w0 < s.kernel[1]);
+                    if (std::isfinite(dst) && !past_padding) continue;
+                    double sum = 0;
+                    int64_t taps = 0;
+                    for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h1, H); ++h)
+                        for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w1, W); ++w, ++taps)
+                            sum += double(in[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]]);
+                    const int64_t divisor = s.divides_by_padded_window ? (h1 - h0) * (w1 - w0) : taps;
+                    if (divisor > 0) dst = static_cast<float>(sum / double(divisor));
+                }
+}
+
 /// A pool; with `FiniteInput`, for an input known to hold no NaN (see finite_input_forward).
 template <bool Max, bool Padded, bool FiniteInput = false>
 void pool(const ForwardCall& call) {
@@ -658,6 +702,7 @@ void pool(const ForwardCall& call) {
     run_staged(s, s.primitive, s.src, s.dst, call.input(0).data<float>(), call.output().data<float>(),
                {});
     if constexpr (Max && !FiniteInput) fix_max_pool(s, call.input(0), call.output());
+    if constexpr (!Max) fix_avg_pool(s, call.input(0), call.output());
 }
 
 /// The vector-Jacobian product of the 2-D pools, as PyTorch's CPU kernels
@@ -750,7 +795,7 @@ void* prepare_conv2d_fused(const PrepareCall& call, const Fusion& fusion) {
         throw;
     }
     // oneDNN's reference convolution is far slower than computing the sum apart.
-    if (s->empty || (s->sum_input1 && s->reference)) return nullptr;
+    if (s->empty || s->no_input_channels || (s->sum_input1 && s->reference)) return nullptr;
     return s.release();
 }
 

@@ -105,9 +105,11 @@ void run_relu(const ForwardCall& call) {
 
 /// torch.softmax / torch.log_softmax(x, dim=axis) (axis may be negative; a rank-0 x is one
 /// element): oneDNN softmax_forward / logsoftmax_forward over the plain row-major tensor.
-/// oneDNN skips NaN when taking the maximum, so a slice along the axis
-/// that holds a NaN gets numbers (0, -inf) where PyTorch gives NaN for the whole slice; a second
-/// pass sets such slices to NaN.
+/// PyTorch computes exp(x - max) with the slice's maximum, so a slice along the axis gives NaN
+/// throughout when it holds a NaN or its maximum is infinite (+inf - +inf, and -inf - -inf when
+/// every element is -inf, are NaN). oneDNN skips NaN when taking the maximum, and on the last
+/// axis gives 0 and -inf beside a +inf ([inf, 1, 2] -> [nan, 0, 0]); a second pass sets such
+/// slices to NaN (softmax_slice_is_nan).
 struct SoftmaxState : PrimitiveState {
     using PrimitiveState::PrimitiveState;
     int64_t outer = 1, length = 1, inner = 1;  // dims before, along and after the axis
@@ -152,6 +154,19 @@ std::unique_ptr<SoftmaxState> prepare_softmax(const PrepareCall& call) {
     return s;
 }
 
+/// Whether torch.softmax gives NaN for the whole slice x[0], x[stride], ... (length >= 1): it
+/// holds a NaN or a +inf, or every element is -inf.
+bool softmax_slice_is_nan(const float* x, int64_t length, int64_t stride) {
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    bool all_minus_inf = true;
+    for (int64_t k = 0; k < length; ++k) {
+        const float v = x[k * stride];
+        if (v != v || v == inf) return true;
+        all_minus_inf = all_minus_inf && v == -inf;
+    }
+    return all_minus_inf;
+}
+
 template <const char* Name>
 void run_softmax(const ForwardCall& call) {
     const auto& s = state_of<SoftmaxState>(call, Name);
@@ -162,9 +177,7 @@ void run_softmax(const ForwardCall& call) {
     for (int64_t o = 0; o < s.outer; ++o)
         for (int64_t i = 0; i < s.inner; ++i) {
             const int64_t base = o * s.length * s.inner + i;
-            bool nan = false;
-            for (int64_t k = 0; k < s.length; ++k) nan |= x[base + k * s.inner] != x[base + k * s.inner];
-            if (nan)
+            if (softmax_slice_is_nan(x + base, s.length, s.inner))
                 for (int64_t k = 0; k < s.length; ++k) y[base + k * s.inner] = std::numeric_limits<float>::quiet_NaN();
         }
 }

@@ -27,8 +27,8 @@ namespace capsule::onednn {
 /// How a node's result bound follows from the bounds of its inputs (ValueBounds::transfer).
 enum class BoundRule {
     unknown,    // no bound is derived (log_softmax, an unfused batch_norm, ...)
-    same,       // at most input 0's (relu, gelu, max pools)
-    mean,       // at most input 0's, unless the sum of `inner` of them overflows (average pools)
+    same,       // at most input 0's (relu, gelu, max and average pools)
+    mean,       // at most input 0's, unless the sum of `inner` of them overflows (reduce_mean)
     unit,       // at most 1 (sigmoid, tanh, softmax)
     sum,        // at most the sum of the inputs' (add, sub)
     product,    // at most the product of the inputs' (mul)
