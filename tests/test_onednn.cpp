@@ -101,15 +101,9 @@ TEST_P(OnednnConformance, MatchesExpected) {
                             "OnednnRefusals.Float64IsUnsupported)";
     // Cases the oneDNN capsules refuse by design: each must fail with its documented reason.
     static const std::map<std::string, std::string> refused{};
-    // Every batch_norm case with batch statistics (training = true) is refused by design.
-    auto training = c.attrs.find("training");
-    const bool batch_statistics = c.op == BackendOp::batch_norm && training != c.attrs.end() &&
-                                  std::holds_alternative<bool>(training->second) &&
-                                  std::get<bool>(training->second);
     auto it = refused.find(c.name);
-    if (batch_statistics || it != refused.end()) {
-        const std::string why = batch_statistics ? "training = true (batch statistics) is not implemented"
-                                                 : it->second;
+    if (it != refused.end()) {
+        const std::string why = it->second;
         std::string error;
         run_forward_values(*onednn_plugin(), capsule_name(c.op), c, error);
         EXPECT_NE(error.find(why), std::string::npos) << c.name << ": expected the refusal '" << why
@@ -297,9 +291,13 @@ std::vector<Compare> comparisons() {
     add("reduce_mean/every_axis", B::reduce_mean, {{6, 7, 9}}, {});
     add("reduce_mean/rank1", B::reduce_mean, {{1000}}, {}, {{"axes", Ints{0}}});
     add("reduce_mean/size1_axis", B::reduce_mean, {{3, 1, 4}}, {}, {{"axes", Ints{1}}});
-    // batch_norm inference.
+    // batch_norm with the running statistics, and with the batch's (training; rank 2 to 5).
     add("batch_norm/affine_4d", B::batch_norm, {{2, 3, 4, 4}}, {{3}, {3}, {3}, {3}});
     add("batch_norm/plain_2d", B::batch_norm, {{5, 3}}, {{3}, {3}}, {{"affine", false}, {"eps", 1e-3}});
+    add("batch_norm/training_4d", B::batch_norm, {{4, 3, 5, 5}}, {{3}, {3}, {3}, {3}}, {{"training", true}});
+    add("batch_norm/training_2d", B::batch_norm, {{6, 4}}, {{4}, {4}}, {{"training", true}, {"affine", false}});
+    add("batch_norm/training_5d_one_image", B::batch_norm, {{1, 2, 3, 2, 2}}, {{2}, {2}, {2}, {2}},
+        {{"training", true}, {"eps", 1e-3}});
     // Variances must be positive: make the last parameter |v| + 0.5.
     for (auto& c : out)
         if (c.op == B::batch_norm)
@@ -480,6 +478,33 @@ TEST(OnednnPlugin, AveragePoolWindowsPastThePaddingAndOverflowingSumsMatchTheRef
     }
 }
 
+// batch_norm forms var + eps and 1 / sqrt(var + eps) in double, as the reference capsule: a
+// running variance of -1e-5 with eps 1e-5 is a tiny positive number there (float32 rounding of
+// -1e-5 differs from the double 1e-5), not 0 (an infinite scale); eps 1e-45 with a zero variance
+// is not a float32 denormal.
+TEST(OnednnPlugin, BatchNormStatisticsInDoubleMatchTheReference) {
+    REQUIRE_ONEDNN();
+    for (const double eps : {1e-5, 1e-45}) {
+        KernelCase c;
+        c.name = "batch_norm/eps_" + std::to_string(eps);
+        c.op = BackendOp::batch_norm;
+        c.inputs = {rnd({2, 3, 2, 2}, 11)};
+        c.params = {rnd({3}, 12), rnd({3}, 13), rnd({3}, 14), f32({3}, {0.5, eps == 1e-5 ? -1e-5 : 0.0, 0.0})};
+        c.attrs = {{"eps", eps}};
+        std::string error;
+        const auto want = run_forward_values(reference_plugin(), "reference.batch_norm", c, error);
+        ASSERT_EQ(error, "");
+        const auto got = run_forward_values(*onednn_plugin(), "onednn.batch_norm", c, error);
+        ASSERT_EQ(error, "");
+        ASSERT_EQ(got.size(), want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(want[i])) << c.name << " element " << i;
+            EXPECT_LE(std::fabs(got[i] - want[i]), 1e-5 * std::fabs(want[i]) + 1e-6)
+                << c.name << " element " << i << ": onednn " << got[i] << ", reference " << want[i];
+        }
+    }
+}
+
 // ---- refusals ------------------------------------------------------------------------------
 
 namespace {
@@ -524,15 +549,21 @@ TEST(OnednnRefusals, TheirDtypesKeepFloat64AndInt64NodesOnOtherCapsules) {
     EXPECT_EQ(plan_of("int32"), (std::vector<std::string>{"reference.add", "reference.concat"}));
 }
 
-TEST(OnednnRefusals, TrainingBatchNormIsRefused) {
+// Batch statistics of a single value per channel are refused, as PyTorch and the reference
+// capsule refuse them, in the forward and the backward.
+TEST(OnednnRefusals, TrainingBatchNormOfOneValuePerChannelIsRefused) {
     REQUIRE_ONEDNN();
     KernelCase c;
     c.op = BackendOp::batch_norm;
-    c.inputs = {rnd({2, 3}, 4)};
+    c.inputs = {rnd({1, 3, 1, 1}, 4)};
     c.params = {rnd({3}, 5), rnd({3}, 6), rnd({3}, 7), rnd({3}, 8)};
     c.attrs = {{"training", true}};
-    EXPECT_NE(onednn_error(c).find("training = true (batch statistics) is not implemented"),
-              std::string::npos) << onednn_error(c);
+    EXPECT_NE(onednn_error(c).find("training needs more than 1 value per channel"), std::string::npos)
+        << onednn_error(c);
+    c.check_gradient = true;
+    std::string error;
+    run_gradient_values(*onednn_plugin(), "onednn.batch_norm", c, error);
+    EXPECT_NE(error.find("more than 1 value per channel"), std::string::npos) << error;
 }
 
 TEST(OnednnRefusals, ForwardWithoutPreparedStateIsRefused) {
@@ -1315,6 +1346,44 @@ TEST(OnednnCompiledGroups, WinogradConvolutionsMatchTheReferenceAndRunDirectOnNo
         expect_same(fused.run(bad_inputs)[0], direct, 0.0);
         expect_same(fused.run(inputs)[0], want, 1e-4 * scale);  // and back on the Winograd path
     }
+}
+
+// A batch_norm with batch statistics (training = true) is not folded into the convolution before
+// it; inside a compiled group it reads its channels-last input through the view's strides.
+TEST(OnednnCompiledGroups, TrainingBatchNormInsideAGroupMatchesTheReference) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 6, 6], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "c1", "parents": [0], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1}, "shape": [2, 8, 6, 6]},
+      {"id": 2, "op": "batch_norm", "name": "bn", "parents": [1], "attrs": {"training": true}, "shape": [2, 8, 6, 6]},
+      {"id": 3, "op": "relu", "name": "r", "parents": [2], "shape": [2, 8, 6, 6]},
+      {"id": 4, "op": "conv2d", "name": "c2", "parents": [3], "attrs": {"out_channels": 4, "kernel_size": 1}, "shape": [2, 4, 6, 6]}
+    ], "outputs": [4]})");
+    auto t = [](Shape s, std::vector<double> v) { return Tensor::from_values(DType::float32, std::move(s), v); };
+    auto var = pseudo_random(8, 95, 0.5);
+    for (auto& v : var) v = std::fabs(v) + 0.2;
+    const ParameterMap params{{"c1.weight", t({8, 3, 3, 3}, pseudo_random(216, 91, 0.3))},
+                              {"c1.bias", t({8}, pseudo_random(8, 92, 0.5))},
+                              {"bn.weight", t({8}, pseudo_random(8, 93, 1.0))},
+                              {"bn.bias", t({8}, pseudo_random(8, 94, 0.5))},
+                              {"bn.running_mean", t({8}, pseudo_random(8, 96, 0.5))},
+                              {"bn.running_var", t({8}, var)},
+                              {"c2.weight", t({4, 8, 1, 1}, pseudo_random(32, 97, 0.3))},
+                              {"c2.bias", t({4}, pseudo_random(4, 98, 0.2))}};
+    auto fused = onednn_session(graph, params, true);
+    const auto groups = fused.compiled_groups();
+    ASSERT_EQ(groups.size(), 1u);
+    EXPECT_EQ(groups[0].fused.find("batch_norm"), std::string::npos) << "batch statistics are not folded: "
+                                                                    << groups[0].fused;
+    const std::map<std::string, Tensor> inputs{
+        {"x", Tensor::from_values(DType::float32, {2, 3, 6, 6}, pseudo_random(216, 99, 2.0))}};
+    const Tensor want = reference_output(graph, params, inputs);
+    double scale = 0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::fabs(want.at(i)));
+    ASSERT_GT(scale, 0.1);
+    expect_same(fused.run(inputs)[0], want, 1e-4 * scale);
+    expect_same(onednn_session(graph, params, false).run(inputs)[0], want, 1e-4 * scale);
 }
 
 // The checks of the fused paths and of the NaN passes use magnitude bounds that each node's

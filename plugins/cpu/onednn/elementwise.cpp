@@ -283,17 +283,81 @@ void run_binary(const ForwardCall& call) {
 
 // ---- batch_norm -----------------------------------------------------------------------------
 
-/// torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training=False,
-/// eps) on x [N, C, ...] (rank 2 to 5, plain layout): y = (x - mean) / sqrt(var + eps) * weight +
-/// bias with the running statistics (oneDNN use_global_stats, use_scale, use_shift). Parameters
-/// in docs/ops.md order: weight, bias (when affine), running_mean, running_var. training = true
-/// (batch statistics) is not implemented here and is refused.
+/// torch.nn.functional.batch_norm(x, running_mean, running_var, weight, bias, training, eps) on
+/// x [N, C, ...] (rank 2 to 5; plain, or nhwc inside a compiled group): y = (x - mean) /
+/// sqrt(var + eps) * weight + bias, with the running statistics (training = false) or the batch's
+/// per-channel mean and biased variance over N and the spatial dims (training = true; as
+/// docs/ops.md and the reference capsule, the running statistics are never written). The
+/// statistics, var + eps and scale = weight / sqrt(var + eps) are formed in double, as the
+/// reference capsule does (so a running variance of -1e-5 with eps 1e-5 is not 0, and eps 1e-45
+/// is not a float32 denormal), and handed to oneDNN's use_global_stats primitive as float32 mean,
+/// variance 1 with epsilon 0, and that scale, which computes (x - mean) * scale + bias as the
+/// reference capsule's batch_norm_of. Parameters in docs/ops.md order: weight, bias
+/// (when affine), running_mean, running_var.
 struct BatchNormState : NodeState {
     using NodeState::NodeState;
-    bool empty = false, affine = true;
+    bool empty = false, affine = true, training = false;
+    double eps = 1e-5;
     memory::desc x_md, c_md;
     dnnl::batch_normalization_forward primitive;
 };
+
+/// Offsets, in elements through x's view strides, of the positions of one (image, channel) plane
+/// of x [N, C, ...]: the spatial dims in row-major order.
+std::vector<int64_t> plane_offsets(const Tensor& x) {
+    std::vector<int64_t> offsets{0};
+    for (int d = 2; d < x.rank(); ++d) {
+        std::vector<int64_t> next;
+        next.reserve(offsets.size() * static_cast<std::size_t>(x.dim(d)));
+        for (int64_t base : offsets)
+            for (int64_t i = 0; i < x.dim(d); ++i) next.push_back(base + i * x.view->strides[d]);
+        offsets = std::move(next);
+    }
+    return offsets;
+}
+
+/// Batch statistics need more than one value per channel (PyTorch's "Expected more than 1 value
+/// per channel when training"; the reference capsule's check): raises INVALID_ARGUMENT.
+void require_values_per_channel(const Tensor& x) {
+    plugin::require(x.dim(1) == 0 || x.numel() != x.dim(1), [&] {
+        return "onednn.batch_norm: training needs more than 1 value per channel, got x " + shape_string(x.shape());
+    });
+}
+
+/// Per-channel mean and var + eps of batch_norm, in double: the running statistics, or with
+/// `training` the batch's mean and biased variance over N and the spatial dims (two passes, as
+/// the reference capsule's channel_stats).
+void batch_norm_statistics(const Tensor& x, const float* running_mean, const float* running_var, bool training,
+                           double eps, std::vector<double>& mean, std::vector<double>& var_eps) {
+    const int64_t n = x.dim(0), c = x.dim(1);
+    mean.assign(static_cast<std::size_t>(c), 0.0);
+    var_eps.assign(static_cast<std::size_t>(c), eps);
+    if (!training) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+            mean[std::size_t(ch)] = running_mean[ch];
+            var_eps[std::size_t(ch)] = double(running_var[ch]) + eps;
+        }
+        return;
+    }
+    const std::vector<int64_t> plane = plane_offsets(x);
+    const float* X = x.data<float>();
+    const int64_t* st = x.view->strides;
+    const double count = double(n) * double(plane.size());
+    for (int64_t ch = 0; ch < c && count > 0; ++ch) {
+        double sum = 0;
+        for (int64_t b = 0; b < n; ++b)
+            for (int64_t off : plane) sum += X[b * st[0] + ch * st[1] + off];
+        const double m = sum / count;
+        double squares = 0;
+        for (int64_t b = 0; b < n; ++b)
+            for (int64_t off : plane) {
+                const double t = X[b * st[0] + ch * st[1] + off] - m;
+                squares += t * t;
+            }
+        mean[std::size_t(ch)] = m;
+        var_eps[std::size_t(ch)] = squares / count + eps;
+    }
+}
 
 std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     const char* name = "onednn.batch_norm";
@@ -301,12 +365,10 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     const Tensor x = call.input(0);
     require_float32(name, x, "input x");
     const auto attrs = call.attrs();
-    if (attrs.get_bool("training", false))
-        plugin::fail(CAPSULE_ERROR_UNSUPPORTED,
-                     "onednn.batch_norm: training = true (batch statistics) is not implemented by the "
-                     "oneDNN capsule; only inference with the running statistics is");
+    s->training = attrs.get_bool("training", false);
     s->affine = attrs.get_bool("affine", true);
-    const double eps = attrs.get_float("eps", 1e-5);
+    s->eps = attrs.get_float("eps", 1e-5);
+    plugin::require(s->eps > 0 && std::isfinite(s->eps), "onednn.batch_norm: attribute 'eps' must be > 0");
     plugin::require(call.num_params() == (s->affine ? 4u : 2u),
                     "onednn.batch_norm: expects parameters [weight, bias,] running_mean, running_var");
     plugin::require(x.rank() >= 2 && x.rank() <= 5, [&] {
@@ -318,18 +380,18 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
         plugin::require(call.param(i).numel() == x.dim(1), "onednn.batch_norm: parameters must be [C]");
     }
     s->empty = x.numel() == 0;
+    if (s->training) require_values_per_channel(x);
     s->limit_threads(8.0 * double(x.numel()));
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
     const ThreadScope scope(s->threads);
     if (s->empty) return s;
     s->x_md = view_desc(x);  // x and y share a layout: plain, or nhwc inside a compiled group
     s->c_md = plain_desc({x.dim(1)});
-    auto flags = dnnl::normalization_flags::use_global_stats;
-    if (s->affine)
-        flags = flags | dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                       dnnl::normalization_flags::use_shift;
+    // epsilon 0 and variance 1: the scale handed over already holds 1 / sqrt(var + eps).
     dnnl::batch_normalization_forward::primitive_desc pd(
-        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, s->x_md,
-                                                static_cast<float>(eps), flags),
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, s->x_md, 0.0f, flags),
         scratchpad_attr(), cpu_engine());
     s->scratchpad = pd.scratchpad_desc();
     s->primitive = dnnl::batch_normalization_forward(pd);
@@ -340,16 +402,23 @@ void batch_norm(const ForwardCall& call) {
     const auto& s = state_of<BatchNormState>(call, "onednn.batch_norm");
     if (s.empty) return;
     const std::size_t stats = s.affine ? 2 : 0;
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, wrap(s.x_md, call.input(0).data<float>())},
-        {DNNL_ARG_DST, wrap(s.x_md, call.output().data<float>())},
-        {DNNL_ARG_MEAN, wrap(s.c_md, call.param(stats).data<float>())},
-        {DNNL_ARG_VARIANCE, wrap(s.c_md, call.param(stats + 1).data<float>())}};
-    if (s.affine) {
-        args.emplace(DNNL_ARG_SCALE, wrap(s.c_md, call.param(0).data<float>()));
-        args.emplace(DNNL_ARG_SHIFT, wrap(s.c_md, call.param(1).data<float>()));
-    }
-    execute(s, s.primitive, std::move(args));
+    const Tensor x = call.input(0);
+    std::vector<double> mean, var_eps;
+    batch_norm_statistics(x, call.param(stats).data<float>(), call.param(stats + 1).data<float>(), s.training, s.eps,
+                          mean, var_eps);
+    const std::size_t c = mean.size();
+    std::vector<float> mean_f(mean.begin(), mean.end()), ones(c, 1.0f), scale(c), shift(c, 0.0f);
+    const float* weight = s.affine ? call.param(0).data<float>() : nullptr;
+    for (std::size_t ch = 0; ch < c; ++ch)
+        scale[ch] = static_cast<float>((weight ? double(weight[ch]) : 1.0) / std::sqrt(var_eps[ch]));
+    if (s.affine) std::copy_n(call.param(1).data<float>(), c, shift.begin());
+    execute(s, s.primitive,
+            {{DNNL_ARG_SRC, wrap(s.x_md, x.data<float>())},
+             {DNNL_ARG_DST, wrap(s.x_md, call.output().data<float>())},
+             {DNNL_ARG_MEAN, wrap(s.c_md, mean_f.data())},
+             {DNNL_ARG_VARIANCE, wrap(s.c_md, ones.data())},
+             {DNNL_ARG_SCALE, wrap(s.c_md, scale.data())},
+             {DNNL_ARG_SHIFT, wrap(s.c_md, shift.data())}});
 }
 
 // ---- backward -------------------------------------------------------------------------------
@@ -539,16 +608,15 @@ void binary_backward(const BackwardCall& call) {
     }
 }
 
-/// The vector-Jacobian product of inference batch norm (native_batch_norm_backward with
-/// training = false): with r = 1 / sqrt(running_var + eps), dx = dy · weight · r, dweight =
-/// Σ dy (x - running_mean) r, dbias = Σ dy (sums over N and the spatial dims, in double); the
-/// running statistics get zero gradients.
+/// The vector-Jacobian product of batch norm (native_batch_norm_backward): with the statistics of
+/// the forward (batch_norm_statistics), r = 1 / sqrt(var + eps) and x̂ = (x - mean) r, dweight =
+/// Σ dy x̂, dbias = Σ dy (sums over N and the spatial dims, in double), and dx = weight · r · dy
+/// with the running statistics, weight · r · (dy - mean(dy) - x̂ · mean(dy x̂)) with the batch's
+/// (training = true, where mean and var depend on x); the running statistics get zero gradients.
 void batch_norm_backward(const BackwardCall& call) {
     const char* name = "onednn.batch_norm";
     const auto attrs = call.attrs();
-    if (attrs.get_bool("training", false))
-        plugin::fail(CAPSULE_ERROR_UNSUPPORTED, "onednn.batch_norm: training = true (batch statistics) is not "
-                                                "implemented by the oneDNN capsule");
+    const bool training = attrs.get_bool("training", false);
     const bool affine = attrs.get_bool("affine", true);
     const double eps = attrs.get_float("eps", 1e-5);
     plugin::require(eps > 0 && std::isfinite(eps), "onednn.batch_norm: attribute 'eps' must be > 0");
@@ -559,6 +627,7 @@ void batch_norm_backward(const BackwardCall& call) {
                     "onednn.batch_norm: expects x [N, C, ...], its grad, and parameters [weight, bias,] "
                     "running_mean, running_var");
     require_shape(name, dy, x.shape(), "grad output");
+    if (training) require_values_per_channel(x);
     const int64_t n = x.dim(0), c = x.dim(1), spatial = c == 0 || n == 0 ? 0 : x.numel() / (n * c);
     const std::size_t stats = affine ? 2 : 0;
     const int64_t channels[] = {c};
@@ -566,8 +635,10 @@ void batch_norm_backward(const BackwardCall& call) {
         require_plain_float32(name, call.param(i), "a parameter");
         require_shape(name, call.param(i), channels, "a parameter");
     }
-    const float* mean = call.param(stats).data<float>();
-    const float* var = call.param(stats + 1).data<float>();
+    std::vector<double> mean, var_eps;
+    if (n * spatial > 0)
+        batch_norm_statistics(x, call.param(stats).data<float>(), call.param(stats + 1).data<float>(), training, eps,
+                              mean, var_eps);
     const float* weight = affine ? call.param(0).data<float>() : nullptr;
     float* dx = grad_buffer(name, call.grad_input(0), x, "grad input");
     float* dw = affine ? grad_buffer(name, call.grad_param(0), call.param(0), "grad weight") : nullptr;
@@ -577,20 +648,34 @@ void batch_norm_backward(const BackwardCall& call) {
             std::fill(g, g + c, 0.0f);
     const float* X = x.data<float>();
     const float* G = dy.data<float>();
+    const double count = double(n * spatial);
     for (int64_t ch = 0; ch < c; ++ch) {
-        const double r = 1.0 / std::sqrt(double(var[ch]) + eps), m = mean[ch];
+        if (count == 0) {  // no values: zero sums, nothing to write in dx
+            if (dw) dw[ch] = 0.0f;
+            if (db) db[ch] = 0.0f;
+            continue;
+        }
+        const double r = 1.0 / std::sqrt(var_eps[std::size_t(ch)]), m = mean[std::size_t(ch)];
         double sum_dy = 0, sum_dyx = 0;
-        const double k = (weight ? double(weight[ch]) : 1.0) * r;
         for (int64_t bi = 0; bi < n; ++bi) {
             const int64_t base = (bi * c + ch) * spatial;
             for (int64_t i = 0; i < spatial; ++i) {
                 sum_dy += G[base + i];
                 sum_dyx += double(G[base + i]) * (double(X[base + i]) - m) * r;
-                if (dx) dx[base + i] = static_cast<float>(k * double(G[base + i]));
             }
         }
         if (dw) dw[ch] = static_cast<float>(sum_dyx);
         if (db) db[ch] = static_cast<float>(sum_dy);
+        if (!dx) continue;
+        const double k = (weight ? double(weight[ch]) : 1.0) * r;
+        const double mean_dy = training ? sum_dy / count : 0.0, mean_dyx = training ? sum_dyx / count : 0.0;
+        for (int64_t bi = 0; bi < n; ++bi) {
+            const int64_t base = (bi * c + ch) * spatial;
+            for (int64_t i = 0; i < spatial; ++i) {
+                const double xhat = (double(X[base + i]) - m) * r;
+                dx[base + i] = static_cast<float>(k * (double(G[base + i]) - mean_dy - xhat * mean_dyx));
+            }
+        }
     }
 }
 
