@@ -212,6 +212,10 @@ TEST(Cli, ProfileFilesCannotRedefineProfilesAndPluginPathsMustExist) {
     auto r = capsule_tool("--profile-file " + (dir / "p.json").string() + " profiles");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_TRUE(contains(r.out, "duplicate profile name 'checked_cpu'")) << r.out;
+    // The same file through --profile: refused too, not reported as the built-in checked_cpu.
+    auto direct = capsule_tool("plan --profile " + (dir / "p.json").string() + " --ops relu");
+    EXPECT_EQ(direct.code, 2) << direct.out;
+    EXPECT_TRUE(contains(direct.out, "is named 'checked_cpu', the name of another profile")) << direct.out;
     auto missing = capsule_tool("--plugin-path /nonexistent/plugins plugins");
     EXPECT_EQ(missing.code, 2) << missing.out;
     EXPECT_TRUE(contains(missing.out, "/nonexistent/plugins: no such file or directory")) << missing.out;

@@ -152,6 +152,11 @@ TEST(CliBench, BadArgumentsExit2WithTheCause) {
     auto bad_shape = capsule_tool("bench --input-shape x=2xeight " + graph);
     EXPECT_EQ(bad_shape.code, 2) << bad_shape.out;
     EXPECT_TRUE(contains(bad_shape.out, "dimensions must be integers")) << bad_shape.out;
+    for (const char* empty : {"x=2x8x", "x=2,,8"}) {
+        auto r = capsule_tool(std::string("bench --input-shape ") + empty + " " + graph);
+        EXPECT_EQ(r.code, 2) << empty << ": " << r.out;
+        EXPECT_TRUE(contains(r.out, "an empty dimension")) << r.out;
+    }
     auto trace = capsule_tool("bench --trace " + (dir / "no/such/dir/t.json").string() + " " + graph);
     EXPECT_EQ(trace.code, 2) << trace.out;
     EXPECT_TRUE(contains(trace.out, "cannot open the file for writing")) << trace.out;

@@ -183,11 +183,20 @@ TEST(CliEvidence, LockPinsProfileSettingsAndWritesNothingElseWhenItCannotBeWritt
     write_npy(dir / "x.npy", Tensor::from_values(DType::float32, {3}, {1, -2, 3}));
     const std::string graph = (dir / "g.json").string(), lock = (dir / "plan.lock.json").string();
     ASSERT_EQ(capsule_tool("plan --profile checked_cpu " + graph + " --lock " + lock).code, 0);
-    // A profile file reusing the name with other settings is drift.
+    // A profile file may not take a built-in's name (so it cannot pose as checked_cpu) ...
     std::ofstream(dir / "same_name.json") << R"({"name": "checked_cpu", "base": "checked_cpu",
         "config": {"vjp_mode": "none"}})";
-    auto run = capsule_tool("run --profile " + (dir / "same_name.json").string() + " " + graph + " --input x=" +
-                            (dir / "x.npy").string() + " --output-dir " + (dir / "out").string() + " --lock " + lock);
+    EXPECT_EQ(capsule_tool("run --profile " + (dir / "same_name.json").string() + " " + graph + " --input x=" +
+                           (dir / "x.npy").string() + " --output-dir " + (dir / "out").string()).code,
+              2);
+    // ... but a profile file edited after its plan was locked keeps its name with other settings:
+    // that is drift.
+    const std::string mine = (dir / "mine.json").string(), mine_lock = (dir / "mine.lock.json").string();
+    std::ofstream(mine) << R"({"name": "mine", "base": "checked_cpu"})";
+    ASSERT_EQ(capsule_tool("plan --profile " + mine + " " + graph + " --lock " + mine_lock).code, 0);
+    std::ofstream(mine) << R"({"name": "mine", "base": "checked_cpu", "config": {"vjp_mode": "none"}})";
+    auto run = capsule_tool("run --profile " + mine + " " + graph + " --input x=" + (dir / "x.npy").string() +
+                            " --output-dir " + (dir / "out").string() + " --lock " + mine_lock);
     EXPECT_EQ(run.code, 4) << run.out;
     EXPECT_TRUE(contains(run.out, "profile settings: locked {")) << run.out;
     EXPECT_FALSE(contains(run.out, "gate: accepted")) << run.out;  // refused before the plan is shown

@@ -189,6 +189,10 @@ TEST(Session, InputErrorsNameTheInput) {
     EXPECT_EQ(error_of([&] { session.run({{"x", wrong}}); }),
               "input 'x' is float32[2, 784], the graph declares float32[4, 784]");
     EXPECT_EQ(error_of([&] { session.run({{"x", m.x}, {"y", m.x}}); }), "unknown input 'y'");
+    // Input x is node 0: by its id alone it binds; by its name and its id, one value would be
+    // dropped silently.
+    EXPECT_EQ(session.run({{"0", m.x}}).size(), 1u);
+    EXPECT_EQ(error_of([&] { session.run({{"x", m.x}, {"0", m.x}}); }), "input 'x' given twice: by name and by id 0");
 }
 
 TEST(Session, ParameterErrorsNameTheParameter) {

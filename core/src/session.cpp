@@ -579,8 +579,11 @@ std::vector<Tensor> Session::Impl::bind_inputs(const std::map<string, Tensor>& g
     std::vector<Tensor> bound(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const auto& want = inputs[i];
+        const std::string id = std::to_string(want.node_id);
         auto it = given.find(want.name);  // by name, or by id (docs/ops.md)
-        if (it == given.end()) it = given.find(std::to_string(want.node_id));
+        if (it != given.end() && want.name != id && given.count(id))
+            throw Error(ErrorCode::input, "input '" + want.name + "' given twice: by name and by id " + id);
+        if (it == given.end()) it = given.find(id);
         if (it == given.end()) throw Error(ErrorCode::input, "missing input '" + want.name + "'");
         const Tensor& t = it->second;
         if (t.device() != Device::cpu) throw Error(ErrorCode::input, "input '" + want.name + "' must be a host tensor");

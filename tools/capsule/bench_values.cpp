@@ -1,9 +1,11 @@
 // Deterministic pseudo-random inputs (and missing parameters) for `capsule bench`.
 #include <cmath>
+#include <new>
 #include <random>
 #include <spdlog/spdlog.h>
 
 #include "bench.hpp"
+#include "capsule/shape_math.hpp"
 
 namespace capsule::cli {
 
@@ -51,6 +53,21 @@ Tensor random_parameter(const std::string& key, const TensorType& type, std::mt1
     return random_tensor(type, 1.0 / std::sqrt(std::max(fan_in, 1.0)), rng);
 }
 
+/// make() (a tensor of `type` for `what`), with an allocation failure named: "bench input 'x'
+/// float32[100000, 100000] needs 40000000000 bytes: out of memory" (ErrorCode::input: the shape
+/// came from the model or --input-shape).
+template <typename Make>
+Tensor named_allocation(const std::string& what, const TensorType& type, Make&& make) {
+    try {
+        return make();
+    } catch (const std::bad_alloc&) {
+        const auto bytes = try_byte_size(type.shape, dtype_size(type.dtype));
+        throw Error(ErrorCode::input, what + " " + std::string(to_string(type.dtype)) + to_string(type.shape) +
+                                          " needs " + (bytes ? std::to_string(*bytes) : std::string("over 2^63")) +
+                                          " bytes: out of memory");
+    }
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> bench_values(const LoadedModel& model, ParameterMap& parameters,
@@ -59,7 +76,9 @@ std::map<std::string, Tensor> bench_values(const LoadedModel& model, ParameterMa
     std::map<std::string, Tensor> values;
     for (const auto& node : model.graph.nodes)
         if (node.kind == NodeKind::input)
-            values.emplace(node.parameter_prefix(), random_tensor({node.shape, node.dtype}, 1.0, rng));
+            values.emplace(node.parameter_prefix(),
+                           named_allocation("bench input '" + node.parameter_prefix() + "'", {node.shape, node.dtype},
+                                            [&] { return random_tensor({node.shape, node.dtype}, 1.0, rng); }));
     drawn_parameters = 0;
     const bool no_parameters_given =
         model.parameter_inputs.empty() && !model.graph.parameters && parameters.empty();
@@ -67,12 +86,15 @@ std::map<std::string, Tensor> bench_values(const LoadedModel& model, ParameterMa
     const auto types = parameter_types(model.graph);
     // An ONNX input that supplies parameters: every key it feeds has its type.
     for (const auto& [name, keys] : model.parameter_inputs) {
-        values.emplace(name, random_parameter(keys.at(0), types.at(keys.at(0)), rng));
+        const auto& type = types.at(keys.at(0));
+        values.emplace(name, named_allocation("bench input '" + name + "'", type,
+                                              [&] { return random_parameter(keys.at(0), type, rng); }));
         ++drawn_parameters;
     }
     if (no_parameters_given)
         for (const auto& [key, type] : types) {
-            parameters.emplace(key, random_parameter(key, type, rng));
+            parameters.emplace(key, named_allocation("parameter '" + key + "'", type,
+                                                     [&] { return random_parameter(key, type, rng); }));
             ++drawn_parameters;
         }
     return values;

@@ -61,7 +61,16 @@ const PluginHost& Context::host() const {
 BackendProfile Context::profile(const std::string& name) const {
     for (const auto& p : profiles_)
         if (p.name == name) return warn_if_preference_unusable(p);
-    if (name.size() > 5 && name.ends_with(".json")) return warn_if_preference_unusable(load_profile_file(name));
+    if (name.size() > 5 && name.ends_with(".json")) {
+        // As with --profile-file: a file must not take a built-in's or another file's name, or
+        // every report would name a profile that is not the one that ran.
+        BackendProfile loaded = load_profile_file(name);
+        for (const auto& p : profiles_)
+            if (p.name == loaded.name)
+                throw Error(ErrorCode::input, "profile file " + name + " is named '" + loaded.name +
+                                                  "', the name of another profile; choose another name");
+        return warn_if_preference_unusable(std::move(loaded));
+    }
     std::string names;
     for (const auto& p : profiles_) names += (names.empty() ? "" : ", ") + p.name;
     throw Error(ErrorCode::input, "unknown profile '" + name + "'; valid: " + names +

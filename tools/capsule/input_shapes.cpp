@@ -11,6 +11,9 @@ std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& 
             throw Error(ErrorCode::input, "--input-shape '" + spec + "': expected NAME=D0,D1,... or NAME=D0xD1x...");
         const char separator = spec.find(',', eq) == std::string::npos &&
                                        spec.find('x', eq) != std::string::npos ? 'x' : ',';
+        // Every dimension present: "x=" (rank 0) is fine, "x=1x" or "x=1,,2" is not.
+        if (spec.size() > eq + 1 && (spec.back() == separator || spec.find(std::string(2, separator)) != std::string::npos))
+            throw Error(ErrorCode::input, "--input-shape '" + spec + "': an empty dimension");
         Shape shape;
         std::size_t start = eq + 1;
         while (start < spec.size()) {
