@@ -298,6 +298,8 @@ std::vector<Compare> comparisons() {
     add("batch_norm/training_2d", B::batch_norm, {{6, 4}}, {{4}, {4}}, {{"training", true}, {"affine", false}});
     add("batch_norm/training_5d_one_image", B::batch_norm, {{1, 2, 3, 2, 2}}, {{2}, {2}, {2}, {2}},
         {{"training", true}, {"eps", 1e-3}});
+    add("batch_norm/rank6", B::batch_norm, {{2, 3, 2, 2, 2, 3}}, {{3}, {3}, {3}, {3}});
+    add("batch_norm/training_rank6", B::batch_norm, {{2, 3, 2, 1, 2, 3}}, {{3}, {3}}, {{"training", true}, {"affine", false}});
     // Variances must be positive: make the last parameter |v| + 0.5.
     for (auto& c : out)
         if (c.op == B::batch_norm)

@@ -371,10 +371,12 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     plugin::require(s->eps > 0 && std::isfinite(s->eps), "onednn.batch_norm: attribute 'eps' must be > 0");
     plugin::require(call.num_params() == (s->affine ? 4u : 2u),
                     "onednn.batch_norm: expects parameters [weight, bias,] running_mean, running_var");
-    plugin::require(x.rank() >= 2 && x.rank() <= 5, [&] {
-        return std::string(name) + ": x of rank " + std::to_string(x.rank()) +
-               " is not supported (oneDNN batch normalization takes rank 2 to 5)";
+    plugin::require(x.rank() >= 2, [&] {
+        return std::string(name) + ": expects x [N, C, ...] of rank >= 2, got " + shape_string(x.shape());
     });
+    // oneDNN's batch normalization takes rank 2 to 5: a higher rank (always row-major: compiled
+    // groups keep only rank-4 values channels-last) is the same computation on [N, C, rest].
+    if (x.rank() > 5) require_plain_float32(name, x, "input x");
     for (std::size_t i = 0; i < call.num_params(); ++i) {
         require_float32(name, call.param(i), "a parameter");
         plugin::require(call.param(i).numel() == x.dim(1), "onednn.batch_norm: parameters must be [C]");
@@ -385,7 +387,8 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     // Built for the thread count it will run with (oneDNN sizes its work split at creation).
     const ThreadScope scope(s->threads);
     if (s->empty) return s;
-    s->x_md = view_desc(x);  // x and y share a layout: plain, or nhwc inside a compiled group
+    // x and y share a layout: plain, or nhwc inside a compiled group.
+    s->x_md = x.rank() <= 5 ? view_desc(x) : plain_desc({x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))});
     s->c_md = plain_desc({x.dim(1)});
     const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                        dnnl::normalization_flags::use_shift;
