@@ -138,7 +138,8 @@ const std::set<BackendOp>& manifest_ops() {
     static const std::set<BackendOp> ops{
         B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
         B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
-        B::add, B::sub, B::mul, B::batch_norm, B::clamp, B::concat, B::reduce_mean};
+        B::add, B::sub, B::mul, B::batch_norm, B::clamp, B::concat, B::reduce_mean,
+        B::abs, B::sqrt, B::exp, B::log, B::leaky_relu, B::elu, B::hardswish, B::mish, B::bmm};
     return ops;
 }
 
@@ -211,6 +212,8 @@ std::vector<Compare> comparisons() {
     add("linear/1d_input", B::linear, {{9}}, {{5, 9}, {5}}, {{"out_features", std::int64_t(5)}});
     // matmul: 2-D, batched, broadcast batch dims, 1-D operands.
     add("matmul/2d", B::matmul, {{4, 5}, {5, 3}}, {});
+    add("bmm/3d", B::bmm, {{3, 4, 5}, {3, 5, 6}}, {});
+    add("bmm/batch1_wide", B::bmm, {{1, 2, 70}, {1, 70, 33}}, {});
     add("matmul/batched_times_2d", B::matmul, {{2, 3, 4, 5}, {5, 6}}, {});
     add("matmul/broadcast_batch", B::matmul, {{2, 1, 4, 5}, {3, 5, 2}}, {});
     add("matmul/vector_times_batched", B::matmul, {{5}, {2, 5, 3}}, {});
@@ -265,6 +268,15 @@ std::vector<Compare> comparisons() {
     add("gelu/none", B::gelu, {{2, 3, 5}}, {});
     add("gelu/tanh", B::gelu, {{2, 3, 5}}, {}, {{"approximate", std::string("tanh")}});
     add("sigmoid/3d", B::sigmoid, {{4, 5, 6}}, {});
+    add("abs/3d", B::abs, {{4, 5, 6}}, {});
+    add("sqrt/3d", B::sqrt, {{4, 5, 6}}, {});
+    add("exp/3d", B::exp, {{4, 5, 6}}, {});
+    add("log/3d", B::log, {{4, 5, 6}}, {});
+    add("leaky_relu/default", B::leaky_relu, {{4, 5, 6}}, {});
+    add("leaky_relu/slope", B::leaky_relu, {{7, 9}}, {}, {{"negative_slope", 0.3}});
+    add("elu/default", B::elu, {{4, 5, 6}}, {});
+    add("elu/alpha", B::elu, {{7, 9}}, {}, {{"alpha", 0.5}});
+    add("mish/3d", B::mish, {{4, 5, 6}}, {});
     add("tanh/3d", B::tanh, {{4, 5, 6}}, {});
     add("softmax/last", B::softmax, {{3, 4, 5}}, {});
     add("softmax/axis1", B::softmax, {{3, 4, 5}}, {}, {{"axis", std::int64_t(1)}});
@@ -300,10 +312,16 @@ std::vector<Compare> comparisons() {
         {{"training", true}, {"eps", 1e-3}});
     add("batch_norm/rank6", B::batch_norm, {{2, 3, 2, 2, 2, 3}}, {{3}, {3}, {3}, {3}});
     add("batch_norm/training_rank6", B::batch_norm, {{2, 3, 2, 1, 2, 3}}, {{3}, {3}}, {{"training", true}, {"affine", false}});
-    // Variances must be positive: make the last parameter |v| + 0.5.
-    for (auto& c : out)
+    // Variances must be positive: make the last parameter |v| + 0.5; so must sqrt's and log's
+    // inputs (their NaN below 0 is an edge case). hardswish's kinks at ±3 want a wider range.
+    for (auto& c : out) {
         if (c.op == B::batch_norm)
             for (auto& v : c.params.back().values) v = std::fabs(v) + 0.5;
+        if (c.op == B::sqrt || c.op == B::log)
+            for (auto& v : c.inputs[0].values) v = std::fabs(v) + 0.1;
+    }
+    add("hardswish/wide", B::hardswish, {{6, 50}}, {});
+    for (auto& v : out.back().inputs[0].values) v *= 5.0;
     return out;
 }
 
@@ -1928,6 +1946,18 @@ std::vector<Edge> edges() {
     unary("softmax/rank0", "softmax", dt({}, {3}), {}, true);
     unary("softmax/empty_axis", "softmax", dt({2, 0}, {}), {}, true);
     unary("log_softmax/minus_inf", "log_softmax", dt({2, 3}, {-kI, 0, 1, -kI, -kI, -kI}), {}, true);
+    // The unary eltwise capsules at their special values: 0, -0, NaN, ±inf, the kinks, tails.
+    const DT specials = dt({12}, {0, -0.0, kN, kI, -kI, 1, -1, 3, -3, 50, -50, 1e-30});
+    unary("abs/specials", "abs", specials);
+    unary("sqrt/specials", "sqrt", specials);
+    unary("exp/specials", "exp", dt({10}, {0, -0.0, kN, kI, -kI, 88, 89, -87, -104, 1e-30}));
+    unary("log/specials", "log", dt({10}, {0, -0.0, kN, kI, -kI, 1, -1, 1e-30, 1e30, 2}));
+    unary("leaky_relu/specials", "leaky_relu", specials);
+    unary("leaky_relu/negative_slope", "leaky_relu", specials, {{"negative_slope", -2.0}});
+    unary("elu/specials", "elu", specials);
+    unary("elu/alpha", "elu", specials, {{"alpha", 0.25}});
+    unary("hardswish/specials", "hardswish", dt({14}, {0, -0.0, kN, kI, -kI, 3, -3, 2.999, -2.999, 3.001, -3.001, 6, -6, 1}));
+    unary("mish/specials", "mish", specials);
     // A +inf (or a NaN) makes PyTorch's whole slice NaN (inf - inf in x - max), on every axis.
     unary("softmax/plus_inf_last", "softmax", dt({3, 3}, {kI, 1, 2, kI, kI, 1, 0, 1, 2}), {}, true);
     unary("softmax/plus_inf_axis0", "softmax", dt({3, 2}, {kI, 1, 2, 3, 4, 5}), {{"axis", std::int64_t(0)}}, true);

@@ -1,5 +1,5 @@
-// onednn eltwise (relu, gelu, sigmoid, tanh), softmax / log_softmax, binary add / sub / mul with
-// broadcasting, and batch_norm inference.
+// onednn eltwise (relu, gelu, sigmoid, tanh, clamp, abs, sqrt, exp, log, leaky_relu, elu,
+// hardswish, mish), softmax / log_softmax, binary add / sub / mul with broadcasting, and batch_norm.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,8 +26,40 @@ struct PrimitiveState : NodeState {
 
 /// relu (torch.relu), gelu (torch.nn.functional.gelu: approximate none = oneDNN gelu_erf,
 /// tanh = gelu_tanh), sigmoid (torch.sigmoid = oneDNN logistic), tanh, clamp (torch.clamp =
-/// oneDNN clip, see clamp_post_op): elementwise over the tensor seen as one flat vector, any rank.
-enum class Unary { relu, gelu, sigmoid, tanh, clamp };
+/// oneDNN clip, see clamp_post_op), abs, sqrt, exp, log (torch's, NaN below 0 for sqrt and log),
+/// leaky_relu (F.leaky_relu(x, negative_slope) = oneDNN relu with alpha), elu (F.elu(x, alpha)),
+/// hardswish (F.hardswish), mish (F.mish): elementwise over the tensor seen as one flat vector,
+/// any rank.
+enum class Unary { relu, gelu, sigmoid, tanh, clamp, abs, sqrt, exp, log, leaky_relu, elu, hardswish, mish };
+
+constexpr const char* unary_name(Unary op) {
+    switch (op) {
+        case Unary::relu: return "onednn.relu";
+        case Unary::gelu: return "onednn.gelu";
+        case Unary::sigmoid: return "onednn.sigmoid";
+        case Unary::tanh: return "onednn.tanh";
+        case Unary::clamp: return "onednn.clamp";
+        case Unary::abs: return "onednn.abs";
+        case Unary::sqrt: return "onednn.sqrt";
+        case Unary::exp: return "onednn.exp";
+        case Unary::log: return "onednn.log";
+        case Unary::leaky_relu: return "onednn.leaky_relu";
+        case Unary::elu: return "onednn.elu";
+        case Unary::hardswish: return "onednn.hardswish";
+        case Unary::mish: return "onednn.mish";
+    }
+    return "onednn.unary";
+}
+
+/// A finite number attribute (leaky_relu's negative_slope, elu's alpha) with its default;
+/// raises INVALID_ARGUMENT naming it when it is not finite.
+float finite_attribute(const plugin::Attributes& attrs, const char* capsule, const char* name, double fallback) {
+    const double v = attrs.get_float(name, fallback);
+    plugin::require(std::isfinite(v), [&] {
+        return std::string(capsule) + ": attribute '" + name + "' must be a finite number";
+    });
+    return static_cast<float>(v);
+}
 
 /// F.gelu's `approximate`: true for "tanh", false for "none" (the default); raises
 /// INVALID_ARGUMENT for anything else.
@@ -41,11 +73,7 @@ bool gelu_tanh(const plugin::Attributes& attrs) {
 
 template <Unary Op>
 std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
-    const char* name = Op == Unary::relu      ? "onednn.relu"
-                       : Op == Unary::gelu    ? "onednn.gelu"
-                       : Op == Unary::sigmoid ? "onednn.sigmoid"
-                       : Op == Unary::clamp   ? "onednn.clamp"
-                                              : "onednn.tanh";
+    constexpr const char* name = unary_name(Op);
     auto s = std::make_unique<PrimitiveState>(name, call);
     const Tensor x = call.input(0);
     require_float32(name, x, "input x");
@@ -67,6 +95,23 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
         algo = dnnl::algorithm::eltwise_logistic;
     } else if constexpr (Op == Unary::tanh) {
         algo = dnnl::algorithm::eltwise_tanh;
+    } else if constexpr (Op == Unary::abs) {
+        algo = dnnl::algorithm::eltwise_abs;
+    } else if constexpr (Op == Unary::sqrt) {
+        algo = dnnl::algorithm::eltwise_sqrt;
+    } else if constexpr (Op == Unary::exp) {
+        algo = dnnl::algorithm::eltwise_exp;
+    } else if constexpr (Op == Unary::log) {
+        algo = dnnl::algorithm::eltwise_log;
+    } else if constexpr (Op == Unary::leaky_relu) {
+        alpha = finite_attribute(call.attrs(), name, "negative_slope", 0.01);
+    } else if constexpr (Op == Unary::elu) {
+        algo = dnnl::algorithm::eltwise_elu;
+        alpha = finite_attribute(call.attrs(), name, "alpha", 1.0);
+    } else if constexpr (Op == Unary::hardswish) {
+        algo = dnnl::algorithm::eltwise_hardswish;
+    } else if constexpr (Op == Unary::mish) {
+        algo = dnnl::algorithm::eltwise_mish;
     }
     s->src_md = plain_desc({x.numel()});
     s->dst_md = s->src_md;
@@ -87,11 +132,11 @@ void run_unary(const ForwardCall& call) {
              {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
 }
 
-/// relu and clamp: oneDNN's eltwise_relu and eltwise_clip map NaN to a bound where torch.relu and
-/// torch.clamp keep NaN, so a second pass copies NaN inputs to the output (one extra read of x;
-/// both are memory-bound either way).
+/// relu, clamp and exp: oneDNN's eltwise_relu and eltwise_clip map NaN to a bound where
+/// torch.relu and torch.clamp keep NaN, and its eltwise_exp maps NaN to +inf, so a second pass
+/// copies NaN inputs to the output (one extra read of x; both are memory-bound either way).
 template <const char* Name>
-void run_relu(const ForwardCall& call) {
+void run_keeping_nan(const ForwardCall& call) {
     run_unary<Name>(call);
     const Tensor x = call.input(0);
     const float* in = x.data<float>();
@@ -506,6 +551,60 @@ void tanh_backward(const BackwardCall& call) {
     unary_backward(call, "onednn.tanh", true, [](float, float y, float g) { return g * (1.0f - y * y); });
 }
 
+/// torch.abs's backward: dy · sign(x), 0 at 0 and at NaN (torch.sign).
+void abs_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.abs", false,
+                   [](float x, float, float g) { return g * float((0.0f < x) - (x < 0.0f)); });
+}
+
+/// torch.sqrt's backward: dy / (2 sqrt(x)) (+inf at 0, NaN below).
+void sqrt_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.sqrt", false, [](float x, float, float g) { return g / (2.0f * std::sqrt(x)); });
+}
+
+/// torch.exp's backward: dy · exp(x).
+void exp_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.exp", false, [](float x, float, float g) { return g * std::exp(x); });
+}
+
+/// torch.log's backward: dy / x.
+void log_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.log", false, [](float x, float, float g) { return g / x; });
+}
+
+/// F.leaky_relu's leaky_relu_backward: dy where x > 0, else dy · negative_slope (so at 0).
+void leaky_relu_backward(const BackwardCall& call) {
+    const float slope = finite_attribute(call.attrs(), "onednn.leaky_relu", "negative_slope", 0.01);
+    unary_backward(call, "onednn.leaky_relu", false,
+                   [slope](float x, float, float g) { return x > 0.0f ? g : g * slope; });
+}
+
+/// F.elu's elu_backward: dy where x > 0, else dy · alpha · exp(x).
+void elu_backward(const BackwardCall& call) {
+    const float alpha = finite_attribute(call.attrs(), "onednn.elu", "alpha", 1.0);
+    unary_backward(call, "onednn.elu", false,
+                   [alpha](float x, float, float g) { return x > 0.0f ? g : g * alpha * std::exp(x); });
+}
+
+/// F.hardswish's hardswish_backward: 0 below -3, dy (x/3 + 1/2) on [-3, 3], dy above.
+void hardswish_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.hardswish", false, [](float x, float, float g) {
+        if (x < -3.0f) return 0.0f;
+        return x <= 3.0f ? g * (x / 3.0f + 0.5f) : g;
+    });
+}
+
+/// F.mish's mish_backward: dy (t + x σ(x) (1 - t²)), t = tanh(softplus(x)); softplus as
+/// max(x, 0) + log1p(exp(-|x|)) and σ on the stable side, so neither tail overflows.
+void mish_backward(const BackwardCall& call) {
+    unary_backward(call, "onednn.mish", false, [](float x, float, float g) {
+        const float t = std::tanh(std::fmax(x, 0.0f) + std::log1p(std::exp(-std::fabs(x))));
+        const float e = std::exp(-std::fabs(x));
+        const float sigmoid = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        return g * (t + x * sigmoid * (1.0f - t * t));
+    });
+}
+
 /// torch.softmax's _softmax_backward_data: dx = y (dy - Σ_axis dy y); log_softmax's
 /// _log_softmax_backward_data: dx = dy - exp(y) Σ_axis dy; y the forward output.
 template <bool Log>
@@ -697,6 +796,14 @@ constexpr char k_gelu[] = "onednn.gelu";
 constexpr char k_sigmoid[] = "onednn.sigmoid";
 constexpr char k_tanh[] = "onednn.tanh";
 constexpr char k_clamp[] = "onednn.clamp";
+constexpr char k_abs[] = "onednn.abs";
+constexpr char k_sqrt[] = "onednn.sqrt";
+constexpr char k_exp[] = "onednn.exp";
+constexpr char k_log[] = "onednn.log";
+constexpr char k_leaky_relu[] = "onednn.leaky_relu";
+constexpr char k_elu[] = "onednn.elu";
+constexpr char k_hardswish[] = "onednn.hardswish";
+constexpr char k_mish[] = "onednn.mish";
 constexpr char k_softmax[] = "onednn.softmax";
 constexpr char k_log_softmax[] = "onednn.log_softmax";
 constexpr char k_add[] = "onednn.add";
@@ -705,15 +812,31 @@ constexpr char k_mul[] = "onednn.mul";
 }  // namespace
 
 const capsule_kernel relu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::relu>, run_relu<k_relu>, relu_backward>(k_relu);
+    entry<PrimitiveState, prepare_unary<Unary::relu>, run_keeping_nan<k_relu>, relu_backward>(k_relu);
 const capsule_kernel clamp_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::clamp>, run_relu<k_clamp>, clamp_backward>(k_clamp);
+    entry<PrimitiveState, prepare_unary<Unary::clamp>, run_keeping_nan<k_clamp>, clamp_backward>(k_clamp);
 const capsule_kernel gelu_kernel =
     entry<PrimitiveState, prepare_unary<Unary::gelu>, run_unary<k_gelu>, gelu_backward>(k_gelu);
 const capsule_kernel sigmoid_kernel =
     entry<PrimitiveState, prepare_unary<Unary::sigmoid>, run_unary<k_sigmoid>, sigmoid_backward>(k_sigmoid);
 const capsule_kernel tanh_kernel =
     entry<PrimitiveState, prepare_unary<Unary::tanh>, run_unary<k_tanh>, tanh_backward>(k_tanh);
+const capsule_kernel abs_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::abs>, run_unary<k_abs>, abs_backward>(k_abs);
+const capsule_kernel sqrt_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::sqrt>, run_unary<k_sqrt>, sqrt_backward>(k_sqrt);
+const capsule_kernel exp_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::exp>, run_keeping_nan<k_exp>, exp_backward>(k_exp);
+const capsule_kernel log_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::log>, run_unary<k_log>, log_backward>(k_log);
+const capsule_kernel leaky_relu_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::leaky_relu>, run_unary<k_leaky_relu>, leaky_relu_backward>(k_leaky_relu);
+const capsule_kernel elu_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::elu>, run_unary<k_elu>, elu_backward>(k_elu);
+const capsule_kernel hardswish_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::hardswish>, run_unary<k_hardswish>, hardswish_backward>(k_hardswish);
+const capsule_kernel mish_kernel =
+    entry<PrimitiveState, prepare_unary<Unary::mish>, run_unary<k_mish>, mish_backward>(k_mish);
 const capsule_kernel softmax_kernel =
     entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>, softmax_backward<false>>(k_softmax);
 const capsule_kernel log_softmax_kernel =

@@ -8,6 +8,7 @@ namespace capsule::onednn {
 
 extern const capsule_kernel linear_kernel;       // linalg.cpp
 extern const capsule_kernel matmul_kernel;
+extern const capsule_kernel bmm_kernel;
 extern const capsule_kernel conv2d_kernel;       // conv_pool.cpp
 extern const capsule_kernel max_pool2d_kernel;
 extern const capsule_kernel max_pool2d_pad_kernel;
@@ -18,6 +19,14 @@ extern const capsule_kernel gelu_kernel;
 extern const capsule_kernel sigmoid_kernel;
 extern const capsule_kernel tanh_kernel;
 extern const capsule_kernel clamp_kernel;
+extern const capsule_kernel abs_kernel;
+extern const capsule_kernel sqrt_kernel;
+extern const capsule_kernel exp_kernel;
+extern const capsule_kernel log_kernel;
+extern const capsule_kernel leaky_relu_kernel;
+extern const capsule_kernel elu_kernel;
+extern const capsule_kernel hardswish_kernel;
+extern const capsule_kernel mish_kernel;
 extern const capsule_kernel softmax_kernel;
 extern const capsule_kernel log_softmax_kernel;
 extern const capsule_kernel add_kernel;
@@ -43,7 +52,7 @@ void* prepare_matmul_fused(const PrepareCall& call, const Fusion& fusion);
 
 /// The forward entry of `kernel` for a call whose input holds no NaN (nor infinity): relu, clamp
 /// and the max pools skip the pass that gives NaN where oneDNN's primitive drops it
-/// (elementwise.cpp run_relu, conv_pool.cpp fix_max_pool); nullptr for every other kernel.
+/// (elementwise.cpp run_keeping_nan, conv_pool.cpp fix_max_pool); nullptr for every other kernel.
 capsule_forward_fn finite_input_forward(const capsule_kernel* kernel);      // plugin.cpp
 capsule_forward_fn elementwise_finite_input_forward(const capsule_kernel* kernel);  // elementwise.cpp
 capsule_forward_fn pool_finite_input_forward(const capsule_kernel* kernel);         // conv_pool.cpp

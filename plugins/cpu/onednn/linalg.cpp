@@ -340,8 +340,36 @@ bool linear_computes_in_bf16(const capsule_kernel* kernel, const void* state) {
 const capsule_kernel linear_kernel = plugin::kernel(
     "onednn.linear", forward_entry<linear>, backward_entry<linear_backward>, prepare_entry<LinearState, prepare_linear>,
     release_entry<LinearState>, kFloat32Only);
+namespace {
+
+/// torch.bmm(a [b, n, k], b [b, k, m]) -> [b, n, m]: torch.matmul's computation on operands of
+/// rank 3 with equal batch sizes (no broadcasting), which these checks require (INVALID_ARGUMENT
+/// naming the shapes) before the matmul kernels run.
+void require_bmm_operands(const Tensor& a, const Tensor& b) {
+    plugin::require(a.rank() == 3 && b.rank() == 3 && a.dim(0) == b.dim(0) && a.dim(2) == b.dim(1), [&] {
+        return "onednn.bmm: expects a [b, n, k] and b [b, k, m], got " + shape_string(a.shape()) + " and " +
+               shape_string(b.shape());
+    });
+}
+
+std::unique_ptr<MatmulState> prepare_bmm(const PrepareCall& call) {
+    require_bmm_operands(call.input(0), call.input(1));
+    return prepare_matmul(call);
+}
+
+void bmm_backward(const BackwardCall& call) {
+    require_bmm_operands(call.input(0), call.input(1));
+    matmul_backward(call);
+}
+
+}  // namespace
+
 const capsule_kernel matmul_kernel = plugin::kernel(
     "onednn.matmul", forward_entry<matmul>, backward_entry<matmul_backward>, prepare_entry<MatmulState, prepare_matmul>,
+    release_entry<MatmulState>, kFloat32Only);
+
+const capsule_kernel bmm_kernel = plugin::kernel(
+    "onednn.bmm", forward_entry<matmul>, backward_entry<bmm_backward>, prepare_entry<MatmulState, prepare_bmm>,
     release_entry<MatmulState>, kFloat32Only);
 
 }  // namespace capsule::onednn
