@@ -733,6 +733,8 @@ def functional_checks(args, layers, tmp, repo, server):
           "three pipelined requests: %r" % answer[:600])
 
     range_checks(port, flat)
+    bare_line_end_checks(port)
+    head_limit_checks(port)
     header_line_checks(port)
     percent_framing_checks(port)
     not_ready_checks(port)
@@ -800,6 +802,87 @@ def range_checks(port, flat):
               doc["error"] == "malformed Range header %s (this server ignores Range, but cpp-httplib refuses one it "
                               "cannot parse)" % shown,
               "test_range_malformed: Range %s: %r" % (value, answer[:400]))
+
+
+def bare_line_end_checks(port):
+    """A bare LF or CR, or a NUL, anywhere in a head: 400 naming it, from the gate, and the
+    connection closed. cpp-httplib skips a line without CRLF and reads on, so a head a proxy ends
+    at a bare LF would go on to a Transfer-Encoding line here (request smuggling)."""
+    smuggled = b'{"id":"SMUGGLED","inputs":[{"name":"input","shape":[1,784],"datatype":"FP32","data":[%s]}]}' % (
+        b",".join([b"0"] * 784))
+    inner = (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: h\r\nConnection: close\r\n"
+             b"Content-Length: %d\r\n\r\n" % len(smuggled)) + smuggled
+    rest = b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n" + inner
+    answer = raw_exchange(port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\n" % len(rest) + rest)
+    status, _, data = response_parts(answer)
+    doc = as_json(data)
+    check(status == 400 and answer.count(b"HTTP/1.1 ") == 1 and b"SMUGGLED" not in answer and doc and
+          "a bare LF (not after CR) ending an empty line" in doc["error"],
+          "test_bare_lf_smuggling: %r" % answer[:400])
+    started = time.monotonic()
+    answer = raw_exchange(port, b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: h\r\nContent-Length: 10\n\r\n0123456789")
+    check(answer.startswith(b"HTTP/1.1 400") and b"ending header line 'Content-Length: 10'" in answer and
+          time.monotonic() - started < 1.5, "test_bare_lf_length_line: refused at once: %r" % answer[:400])
+    follow = b"GET /v2/models/mlp HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    for what, head, named in (
+            ("bare LF ending the request line", b"GET /v2/health/live HTTP/1.1\nHost: h\r\n\r\n",
+             "a bare LF (not after CR) ending the request line 'GET /v2/health/live HTTP/1.1'"),
+            ("bare CR in a header line", b"GET /v2/health/live HTTP/1.1\r\nHost: h\rX: 1\r\n\r\n",
+             "a bare CR (not before LF) after header line 'Host: h'"),
+            ("bare CR in the request line", b"GET /v2/health/live\r HTTP/1.1\r\nHost: h\r\n\r\n",
+             "a bare CR (not before LF) after the request line 'GET /v2/health/live'"),
+            ("NUL in a header value", b"GET /v2/health/live HTTP/1.1\r\nHost: h\x00x\r\n\r\n",
+             "a NUL byte in header line 'Host: h'"),
+            ("NUL in the request line", b"GET /v2/health/live\x00 HTTP/1.1\r\nHost: h\r\n\r\n",
+             "a NUL byte in the request line 'GET /v2/health/live'")):
+        answer = raw_exchange(port, head + follow)
+        status, headers, data = response_parts(answer)
+        doc = as_json(data)
+        check(status == 400 and answer.count(b"HTTP/1.1 ") == 1 and headers.get("connection") == "close" and doc and
+              named in doc["error"], "test_bare_cr_lf_nul: %s: %r" % (what, answer[:400]))
+    # The same behind a request answered on the worker (pipelined): the gate still decides.
+    answer = raw_exchange(port, b"GET /v2/health/live HTTP/1.1\r\nHost: h\r\n\r\n"
+                                b"GET /v2 HTTP/1.1\r\nHost: h\nX: 1\r\n\r\n" + follow)
+    check(answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 ") == 2 and b"HTTP/1.1 400" in answer and
+          b"ending header line 'Host: h'" in answer, "test_bare_lf_pipelined: %r" % answer[:600])
+
+
+def head_limit_checks(port):
+    """A head that never ends is refused with 431 once over 64 KiB (cpp-httplib read header lines
+    without a limit: gigabytes of memory); a request line over 8 KiB with 414, a header line over
+    8 KiB with 431, each naming the line and the limit."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: h\r\n")
+        sent = 0
+        try:
+            while sent < 64 << 20:  # the server must stop this long before 64 MiB
+                s.sendall(b"a:b\r\n" * 20000)
+                sent += 100000
+        except OSError:
+            pass
+        answer = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        except OSError:
+            pass
+    check(answer.startswith(b"HTTP/1.1 431") and b"over 65536 bytes without its end" in answer and sent < 16 << 20,
+          "test_endless_head: 431 after %d bytes: %r" % (sent, answer[:300]))
+    for what, head, status, named in (
+            ("request line", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: h\r\n\r\n", 414,
+             "the request line 'GET /aaaa"),
+            ("header line", b"GET / HTTP/1.1\r\nHost: h\r\nX-Long: " + b"a" * 9000 + b"\r\n\r\n", 431,
+             "header line 'X-Long: aaaa")):
+        answer = raw_exchange(port, head)
+        status_, _, data = response_parts(answer)
+        doc = as_json(data)
+        check(status_ == status and doc and named in doc["error"] and "is over 8192 bytes" in doc["error"],
+              "test_long_line: %s: %r" % (what, answer[:300]))
+    code, _, _ = request(port, "GET", "/v2/health/live", headers={"X-Long": "a" * 8000})
+    check(code == 200, "test_long_line: a header line just under 8 KiB is served: %d" % code)
 
 
 def header_line_checks(port):

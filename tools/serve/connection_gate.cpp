@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "request_head.hpp"
+#include "v2_protocol.hpp"
 
 namespace capsule::serve {
 
@@ -24,61 +25,46 @@ constexpr auto npos = std::string_view::npos;
 
 [[noreturn]] void fail(const char* what) { throw std::system_error(errno, std::generic_category(), what); }
 
-/// Tells a client whose request head arrived but whose body did not arrive in time why its
-/// connection closes (HTTP 408, the protocol's error object); best effort, never blocking.
-void answer_timeout(int fd) {
-    static const std::string body =
-        R"({"error":"the request body did not arrive in time: it must arrive within --header-timeout plus one )"
-        R"(second per --min-body-rate bytes"})";
-    static const std::string response = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
-                                        "Connection: close\r\nContent-Length: " +
-                                        std::to_string(body.size()) + "\r\n\r\n" + body;
+/// Sends a fixed response with the protocol's error object and `Connection: close`; best effort,
+/// never blocking (a response this small fits the socket's send buffer).
+void answer(int fd, int status, const std::string& why) {
+    const char* reason = status == 400 ? "Bad Request" : status == 408 ? "Request Timeout" : status == 414 ? "URI Too Long"
+                                                                     : "Request Header Fields Too Large";
+    const std::string body = error_body(why);
+    const std::string response = "HTTP/1.1 " + std::to_string(status) + " " + reason +
+                                 "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n\r\n" + body;
     [[maybe_unused]] const auto n = ::send(fd, response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/// The length of the head at the start of `bytes` (through its blank line, CRLF or, as
-/// cpp-httplib also accepts, a bare LF), or 0 while it is incomplete.
-std::size_t head_length(std::string_view bytes) {
-    const auto crlf = bytes.find("\n\r\n"), lf = bytes.find("\n\n");
-    const std::size_t end = std::min(crlf == npos ? npos : crlf + 3, lf == npos ? npos : lf + 2);
-    return end == npos ? 0 : end;
-}
+/// Why a client whose request head arrived but whose body did not arrive in time is closed.
+const std::string kBodyTimeout = "the request body did not arrive in time: it must arrive within --header-timeout plus "
+                                 "one second per --min-body-rate bytes";
 
 /// The body length a head declares when the gate may wait for the body: exactly one
 /// Content-Length of plain digits, no Transfer-Encoding and no Expect; otherwise none (-1).
 std::int64_t declared_length(std::string_view head) {
-    std::int64_t length = -1;
-    int lengths = 0;
-    std::size_t at = head.find('\n');  // skip the request line
-    while (at != npos && at + 1 < head.size()) {
-        const std::size_t next = head.find('\n', at + 1);
-        std::string_view line = head.substr(at + 1, (next == npos ? head.size() : next) - at - 1);
-        at = next;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-        const auto colon = line.find(':');
-        if (colon == npos) continue;
-        const auto name = line.substr(0, colon);
-        auto value = line.substr(colon + 1);
-        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-        while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-        if (same_name(name, "transfer-encoding") || same_name(name, "expect")) return -1;
-        if (!same_name(name, "content-length")) continue;
-        ++lengths;
-        if (value.empty() || value.size() > 15 ||
-            !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            return -1;
-        length = std::stoll(std::string(value));
-    }
-    return lengths == 1 ? length : -1;
+    if (!header_values(head, "Transfer-Encoding").empty() || !header_values(head, "Expect").empty()) return -1;
+    const auto lengths = header_values(head, "Content-Length");
+    if (lengths.size() != 1) return -1;
+    const auto value = lengths.front();
+    if (value.empty() || value.size() > 15 ||
+        !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return -1;
+    return std::stoll(std::string(value));
+}
+
+/// The bytes a request whose head of `head` bytes is valid needs before a worker takes it.
+std::size_t bytes_needed(std::string_view bytes, std::size_t head, std::size_t max_body) {
+    const std::int64_t body = declared_length(bytes.substr(0, head));
+    return body >= 0 && static_cast<std::uint64_t>(body) <= max_body ? head + static_cast<std::size_t>(body) : head;
 }
 
 }  // namespace
 
-std::size_t request_bytes_needed(std::string_view bytes, std::size_t max_body) {
-    const std::size_t head = head_length(bytes);
-    if (head == 0) return 0;
-    const std::int64_t body = declared_length(bytes.substr(0, head));
-    return body >= 0 && static_cast<std::uint64_t>(body) <= max_body ? head + static_cast<std::size_t>(body) : head;
+std::size_t request_bytes_needed(std::string_view bytes, std::size_t max_body, std::size_t max_head) {
+    const auto head = check_head(bytes, max_head);
+    return head.length == 0 ? 0 : bytes_needed(bytes, head.length, max_body);
 }
 
 ConnectionGate::ConnectionGate(GateLimits limits, std::function<void(int, std::string)> ready)
@@ -119,21 +105,21 @@ void ConnectionGate::add(int fd, std::string bytes) {
     w.first_byte = now;
     buffered_ += bytes.size();
     w.bytes = std::move(bytes);
-    if (!w.bytes.empty()) {
-        w.needed = needed(w.bytes);
-        if (judge(w) == Verdict::ready) {
-            buffered_ -= w.bytes.size();
-            lock.unlock();
-            ready_(fd, std::move(w.bytes));
-            return;
-        }
+    read_head(w);
+    const Verdict verdict = judge(w);
+    if (verdict == Verdict::ready) {
+        buffered_ -= w.bytes.size();
+        lock.unlock();
+        ready_(fd, std::move(w.bytes));
+        return;
     }
-    waiting_.emplace(fd, std::move(w));
+    auto& waiting = waiting_.emplace(fd, std::move(w)).first->second;
     // Edge-triggered: an event for each arrival of data, and one at once for data already there.
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     ev.data.fd = fd;
     if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) drop(fd);
+    else if (verdict == Verdict::refuse) refuse(fd, waiting, now);
 }
 
 void ConnectionGate::stop() {
@@ -159,47 +145,79 @@ void ConnectionGate::drop(int fd) {
     ::close(fd);
 }
 
-/// request_bytes_needed, waiting for a body too while the gate's buffers have room for it.
-std::size_t ConnectionGate::needed(std::string_view bytes) const {
-    const bool room = buffered_ + limits_.max_body_bytes <= limits_.max_buffered_bytes;
-    return request_bytes_needed(bytes, room ? limits_.max_body_bytes : 0);
+/// Reads the head as far as it has arrived; once it is complete, sets the bytes the request needs
+/// (a body too, while the gate's buffers have room for it); when it is malformed, the refusal.
+void ConnectionGate::read_head(Waiting& w) const {
+    if (w.head_bytes > 0 || w.refusal != 0) return;
+    auto verdict = w.head.scan(w.bytes, limits_.max_head_bytes);
+    if (verdict.status != 0) {
+        w.refusal = verdict.status;
+        w.why = std::move(verdict.why);
+    } else if (verdict.length > 0) {
+        const bool room = buffered_ + limits_.max_body_bytes <= limits_.max_buffered_bytes;
+        w.head_bytes = verdict.length;
+        w.needed = bytes_needed(w.bytes, verdict.length, room ? limits_.max_body_bytes : 0);
+    }
 }
 
-/// Ready once the request's needed bytes are here (or a head of max_head_bytes is not complete);
-/// otherwise sets the deadline: `head` after the first byte, plus one second per min_body_rate
-/// bytes of body read.
+/// Ready once the request's needed bytes are here; refused when its head is malformed or too
+/// large; otherwise sets the deadline: `head` after the first byte, plus one second per
+/// min_body_rate bytes of body read.
 ConnectionGate::Verdict ConnectionGate::judge(Waiting& w) const {
-    if (w.needed > 0 ? w.bytes.size() >= w.needed : w.bytes.size() >= limits_.max_head_bytes) return Verdict::ready;
+    if (w.refusal != 0) return Verdict::refuse;
+    if (w.needed > 0 && w.bytes.size() >= w.needed) return Verdict::ready;
     if (w.bytes.empty()) return Verdict::wait;  // the idle deadline stands
-    const std::size_t head = head_length(w.bytes);
-    const double body_s = head > 0 ? double(w.bytes.size() - head) / limits_.min_body_rate : 0.0;
+    const double body_s = w.head_bytes > 0 ? double(w.bytes.size() - w.head_bytes) / limits_.min_body_rate : 0.0;
     w.deadline = w.first_byte + limits_.head +
                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(body_s));
     return Verdict::wait;
 }
 
+/// Answers a refused request itself (cpp-httplib never sees it) and then only reads, for up to a
+/// second and kMaxDiscarded bytes, what the client still sends: closing at once with unread bytes
+/// would reset the connection, and the client could lose the answer. Under mutex_.
+void ConnectionGate::refuse(int fd, Waiting& w, Clock::time_point now) {
+    answer(fd, w.refusal, w.why);
+    ::shutdown(fd, SHUT_WR);
+    buffered_ -= w.bytes.size();
+    w.bytes = std::string();
+    w.closing = true;
+    w.deadline = now + std::chrono::seconds(1);
+}
+
 /// Reads what `fd` has, without blocking, up to the bytes its request needs (what follows stays
 /// in the kernel for the worker), and judges it. Under mutex_.
 ConnectionGate::Verdict ConnectionGate::receive(int fd, Waiting& w, Clock::time_point now) {
+    constexpr std::size_t kMaxDiscarded = std::size_t(1) << 20;
     bool closed = false;
     for (;;) {
-        const std::size_t target = w.needed > 0 ? w.needed : limits_.max_head_bytes;
-        if (w.bytes.size() >= target) break;
-        const ssize_t n = ::recv(fd, chunk_.data(), std::min(chunk_.size(), target - w.bytes.size()), MSG_DONTWAIT);
+        const std::size_t target = w.closing ? kMaxDiscarded : w.needed > 0 ? w.needed : limits_.max_head_bytes;
+        if ((w.closing ? w.discarded : w.bytes.size()) >= target) {
+            closed = w.closing;  // a refused client that keeps sending is closed
+            break;
+        }
+        const auto want = std::min(chunk_.size(), target - (w.closing ? w.discarded : w.bytes.size()));
+        const ssize_t n = ::recv(fd, chunk_.data(), want, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n <= 0) {
             closed = true;
             break;
         }
+        if (w.closing) {
+            w.discarded += static_cast<std::size_t>(n);
+            continue;
+        }
         if (w.bytes.empty()) w.first_byte = now;
         w.bytes.append(chunk_.data(), static_cast<std::size_t>(n));
         buffered_ += static_cast<std::size_t>(n);
-        if (w.needed == 0) w.needed = needed(w.bytes);
+        read_head(w);
+        if (w.refusal != 0) break;
     }
+    if (w.closing) return closed ? Verdict::close : Verdict::wait;
     const Verdict verdict = judge(w);
-    // The peer closed or failed: only a complete request is still answered.
-    return closed && verdict != Verdict::ready ? Verdict::close : verdict;
+    // The peer closed or failed: only a complete request is still answered, or a refusal.
+    return closed && verdict == Verdict::wait ? Verdict::close : verdict;
 }
 
 void ConnectionGate::loop() {
@@ -224,6 +242,9 @@ void ConnectionGate::loop() {
                 case Verdict::close:
                     drop(fd);
                     break;
+                case Verdict::refuse:
+                    refuse(fd, it->second, now);
+                    break;
                 case Verdict::ready:
                     ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
                     buffered_ -= it->second.bytes.size();
@@ -235,7 +256,8 @@ void ConnectionGate::loop() {
             for (const auto& [fd, w] : waiting_)
                 if (w.deadline <= now) expired.push_back(fd);
             for (int fd : expired) {
-                if (head_length(waiting_.at(fd).bytes) > 0) answer_timeout(fd);
+                const Waiting& w = waiting_.at(fd);
+                if (!w.closing && w.head_bytes > 0) answer(fd, 408, kBodyTimeout);
                 drop(fd);
             }
         }

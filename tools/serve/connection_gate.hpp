@@ -7,12 +7,13 @@
 // headers) has arrived, and then also the whole body when the head declares one Content-Length
 // of at most max_body_bytes (and the gate's buffers stay within max_buffered_bytes); a body sent
 // chunked, or after `Expect: 100-continue`, or larger, is read by the worker under the minimum
-// rate (gated_server.hpp). The gate looks at a head only to know how many bytes to wait for;
-// cpp-httplib parses it. A connection that sends nothing within `idle`, whose head is not
+// rate (gated_server.hpp). The gate looks at a head to know how many bytes to wait for and to
+// refuse what cpp-httplib would read differently from a proxy; cpp-httplib parses it. A connection that sends nothing within `idle`, whose head is not
 // complete within `head` after its first byte, or whose buffered body falls behind
-// `min_body_rate` after that, is closed without an answer; so are connections past
-// `max_connections`, and a head over max_head_bytes is handed over as it is (cpp-httplib
-// answers 431 or 414).
+// `min_body_rate` after that, is closed (with a 408 once its head is complete); so are
+// connections past `max_connections`. The gate answers a head that check_head (request_head.hpp)
+// refuses itself, with the cause, and closes the connection: a bare CR or LF or a NUL (400), a
+// request line (414) or header line (431) over 8 KiB, a head over max_head_bytes (431).
 #pragma once
 
 #include <chrono>
@@ -24,6 +25,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "request_head.hpp"
 
 namespace capsule::serve {
 
@@ -38,9 +41,10 @@ struct GateLimits {
 };
 
 /// The bytes that a request starting at `bytes` needs before a worker takes it: 0 while its head
-/// is incomplete; else the head's length, plus the body's when the head declares exactly one
-/// Content-Length of at most `max_body`, no Transfer-Encoding and no Expect header.
-std::size_t request_bytes_needed(std::string_view bytes, std::size_t max_body);
+/// is incomplete or when check_head refuses it (the gate answers that); else the head's length,
+/// plus the body's when the head declares exactly one Content-Length of at most `max_body`, no
+/// Transfer-Encoding and no Expect header.
+std::size_t request_bytes_needed(std::string_view bytes, std::size_t max_body, std::size_t max_head);
 
 class ConnectionGate {
 public:
@@ -63,14 +67,21 @@ private:
     struct Waiting {
         Clock::time_point deadline;
         Clock::time_point first_byte;
-        std::string bytes;       // read so far
-        std::size_t needed = 0;  // request_bytes_needed once the head is complete
+        std::string bytes;           // read so far
+        HeadScanner head;            // reads the head as it arrives
+        std::size_t head_bytes = 0;  // the head's length once it is complete
+        std::size_t needed = 0;      // the bytes the request needs, once its head is complete
+        int refusal = 0;             // the status answered when the head is refused, and why
+        std::string why;
+        bool closing = false;        // refused and answered: what the client still sends is discarded
+        std::size_t discarded = 0;
     };
-    enum class Verdict { wait, close, ready };
+    enum class Verdict { wait, close, ready, refuse };
     void loop();
     Verdict receive(int fd, Waiting& w, Clock::time_point now);
     Verdict judge(Waiting& w) const;
-    std::size_t needed(std::string_view bytes) const;
+    void read_head(Waiting& w) const;
+    void refuse(int fd, Waiting& w, Clock::time_point now);
     void drop(int fd);  // under mutex_: forget and close
 
     GateLimits limits_;

@@ -155,14 +155,15 @@ private:
 /// (peeked: nothing is consumed). A closed-loop client's next request on a kept-alive
 /// connection usually does, and the worker then keeps the connection rather than passing it
 /// through the gate (a wake-up of the gate's thread and a hand-over to a worker); anything
-/// less still goes to the gate, so no worker waits on a slow client.
-bool request_arrives_within(int fd, std::chrono::milliseconds wait, std::size_t max_body) {
+/// less, or a head that check_head refuses, still goes to the gate, so no worker waits on a slow
+/// client and the gate answers every malformed head.
+bool request_arrives_within(int fd, std::chrono::milliseconds wait, std::size_t max_body, std::size_t max_head) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return false;
     static thread_local std::vector<char> peeked(65536);
     const ssize_t n = ::recv(fd, peeked.data(), peeked.size(), MSG_PEEK | MSG_DONTWAIT);
     if (n <= 0) return false;
-    const std::size_t needed = request_bytes_needed({peeked.data(), static_cast<std::size_t>(n)}, max_body);
+    const std::size_t needed = request_bytes_needed({peeked.data(), static_cast<std::size_t>(n)}, max_body, max_head);
     return needed > 0 && static_cast<std::size_t>(n) >= needed;
 }
 
@@ -226,8 +227,9 @@ void GatedServer::serve_connection(socket_t sock, std::string read) {
         // The next request, when all of it is here already (pipelined, or sent at once), is
         // answered on this worker; otherwise the gate waits for it on no thread.
         std::string left = stream.leftover();
-        const std::size_t needed = request_bytes_needed(left, limits_.gate.max_body_bytes);
-        if (left.empty() ? request_arrives_within(sock, std::chrono::milliseconds(1), limits_.gate.max_body_bytes)
+        const auto& gate = limits_.gate;
+        const std::size_t needed = request_bytes_needed(left, gate.max_body_bytes, gate.max_head_bytes);
+        if (left.empty() ? request_arrives_within(sock, std::chrono::milliseconds(1), gate.max_body_bytes, gate.max_head_bytes)
                          : needed > 0 && left.size() >= needed)
             continue;
         current_stream = nullptr;

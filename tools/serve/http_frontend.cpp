@@ -57,8 +57,8 @@ bool method_reads_body(const std::string& method) {
     return method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE";
 }
 
-/// Why the request's framing is refused (before its body is read), or 0: a malformed header line
-/// (request_head.hpp), a head over the gate's limit (431), more than one Content-Length,
+/// Why the request's framing is refused (before its body is read), or 0: a head check_head
+/// refuses, a malformed header line (request_head.hpp), a head over the gate's limit (431), more than one Content-Length,
 /// Transfer-Encoding, Content-Encoding or Inference-Header-Content-Length header, an
 /// Inference-Header-Content-Length that is not a byte count, a Content-Length that is not a plain decimal
 /// number, both Content-Length and Transfer-Encoding, a Transfer-Encoding other than chunked, a
@@ -69,6 +69,8 @@ bool method_reads_body(const std::string& method) {
 int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::string& why) {
     const auto head = GatedServer::request_head();
     if (head.empty()) return why = "the request head is too large", 431;
+    // The gate has refused these already (this is the head cpp-httplib read, checked the same way).
+    if (auto verdict = check_head(head, head.size() + 1); verdict.status != 0) return why = verdict.why, verdict.status;
     if (why = malformed_header_line(head); !why.empty()) return 400;
     try {
         json_length_of(head);

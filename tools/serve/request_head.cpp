@@ -11,19 +11,29 @@ namespace capsule::serve {
 namespace {
 
 /// Calls `line(text)` for each header line of `head` (after the request line, before the blank
-/// line), its CR removed, until `line` returns false.
+/// line), without its CRLF, until `line` returns false. Lines end in CRLF only, as HeadScanner
+/// reads them.
 template <typename F>
 void for_each_header_line(std::string_view head, F&& line) {
-    std::size_t at = head.find('\n');
-    while (at != std::string_view::npos && at + 1 < head.size()) {
-        const std::size_t next = head.find('\n', at + 1);
+    std::size_t at = head.find("\r\n");
+    while (at != std::string_view::npos) {
+        const std::size_t next = head.find("\r\n", at + 2);
         if (next == std::string_view::npos) return;  // not a whole line: the head is cut
-        std::string_view text = head.substr(at + 1, next - at - 1);
+        const std::string_view text = head.substr(at + 2, next - at - 2);
         at = next;
-        if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
         if (text.empty() || !line(text)) return;
     }
 }
+
+/// "the request line 'GET /...'" or "header line 'Host: ...'" for a message: the line's first
+/// bytes (up to `end`).
+std::string line_named(std::string_view bytes, std::size_t start, std::size_t end) {
+    if (start == end && start > 0) return "an empty line in the head";
+    const auto text = bytes.substr(start, std::min<std::size_t>(end - start, 60));
+    return (start == 0 ? "the request line " : "header line ") + quoted_text(text) + (end - start > 60 ? "..." : "");
+}
+
+HeadVerdict refused(int status, std::string why) { return {0, status, std::move(why)}; }
 
 bool is_tchar(char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("!#$%&'*+-.^_`|~", c));
@@ -36,6 +46,38 @@ std::string_view trimmed(std::string_view s) {
 }
 
 }  // namespace
+
+HeadVerdict HeadScanner::scan(std::string_view bytes, std::size_t max_head_bytes) {
+    constexpr const char* kCrlf = " (lines end in CRLF only, RFC 9112 section 2.2)";
+    for (; at_ < bytes.size(); ++at_) {
+        const char c = bytes[at_];
+        if (c == '\0') return refused(400, "a NUL byte in " + line_named(bytes, line_, at_) + " (RFC 9110 section 5.5)");
+        if (c == '\n') return refused(400, "a bare LF (not after CR) ending " + line_named(bytes, line_, at_) + kCrlf);
+        if (c == '\r') {
+            if (at_ + 1 == bytes.size()) break;  // its LF has not arrived yet
+            if (bytes[at_ + 1] != '\n')
+                return refused(400, "a bare CR (not before LF) after " + line_named(bytes, line_, at_) + kCrlf);
+            if (at_ == line_ && line_ > 0) return {at_ + 2, 0, {}};  // the blank line: the head is complete
+            ++at_;
+            line_ = at_ + 1;
+            continue;
+        }
+        if (at_ + 3 - line_ > kMaxHeadLineBytes) {  // this line, with its CRLF, is over the limit
+            const bool request_line = line_ == 0;
+            return refused(request_line ? 414 : 431,
+                           line_named(bytes, line_, at_ + 1) + " is over " + std::to_string(kMaxHeadLineBytes) +
+                               " bytes (the limit of a " + (request_line ? "request" : "header") + " line)");
+        }
+    }
+    if (bytes.size() >= max_head_bytes)
+        return refused(431, "the request head is over " + std::to_string(max_head_bytes) +
+                                " bytes without its end (a blank line)");
+    return {};
+}
+
+HeadVerdict check_head(std::string_view bytes, std::size_t max_head_bytes) {
+    return HeadScanner{}.scan(bytes, max_head_bytes);
+}
 
 bool same_name(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
