@@ -735,6 +735,7 @@ def functional_checks(args, layers, tmp, repo, server):
     range_checks(port, flat)
     bare_line_end_checks(port)
     head_limit_checks(port)
+    chunked_framing_checks(port)
     header_line_checks(port)
     percent_framing_checks(port)
     not_ready_checks(port)
@@ -845,6 +846,46 @@ def bare_line_end_checks(port):
                                 b"GET /v2 HTTP/1.1\r\nHost: h\nX: 1\r\n\r\n" + follow)
     check(answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 ") == 2 and b"HTTP/1.1 400" in answer and
           b"ending header line 'Host: h'" in answer, "test_bare_lf_pipelined: %r" % answer[:600])
+
+
+def chunked_framing_checks(port):
+    """Chunked framing is checked strictly (RFC 9112 section 7.1) before cpp-httplib, which
+    parses sizes with strtoul and ends a body early at a line that is not CRLF: each malformed
+    body gets 400 naming the fault, and the pipelined request after it is never answered."""
+    body = json.dumps({"inputs": [{"name": "input", "shape": [1, 784], "datatype": "FP32", "data": [0] * 784}]}).encode()
+    n = len(body)
+    head = b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+    follow = b"GET /v2/health/live HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+    for what, chunks, named in (
+            ("0x prefix", b"0x%x\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: 'x' after its size"),
+            ("0X prefix", b"0X%x\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: 'X' after its size"),
+            ("leading space", b" %x\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: its size line starts with ' '"),
+            ("plus sign", b"+%x\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: its size line starts with '+'"),
+            ("junk after the size", b"%x zz\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: extension ' zz' is not"),
+            ("negative last chunk", b"%x\r\n" % n + body + b"\r\n-0\r\n\r\n", "chunk 2: its size line starts with '-'"),
+            ("negative size", b"-3\r\nabc\r\n0\r\n\r\n", "chunk 1: its size line starts with '-'"),
+            ("bare LF after the size", b"%x\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: its size line ends in a bare LF"),
+            ("bare LF after the data", b"%x\r\n" % n + body + b"\n0\r\n\r\n", "chunk 1: its data is not followed by CRLF"),
+            ("no CRLF after the data", b"%x\r\n" % n + body + b"XX\r\n", "chunk 1: its data is not followed by CRLF"),
+            ("size over 64 bits", b"1%016x\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: its size overflows 64 bits"),
+            ("unterminated quoted extension", b"%x;a=\"x\r\n" % n + body + b"\r\n0\r\n\r\n", "chunk 1: extension ';a=\"x' is not"),
+            ("a trailer field", b"%x\r\n" % n + body + b"\r\n0\r\nX-T: 1\r\n\r\n", "trailer fields are not supported"),
+            ("no final CRLF", b"%x\r\n" % n + body + b"\r\n0\r\n", "after the last chunk, header line 'GET /v2/health/live HTTP/1.1' has no colon")):
+        started = time.monotonic()
+        answer = raw_exchange(port, head + chunks + follow)
+        status, _, data = response_parts(answer)
+        doc = as_json(data)
+        check(status == 400 and answer.count(b"HTTP/1.1 ") == 1 and doc and "malformed chunked body" in doc["error"] and
+              named in doc["error"] and time.monotonic() - started < 1.5,
+              "test_chunked_strict: %s: %r" % (what, answer[:400]))
+    for what, chunks in (
+            ("an extension", b"%x;a=b\r\n" % n + body + b"\r\n0\r\n\r\n"),
+            ("extensions with whitespace and a quoted value", b"%x ; a = \"q\\\"x\" ;c\r\n" % n + body + b"\r\n0;z\r\n\r\n"),
+            ("leading zeros", b"00000000000000000000%x\r\n" % n + body + b"\r\n00\r\n\r\n"),
+            ("two chunks", b"%x\r\n" % 10 + body[:10] + b"\r\n%X\r\n" % (n - 10) + body[10:] + b"\r\n0\r\n\r\n")):
+        answer = raw_exchange(port, head + chunks + follow)
+        check(answer.startswith(b"HTTP/1.1 200") and answer.count(b"HTTP/1.1 200") == 2 and b'"live":true' in answer,
+              "test_chunked_valid: %s: %r" % (what, answer[:400]))
 
 
 def head_limit_checks(port):

@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <vector>
+
+#include "chunked_framing.hpp"
 
 namespace capsule::serve {
 
@@ -45,10 +48,14 @@ public:
         head_too_large_ = false;
         deadline_ = Clock::now() + limits_.gate.head;
     }
-    void begin_body() {
+    void begin_body(bool chunked) {
         body_ = true;
         deadline_ = Clock::now() + limits_.body_grace;
+        chunked_.reset();
+        if (chunked) chunked_.emplace();
     }
+    /// The chunked framing of the body read so far; none when the body is not chunked.
+    const std::optional<ChunkedFraming>& chunked() const { return chunked_; }
     bool buffered() const { return begin_ < end_; }
     /// The head's bytes read so far (all of it once the body begins); empty when too large.
     std::string_view head() const { return head_too_large_ ? std::string_view{} : std::string_view(head_); }
@@ -66,7 +73,7 @@ public:
                 timed_out_ = true;
                 return -1;
             }
-            if (size >= buffer_.size()) return kept(ptr, counted(receive(ptr, size)));
+            if (size >= buffer_.size()) return checked(ptr, kept(ptr, counted(receive(ptr, size))));
             const ssize_t n = counted(receive(buffer_.data(), buffer_.size()));
             if (n <= 0) return n;
             begin_ = 0;
@@ -75,7 +82,7 @@ public:
         const std::size_t n = std::min(size, end_ - begin_);
         std::memcpy(ptr, buffer_.data() + begin_, n);
         begin_ += n;
-        return kept(ptr, static_cast<ssize_t>(n));
+        return checked(ptr, kept(ptr, static_cast<ssize_t>(n)));
     }
 
     ssize_t write(const char* ptr, size_t size) override {
@@ -122,6 +129,14 @@ private:
         return n;
     }
 
+    /// A chunked body's bytes reach cpp-httplib only once ChunkedFraming has taken them: a read
+    /// holding a framing fault fails (-1), so cpp-httplib's lenient parser never acts on it.
+    ssize_t checked(const char* ptr, ssize_t n) {
+        if (!body_ || !chunked_ || n <= 0) return n;
+        chunked_->feed({ptr, static_cast<std::size_t>(n)});
+        return chunked_->state() == ChunkedFraming::State::bad ? -1 : n;
+    }
+
     /// Body bytes earn the body more time: one second per min_body_rate bytes.
     ssize_t counted(ssize_t n) {
         if (body_ && n > 0)
@@ -148,6 +163,7 @@ private:
     std::size_t begin_ = 0, end_ = 0;
     bool body_ = false, timed_out_ = false, head_too_large_ = false;
     std::string head_;
+    std::optional<ChunkedFraming> chunked_;
     Clock::time_point deadline_{};
 };
 
@@ -205,8 +221,17 @@ bool GatedServer::read_timed_out() { return current_stream && current_stream->ti
 
 std::string_view GatedServer::request_head() { return current_stream ? current_stream->head() : std::string_view{}; }
 
-void GatedServer::body_begins() {
-    if (current_stream) current_stream->begin_body();
+void GatedServer::body_begins(bool chunked) {
+    if (current_stream) current_stream->begin_body(chunked);
+}
+
+std::string GatedServer::chunked_fault(bool read_all) {
+    if (!current_stream || !current_stream->chunked()) return {};
+    const auto& framing = *current_stream->chunked();
+    if (framing.state() == ChunkedFraming::State::bad) return framing.why();
+    if (read_all && framing.state() != ChunkedFraming::State::done)
+        return "malformed chunked body (RFC 9112 section 7.1): it ends before its last chunk and final CRLF";
+    return {};
 }
 
 bool GatedServer::process_and_close_socket(socket_t sock) {

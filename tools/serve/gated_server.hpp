@@ -44,8 +44,13 @@ public:
     /// response is written (its body, or part of it, was left unread, or its framing is in doubt).
     static void close_after_response();
     /// For the pre-routing handler: the request's head has been read; its body is read from now
-    /// on under the minimum rate.
-    static void body_begins();
+    /// on under the minimum rate and, when `chunked`, only as far as its framing is valid
+    /// (ChunkedFraming, chunked_framing.hpp).
+    static void body_begins(bool chunked);
+    /// For handlers, after reading a chunked body: why its framing is malformed, or "" (also for
+    /// a body that is not chunked). `read_all`: cpp-httplib took the body as complete (its
+    /// parser may end one early).
+    static std::string chunked_fault(bool read_all);
     /// For handlers: a read of the request this thread is answering failed on its deadline
     /// (read_timeout, or the body's minimum rate).
     static bool read_timed_out();

@@ -197,7 +197,7 @@ void HttpFrontend::routes() {
     // Before any body is read: framing a front proxy could read differently is refused, and the
     // connection closes after the answer.
     s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        GatedServer::body_begins();
+        GatedServer::body_begins(!header_values(GatedServer::request_head(), "Transfer-Encoding").empty());
         std::string why;
         const int status = framing_refusal(req, options_.max_request_bytes, why);
         if (status == 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -311,13 +311,15 @@ void HttpFrontend::routes() {
         const auto sent = header_values(GatedServer::request_head(), "Content-Encoding");
         BodyDecoder decoder(sent.empty() ? ContentCoding::identity : content_coding(sent.front()).value_or(ContentCoding::identity));
         bool too_large = false;
-        const bool complete = read([&](const char* data, std::size_t n) {
+        const bool read_all = read([&](const char* data, std::size_t n) {
             return decoder.feed({data, n}, [&](std::string_view piece) {
                 too_large = body.size() + piece.size() > options_.max_request_bytes;
                 if (!too_large) body.append(piece);
                 return !too_large;
             });
-        }) && decoder.complete();
+        });
+        const std::string framing_fault = GatedServer::chunked_fault(read_all);
+        const bool complete = read_all && framing_fault.empty() && decoder.complete();
         if (too_large || !complete) close_after_response(req);  // the rest of the body is never read
         if (!complete && !too_large && GatedServer::read_timed_out())
             throw ProtocolError(408, "the request body did not arrive in time: it must arrive within "
@@ -325,6 +327,7 @@ void HttpFrontend::routes() {
         if (too_large)
             throw ProtocolError(413, "request body exceeds " + std::to_string(options_.max_request_bytes) +
                                          " bytes as decoded (capsule serve --max-request-bytes)");
+        if (!framing_fault.empty()) throw ProtocolError(400, framing_fault);
         if (!complete)
             throw ProtocolError(400, "the request body could not be read: cut short, or malformed chunked or "
                                      "compressed data");
