@@ -878,6 +878,10 @@ def chunked_framing_checks(port):
         check(status == 400 and answer.count(b"HTTP/1.1 ") == 1 and doc and "malformed chunked body" in doc["error"] and
               named in doc["error"] and time.monotonic() - started < 1.5,
               "test_chunked_strict: %s: %r" % (what, answer[:400]))
+    for coding in (b"Chunked", b"CHUNKED"):  # coding names are case-insensitive (RFC 9112 section 7)
+        answer = raw_exchange(port, head.replace(b"chunked", coding) + b"%x\r\n" % n + body + b"\r\n0\r\n\r\n" + follow)
+        check(answer.startswith(b"HTTP/1.1 200") and b'"outputs"' in answer and answer.count(b"HTTP/1.1 200") == 2,
+              "test_chunked_any_case: Transfer-Encoding %s: %r" % (coding, answer[:400]))
     for what, chunks in (
             ("an extension", b"%x;a=b\r\n" % n + body + b"\r\n0\r\n\r\n"),
             ("extensions with whitespace and a quoted value", b"%x ; a = \"q\\\"x\" ;c\r\n" % n + body + b"\r\n0;z\r\n\r\n"),

@@ -61,7 +61,7 @@ bool method_reads_body(const std::string& method) {
 /// refuses, a malformed header line (request_head.hpp), a head over the gate's limit (431), more than one Content-Length,
 /// Transfer-Encoding, Content-Encoding or Inference-Header-Content-Length header, an
 /// Inference-Header-Content-Length that is not a byte count, a Content-Length that is not a plain decimal
-/// number, both Content-Length and Transfer-Encoding, a Transfer-Encoding other than chunked, a
+/// number, both Content-Length and Transfer-Encoding, a Transfer-Encoding other than chunked (in any case), a
 /// Content-Encoding other than identity, gzip or deflate (415), a declared length over the limit, a
 /// body on a method whose bodies are never read (GET, HEAD, ...), or a POST, PUT, PATCH or
 /// DELETE that declares no length (411: HTTP/1.1 gives it an empty body, cpp-httplib would
@@ -86,7 +86,8 @@ int framing_refusal(const httplib::Request& req, std::size_t max_bytes, std::str
     if (lengths > 1) return why = "more than one Content-Length header", 400;
     if (encoding_values.size() > 1) return why = "more than one Transfer-Encoding header", 400;
     if (lengths == 1 && chunked) return why = "both Content-Length and Transfer-Encoding", 400;
-    if (chunked && encoding_values.front() != "chunked")
+    // Coding names are case-insensitive (RFC 9112 section 7), as cpp-httplib 0.11 compares them.
+    if (chunked && !same_name(encoding_values.front(), "chunked"))
         return why = "Transfer-Encoding " + quoted_text(encoding_values.front()) + " is not supported (only chunked)", 400;
     // From the head: the request setup takes Content-Encoding away from cpp-httplib.
     const auto encodings_sent = header_values(head, "Content-Encoding");
