@@ -745,6 +745,13 @@ def functional_checks(args, layers, tmp, repo, server):
     method_checks(port)
 
     metrics = request(port, "GET", "/metrics")[2].decode()
+    # Every failure series has its requests series: those that named no model version too.
+    unrouted = [l for l in metrics.splitlines() if l.startswith('capsule_inference_failures_total{model="",version=""')]
+    requests_line = [l for l in metrics.splitlines() if l.startswith('capsule_inference_requests_total{model="",version=""}')]
+    check(unrouted and requests_line and
+          int(requests_line[0].split()[-1]) == sum(int(l.split()[-1]) for l in unrouted),
+          "test_metrics_unrouted_requests: %r %r" % (unrouted, requests_line))
+    metrics = request(port, "GET", "/metrics")[2].decode()
     check('capsule_inference_requests_total{model="mlp",version="1"}' in metrics and
           'capsule_inference_failures_total{model="mlp",version="1",status="400"}' in metrics and
           'capsule_inference_compute_duration_us_bucket{model="mlp",version="1",le="+Inf"}' in metrics,

@@ -67,6 +67,11 @@ std::string Metrics::exposition() const {
     out << "# HELP capsule_inference_requests_total Infer requests per model version, successful or not.\n"
            "# TYPE capsule_inference_requests_total counter\n";
     for (const auto& [key, m] : models_) out << "capsule_inference_requests_total{" << labels(key) << "} " << m.requests << "\n";
+    // Requests that named no model version: as many as their failures, so every failure series
+    // has its requests series.
+    std::uint64_t unrouted = 0;
+    for (const auto& [status, n] : unrouted_) unrouted += n;
+    if (unrouted > 0) out << "capsule_inference_requests_total{model=\"\",version=\"\"} " << unrouted << "\n";
     out << "# HELP capsule_inference_failures_total Infer requests that failed, by HTTP status.\n"
            "# TYPE capsule_inference_failures_total counter\n";
     for (const auto& [key, m] : models_)

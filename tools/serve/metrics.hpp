@@ -17,7 +17,9 @@ public:
     /// it waited (for the dynamic batcher or a worker) and the time its session ran.
     void record(const std::string& model, const std::string& version, int status,
                 std::chrono::nanoseconds queue, std::chrono::nanoseconds compute);
-    /// An infer request refused before a model version was known (unknown model, server busy).
+    /// An infer request refused before a model version was known (unknown model or version):
+    /// counted, as every failure is, in capsule_inference_requests_total too, both under
+    /// model="" and version="".
     void record_unrouted(int status);
     /// Any other HTTP error: an unknown endpoint, a malformed request, a body over the limit.
     void record_http_error(int status);
