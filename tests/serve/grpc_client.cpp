@@ -120,6 +120,16 @@ int main(int argc, char** argv) {
         req.set_name("nope");
         check(call(&inference::GRPCInferenceService::Stub::ModelReady, req, ready).error_code() == grpc::StatusCode::NOT_FOUND,
               "ModelReady of an unknown model: NOT_FOUND");
+        // A version string no version may have ("0", "01") is NOT_FOUND for every model, ready or not.
+        for (const char* name : {"mlp", "rocm_only", "bad_config", "no_version"})
+            for (const char* version : {"0", "01"}) {
+                req.set_name(name);
+                req.set_version(version);
+                const auto s = call(&inference::GRPCInferenceService::Stub::ModelReady, req, ready);
+                check(s.error_code() == grpc::StatusCode::NOT_FOUND,
+                      std::string("ModelReady ") + name + " version " + version + ": NOT_FOUND: " + s.error_message());
+            }
+        req.set_version("");
     }
     auto infer = [&](const inference::ModelInferRequest& req, inference::ModelInferResponse& res) {
         return call(&inference::GRPCInferenceService::Stub::ModelInfer, req, res);

@@ -983,6 +983,12 @@ def not_ready_checks(port):
               "test_model_not_ready_body: %s: %d %r" % (name, code, data[:300]))
     code, _, data = request(port, "GET", "/v2/models/nope/ready")
     check(code == 404 and "unknown model 'nope'" in as_json(data)["error"], "ready of an unknown model: %d %r" % (code, data))
+    # A version string no version may have is 404 for every model, whether ready as a whole or not.
+    for name in ("mlp", "rocm_only", "bad_config", "no_version"):
+        for version in ("0", "01"):
+            code, _, data = request(port, "GET", "/v2/models/%s/versions/%s/ready" % (name, version))
+            check(code == 404 and "has no version '%s'" % version in as_json(data)["error"],
+                  "test_ready_malformed_version: %s version %s: %d %r" % (name, version, code, data))
 
 
 def inference_header_length_checks(port, flat):

@@ -28,8 +28,14 @@ std::shared_ptr<const ModelVersion> InferenceService::find(const std::string& mo
 }
 
 InferenceService::Readiness InferenceService::readiness(const std::string& model, const std::string& version) const {
-    if (auto m = repository_->models().find(model); m != repository_->models().end() && m->second.versions.empty())
+    if (auto m = repository_->models().find(model); m != repository_->models().end() && m->second.versions.empty()) {
+        // A version string no version directory could have ("0", "01", "x") is unknown here as
+        // for any model: 404, not ready=false.
+        if (!version.empty() && ModelRepository::version_number(version) < 0)
+            throw ProtocolError(404, "model " + quoted_text(model) + " has no version " + quoted_text(version) +
+                                         " (versions are positive integers without leading zeros)");
         return {model, version, false, m->second.reason};
+    }
     const auto found = find(model, version);
     return {found->model(), found->version(), found->ready(), found->reason()};
 }

@@ -36,14 +36,6 @@ fs::path model_file(const fs::path& version_dir) {
     throw Error(ErrorCode::input, version_dir.string() + ": holds neither model.onnx nor model.json");
 }
 
-/// A positive decimal version number, or -1.
-std::int64_t version_number(const std::string& name) {
-    if (name.empty() || name.size() > 18 || name[0] == '0' ||
-        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        return -1;
-    return std::stoll(name);
-}
-
 std::string describe_plan(const BackendProfile& profile, const Session& session) {
     std::map<std::string, int> calls;
     for (const auto& step : session.steps()) ++calls[step.plugin];
@@ -236,6 +228,13 @@ ModelRepository ModelRepository::load(const fs::path& dir, std::shared_ptr<const
     }
     if (ec) throw Error(ErrorCode::input, dir.string() + ": cannot list the model repository: " + ec.message());
     return repo;
+}
+
+std::int64_t ModelRepository::version_number(const std::string& name) {
+    if (name.empty() || name.size() > 18 || name[0] == '0' ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return -1;
+    return std::stoll(name);
 }
 
 std::shared_ptr<const ModelVersion> ModelRepository::find(const std::string& model, const std::string& version) const {

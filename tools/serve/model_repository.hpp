@@ -99,6 +99,9 @@ public:
         std::map<std::int64_t, std::shared_ptr<const ModelVersion>> versions;  // by version number
     };
     const std::map<std::string, Model>& models() const { return models_; }
+    /// The number a version directory's name stands for (a positive decimal without leading
+    /// zeros), or -1 for a name no version may have.
+    static std::int64_t version_number(const std::string& name);
     /// The model version `version` ("" for the latest ready one, else the latest), or nullptr.
     std::shared_ptr<const ModelVersion> find(const std::string& model, const std::string& version) const;
 
