@@ -543,6 +543,15 @@ def functional_checks(args, layers, tmp, repo, server):
     deep_shape = b'{"inputs": [{"name": "input", "shape": ' + b"[" * 100000 + b"]" * 100000 + b', "datatype": "FP32"}]}'
     expect_error(port, "a deeply nested shape", 400, path, deep_shape, {"Content-Type": "application/json"},
                  "must hold non-negative integers")
+    for dim, shown in ((2 ** 64, "1.8446744073709552e+19"), (2 ** 63, "9223372036854775808")):
+        expect_error(port, "test_shape_too_large: %d" % dim, 400, path, {"inputs": [dict(ok_input, shape=[dim, 1])]},
+                     contains="'shape' dimension %s is too large (over 2^63-1)" % shown)
+    x4 = {"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}
+    for value, named in ((845.0, "the number 845.0, not an integer literal (INT64): a JSON number with a fraction"),
+                         (2 ** 63, "not within INT64's range [-9223372036854775808, 9223372036854775807]")):
+        expect_error(port, "test_int64_value_messages: %r" % value, 400, "/v2/models/pick/infer",
+                     {"inputs": [x4, {"name": "i", "shape": [1, 2], "datatype": "INT64", "data": [0, value]}]},
+                     contains=named)
     expect_error(port, "an object as a value", 400, path, {"inputs": [dict(ok_input, data=[{"a": [[1]]}] * 784)]},
                  contains="value 0 is an object, not a number")
     expect_error(port, "a string value", 400, path, {"inputs": [dict(ok_input, data=["1"] * 784)]},

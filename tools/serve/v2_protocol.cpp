@@ -36,8 +36,11 @@ std::vector<std::int64_t> read_shape(const json& input, const std::string& name)
         bad("input " + quoted_text(name) + ": 'shape' must be an array");
     std::vector<std::int64_t> shape;
     for (const auto& d : input["shape"]) {
-        if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
-            bad("input " + quoted_text(name) + ": 'shape' must hold non-negative integers");
+        // A whole number past uint64 (2^64) reaches here as a double.
+        const bool huge = (d.is_number_unsigned() && d.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) ||
+                          (d.is_number_float() && d.get<double>() >= 0x1p63);
+        if (huge) bad("input " + quoted_text(name) + ": 'shape' dimension " + d.dump() + " is too large (over 2^63-1)");
+        if (!d.is_number_integer()) bad("input " + quoted_text(name) + ": 'shape' must hold non-negative integers");
         shape.push_back(d.get<std::int64_t>());
     }
     return shape;
@@ -87,19 +90,37 @@ std::vector<const json*> leaves(const json& data, const std::vector<std::int64_t
     return out;
 }
 
-/// Stores JSON integer `v` as element i of T (at most 32 bits); `wrong` refuses one out of T's range.
+/// What JSON value `v` should have been as an integer of tensor `t`'s datatype, whose range is
+/// [lo, hi], or "" when it is one: an integer literal (a number with a fraction or an exponent,
+/// such as 845.0, is not one, as JSON's integers are told apart by their text), in range.
+template <typename Int>
+std::string integer_fault(const Tensor& t, const json& v, Int lo, Int hi) {
+    const std::string dt(datatype_name(t.dtype()));
+    if (!v.is_number()) return "an integer (" + dt + ")";
+    if (v.is_number_float())
+        return "an integer literal (" + dt + "): a JSON number with a fraction or exponent is not one, even when whole";
+    bool fits = false;
+    if (v.is_number_unsigned()) {
+        fits = v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi);
+    } else {
+        const auto x = v.get<std::int64_t>();
+        fits = x >= static_cast<std::int64_t>(lo) && (x < 0 || static_cast<std::uint64_t>(x) <= static_cast<std::uint64_t>(hi));
+    }
+    if (fits) return "";
+    return "within " + dt + "'s range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+/// Stores JSON integer `v` as element i of T; `wrong` refuses anything integer_fault names.
 template <typename T, typename Wrong>
 void store_integer(Tensor& t, std::size_t i, const json& v, Wrong& wrong) {
-    const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)) &&
-                      v.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
-                      v.get<std::int64_t>() <= std::numeric_limits<T>::max();
-    if (!fits) wrong(i, "an integer within the datatype's range");
-    static_cast<T*>(t.data())[i] = static_cast<T>(v.get<std::int64_t>());
+    const auto fault = integer_fault<T>(t, v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+    if (!fault.empty()) wrong(i, fault);
+    static_cast<T*>(t.data())[i] = std::is_signed_v<T> ? static_cast<T>(v.get<std::int64_t>()) : static_cast<T>(v.get<std::uint64_t>());
 }
 
 void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std::string& name) {
     const auto n = values.size();
-    auto wrong = [&](std::size_t i, const char* what) {
+    auto wrong = [&](std::size_t i, const std::string& what) {
         bad("input " + quoted_text(name) + ": value " + std::to_string(i) + " is " + kind_of(*values[i]) + ", not " + what);
     };
     for (std::size_t i = 0; i < n; ++i) {
@@ -116,11 +137,7 @@ void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std
                 if (!v.is_number()) wrong(i, "a number");
                 static_cast<double*>(t.data())[i] = v.get<double>();
                 break;
-            case DType::int64:
-                if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
-                    wrong(i, "an integer within INT64's range");
-                static_cast<std::int64_t*>(t.data())[i] = v.get<std::int64_t>();
-                break;
+            case DType::int64: store_integer<std::int64_t>(t, i, v, wrong); break;
             case DType::boolean:
                 if (!v.is_boolean()) wrong(i, "true or false");
                 static_cast<std::uint8_t*>(t.data())[i] = v.get<bool>() ? 1 : 0;
@@ -136,11 +153,7 @@ void fill_from_json(Tensor& t, const std::vector<const json*>& values, const std
                 static_cast<std::uint16_t*>(t.data())[i] = bits;
                 break;
             }
-            case DType::uint64:
-                if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<std::int64_t>() < 0))
-                    wrong(i, "an integer within UINT64's range");
-                static_cast<std::uint64_t*>(t.data())[i] = v.get<std::uint64_t>();
-                break;
+            case DType::uint64: store_integer<std::uint64_t>(t, i, v, wrong); break;
             case DType::int32: store_integer<std::int32_t>(t, i, v, wrong); break;
             case DType::int16: store_integer<std::int16_t>(t, i, v, wrong); break;
             case DType::int8: store_integer<std::int8_t>(t, i, v, wrong); break;
