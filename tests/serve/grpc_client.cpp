@@ -214,12 +214,12 @@ int main(int argc, char** argv) {
              r.set_model_name("pick");
              r.clear_inputs();
              r.clear_outputs();
-             auto* x = r.add_inputs();
-             x->set_name("x");
-             x->set_datatype("FP32");
-             x->add_shape(1);
-             x->add_shape(4);
-             for (float v : {1.0f, 2.0f, 3.0f, 4.0f}) x->mutable_contents()->add_fp32_contents(v);
+             auto* values = r.add_inputs();
+             values->set_name("x");
+             values->set_datatype("FP32");
+             values->add_shape(1);
+             values->add_shape(4);
+             for (float v : {1.0f, 2.0f, 3.0f, 4.0f}) values->mutable_contents()->add_fp32_contents(v);
              auto* i = r.add_inputs();
              i->set_name("i");
              i->set_datatype("INT64");
