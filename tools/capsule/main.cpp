@@ -6,6 +6,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "../openmp_spinning.hpp"
 #include "capsule/session.hpp"
 #include "context.hpp"
 
@@ -50,6 +51,7 @@ int fail(const CLI::App& app, int exit_code, const char* heading, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+    capsule::tools::bound_openmp_spinning();  // before any plugin loads libgomp
     // The server parses its own arguments (capsule-serve --help).
     if (argc > 1 && std::string_view(argv[1]) == "serve") return capsule::cli::exec_serve(argc - 2, argv + 2);
     // Logs go to stderr: stdout carries only results (text, --json documents, written files).

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "../openmp_spinning.hpp"
 #include "capsule/error.hpp"
 #include "capsule/registry.hpp"
 #include "grpc_frontend.hpp"
@@ -44,6 +45,7 @@ void print_repository(const ModelRepository& repo) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    capsule::tools::bound_openmp_spinning();  // before any plugin loads libgomp
     CLI::App app{"capsule serve: a model repository over the Open Inference Protocol v2 (KServe v2), REST and gRPC"};
     app.name("capsule serve");
     fs::path repository_dir;
