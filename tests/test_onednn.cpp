@@ -139,7 +139,7 @@ const std::set<BackendOp>& manifest_ops() {
         B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
         B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
         B::add, B::sub, B::mul, B::batch_norm, B::clamp, B::concat, B::reduce_mean,
-        B::abs, B::sqrt, B::exp, B::log, B::leaky_relu, B::elu, B::hardswish, B::mish, B::bmm};
+        B::abs, B::sqrt, B::exp, B::log, B::leaky_relu, B::elu, B::hardswish, B::mish, B::bmm, B::layer_norm};
     return ops;
 }
 
@@ -213,6 +213,10 @@ std::vector<Compare> comparisons() {
     // matmul: 2-D, batched, broadcast batch dims, 1-D operands.
     add("matmul/2d", B::matmul, {{4, 5}, {5, 3}}, {});
     add("bmm/3d", B::bmm, {{3, 4, 5}, {3, 5, 6}}, {});
+    add("layer_norm/last", B::layer_norm, {{4, 6, 32}}, {{32}, {32}}, {{"normalized_shape", Ints{32}}});
+    add("layer_norm/two_dims_no_bias", B::layer_norm, {{3, 5, 7}}, {{5, 7}},
+        {{"normalized_shape", Ints{5, 7}}, {"bias", false}, {"eps", 1e-3}});
+    add("layer_norm/no_affine", B::layer_norm, {{2, 9}}, {}, {{"normalized_shape", Ints{9}}, {"elementwise_affine", false}});
     add("bmm/batch1_wide", B::bmm, {{1, 2, 70}, {1, 70, 33}}, {});
     add("matmul/batched_times_2d", B::matmul, {{2, 3, 4, 5}, {5, 6}}, {});
     add("matmul/broadcast_batch", B::matmul, {{2, 1, 4, 5}, {3, 5, 2}}, {});
@@ -1366,6 +1370,33 @@ TEST(OnednnCompiledGroups, WinogradConvolutionsMatchTheReferenceAndRunDirectOnNo
         expect_same(fused.run(bad_inputs)[0], direct, 0.0);
         expect_same(fused.run(inputs)[0], want, 1e-4 * scale);  // and back on the Winograd path
     }
+}
+
+// layer_norm forms each row's statistics in double, as the reference capsule: rows of large
+// values close together (1e4 + noise of 1e-2) keep their variance, where a float32 E[x²] - E[x]²
+// would lose it.
+TEST(OnednnPlugin, LayerNormOfLargeCloseValuesMatchesTheReference) {
+    REQUIRE_ONEDNN();
+    KernelCase c;
+    c.name = "layer_norm/offset_rows";
+    c.op = BackendOp::layer_norm;
+    std::vector<double> x(3 * 64);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = 1e4 + 1e-2 * std::sin(double(i) * 0.7);
+    c.inputs = {f32({3, 64}, x)};
+    c.params = {rnd({64}, 21), rnd({64}, 22)};
+    c.attrs = {{"normalized_shape", Ints{64}}};
+    std::string error;
+    const auto want = run_forward_values(reference_plugin(), "reference.layer_norm", c, error);
+    ASSERT_EQ(error, "");
+    const auto got = run_forward_values(*onednn_plugin(), "onednn.layer_norm", c, error);
+    ASSERT_EQ(error, "");
+    ASSERT_EQ(got.size(), want.size());
+    double scale = 0;
+    for (double w : want) scale = std::max(scale, std::fabs(w));
+    ASSERT_GT(scale, 0.1);
+    for (std::size_t i = 0; i < want.size(); ++i)
+        EXPECT_LE(std::fabs(got[i] - want[i]), 1e-3 * scale) << "element " << i << ": onednn " << got[i]
+                                                             << ", reference " << want[i];
 }
 
 // A batch_norm with batch statistics (training = true) is not folded into the convolution before
