@@ -139,7 +139,8 @@ const std::set<BackendOp>& manifest_ops() {
         B::linear, B::matmul, B::conv2d, B::max_pool2d, B::max_pool2d_pad, B::avg_pool2d,
         B::avg_pool2d_pad, B::relu, B::gelu, B::sigmoid, B::tanh, B::softmax, B::log_softmax,
         B::add, B::sub, B::mul, B::batch_norm, B::clamp, B::concat, B::reduce_mean,
-        B::abs, B::sqrt, B::exp, B::log, B::leaky_relu, B::elu, B::hardswish, B::mish, B::bmm, B::layer_norm};
+        B::abs, B::sqrt, B::exp, B::log, B::leaky_relu, B::elu, B::hardswish, B::mish, B::bmm, B::layer_norm,
+        B::conv_transpose2d};
     return ops;
 }
 
@@ -213,6 +214,21 @@ std::vector<Compare> comparisons() {
     // matmul: 2-D, batched, broadcast batch dims, 1-D operands.
     add("matmul/2d", B::matmul, {{4, 5}, {5, 3}}, {});
     add("bmm/3d", B::bmm, {{3, 4, 5}, {3, 5, 6}}, {});
+    // conv_transpose2d: weight [C_in, C_out/groups, kh, kw]; stride, padding, output_padding
+    // (also beyond the padding, with dilation), groups.
+    using I = Ints;
+    add("conv_transpose2d/stride2", B::conv_transpose2d, {{2, 4, 5, 5}}, {{4, 3, 3, 3}, {3}},
+        {{"out_channels", std::int64_t(3)}, {"kernel_size", I{3, 3}}, {"stride", I{2, 2}}, {"padding", I{1, 1}}});
+    add("conv_transpose2d/output_padding", B::conv_transpose2d, {{1, 3, 4, 6}}, {{3, 2, 3, 2}},
+        {{"out_channels", std::int64_t(2)}, {"kernel_size", I{3, 2}}, {"stride", I{2, 3}}, {"padding", I{1, 0}},
+         {"output_padding", I{1, 2}}, {"bias", false}});
+    add("conv_transpose2d/dilated_output_padding", B::conv_transpose2d, {{1, 2, 5, 5}}, {{2, 3, 3, 3}, {3}},
+        {{"out_channels", std::int64_t(3)}, {"kernel_size", I{3, 3}}, {"dilation", I{3, 3}}, {"output_padding", I{2, 1}}});
+    add("conv_transpose2d/groups", B::conv_transpose2d, {{2, 4, 3, 3}}, {{4, 3, 2, 2}, {6}},
+        {{"out_channels", std::int64_t(6)}, {"kernel_size", I{2, 2}}, {"stride", I{2, 2}}, {"groups", std::int64_t(2)}});
+    add("conv_transpose2d/one_pixel", B::conv_transpose2d, {{3, 5, 1, 1}}, {{5, 4, 3, 3}, {4}},
+        {{"out_channels", std::int64_t(4)}, {"kernel_size", I{3, 3}}, {"stride", I{3, 3}}, {"padding", I{1, 1}},
+         {"output_padding", I{2, 0}}});
     add("layer_norm/last", B::layer_norm, {{4, 6, 32}}, {{32}, {32}}, {{"normalized_shape", Ints{32}}});
     add("layer_norm/two_dims_no_bias", B::layer_norm, {{3, 5, 7}}, {{5, 7}},
         {{"normalized_shape", Ints{5, 7}}, {"bias", false}, {"eps", 1e-3}});

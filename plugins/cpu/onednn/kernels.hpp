@@ -35,6 +35,7 @@ extern const capsule_kernel mul_kernel;
 extern const capsule_kernel batch_norm_kernel;
 extern const capsule_kernel concat_kernel;       // concat.cpp
 extern const capsule_kernel layer_norm_kernel;   // layer_norm.cpp
+extern const capsule_kernel conv_transpose2d_kernel;  // conv_transpose.cpp
 extern const capsule_kernel reduce_mean_kernel;  // reduction.cpp
 
 /// The kernel entry of a capsule of this plugin, or nullptr (plugin.cpp).
