@@ -46,12 +46,12 @@ void require_plain_float32(const char* capsule, const Tensor& t, const char* wha
     plugin::require(t.dtype() == CAPSULE_DTYPE_FLOAT32, [&] {
         return std::string(capsule) + ": " + what + " must be float32";
     });
-    if (t.view->strides == nullptr || t.rank() == 0) return;
+    if (t.view->strides == nullptr || t.rank() == 0 || t.numel() == 0) return;  // empty: any strides
     const auto plain = row_major_strides(t.shape());
     for (int i = 0; i < t.rank(); ++i)
         plugin::require(t.dim(i) <= 1 || t.view->strides[i] == plain[std::size_t(i)], [&] {
             return std::string(capsule) + ": " + what + " " + shape_string(t.shape()) +
-                   " must be row-major contiguous in a backward call";
+                   " must be row-major contiguous (the host's layout)";
         });
 }
 

@@ -1,5 +1,5 @@
-// onednn eltwise (relu, gelu, sigmoid, tanh, clamp, abs, sqrt, exp, log, leaky_relu, elu,
-// hardswish, mish), softmax / log_softmax, binary add / sub / mul with broadcasting, and batch_norm.
+// onednn eltwise (relu, gelu, sigmoid, tanh, clamp, abs, sqrt, leaky_relu, hardswish), softmax /
+// log_softmax, binary add / sub / mul with broadcasting, and batch_norm.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,11 +26,14 @@ struct PrimitiveState : NodeState {
 
 /// relu (torch.relu), gelu (torch.nn.functional.gelu: approximate none = oneDNN gelu_erf,
 /// tanh = gelu_tanh), sigmoid (torch.sigmoid = oneDNN logistic), tanh, clamp (torch.clamp =
-/// oneDNN clip, see clamp_post_op), abs, sqrt, exp, log (torch's, NaN below 0 for sqrt and log),
-/// leaky_relu (F.leaky_relu(x, negative_slope) = oneDNN relu with alpha), elu (F.elu(x, alpha)),
-/// hardswish (F.hardswish), mish (F.mish): elementwise over the tensor seen as one flat vector,
-/// any rank.
-enum class Unary { relu, gelu, sigmoid, tanh, clamp, abs, sqrt, exp, log, leaky_relu, elu, hardswish, mish };
+/// oneDNN clip, see clamp_post_op), abs, sqrt (torch's, NaN below 0), leaky_relu
+/// (F.leaky_relu(x, negative_slope) = oneDNN relu with alpha), hardswish (F.hardswish):
+/// elementwise over the tensor seen as one flat vector, any rank. exp, log, elu and mish are not
+/// among them: oneDNN 2.6's eltwise approximations of those miss PyTorch's values by more than
+/// the 1e-4 of the output scale its capsules claim (log(1) = -1.4e-6, exp of -88 and below and
+/// elu of subnormals flushed to 0, elu's exp(x) - 1 for tiny x, mish below -12), so those ops
+/// run on the reference capsules in onednn_cpu's plans.
+enum class Unary { relu, gelu, sigmoid, tanh, clamp, abs, sqrt, leaky_relu, hardswish };
 
 constexpr const char* unary_name(Unary op) {
     switch (op) {
@@ -41,12 +44,8 @@ constexpr const char* unary_name(Unary op) {
         case Unary::clamp: return "onednn.clamp";
         case Unary::abs: return "onednn.abs";
         case Unary::sqrt: return "onednn.sqrt";
-        case Unary::exp: return "onednn.exp";
-        case Unary::log: return "onednn.log";
         case Unary::leaky_relu: return "onednn.leaky_relu";
-        case Unary::elu: return "onednn.elu";
         case Unary::hardswish: return "onednn.hardswish";
-        case Unary::mish: return "onednn.mish";
     }
     return "onednn.unary";
 }
@@ -99,19 +98,10 @@ std::unique_ptr<PrimitiveState> prepare_unary(const PrepareCall& call) {
         algo = dnnl::algorithm::eltwise_abs;
     } else if constexpr (Op == Unary::sqrt) {
         algo = dnnl::algorithm::eltwise_sqrt;
-    } else if constexpr (Op == Unary::exp) {
-        algo = dnnl::algorithm::eltwise_exp;
-    } else if constexpr (Op == Unary::log) {
-        algo = dnnl::algorithm::eltwise_log;
     } else if constexpr (Op == Unary::leaky_relu) {
         alpha = finite_attribute(call.attrs(), name, "negative_slope", 0.01);
-    } else if constexpr (Op == Unary::elu) {
-        algo = dnnl::algorithm::eltwise_elu;
-        alpha = finite_attribute(call.attrs(), name, "alpha", 1.0);
     } else if constexpr (Op == Unary::hardswish) {
         algo = dnnl::algorithm::eltwise_hardswish;
-    } else if constexpr (Op == Unary::mish) {
-        algo = dnnl::algorithm::eltwise_mish;
     }
     s->src_md = plain_desc({x.numel()});
     s->dst_md = s->src_md;
@@ -132,9 +122,9 @@ void run_unary(const ForwardCall& call) {
              {DNNL_ARG_DST, wrap(s.dst_md, call.output().data<float>())}});
 }
 
-/// relu, clamp and exp: oneDNN's eltwise_relu and eltwise_clip map NaN to a bound where
-/// torch.relu and torch.clamp keep NaN, and its eltwise_exp maps NaN to +inf, so a second pass
-/// copies NaN inputs to the output (one extra read of x; both are memory-bound either way).
+/// relu and clamp: oneDNN's eltwise_relu and eltwise_clip map NaN to a bound where torch.relu and
+/// torch.clamp keep NaN, so a second pass copies NaN inputs to the output (one extra read of x;
+/// both are memory-bound either way).
 template <const char* Name>
 void run_keeping_nan(const ForwardCall& call) {
     run_unary<Name>(call);
@@ -144,6 +134,35 @@ void run_keeping_nan(const ForwardCall& call) {
     const int64_t n = x.numel();
     for (int64_t i = 0; i < n; ++i)
         if (in[i] != in[i]) out[i] = in[i];
+}
+
+constexpr char k_leaky_relu_name[] = "onednn.leaky_relu";
+constexpr char k_hardswish_name[] = "onednn.hardswish";
+
+/// leaky_relu: with negative_slope 0, oneDNN's relu maps NaN and -inf to 0 where PyTorch's
+/// x · slope gives NaN (and -0 for a negative x): a second pass computes the elements not above 0
+/// as x · 0.
+void run_leaky_relu(const ForwardCall& call) {
+    run_unary<k_leaky_relu_name>(call);
+    if (finite_attribute(call.attrs(), k_leaky_relu_name, "negative_slope", 0.01) != 0.0f) return;
+    const Tensor x = call.input(0);
+    const float* in = x.data<float>();
+    float* out = call.output().data<float>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i)
+        if (!(in[i] > 0.0f)) out[i] = in[i] * 0.0f;
+}
+
+/// hardswish: oneDNN computes x · clip(x/6 + 1/2, 0, 1), which stays finite where PyTorch's
+/// x · min(max(x + 3, 0), 6) / 6 overflows (x above FLT_MAX / 6, about 5.7e37): a second pass
+/// computes such elements as PyTorch does (+inf).
+void run_hardswish(const ForwardCall& call) {
+    run_unary<k_hardswish_name>(call);
+    const Tensor x = call.input(0);
+    const float* in = x.data<float>();
+    float* out = call.output().data<float>();
+    constexpr float kOverflows = std::numeric_limits<float>::max() / 6.0f;
+    for (int64_t i = 0, n = x.numel(); i < n; ++i)
+        if (in[i] > kOverflows) out[i] = in[i] * std::fmin(std::fmax(in[i] + 3.0f, 0.0f), 6.0f) / 6.0f;
 }
 
 // ---- softmax --------------------------------------------------------------------------------
@@ -446,6 +465,26 @@ std::unique_ptr<BatchNormState> prepare_batch_norm(const PrepareCall& call) {
     return s;
 }
 
+/// y = (x - mean) · scale + shift per channel in double (the reference capsule's batch_norm_of),
+/// through x's and y's view strides (one layout: plain, or nhwc inside a compiled group): where
+/// the primitive's float32 terms would not hold the statistics (a batch mean of 1e4 + noise that
+/// rounds by more than 1e-6 of its standard deviation, a scale beyond float32).
+void batch_norm_in_double(const Tensor& x, const Tensor& y, const std::vector<double>& mean,
+                          const std::vector<double>& scale, const std::vector<float>& shift) {
+    const std::vector<int64_t> plane = plane_offsets(x);
+    const float* in = x.data<float>();
+    float* out = y.data<float>();
+    const int64_t* st = x.view->strides;
+    for (int64_t b = 0; b < x.dim(0); ++b)
+        for (int64_t ch = 0; ch < x.dim(1); ++ch) {
+            const auto i = std::size_t(ch);
+            for (int64_t off : plane) {
+                const int64_t at = b * st[0] + ch * st[1] + off;
+                out[at] = static_cast<float>((double(in[at]) - mean[i]) * scale[i] + double(shift[i]));
+            }
+        }
+}
+
 void batch_norm(const ForwardCall& call) {
     const auto& s = state_of<BatchNormState>(call, "onednn.batch_norm");
     if (s.empty) return;
@@ -456,10 +495,17 @@ void batch_norm(const ForwardCall& call) {
                           mean, var_eps);
     const std::size_t c = mean.size();
     std::vector<float> mean_f(mean.begin(), mean.end()), ones(c, 1.0f), scale(c), shift(c, 0.0f);
+    std::vector<double> scale_d(c);
     const float* weight = s.affine ? call.param(0).data<float>() : nullptr;
-    for (std::size_t ch = 0; ch < c; ++ch)
-        scale[ch] = static_cast<float>((weight ? double(weight[ch]) : 1.0) / std::sqrt(var_eps[ch]));
+    bool float_terms = true;  // every channel's mean within 1e-6 of its std, its scale finite
+    for (std::size_t ch = 0; ch < c; ++ch) {
+        scale_d[ch] = (weight ? double(weight[ch]) : 1.0) / std::sqrt(var_eps[ch]);
+        scale[ch] = static_cast<float>(scale_d[ch]);
+        float_terms = float_terms && std::fabs(double(mean_f[ch]) - mean[ch]) <= 1e-6 * std::sqrt(var_eps[ch]) &&
+                      std::isfinite(scale[ch]) == std::isfinite(scale_d[ch]);
+    }
     if (s.affine) std::copy_n(call.param(1).data<float>(), c, shift.begin());
+    if (!float_terms) return batch_norm_in_double(x, call.output(), mean, scale_d, shift);
     execute(s, s.primitive,
             {{DNNL_ARG_SRC, wrap(s.x_md, x.data<float>())},
              {DNNL_ARG_DST, wrap(s.x_md, call.output().data<float>())},
@@ -562,16 +608,6 @@ void sqrt_backward(const BackwardCall& call) {
     unary_backward(call, "onednn.sqrt", false, [](float x, float, float g) { return g / (2.0f * std::sqrt(x)); });
 }
 
-/// torch.exp's backward: dy · exp(x).
-void exp_backward(const BackwardCall& call) {
-    unary_backward(call, "onednn.exp", false, [](float x, float, float g) { return g * std::exp(x); });
-}
-
-/// torch.log's backward: dy / x.
-void log_backward(const BackwardCall& call) {
-    unary_backward(call, "onednn.log", false, [](float x, float, float g) { return g / x; });
-}
-
 /// F.leaky_relu's leaky_relu_backward: dy where x > 0, else dy · negative_slope (so at 0).
 void leaky_relu_backward(const BackwardCall& call) {
     const float slope = finite_attribute(call.attrs(), "onednn.leaky_relu", "negative_slope", 0.01);
@@ -579,29 +615,11 @@ void leaky_relu_backward(const BackwardCall& call) {
                    [slope](float x, float, float g) { return x > 0.0f ? g : g * slope; });
 }
 
-/// F.elu's elu_backward: dy where x > 0, else dy · alpha · exp(x).
-void elu_backward(const BackwardCall& call) {
-    const float alpha = finite_attribute(call.attrs(), "onednn.elu", "alpha", 1.0);
-    unary_backward(call, "onednn.elu", false,
-                   [alpha](float x, float, float g) { return x > 0.0f ? g : g * alpha * std::exp(x); });
-}
-
 /// F.hardswish's hardswish_backward: 0 below -3, dy (x/3 + 1/2) on [-3, 3], dy above.
 void hardswish_backward(const BackwardCall& call) {
     unary_backward(call, "onednn.hardswish", false, [](float x, float, float g) {
         if (x < -3.0f) return 0.0f;
         return x <= 3.0f ? g * (x / 3.0f + 0.5f) : g;
-    });
-}
-
-/// F.mish's mish_backward: dy (t + x σ(x) (1 - t²)), t = tanh(softplus(x)); softplus as
-/// max(x, 0) + log1p(exp(-|x|)) and σ on the stable side, so neither tail overflows.
-void mish_backward(const BackwardCall& call) {
-    unary_backward(call, "onednn.mish", false, [](float x, float, float g) {
-        const float t = std::tanh(std::fmax(x, 0.0f) + std::log1p(std::exp(-std::fabs(x))));
-        const float e = std::exp(-std::fabs(x));
-        const float sigmoid = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-        return g * (t + x * sigmoid * (1.0f - t * t));
     });
 }
 
@@ -798,12 +816,8 @@ constexpr char k_tanh[] = "onednn.tanh";
 constexpr char k_clamp[] = "onednn.clamp";
 constexpr char k_abs[] = "onednn.abs";
 constexpr char k_sqrt[] = "onednn.sqrt";
-constexpr char k_exp[] = "onednn.exp";
-constexpr char k_log[] = "onednn.log";
 constexpr char k_leaky_relu[] = "onednn.leaky_relu";
-constexpr char k_elu[] = "onednn.elu";
 constexpr char k_hardswish[] = "onednn.hardswish";
-constexpr char k_mish[] = "onednn.mish";
 constexpr char k_softmax[] = "onednn.softmax";
 constexpr char k_log_softmax[] = "onednn.log_softmax";
 constexpr char k_add[] = "onednn.add";
@@ -825,18 +839,10 @@ const capsule_kernel abs_kernel =
     entry<PrimitiveState, prepare_unary<Unary::abs>, run_unary<k_abs>, abs_backward>(k_abs);
 const capsule_kernel sqrt_kernel =
     entry<PrimitiveState, prepare_unary<Unary::sqrt>, run_unary<k_sqrt>, sqrt_backward>(k_sqrt);
-const capsule_kernel exp_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::exp>, run_keeping_nan<k_exp>, exp_backward>(k_exp);
-const capsule_kernel log_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::log>, run_unary<k_log>, log_backward>(k_log);
 const capsule_kernel leaky_relu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::leaky_relu>, run_unary<k_leaky_relu>, leaky_relu_backward>(k_leaky_relu);
-const capsule_kernel elu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::elu>, run_unary<k_elu>, elu_backward>(k_elu);
+    entry<PrimitiveState, prepare_unary<Unary::leaky_relu>, run_leaky_relu, leaky_relu_backward>(k_leaky_relu);
 const capsule_kernel hardswish_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::hardswish>, run_unary<k_hardswish>, hardswish_backward>(k_hardswish);
-const capsule_kernel mish_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::mish>, run_unary<k_mish>, mish_backward>(k_mish);
+    entry<PrimitiveState, prepare_unary<Unary::hardswish>, run_hardswish, hardswish_backward>(k_hardswish);
 const capsule_kernel softmax_kernel =
     entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>, softmax_backward<false>>(k_softmax);
 const capsule_kernel log_softmax_kernel =

@@ -5,9 +5,10 @@
 // reference capsule, the statistics and var + eps are formed in double (two passes over each
 // row) and handed to the primitive as its global statistics (use_global_stats, epsilon 0), so a
 // row of large values close together (1e4 + noise) keeps its variance. The primitive subtracts
-// the mean in float32: where rounding a row's mean to float32 would shift its normalised values
-// by more than 1e-6 (that row: 1e4 + noise of 1e-2, a shift of 7e-2), the call computes every
-// row in double instead, as the reference capsule does. Parameters (docs/ops.md):
+// the mean and takes 1/sqrt(var + eps) in float32: where rounding a row's mean to float32 would
+// shift its normalised values by more than 1e-6 (1e4 + noise of 1e-2: a shift of 7e-2), or its
+// var + eps is not a normal float32 (beyond 3.4e38, below 1.2e-38), the call computes every row
+// in double instead, as the reference capsule does. Parameters (docs/ops.md):
 // weight [normalized_shape] when elementwise_affine (default true), then bias when attribute
 // bias (default true). The backward is PyTorch's layer_norm_backward in double.
 #include <algorithm>
@@ -128,15 +129,16 @@ void layer_norm(const ForwardCall& call) {
     const float* x = call.input(0).data<float>();
     std::vector<double> mean_d(static_cast<std::size_t>(d.rows)), var_d(static_cast<std::size_t>(d.rows));
     std::vector<float> mean(mean_d.size()), variance(var_d.size());
-    bool float_mean_exact = true;  // every row's mean rounds to float32 within 1e-6 of its std
+    bool float_statistics = true;  // every row's mean within 1e-6 of its std, var + eps normal
     for (int64_t r = 0; r < d.rows; ++r) {
         const auto i = std::size_t(r);
         row_statistics(x + r * d.n, d.n, d.eps, mean_d[i], var_d[i]);
         mean[i] = static_cast<float>(mean_d[i]);
         variance[i] = static_cast<float>(var_d[i]);
-        float_mean_exact = float_mean_exact && std::fabs(double(mean[i]) - mean_d[i]) <= 1e-6 * std::sqrt(var_d[i]);
+        float_statistics = float_statistics && std::fabs(double(mean[i]) - mean_d[i]) <= 1e-6 * std::sqrt(var_d[i]) &&
+                           std::isnormal(variance[i]);
     }
-    if (!float_mean_exact)
+    if (!float_statistics)
         return layer_norm_in_double(d, x, mean_d, var_d, d.affine ? call.param(0).data<float>() : nullptr,
                                     d.bias ? call.param(1).data<float>() : nullptr, call.output().data<float>());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(s.x_md, x)},

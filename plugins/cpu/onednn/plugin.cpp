@@ -31,15 +31,14 @@ int32_t probe(capsule_status* status) {
     });
 }
 
-const std::array<capsule_kernel, 31>& kernels() {
-    static const std::array<capsule_kernel, 31> table{
+const std::array<capsule_kernel, 27>& kernels() {
+    static const std::array<capsule_kernel, 27> table{
         linear_kernel,      matmul_kernel,         conv2d_kernel,     max_pool2d_kernel,
         max_pool2d_pad_kernel, avg_pool2d_kernel,  avg_pool2d_pad_kernel, relu_kernel,
         gelu_kernel,        sigmoid_kernel,        tanh_kernel,       softmax_kernel,
         log_softmax_kernel, add_kernel,            sub_kernel,        mul_kernel,
         batch_norm_kernel,  clamp_kernel,          concat_kernel,     reduce_mean_kernel,
-        abs_kernel,         sqrt_kernel,           exp_kernel,        log_kernel,
-        leaky_relu_kernel,  elu_kernel,            hardswish_kernel,  mish_kernel,
+        abs_kernel,         sqrt_kernel,           leaky_relu_kernel, hardswish_kernel,
         bmm_kernel,         layer_norm_kernel,     conv_transpose2d_kernel};
     return table;
 }
