@@ -615,9 +615,10 @@ std::unique_ptr<PoolState> prepare_pool(const PrepareCall& call) {
     return s;
 }
 
-/// Calls fix(out, any) for every output of a max pool, where any(pred) says whether pred holds
-/// for a value of the output's window (padding excluded). Indexes x and y through their views'
-/// strides (nchw, or nhwc inside a compiled group).
+/// Calls fix(out, h0, w0, any) for every output of a pool, where (h0, w0) is its window's first
+/// position (negative inside the padding) and any(pred) says whether pred holds for a value of the
+/// window (padding excluded), visiting them in row-major order until one does. Indexes x and y
+/// through their views' strides (nchw, or nhwc inside a compiled group).
 template <typename Fix>
 void for_each_window(const PoolState& s, const Tensor& x, const Tensor& y, Fix&& fix) {
     const float* in = x.data<float>();
@@ -636,7 +637,7 @@ void for_each_window(const PoolState& s, const Tensor& x, const Tensor& y, Fix&&
                                 if (pred(in[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]])) return true;
                         return false;
                     };
-                    fix(out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]], any);
+                    fix(out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]], h0, w0, any);
                 }
 }
 
@@ -651,11 +652,11 @@ void fix_max_pool(const PoolState& s, const Tensor& x, const Tensor& y) {
         negative_infinity |= in[i] == -std::numeric_limits<float>::infinity();
     }
     if (nan)
-        for_each_window(s, x, y, [](float& out, auto&& any) {
+        for_each_window(s, x, y, [](float& out, int64_t, int64_t, auto&& any) {
             if (any([](float v) { return v != v; })) out = std::numeric_limits<float>::quiet_NaN();
         });
     if (negative_infinity)
-        for_each_window(s, x, y, [](float& out, auto&& any) {
+        for_each_window(s, x, y, [](float& out, int64_t, int64_t, auto&& any) {
             if (out == std::numeric_limits<float>::lowest() &&
                 !any([](float v) { return v != -std::numeric_limits<float>::infinity(); }))
                 out = -std::numeric_limits<float>::infinity();
@@ -668,30 +669,22 @@ void fix_max_pool(const PoolState& s, const Tensor& x, const Tensor& y) {
 /// the whole kernel, and any non-finite output, which may be a float32 sum's overflow (see
 /// pool_name's comment). A window holding an infinity or NaN stays non-finite.
 void fix_avg_pool(const PoolState& s, const Tensor& x, const Tensor& y) {
-    const float* in = x.data<float>();
-    float* out = y.data<float>();
-    const int64_t* xs = x.view->strides;
-    const int64_t* ys = y.view->strides;
     const int64_t H = x.dim(2), W = x.dim(3);
-    for (int64_t n = 0; n < y.dim(0); ++n)
-        for (int64_t c = 0; c < y.dim(1); ++c)
-            for (int64_t oh = 0; oh < y.dim(2); ++oh)
-                for (int64_t ow = 0; ow < y.dim(3); ++ow) {
-                    float& dst = out[n * ys[0] + c * ys[1] + oh * ys[2] + ow * ys[3]];
-                    const int64_t h0 = oh * s.stride[0] - s.padding[0], w0 = ow * s.stride[1] - s.padding[1];
-                    const int64_t h1 = std::min(h0 + s.kernel[0], H + s.padding[0]);
-                    const int64_t w1 = std::min(w0 + s.kernel[1], W + s.padding[1]);
-                    const bool past_padding =
-                        s.divides_by_padded_window && (h1 - h0 < s.kernel[0] || w1 - w0 < s.kernel[1]);
-                    if (std::isfinite(dst) && !past_padding) continue;
-                    double sum = 0;
-                    int64_t taps = 0;
-                    for (int64_t h = std::max<int64_t>(h0, 0); h < std::min(h1, H); ++h)
-                        for (int64_t w = std::max<int64_t>(w0, 0); w < std::min(w1, W); ++w, ++taps)
-                            sum += double(in[n * xs[0] + c * xs[1] + h * xs[2] + w * xs[3]]);
-                    const int64_t divisor = s.divides_by_padded_window ? (h1 - h0) * (w1 - w0) : taps;
-                    if (divisor > 0) dst = static_cast<float>(sum / double(divisor));
-                }
+    for_each_window(s, x, y, [&](float& dst, int64_t h0, int64_t w0, auto&& any) {
+        const int64_t h1 = std::min(h0 + s.kernel[0], H + s.padding[0]);
+        const int64_t w1 = std::min(w0 + s.kernel[1], W + s.padding[1]);
+        const bool past_padding = s.divides_by_padded_window && (h1 - h0 < s.kernel[0] || w1 - w0 < s.kernel[1]);
+        if (std::isfinite(dst) && !past_padding) return;
+        double sum = 0;
+        int64_t taps = 0;
+        any([&](float v) {
+            sum += double(v);
+            ++taps;
+            return false;  // visit every tap
+        });
+        const int64_t divisor = s.divides_by_padded_window ? (h1 - h0) * (w1 - w0) : taps;
+        if (divisor > 0) dst = static_cast<float>(sum / double(divisor));
+    });
 }
 
 /// A pool; with `FiniteInput`, for an input known to hold no NaN (see finite_input_forward).
