@@ -1616,6 +1616,42 @@ TEST(OnednnCompiledGroups, ChannelsLastConcatMatchesTheReference) {
     expect_same(onednn_session(graph, params, false).run(inputs)[0], want, 1e-5);
 }
 
+// The elementwise capsules (hardswish, leaky_relu, abs, sqrt) work on a flat vector, so values
+// between convolutions stay channels-last through them (MobileNetV3's hardswish); the results
+// match the reference.
+TEST(OnednnCompiledGroups, ElementwiseCapsulesKeepChannelsLastValues) {
+    REQUIRE_ONEDNN();
+    using capsule::testing::pseudo_random;
+    const Graph graph = parse_graph(R"({"format": "capsule-ir", "version": 1, "nodes": [
+      {"id": 0, "op": "input", "name": "x", "shape": [2, 3, 6, 6], "dtype": "float32"},
+      {"id": 1, "op": "conv2d", "name": "a", "parents": [0], "attrs": {"out_channels": 8, "kernel_size": 3, "padding": 1}, "shape": [2, 8, 6, 6]},
+      {"id": 2, "op": "hardswish", "name": "hs", "parents": [1], "shape": [2, 8, 6, 6]},
+      {"id": 3, "op": "conv2d", "name": "b", "parents": [2], "attrs": {"out_channels": 8, "kernel_size": 1}, "shape": [2, 8, 6, 6]},
+      {"id": 4, "op": "leaky_relu", "name": "lr", "parents": [3], "attrs": {"negative_slope": 0.1}, "shape": [2, 8, 6, 6]},
+      {"id": 5, "op": "conv2d", "name": "c", "parents": [4], "attrs": {"out_channels": 4, "kernel_size": 3, "padding": 1}, "shape": [2, 4, 6, 6]},
+      {"id": 6, "op": "abs", "name": "ab", "parents": [5], "shape": [2, 4, 6, 6]},
+      {"id": 7, "op": "sqrt", "name": "out", "parents": [6], "shape": [2, 4, 6, 6]}
+    ], "outputs": [7]})");
+    auto t = [](Shape s, std::size_t n, std::uint64_t seed, double scale) {
+        return Tensor::from_values(DType::float32, std::move(s), pseudo_random(n, seed, scale));
+    };
+    const ParameterMap params{{"a.weight", t({8, 3, 3, 3}, 216, 81, 0.4)}, {"a.bias", t({8}, 8, 82, 0.2)},
+                              {"b.weight", t({8, 8, 1, 1}, 64, 83, 0.5)}, {"b.bias", t({8}, 8, 84, 0.2)},
+                              {"c.weight", t({4, 8, 3, 3}, 288, 85, 0.3)}, {"c.bias", t({4}, 4, 86, 0.2)}};
+    const std::map<std::string, Tensor> inputs{{"x", t({2, 3, 6, 6}, 216, 87, 3.0)}};
+    auto fused = onednn_session(graph, params, true);
+    ASSERT_EQ(fused.compiled_groups().size(), 1u);
+    // a, hs, b and lr; c and ab share a layout with the graph's output (sqrt's), which is plain.
+    EXPECT_NE(fused.compiled_groups()[0].fused.find("4 internal tensors kept nhwc"), std::string::npos)
+        << fused.compiled_groups()[0].fused;
+    const auto want = reference_output(graph, params, inputs);
+    double scale = 0;
+    for (std::int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::fabs(want.at(i)));
+    ASSERT_GT(scale, 0.5);
+    expect_same(fused.run(inputs)[0], want, 1e-4 * scale);
+    expect_same(onednn_session(graph, params, false).run(inputs)[0], want, 1e-4 * scale);
+}
+
 // Every kernel of a group runs with one OpenMP team size (UniformThreads in
 // plugins/cpu/onednn/common.hpp): the session's thread count when one of them has work enough,
 // else one thread for all, said in the group's description. Results match the reference.

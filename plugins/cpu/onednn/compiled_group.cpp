@@ -412,7 +412,8 @@ LayoutUse layout_use(const Unit& u, const capsule_group_args& g) {
         name == "onednn.concat" || name == "onednn.reduce_mean")
         return LayoutUse::any;
     if (name == "onednn.relu" || name == "onednn.clamp" || name == "onednn.gelu" || name == "onednn.sigmoid" ||
-        name == "onednn.tanh" || name == "onednn.batch_norm")
+        name == "onednn.tanh" || name == "onednn.batch_norm" || name == "onednn.abs" || name == "onednn.sqrt" ||
+        name == "onednn.leaky_relu" || name == "onednn.hardswish")
         return LayoutUse::same;
     if (name == "onednn.add" || name == "onednn.sub" || name == "onednn.mul") {
         // Without broadcasting, the binary primitive pairs elements at equal offsets.
