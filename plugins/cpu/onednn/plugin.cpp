@@ -1,8 +1,8 @@
 // The oneDNN plugin's table: every capsule declared in onednn.capsule.json, by name, each with a
 // prepared kernel (prepare builds the oneDNN primitive once per node; forward wraps the host's
 // buffers and executes it), and a backward kernel (VJP mode torchlean-tape: convolutions on
-// oneDNN's backward primitives, linear and matmul on its sgemm, the elementwise ops, pools and
-// inference batch norm as loops of PyTorch's derivative formulas), so training runs on them too.
+// oneDNN's backward primitives, linear, matmul and bmm on its sgemm, the elementwise ops, pools,
+// batch norm and layer norm as loops of PyTorch's derivative formulas), so training runs on them.
 #include <array>
 
 #include "kernels.hpp"
