@@ -136,15 +136,13 @@ void run_keeping_nan(const ForwardCall& call) {
         if (in[i] != in[i]) out[i] = in[i];
 }
 
-constexpr char k_leaky_relu_name[] = "onednn.leaky_relu";
-constexpr char k_hardswish_name[] = "onednn.hardswish";
-
 /// leaky_relu: with negative_slope 0, oneDNN's relu maps NaN and -inf to 0 where PyTorch's
 /// x · slope gives NaN (and -0 for a negative x): a second pass computes the elements not above 0
 /// as x · 0.
+template <const char* Name>
 void run_leaky_relu(const ForwardCall& call) {
-    run_unary<k_leaky_relu_name>(call);
-    if (finite_attribute(call.attrs(), k_leaky_relu_name, "negative_slope", 0.01) != 0.0f) return;
+    run_unary<Name>(call);
+    if (finite_attribute(call.attrs(), Name, "negative_slope", 0.01) != 0.0f) return;
     const Tensor x = call.input(0);
     const float* in = x.data<float>();
     float* out = call.output().data<float>();
@@ -155,8 +153,9 @@ void run_leaky_relu(const ForwardCall& call) {
 /// hardswish: oneDNN computes x · clip(x/6 + 1/2, 0, 1), which stays finite where PyTorch's
 /// x · min(max(x + 3, 0), 6) / 6 overflows (x above FLT_MAX / 6, about 5.7e37): a second pass
 /// computes such elements as PyTorch does (+inf).
+template <const char* Name>
 void run_hardswish(const ForwardCall& call) {
-    run_unary<k_hardswish_name>(call);
+    run_unary<Name>(call);
     const Tensor x = call.input(0);
     const float* in = x.data<float>();
     float* out = call.output().data<float>();
@@ -840,9 +839,9 @@ const capsule_kernel abs_kernel =
 const capsule_kernel sqrt_kernel =
     entry<PrimitiveState, prepare_unary<Unary::sqrt>, run_unary<k_sqrt>, sqrt_backward>(k_sqrt);
 const capsule_kernel leaky_relu_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::leaky_relu>, run_leaky_relu, leaky_relu_backward>(k_leaky_relu);
+    entry<PrimitiveState, prepare_unary<Unary::leaky_relu>, run_leaky_relu<k_leaky_relu>, leaky_relu_backward>(k_leaky_relu);
 const capsule_kernel hardswish_kernel =
-    entry<PrimitiveState, prepare_unary<Unary::hardswish>, run_hardswish, hardswish_backward>(k_hardswish);
+    entry<PrimitiveState, prepare_unary<Unary::hardswish>, run_hardswish<k_hardswish>, hardswish_backward>(k_hardswish);
 const capsule_kernel softmax_kernel =
     entry<SoftmaxState, prepare_softmax<false>, run_softmax<k_softmax>, softmax_backward<false>>(k_softmax);
 const capsule_kernel log_softmax_kernel =
