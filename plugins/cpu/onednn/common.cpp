@@ -94,6 +94,14 @@ bool is_reference(const dnnl::primitive_desc_base& pd) {
     return std::string_view(pd.impl_info_str()).starts_with("ref");
 }
 
+std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* name, int64_t fallback,
+                                 const char* capsule) {
+    auto v = attrs.get_ints(name, {fallback});
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() == 2) return {v[0], v[1]};
+    plugin::fail(std::string(capsule) + ": attribute '" + name + "' must be an int or a pair");
+}
+
 std::string shape_string(std::span<const int64_t> shape) {
     std::string s = "[";
     for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

@@ -13,6 +13,7 @@
 // convolution, pooling and batch-norm kernels read through view_desc.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -72,6 +73,11 @@ inline constexpr std::uint64_t kFloat32Only = CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FL
 
 /// "[2, 3, 4]"
 std::string shape_string(std::span<const int64_t> shape);
+
+/// An `int|pair` attribute (stride, padding, dilation, kernel_size of 2-D ops) as {h, w}, `fallback`
+/// for both when absent; raises INVALID_ARGUMENT naming `capsule` and the attribute otherwise.
+std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* name, int64_t fallback,
+                                 const char* capsule);
 
 /// The dnnl::memory objects that a state's forward calls wrap host buffers in (wrap), made on its
 /// first call and re-pointed with set_data_handle on later ones. Creating one per call costs two

@@ -14,15 +14,6 @@ namespace capsule::onednn {
 
 namespace {
 
-/// An `int|pair` attribute as {h, w}.
-std::array<int64_t, 2> pair_attr(const plugin::Attributes& attrs, const char* name, int64_t fallback,
-                                 const char* capsule) {
-    auto v = attrs.get_ints(name, {fallback});
-    if (v.size() == 1) return {v[0], v[0]};
-    if (v.size() == 2) return {v[0], v[1]};
-    plugin::fail(std::string(capsule) + ": attribute '" + name + "' must be an int or a pair");
-}
-
 /// The right (bottom) padding that makes oneDNN's output size `out` along one spatial dim equal
 /// the host's, which takes floor division with `padding` on both sides (a ceil-mode pool's last
 /// window may need more): out = (in + padding + right - ((kernel - 1)·dilation + 1)) / stride + 1.

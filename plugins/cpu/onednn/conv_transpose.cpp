@@ -33,14 +33,6 @@ struct TransposedGeometry {
     memory::desc x_md, y_md, w_md, w_user;
 };
 
-std::array<int64_t, 2> pair_of(const plugin::Attributes& attrs, const char* name, int64_t fallback) {
-    const auto v = attrs.get_ints(name, {fallback});
-    plugin::require(v.size() == 1 || v.size() == 2, [&] {
-        return std::string(kName) + ": attribute '" + name + "' must be an int or a pair";
-    });
-    return {v[0], v.size() == 2 ? v[1] : v[0]};
-}
-
 template <typename Call>
 TransposedGeometry transposed_geometry(const Call& call, const Tensor& y) {
     const auto attrs = call.attrs();
@@ -54,10 +46,10 @@ TransposedGeometry transposed_geometry(const Call& call, const Tensor& y) {
     plugin::require(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
                     "onednn.conv_transpose2d: expects x [N, C_in, H, W], weight [C_in, C_out/groups, kh, kw] "
                     "and y [N, C_out, OH, OW]");
-    g.stride = pair_of(attrs, "stride", 1);
-    g.padding = pair_of(attrs, "padding", 0);
-    g.dilation = pair_of(attrs, "dilation", 1);
-    g.output_padding = pair_of(attrs, "output_padding", 0);
+    g.stride = pair_attr(attrs, "stride", 1, kName);
+    g.padding = pair_attr(attrs, "padding", 0, kName);
+    g.dilation = pair_attr(attrs, "dilation", 1, kName);
+    g.output_padding = pair_attr(attrs, "output_padding", 0, kName);
     g.groups = attrs.get_int("groups", 1);
     g.in_c = x.dim(1);
     g.out_c = y.dim(1);
