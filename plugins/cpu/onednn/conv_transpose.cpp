@@ -25,11 +25,11 @@ constexpr const char* kName = "onednn.conv_transpose2d";
 /// divisibility by groups, output_padding smaller than stride or dilation, y's shape); raises
 /// INVALID_ARGUMENT naming what disagrees.
 struct TransposedGeometry {
-    std::array<int64_t, 2> stride{}, padding{}, dilation{}, output_padding{}, kernel{};
     int64_t groups = 1, in_c = 0, out_c = 0;
     bool bias = true;
-    std::array<int64_t, 2> covered{};    // rows, columns of y the windows reach
-    std::array<int64_t, 2> right_pad{};  // the convolution's right padding (>= 0)
+    bool empty = false;                // no product: x or y empty, or no row of y reached
+    std::array<int64_t, 2> covered{};  // rows, columns of y the windows reach
+    memory::dims strides, dilates, pad_l, pad_r;  // the convolution y -> x, as oneDNN takes them
     memory::desc x_md, y_md, w_md, w_user;
 };
 
@@ -46,14 +46,13 @@ TransposedGeometry transposed_geometry(const Call& call, const Tensor& y) {
     plugin::require(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
                     "onednn.conv_transpose2d: expects x [N, C_in, H, W], weight [C_in, C_out/groups, kh, kw] "
                     "and y [N, C_out, OH, OW]");
-    g.stride = pair_attr(attrs, "stride", 1, kName);
-    g.padding = pair_attr(attrs, "padding", 0, kName);
-    g.dilation = pair_attr(attrs, "dilation", 1, kName);
-    g.output_padding = pair_attr(attrs, "output_padding", 0, kName);
+    const auto stride = pair_attr(attrs, "stride", 1, kName), padding = pair_attr(attrs, "padding", 0, kName);
+    const auto dilation = pair_attr(attrs, "dilation", 1, kName);
+    const auto output_padding = pair_attr(attrs, "output_padding", 0, kName);
     g.groups = attrs.get_int("groups", 1);
     g.in_c = x.dim(1);
     g.out_c = y.dim(1);
-    g.kernel = {w.dim(2), w.dim(3)};
+    const std::array<int64_t, 2> kernel{w.dim(2), w.dim(3)};
     plugin::require(g.groups >= 1 && g.in_c % g.groups == 0 && g.out_c % g.groups == 0 && w.dim(0) == g.in_c &&
                         w.dim(1) * g.groups == g.out_c && attrs.get_int("out_channels", g.out_c) == g.out_c,
                     [&] {
@@ -67,20 +66,24 @@ TransposedGeometry transposed_geometry(const Call& call, const Tensor& y) {
         require_shape(kName, call.param(1), bias_shape, "bias");
     }
     for (int i = 0; i < 2; ++i) {
-        const int64_t s = g.stride[i], p = g.padding[i], d = g.dilation[i], op = g.output_padding[i];
+        const int64_t s = stride[i], p = padding[i], d = dilation[i], op = output_padding[i];
         plugin::require(s >= 1 && d >= 1 && p >= 0 && op >= 0 && (op < s || op < d), [&] {
             return std::string(kName) + ": stride and dilation must be >= 1, padding >= 0 and output_padding "
                                         "smaller than stride or dilation";
         });
-        const int64_t span = (g.kernel[i] - 1) * d + 1;
+        const int64_t span = (kernel[i] - 1) * d + 1;
         const int64_t out = (x.dim(2 + i) - 1) * s - 2 * p + span + op;
         plugin::require(out == y.dim(2 + i), [&] {
             return std::string(kName) + ": y " + shape_string(y.shape()) + " is not the output of x " +
                    shape_string(x.shape()) + " (" + (i == 0 ? "height " : "width ") + std::to_string(out) + ")";
         });
-        g.right_pad[i] = std::max<int64_t>(0, p - op);
+        g.strides.push_back(s);
+        g.dilates.push_back(d - 1);
+        g.pad_l.push_back(p);
+        g.pad_r.push_back(std::max<int64_t>(0, p - op));
         g.covered[i] = out - std::max<int64_t>(0, op - p);
     }
+    g.empty = x.numel() == 0 || y.numel() == 0 || g.covered[0] <= 0 || g.covered[1] <= 0;
     using tag = memory::format_tag;
     const auto f32 = memory::data_type::f32;
     const int64_t n = x.dim(0), oh = y.dim(2), ow = y.dim(3);
@@ -89,8 +92,8 @@ TransposedGeometry transposed_geometry(const Call& call, const Tensor& y) {
     g.y_md = memory::desc({n, g.out_c, g.covered[0], g.covered[1]}, f32,
                           memory::dims{g.out_c * oh * ow, oh * ow, ow, 1});
     const memory::dims w_dims = g.groups == 1
-                                    ? memory::dims{g.in_c, g.out_c, g.kernel[0], g.kernel[1]}
-                                    : memory::dims{g.groups, g.in_c / g.groups, g.out_c / g.groups, g.kernel[0], g.kernel[1]};
+                                    ? memory::dims{g.in_c, g.out_c, kernel[0], kernel[1]}
+                                    : memory::dims{g.groups, g.in_c / g.groups, g.out_c / g.groups, kernel[0], kernel[1]};
     g.w_user = memory::desc(w_dims, f32, g.groups == 1 ? tag::oihw : tag::goihw);
     g.w_md = memory::desc(w_dims, f32, tag::any);
     return g;
@@ -100,13 +103,11 @@ TransposedGeometry transposed_geometry(const Call& call, const Tensor& y) {
 dnnl::convolution_forward::desc convolution_of(const TransposedGeometry& g, const memory::desc& weights,
                                                dnnl::prop_kind kind) {
     return dnnl::convolution_forward::desc(kind, dnnl::algorithm::convolution_direct, g.y_md, weights, g.x_md,
-                                           {g.stride[0], g.stride[1]}, {g.dilation[0] - 1, g.dilation[1] - 1},
-                                           {g.padding[0], g.padding[1]}, {g.right_pad[0], g.right_pad[1]});
+                                           g.strides, g.dilates, g.pad_l, g.pad_r);
 }
 
 struct TransposedState : NodeState {
     using NodeState::NodeState;
-    bool empty = false;
     TransposedGeometry geometry;
     memory weights;
     dnnl::convolution_backward_data primitive;
@@ -117,16 +118,14 @@ std::unique_ptr<TransposedState> prepare_conv_transpose2d(const PrepareCall& cal
     const Tensor x = call.input(0), w = call.param(0), y = call.output();
     s->geometry = transposed_geometry(call, y);
     const TransposedGeometry& g = s->geometry;
-    s->empty = x.numel() == 0 || y.numel() == 0 || g.covered[0] <= 0 || g.covered[1] <= 0;
     s->limit_threads(2.0 * double(x.numel()) * double(w.numel() / std::max<int64_t>(g.in_c, 1)));
     const ThreadScope scope(s->threads);
-    if (s->empty) return s;
+    if (g.empty) return s;
     const auto hint = dnnl::convolution_forward::primitive_desc(
         convolution_of(g, g.w_md, dnnl::prop_kind::forward_training), cpu_engine());
     const dnnl::convolution_backward_data::primitive_desc pd(
-        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, g.y_md, g.w_md, g.x_md,
-                                              {g.stride[0], g.stride[1]}, {g.dilation[0] - 1, g.dilation[1] - 1},
-                                              {g.padding[0], g.padding[1]}, {g.right_pad[0], g.right_pad[1]}),
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, g.y_md, g.w_md, g.x_md, g.strides,
+                                              g.dilates, g.pad_l, g.pad_r),
         scratchpad_attr(), cpu_engine(), hint);
     s->scratchpad = pd.scratchpad_desc();
     s->weights = reorder_once(g.w_user, w.data<float>(), pd.weights_desc());
@@ -151,8 +150,8 @@ void conv_transpose2d(const ForwardCall& call) {
     const TransposedGeometry& g = s.geometry;
     float* out = y.data<float>();
     // Rows and columns no window reaches are the bias alone; an empty x leaves all of y so.
-    if (s.empty || g.covered[0] < y.dim(2) || g.covered[1] < y.dim(3)) std::fill(out, out + y.numel(), 0.0f);
-    if (!s.empty)
+    if (g.empty || g.covered[0] < y.dim(2) || g.covered[1] < y.dim(3)) std::fill(out, out + y.numel(), 0.0f);
+    if (!g.empty)
         execute(s, s.primitive,
                 {{DNNL_ARG_DIFF_DST, wrap(g.x_md, call.input(0).data<float>())},
                  {DNNL_ARG_WEIGHTS, s.weights},
@@ -179,8 +178,7 @@ void conv_transpose2d_backward(const BackwardCall& call) {
             db[c] = static_cast<float>(sum);
         }
     }
-    const bool empty = x.numel() == 0 || dy.numel() == 0 || g.covered[0] <= 0 || g.covered[1] <= 0;
-    if (empty) {  // no product: zero gradients
+    if (g.empty) {  // no product: zero gradients
         if (dx) std::fill(dx, dx + x.numel(), 0.0f);
         if (dw) std::fill(dw, dw + w.numel(), 0.0f);
         return;
@@ -199,8 +197,7 @@ void conv_transpose2d_backward(const BackwardCall& call) {
             convolution_of(g, g.w_user, dnnl::prop_kind::forward_training), cpu_engine());
         const dnnl::convolution_backward_weights::primitive_desc pd(
             dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, g.y_md, g.w_user, g.x_md,
-                                                     {g.stride[0], g.stride[1]}, {g.dilation[0] - 1, g.dilation[1] - 1},
-                                                     {g.padding[0], g.padding[1]}, {g.right_pad[0], g.right_pad[1]}),
+                                                     g.strides, g.dilates, g.pad_l, g.pad_r),
             cpu_engine(), hint);
         dnnl::convolution_backward_weights(pd).execute(
             stream, {{DNNL_ARG_SRC, memory(g.y_md, cpu_engine(), dy.data<float>())},
