@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -73,6 +74,14 @@ inline constexpr std::uint64_t kFloat32Only = CAPSULE_DTYPE_BIT(CAPSULE_DTYPE_FL
 
 /// "[2, 3, 4]"
 std::string shape_string(std::span<const int64_t> shape);
+
+/// Whether handing a normalisation's mean to oneDNN as float32 `rounded` keeps the normalised
+/// values within 1e-6 of the double computation: the rounding error of `mean` at most 1e-6 of the
+/// standard deviation sqrt(`var_eps`). False for a mean of 1e4 + noise of 1e-2 (batch_norm's batch
+/// statistics, layer_norm's rows), and for NaN.
+inline bool float32_holds_mean(float rounded, double mean, double var_eps) {
+    return std::fabs(double(rounded) - mean) <= 1e-6 * std::sqrt(var_eps);
+}
 
 /// An `int|pair` attribute (stride, padding, dilation, kernel_size of 2-D ops) as {h, w}, `fallback`
 /// for both when absent; raises INVALID_ARGUMENT naming `capsule` and the attribute otherwise.

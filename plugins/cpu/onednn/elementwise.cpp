@@ -500,7 +500,7 @@ void batch_norm(const ForwardCall& call) {
     for (std::size_t ch = 0; ch < c; ++ch) {
         scale_d[ch] = (weight ? double(weight[ch]) : 1.0) / std::sqrt(var_eps[ch]);
         scale[ch] = static_cast<float>(scale_d[ch]);
-        float_terms = float_terms && std::fabs(double(mean_f[ch]) - mean[ch]) <= 1e-6 * std::sqrt(var_eps[ch]) &&
+        float_terms = float_terms && float32_holds_mean(mean_f[ch], mean[ch], var_eps[ch]) &&
                       std::isfinite(scale[ch]) == std::isfinite(scale_d[ch]);
     }
     if (s.affine) std::copy_n(call.param(1).data<float>(), c, shift.begin());

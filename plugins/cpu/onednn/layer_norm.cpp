@@ -135,7 +135,7 @@ void layer_norm(const ForwardCall& call) {
         row_statistics(x + r * d.n, d.n, d.eps, mean_d[i], var_d[i]);
         mean[i] = static_cast<float>(mean_d[i]);
         variance[i] = static_cast<float>(var_d[i]);
-        float_statistics = float_statistics && std::fabs(double(mean[i]) - mean_d[i]) <= 1e-6 * std::sqrt(var_d[i]) &&
+        float_statistics = float_statistics && float32_holds_mean(mean[i], mean_d[i], var_d[i]) &&
                            std::isnormal(variance[i]);
     }
     if (!float_statistics)
